@@ -1,0 +1,76 @@
+// One event of a trace: what one rank did at one point of a training iteration. Events are
+// plain values, the same for every policy; bucket buffers and their temporaries are never
+// events (a policy makes them at replay). Field use by kind:
+//
+//   kIteration      id = iteration index
+//   kPhase          phase
+//   kAlloc          id, bytes, stream, category      (slot: set by TraceChecker)
+//   kFree           id                                (slot: set by TraceChecker)
+//   kCompute        stream, dur_us, name
+//   kMark           name
+//   kReduceScatter  fsdp, param, group, dtype, numel (per-rank), shard_mode, cast_dtype
+//   kFlush          (the root's end-of-backward callback: reducer.flush() then teardown())
+//   kZeroGrad       set_to_none
+//
+// `name` indexes TraceHeader::names. `index` is the event's position in the trace (0-based),
+// quoted by every error message about it.
+#pragma once
+
+#include <string_view>
+
+#include "core/category.h"
+#include "core/dtype.h"
+#include "core/units.h"
+
+namespace bucketsim {
+
+enum class EventKind : std::uint8_t {
+  kIteration,
+  kPhase,
+  kAlloc,
+  kFree,
+  kCompute,
+  kMark,
+  kReduceScatter,
+  kFlush,
+  kZeroGrad,
+};
+
+// kInit is the phase before the first phase marker (model construction, lazy init).
+enum class Phase : std::uint8_t { kInit, kForward, kBackward, kStep, kZeroGrad };
+inline constexpr int kNumPhases = 5;
+
+// What the FSDP post-reduction hook does with the reduced shard; it decides how long the
+// memory the shard lives in stays alive (reference/fsdp_semantics.md §2.4).
+enum class ShardMode : std::uint8_t {
+  kView,        // kept as the gradient: a view that keeps its whole buffer alive until zero_grad
+  kCast,        // .to(cast_dtype): a new tensor is the gradient, the reduced buffer is let go
+  kAccumulate,  // += into an existing gradient shard: no allocation, the buffer is let go
+};
+
+struct Event {
+  EventKind kind = EventKind::kMark;
+  Phase phase = Phase::kInit;
+  Category category = Category::kOther;
+  DType dtype = DType::kFloat32;
+  DType cast_dtype = DType::kFloat32;
+  ShardMode shard_mode = ShardMode::kView;
+  bool set_to_none = true;
+  StreamId stream = 0;
+  std::uint32_t name = 0;
+  std::uint32_t fsdp = 0;
+  std::uint32_t param = 0;
+  std::uint32_t slot = 0;
+  std::uint64_t id = 0;
+  Bytes bytes = 0;
+  GroupId group = 0;
+  Numel numel = 0;
+  Micros dur_us = 0;
+  EventIndex index = 0;
+};
+
+std::string_view EventKindName(EventKind kind);  // the trace's "ev" value: "alloc", "rs", ...
+std::string_view PhaseName(Phase phase);
+std::string_view ShardModeName(ShardMode mode);
+
+}  // namespace bucketsim

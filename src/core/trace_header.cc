@@ -1,0 +1,104 @@
+#include "core/trace_header.h"
+
+#include <cmath>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+namespace bucketsim {
+namespace {
+
+// A world this large is a corrupt header, not a cluster.
+constexpr int kMaxWorldSize = 1 << 20;
+
+Status ValidateGroup(const ProcessGroup& group, int world_size, int rank) {
+  if (group.ranks.empty()) return InvalidTrace(fmt::format("group {}: no member ranks", group.id));
+  if (group.size() > world_size) {
+    return InvalidTrace(fmt::format("group {}: {} members but world_size is {}", group.id,
+                                    group.size(), world_size));
+  }
+  std::unordered_set<int> seen;
+  bool has_self = false;
+  for (int r : group.ranks) {
+    if (r < 0 || r >= world_size) {
+      return InvalidTrace(fmt::format("group {}: rank {} is outside world_size {}", group.id, r,
+                                      world_size));
+    }
+    if (!seen.insert(r).second) {
+      return InvalidTrace(fmt::format("group {}: rank {} is listed twice", group.id, r));
+    }
+    has_self = has_self || r == rank;
+  }
+  if (!has_self) {
+    return InvalidTrace(fmt::format(
+        "group {}: does not contain this trace's rank {} (a trace lists the groups its rank is in)",
+        group.id, rank));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status TraceHeader::Finalize() {
+  if (schema_version != kTraceSchemaVersion) {
+    return InvalidTrace(fmt::format("schema_version {} is not supported (this build reads {})",
+                                    schema_version, kTraceSchemaVersion));
+  }
+  if (world_size < 1 || world_size > kMaxWorldSize) {
+    return InvalidTrace(fmt::format("world_size {} is outside [1, {}]", world_size, kMaxWorldSize));
+  }
+  if (rank < 0 || rank >= world_size) {
+    return InvalidTrace(fmt::format("rank {} is outside world_size {}", rank, world_size));
+  }
+  if (!std::isfinite(bucket_cap_mb)) return InvalidTrace("bucket_cap_mb is not a finite number");
+  if (streams.empty()) streams.push_back({"default"});
+
+  post_backward_stream_ = 0;
+  for (std::size_t s = 0; s < streams.size(); ++s) {
+    if (streams[s].name == "post_backward") post_backward_stream_ = static_cast<StreamId>(s);
+  }
+
+  group_index_.clear();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    BUCKETSIM_RETURN_IF_ERROR(ValidateGroup(groups[g], world_size, rank));
+    if (!group_index_.emplace(groups[g].id, g).second) {
+      return InvalidTrace(fmt::format("group id {} is defined twice", groups[g].id));
+    }
+  }
+
+  param_base_.clear();
+  num_params_ = 0;
+  for (std::size_t f = 0; f < fsdp.size(); ++f) {
+    param_base_.push_back(num_params_);
+    for (std::size_t p = 0; p < fsdp[f].params.size(); ++p) {
+      const ParamInfo& param = fsdp[f].params[p];
+      if (param.numel == 0 || param.numel * ElementSize(param.dtype) > kMaxSaneBytes) {
+        return InvalidTrace(fmt::format("fsdp {} ('{}') param {}: numel {} is out of range", f,
+                                        fsdp[f].name, p, param.numel));
+      }
+    }
+    num_params_ += static_cast<std::uint32_t>(fsdp[f].params.size());
+  }
+
+  name_index_.clear();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    name_index_.emplace(names[i], static_cast<std::uint32_t>(i));
+  }
+  return Status::Ok();
+}
+
+const ProcessGroup* TraceHeader::FindGroup(GroupId id) const {
+  auto it = group_index_.find(id);
+  return it == group_index_.end() ? nullptr : &groups[it->second];
+}
+
+std::uint32_t TraceHeader::Intern(std::string_view name) {
+  auto it = name_index_.find(std::string(name));
+  if (it != name_index_.end()) return it->second;
+  auto index = static_cast<std::uint32_t>(names.size());
+  names.emplace_back(name);
+  name_index_.emplace(names.back(), index);
+  return index;
+}
+
+}  // namespace bucketsim

@@ -1,0 +1,77 @@
+// The part of a trace that comes before its events: who this rank is, its streams, its process
+// groups and its FSDP instances with their parameters. A TraceHeader is built by the reader (or
+// the generator) and then `Finalize`d, which validates it and builds the indexes the replay
+// looks things up in. `names` grows while events stream in (mark and span names are interned
+// there), so sinks keep a pointer to the header rather than a copy.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/units.h"
+
+namespace bucketsim {
+
+inline constexpr int kTraceSchemaVersion = 1;
+
+struct StreamInfo {
+  std::string name;  // "default", "all_gather", "post_backward", ...; the id is the index
+};
+
+// A process-group *object*. Two objects with the same members are two groups: that is what
+// fairscale's bucket key sees (it hashes the object), and what per-group-dedup undoes.
+struct ProcessGroup {
+  GroupId id = 0;
+  std::vector<int> ranks;  // global ranks, in group-rank order
+  std::string name;
+  int size() const { return static_cast<int>(ranks.size()); }
+};
+
+struct ParamInfo {
+  std::string name;
+  Numel numel = 0;  // unsharded element count of the (flat) parameter
+  DType dtype = DType::kFloat32;
+};
+
+struct FsdpInstance {
+  std::string name;
+  std::vector<ParamInfo> params;
+};
+
+struct TraceHeader {
+  int schema_version = kTraceSchemaVersion;
+  int world_size = 1;
+  int rank = 0;
+  double bucket_cap_mb = 25.0;  // the root FSDP instance's cap: the run's default
+  std::vector<StreamInfo> streams;
+  std::vector<ProcessGroup> groups;
+  std::vector<FsdpInstance> fsdp;
+  std::vector<std::string> names;  // interned mark and span names
+  std::string description;
+
+  // Validates and builds the indexes. Messages name the offending header entry.
+  Status Finalize();
+
+  const ProcessGroup* FindGroup(GroupId id) const;
+  // The stream fairscale runs its reduce-scatters and allocates its buckets on: the stream
+  // named "post_backward", else stream 0.
+  StreamId post_backward_stream() const { return post_backward_stream_; }
+  // Dense index of a parameter over all instances, for per-parameter state.
+  std::uint32_t ParamIndex(std::uint32_t fsdp_index, std::uint32_t param) const {
+    return param_base_[fsdp_index] + param;
+  }
+  std::uint32_t num_params() const { return num_params_; }
+  std::uint32_t Intern(std::string_view name);
+
+ private:
+  std::unordered_map<GroupId, std::size_t> group_index_;
+  std::unordered_map<std::string, std::uint32_t> name_index_;
+  std::vector<std::uint32_t> param_base_;
+  std::uint32_t num_params_ = 0;
+  StreamId post_backward_stream_ = 0;
+};
+
+}  // namespace bucketsim
