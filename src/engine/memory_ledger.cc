@@ -1,1 +1,70 @@
-// placeholder
+#include "engine/memory_ledger.h"
+
+#include <algorithm>
+
+namespace bucketsim {
+
+void MemoryLedger::Charge(Category category, Bytes bytes, EventIndex at) {
+  current_ += bytes;
+  by_category_[static_cast<int>(category)] += bytes;
+  if (IsBucketCategory(category)) {
+    bucket_bytes_ += bytes;
+    peak_bucket_bytes_ = std::max(peak_bucket_bytes_, bucket_bytes_);
+  }
+  PhaseStats& phase = phases_.back();
+  phase.peak_bytes = std::max(phase.peak_bytes, current_);
+  if (current_ > peak_.allocated_bytes) {
+    peak_.allocated_bytes = current_;
+    peak_.event_index = at;
+    peak_.iteration = iteration_;
+    peak_.phase = phase.phase;
+    peak_.by_category = by_category_;
+    peak_unrecorded_ = true;
+  }
+}
+
+void MemoryLedger::Discharge(Category category, Bytes bytes) {
+  current_ -= bytes;
+  by_category_[static_cast<int>(category)] -= bytes;
+  if (IsBucketCategory(category)) bucket_bytes_ -= bytes;
+}
+
+void MemoryLedger::Move(Category from, Category to, Bytes bytes) {
+  by_category_[static_cast<int>(from)] -= bytes;
+  by_category_[static_cast<int>(to)] += bytes;
+  if (IsBucketCategory(from)) bucket_bytes_ -= bytes;
+  if (IsBucketCategory(to)) {
+    bucket_bytes_ += bytes;
+    peak_bucket_bytes_ = std::max(peak_bucket_bytes_, bucket_bytes_);
+  }
+}
+
+void MemoryLedger::BeginPhase(Phase phase, EventIndex at) {
+  phases_.back().end_bytes = current_;
+  phases_.push_back({iteration_, phase, at, current_, current_, current_, 0.0});
+}
+
+void MemoryLedger::Mark(std::string name, EventIndex at, Bytes reserved) {
+  marks_.push_back({std::move(name), iteration_, at, current_, reserved, by_category_});
+}
+
+void MemoryLedger::RecordPeakAllocations(std::vector<LiveAllocation> largest) {
+  peak_.largest = std::move(largest);
+  peak_unrecorded_ = false;
+}
+
+void MemoryLedger::Finish(RunResult& result) {
+  phases_.back().end_bytes = current_;
+  // The stretch before the first phase marker is reported only when something happened in it.
+  if (phases_.size() > 1 && phases_.front().peak_bytes == 0 && phases_.front().compute_us == 0) {
+    phases_.erase(phases_.begin());
+  }
+  result.peak = std::move(peak_);
+  result.peak_bucket_bytes = peak_bucket_bytes_;
+  result.final_allocated_bytes = current_;
+  result.phases = std::move(phases_);
+  result.marks = std::move(marks_);
+  for (const PhaseStats& phase : result.phases) result.compute_us += phase.compute_us;
+}
+
+}  // namespace bucketsim

@@ -1,1 +1,205 @@
-// placeholder
+#include "engine/replay.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "policy/make_policy.h"
+
+namespace bucketsim {
+
+Replay::Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryModel> memory,
+               std::unique_ptr<Backend> backend, ReplayOptions options)
+    : spec_(std::move(spec)),
+      policy_(MakeBucketPolicy(spec_, bucket_cap_mb)),
+      memory_(std::move(memory)),
+      backend_(std::move(backend)),
+      options_(options) {
+  result_.policy = spec_.name;
+  result_.canonical = spec_.Canonical(bucket_cap_mb);
+  result_.bucket_cap_mb = bucket_cap_mb;
+  result_.memory_model = std::string(memory_->name());
+}
+
+Replay::~Replay() = default;
+
+Status Replay::OnHeader(const TraceHeader& header) {
+  header_ = &header;
+  policy_stream_ = header.post_backward_stream();
+  held_grad_.assign(header.num_params(), kNoBuffer);
+  return Status::Ok();
+}
+
+Status Replay::OnEvent(const Event& event) {
+  current_event_ = event.index;
+  ++result_.events;
+  switch (event.kind) {
+    case EventKind::kIteration:
+      ledger_.SetIteration(event.id);
+      return Status::Ok();
+    case EventKind::kPhase:
+      ledger_.BeginPhase(event.phase, event.index);
+      return Status::Ok();
+    case EventKind::kAlloc:
+      return AllocateTrace(event);
+    case EventKind::kFree:
+      FreeTrace(event);
+      return Status::Ok();
+    case EventKind::kCompute:
+      backend_->Compute(event.stream, event.dur_us);
+      ledger_.AddCompute(event.dur_us);
+      return Status::Ok();
+    case EventKind::kMark:
+      ledger_.Mark(header_->names[event.name], event.index, memory_->reserved_bytes());
+      return Status::Ok();
+    case EventKind::kReduceScatter: {
+      ReduceScatterCall call{event, header_->FindGroup(event.group)};
+      BUCKETSIM_CHECK(call.group != nullptr);
+      BUCKETSIM_RETURN_IF_ERROR(policy_->ReduceScatter(call, *this));
+      return std::exchange(deferred_error_, Status::Ok());
+    }
+    case EventKind::kFlush:
+      BUCKETSIM_RETURN_IF_ERROR(policy_->EndBackward(*this));
+      return std::exchange(deferred_error_, Status::Ok());
+    case EventKind::kZeroGrad:
+      if (event.set_to_none) ZeroGrad();
+      return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Status Replay::OnEnd() {
+  RecordPeakIfNeeded();
+  ledger_.Finish(result_);
+  result_.counters = policy_->counters();
+  return Status::Ok();
+}
+
+Status Replay::Charge(Allocation& allocation, Bytes requested, StreamId stream) {
+  Result<Block> block = memory_->Allocate(requested, stream);
+  if (!block.ok()) {
+    return Status(block.status().code(),
+                  fmt::format("event {}: {}", current_event_, block.status().message()));
+  }
+  allocation.block = *block;
+  allocation.since = current_event_;
+  ledger_.Charge(allocation.category, block->charged, current_event_);
+  ledger_.ObserveReserved(memory_->reserved_bytes());
+  return Status::Ok();
+}
+
+void Replay::Discharge(Allocation& allocation) {
+  RecordPeakIfNeeded();
+  memory_->Free(allocation.block);
+  ledger_.Discharge(allocation.category, allocation.block.charged);
+  allocation.refs = 0;
+}
+
+Status Replay::AllocateTrace(const Event& event) {
+  if (event.slot >= trace_slots_.size()) trace_slots_.resize(event.slot + 1);
+  Allocation& allocation = trace_slots_[event.slot];
+  allocation.category = event.category;
+  allocation.refs = 1;
+  allocation.trace_id = event.id;
+  return Charge(allocation, event.bytes, event.stream);
+}
+
+void Replay::FreeTrace(const Event& event) { Discharge(trace_slots_[event.slot]); }
+
+BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId group) {
+  BufferId id = 0;
+  if (free_buffers_.empty()) {
+    id = static_cast<BufferId>(buffers_.size());
+    buffers_.emplace_back();
+  } else {
+    id = free_buffers_.back();
+    free_buffers_.pop_back();
+  }
+  Allocation& buffer = buffers_[id];
+  buffer.category = category;
+  buffer.refs = 1;
+  buffer.dtype = dtype;
+  buffer.group = group;
+  Status status = Charge(buffer, bytes, policy_stream_);
+  if (!status.ok() && deferred_error_.ok()) deferred_error_ = std::move(status);
+  return id;
+}
+
+void Replay::Release(BufferId id) {
+  Allocation& buffer = buffers_[id];
+  BUCKETSIM_CHECK(buffer.refs > 0);
+  if (--buffer.refs > 0) return;
+  Discharge(buffer);
+  free_buffers_.push_back(id);
+}
+
+void Replay::Relabel(BufferId id, Category category) {
+  RecordPeakIfNeeded();  // the peak's list shows what the categories were at the peak
+  Allocation& buffer = buffers_[id];
+  ledger_.Move(buffer.category, category, buffer.block.charged);
+  buffer.category = category;
+}
+
+void Replay::Collective(const CollectiveRecord& record) {
+  CollectiveRecord stamped = record;
+  stamped.event_index = current_event_;
+  backend_->Collective(stamped);
+  if (options_.keep_collective_log) result_.collectives.push_back(stamped);
+}
+
+void Replay::Deliver(const ReduceScatterCall& call, BufferId reduced) {
+  const Event& e = call.event;
+  std::uint32_t param = header_->ParamIndex(e.fsdp, e.param);
+  switch (e.shard_mode) {
+    case ShardMode::kView:
+      // _saved_grad_shard = reduced: a view that keeps the whole buffer alive.
+      ++buffers_[reduced].refs;
+      break;
+    case ShardMode::kCast:
+      // reduced.to(param dtype): a new tensor of the shard's numel is the gradient.
+      reduced = Allocate(e.numel * ElementSize(e.cast_dtype), Category::kGradShard, e.cast_dtype,
+                         call.group->id);
+      break;
+    case ShardMode::kAccumulate:
+      // _saved_grad_shard += reduced: nothing new is kept.
+      return;
+  }
+  BUCKETSIM_CHECK(held_grad_[param] == kNoBuffer);  // TraceChecker guarantees it
+  held_grad_[param] = reduced;
+  holding_params_.push_back(param);
+}
+
+void Replay::ZeroGrad() {
+  for (std::uint32_t param : holding_params_) {
+    Release(held_grad_[param]);
+    held_grad_[param] = kNoBuffer;
+  }
+  holding_params_.clear();
+}
+
+void Replay::RecordPeakIfNeeded() {
+  if (!ledger_.peak_unrecorded()) return;
+  std::vector<LiveAllocation> live;
+  for (const Allocation& a : trace_slots_) {
+    if (a.refs == 0) continue;
+    live.push_back({a.category, a.block.charged, fmt::format("trace alloc id {}", a.trace_id),
+                    a.since});
+  }
+  for (const Allocation& a : buffers_) {
+    if (a.refs == 0) continue;
+    live.push_back({a.category, a.block.charged,
+                    fmt::format("{} {} group {}", CategoryName(a.category), DTypeName(a.dtype),
+                                a.group),
+                    a.since});
+  }
+  auto larger = [](const LiveAllocation& x, const LiveAllocation& y) {
+    return x.bytes != y.bytes ? x.bytes > y.bytes : x.since < y.since;
+  };
+  std::size_t keep = std::min<std::size_t>(live.size(), options_.largest_at_peak);
+  std::partial_sort(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(keep), live.end(),
+                    larger);
+  live.resize(keep);
+  ledger_.RecordPeakAllocations(std::move(live));
+}
+
+}  // namespace bucketsim

@@ -1,1 +1,149 @@
-// placeholder
+#include "engine/trace_checker.h"
+
+#include <fmt/format.h>
+
+namespace bucketsim {
+
+Status TraceChecker::OnHeader(const TraceHeader& header) {
+  header_ = &header;
+  holds_grad_.assign(header.num_params(), false);
+  return next_ ? next_->OnHeader(header) : Status::Ok();
+}
+
+Status TraceChecker::OnEvent(const Event& event) {
+  Event checked = event;
+  BUCKETSIM_RETURN_IF_ERROR(Check(checked));
+  ++summary_.events;
+  ++summary_.events_by_kind[static_cast<int>(event.kind)];
+  return next_ ? next_->OnEvent(checked) : Status::Ok();
+}
+
+Status TraceChecker::Check(Event& event) {
+  switch (event.kind) {
+    case EventKind::kIteration:
+      if (seen_iteration_ && event.id <= iteration_) {
+        return InvalidTrace(fmt::format("event {}: iteration {} does not follow iteration {}",
+                                        event.index, event.id, iteration_));
+      }
+      seen_iteration_ = true;
+      iteration_ = event.id;
+      ++summary_.iterations;
+      return Status::Ok();
+    case EventKind::kPhase: return CheckPhase(event);
+    case EventKind::kAlloc: return CheckAlloc(event);
+    case EventKind::kFree: return CheckFree(event);
+    case EventKind::kCompute:
+      summary_.compute_us += event.dur_us;
+      return Status::Ok();
+    case EventKind::kMark: return Status::Ok();
+    case EventKind::kReduceScatter: return CheckReduceScatter(event);
+    case EventKind::kFlush:
+      if (phase_ != Phase::kBackward) {
+        return InvalidTrace(fmt::format("event {}: flush outside backward (phase is '{}')",
+                                        event.index, PhaseName(phase_)));
+      }
+      unflushed_requests_ = 0;
+      return Status::Ok();
+    case EventKind::kZeroGrad:
+      if (event.set_to_none) holds_grad_.assign(holds_grad_.size(), false);
+      return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Status TraceChecker::CheckPhase(const Event& event) {
+  if (unflushed_requests_ > 0 && event.phase != Phase::kBackward) {
+    return InvalidTrace(fmt::format(
+        "event {}: phase '{}' begins while {} reduce-scatter request(s) since event {} were "
+        "never flushed (missing the end-of-backward 'flush' event)",
+        event.index, PhaseName(event.phase), unflushed_requests_, first_unflushed_));
+  }
+  phase_ = event.phase;
+  return Status::Ok();
+}
+
+Status TraceChecker::CheckAlloc(Event& event) {
+  auto [it, inserted] = ids_.try_emplace(event.id);
+  IdState& state = it->second;
+  if (!inserted && state.live) {
+    return InvalidTrace(fmt::format("event {}: alloc of id {}, which is already live (allocated "
+                                    "at event {})",
+                                    event.index, event.id, state.last_event));
+  }
+  if (free_slots_.empty()) {
+    state.slot = num_slots_++;
+  } else {
+    state.slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  state.live = true;
+  state.category = event.category;
+  state.bytes = event.bytes;
+  state.last_event = event.index;
+  event.slot = state.slot;
+  summary_.allocated_bytes[static_cast<int>(event.category)] += event.bytes;
+  live_bytes_ += event.bytes;
+  ++live_count_;
+  summary_.max_live_bytes = std::max(summary_.max_live_bytes, live_bytes_);
+  summary_.max_live_allocations = std::max(summary_.max_live_allocations, live_count_);
+  return Status::Ok();
+}
+
+Status TraceChecker::CheckFree(Event& event) {
+  auto it = ids_.find(event.id);
+  if (it == ids_.end()) {
+    return InvalidTrace(
+        fmt::format("event {}: free of unknown allocation id {}", event.index, event.id));
+  }
+  IdState& state = it->second;
+  if (!state.live) {
+    return InvalidTrace(fmt::format("event {}: double free of id {} (already freed at event {})",
+                                    event.index, event.id, state.last_event));
+  }
+  state.live = false;
+  state.last_event = event.index;
+  free_slots_.push_back(state.slot);
+  event.slot = state.slot;
+  event.category = state.category;
+  event.bytes = state.bytes;
+  live_bytes_ -= state.bytes;
+  --live_count_;
+  return Status::Ok();
+}
+
+Status TraceChecker::CheckReduceScatter(const Event& event) {
+  if (phase_ != Phase::kBackward) {
+    return InvalidTrace(fmt::format("event {}: rs outside backward (phase is '{}')", event.index,
+                                    PhaseName(phase_)));
+  }
+  if (event.shard_mode != ShardMode::kAccumulate) {
+    std::uint32_t param = header_->ParamIndex(event.fsdp, event.param);
+    if (holds_grad_[param]) {
+      return InvalidTrace(fmt::format(
+          "event {}: rs: shard '{}' for fsdp {} param {}, which still holds a reduced gradient "
+          "(no zero_grad(set_to_none=True) since); FSDP accumulates into it: use shard "
+          "'accumulate'",
+          event.index, ShardModeName(event.shard_mode), event.fsdp, event.param));
+    }
+    holds_grad_[param] = true;
+  }
+  if (unflushed_requests_++ == 0) first_unflushed_ = event.index;
+  return Status::Ok();
+}
+
+Status TraceChecker::OnEnd() {
+  if (unflushed_requests_ > 0) {
+    return InvalidTrace(fmt::format(
+        "the trace ends with {} reduce-scatter request(s) since event {} never flushed "
+        "(missing the end-of-backward 'flush' event)",
+        unflushed_requests_, first_unflushed_));
+  }
+  for (const auto& [id, state] : ids_) {
+    if (!state.live) continue;
+    summary_.alive_at_end_bytes[static_cast<int>(state.category)] += state.bytes;
+    ++summary_.alive_at_end_count[static_cast<int>(state.category)];
+  }
+  return next_ ? next_->OnEnd() : Status::Ok();
+}
+
+}  // namespace bucketsim

@@ -1,0 +1,30 @@
+// One reduce-scatter a policy issued, as the report's collective log shows it. The log is what
+// lets anyone check a replay against fairscale's own code: same order, same groups, same sizes.
+#pragma once
+
+#include <string_view>
+
+#include "core/dtype.h"
+#include "core/units.h"
+
+namespace bucketsim {
+
+enum class CollectiveKind : std::uint8_t {
+  kBypass,       // a gradient larger than the bucket shard, reduced on its own
+  kBucketFlush,  // a bucket's filled columns, reduced together
+};
+
+struct CollectiveRecord {
+  CollectiveKind kind = CollectiveKind::kBypass;
+  GroupId group = 0;
+  int group_size = 1;
+  DType dtype = DType::kFloat32;
+  Numel input_numel = 0;   // the whole send buffer: group_size * output_numel
+  Numel output_numel = 0;  // this rank's reduced shard
+  std::uint32_t requests = 1;  // gradients carried by this collective
+  EventIndex event_index = 0;  // the trace event that caused it (an rs or the flush); set by the engine
+};
+
+std::string_view CollectiveKindName(CollectiveKind kind);  // "bypass", "bucket_flush"
+
+}  // namespace bucketsim

@@ -1,0 +1,86 @@
+// One replay of a trace under one bucket policy: the engine. It consumes checked events (after
+// TraceChecker, which assigns allocation slots), sends trace allocations to the memory model,
+// reduce-scatter requests and flushes to the policy, compute spans and collectives to the
+// backend, and keeps the ledger. It is also the policy's PolicyHost: it owns every policy buffer
+// and applies the gradient retention rule when a reduced shard is delivered, which is the same
+// for every policy (reference/fsdp_semantics.md §2.4, §2.6).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/event_sink.h"
+#include "engine/memory_ledger.h"
+#include "memory/memory_model.h"
+#include "policy/bucket_policy.h"
+#include "policy/policy_spec.h"
+
+namespace bucketsim {
+
+struct ReplayOptions {
+  bool keep_collective_log = true;
+  int largest_at_peak = 10;  // how many of the largest live allocations the peak lists
+};
+
+class Replay final : public EventSink, private PolicyHost {
+ public:
+  Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryModel> memory,
+         std::unique_ptr<Backend> backend, ReplayOptions options = {});
+  ~Replay() override;
+
+  Status OnHeader(const TraceHeader& header) override;
+  Status OnEvent(const Event& event) override;
+  Status OnEnd() override;
+
+  // Valid after OnEnd.
+  RunResult TakeResult() { return std::move(result_); }
+
+ private:
+  static constexpr BufferId kNoBuffer = ~BufferId{0};
+
+  struct Allocation {
+    Block block;
+    Category category = Category::kOther;
+    std::uint32_t refs = 0;  // 0: the entry is free
+    EventIndex since = 0;
+    std::uint64_t trace_id = 0;  // trace allocations
+    DType dtype = DType::kFloat32;  // policy buffers
+    GroupId group = 0;              // policy buffers
+  };
+
+  // PolicyHost
+  BufferId Allocate(Bytes bytes, Category category, DType dtype, GroupId group) override;
+  void Release(BufferId buffer) override;
+  void Relabel(BufferId buffer, Category category) override;
+  void Collective(const CollectiveRecord& record) override;
+  void Deliver(const ReduceScatterCall& call, BufferId reduced) override;
+
+  Status AllocateTrace(const Event& event);
+  void FreeTrace(const Event& event);
+  void ZeroGrad();
+  Status Charge(Allocation& allocation, Bytes requested, StreamId stream);
+  void Discharge(Allocation& allocation);
+  void RecordPeakIfNeeded();
+
+  PolicySpec spec_;
+  std::unique_ptr<BucketPolicy> policy_;
+  std::unique_ptr<MemoryModel> memory_;
+  std::unique_ptr<Backend> backend_;
+  ReplayOptions options_;
+  const TraceHeader* header_ = nullptr;
+  StreamId policy_stream_ = 0;
+  EventIndex current_event_ = 0;
+  Status deferred_error_;  // an allocation failure inside a policy call
+
+  std::vector<Allocation> trace_slots_;  // by Event::slot
+  std::vector<Allocation> buffers_;      // by BufferId
+  std::vector<BufferId> free_buffers_;
+  std::vector<BufferId> held_grad_;      // per parameter: the buffer its gradient lives in
+  std::vector<std::uint32_t> holding_params_;
+
+  MemoryLedger ledger_;
+  RunResult result_;
+};
+
+}  // namespace bucketsim

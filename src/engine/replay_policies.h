@@ -1,0 +1,40 @@
+// Replays one trace under several policies in a single pass: the trace is read once, checked
+// once, and every event is handed to one Replay per policy. Nothing of the trace is kept in
+// memory beyond the live state of each replay, so a ten-million-event trace costs no more
+// memory than a short one with the same peak.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "core/event_sink.h"
+#include "engine/replay.h"
+#include "engine/trace_checker.h"
+
+namespace bucketsim {
+
+// Something that fills a header and streams events into a sink: a file reader, a generator,
+// a test's event list.
+using TraceSource = std::function<Status(TraceHeader& header, EventSink& sink)>;
+
+struct ReplayRequest {
+  std::vector<PolicySpec> policies;
+  // --bucket-cap-mb: overrides the trace's cap for every policy that does not fix its own.
+  std::optional<double> bucket_cap_mb;
+  ReplayOptions options;
+};
+
+struct ReplayOutcome {
+  TraceHeader header;
+  TraceSummary summary;
+  std::vector<RunResult> runs;  // in the order of ReplayRequest::policies
+};
+
+Result<ReplayOutcome> ReplayPolicies(const TraceSource& source, const ReplayRequest& request);
+
+// The cap a policy replays with: its own, else the override, else the trace's.
+double ResolveBucketCap(const PolicySpec& spec, std::optional<double> override_mb,
+                        const TraceHeader& header);
+
+}  // namespace bucketsim

@@ -1,0 +1,72 @@
+// What one replay of a trace under one policy produced: plain values for the reporters. Every
+// byte figure is "allocated" as the memory model charges it; `reserved` figures come from the
+// same model (equal to allocated under `exact`).
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "core/category.h"
+#include "core/collective_record.h"
+#include "core/event.h"
+#include "policy/bucket_policy.h"
+
+namespace bucketsim {
+
+using CategoryBytes = std::array<Bytes, kNumCategories>;
+
+struct LiveAllocation {
+  Category category = Category::kOther;
+  Bytes bytes = 0;
+  std::string what;         // "trace alloc id 17" or "bucket_data bf16 group 3"
+  EventIndex since = 0;     // the event at which it was allocated
+};
+
+struct PeakInfo {
+  Bytes allocated_bytes = 0;
+  Bytes reserved_bytes = 0;
+  EventIndex event_index = 0;
+  std::uint64_t iteration = 0;
+  Phase phase = Phase::kInit;
+  CategoryBytes by_category{};
+  std::vector<LiveAllocation> largest;  // the largest allocations alive at the peak
+};
+
+// One stretch of the trace between two phase markers.
+struct PhaseStats {
+  std::uint64_t iteration = 0;
+  Phase phase = Phase::kInit;
+  EventIndex first_event = 0;
+  Bytes start_bytes = 0;
+  Bytes peak_bytes = 0;
+  Bytes end_bytes = 0;
+  Micros compute_us = 0;
+};
+
+struct MarkSample {
+  std::string name;
+  std::uint64_t iteration = 0;
+  EventIndex event_index = 0;
+  Bytes allocated_bytes = 0;
+  Bytes reserved_bytes = 0;
+  CategoryBytes by_category{};
+};
+
+struct RunResult {
+  std::string policy;     // as the user named it
+  std::string canonical;  // lifetime=...,key=...,cap=...
+  double bucket_cap_mb = 0;
+  std::string memory_model;
+  PeakInfo peak;
+  Bytes peak_bucket_bytes = 0;  // largest bucket_data + bucket_output at any time
+  Bytes final_allocated_bytes = 0;
+  std::vector<PhaseStats> phases;
+  std::vector<MarkSample> marks;
+  std::vector<CollectiveRecord> collectives;
+  PolicyCounters counters;
+  std::uint64_t events = 0;
+  Micros compute_us = 0;
+};
+
+}  // namespace bucketsim

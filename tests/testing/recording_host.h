@@ -1,0 +1,56 @@
+// A PolicyHost that records what a policy does, in order, as readable lines, and keeps the
+// buffers' reference counts and live bytes. Policy tests assert on both: the exact sequence
+// fairscale performs and the bytes alive after each step.
+#pragma once
+
+#include <map>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "policy/bucket_policy.h"
+
+namespace bucketsim::testing {
+
+class RecordingHost final : public PolicyHost {
+ public:
+  BufferId Allocate(Bytes bytes, Category category, DType dtype, GroupId group) override;
+  void Release(BufferId buffer) override;
+  void Relabel(BufferId buffer, Category category) override;
+  void Collective(const CollectiveRecord& record) override;
+  // Records the delivery; a kView delivery takes a reference, like a gradient view would.
+  void Deliver(const ReduceScatterCall& call, BufferId reduced) override;
+
+  // Drops every reference taken by kView deliveries: zero_grad(set_to_none=True).
+  void DropGradients();
+
+  const std::vector<std::string>& log() const { return log_; }
+  std::vector<std::string> TakeLog() { return std::exchange(log_, {}); }
+  const std::vector<CollectiveRecord>& collectives() const { return collectives_; }
+  Bytes live_bytes() const { return live_bytes_; }
+  Bytes peak_bytes() const { return peak_bytes_; }
+  Bytes live_bytes(Category category) const;
+  int deliveries() const { return deliveries_; }
+
+ private:
+  struct Buffer {
+    Bytes bytes = 0;
+    Category category = Category::kOther;
+    int refs = 0;
+  };
+  std::vector<Buffer> buffers_;
+  std::vector<BufferId> gradient_refs_;
+  std::vector<std::string> log_;
+  std::vector<CollectiveRecord> collectives_;
+  Bytes live_bytes_ = 0;
+  Bytes peak_bytes_ = 0;
+  int deliveries_ = 0;
+};
+
+// A group object with the given id and members.
+ProcessGroup MakeGroup(GroupId id, std::vector<int> ranks);
+// A reduce-scatter request of `numel` elements per rank on `group`.
+ReduceScatterCall MakeCall(const ProcessGroup& group, Numel numel, DType dtype = DType::kFloat32,
+                           ShardMode mode = ShardMode::kView, std::uint32_t param = 0);
+
+}  // namespace bucketsim::testing
