@@ -1,1 +1,59 @@
-// placeholder
+#include "cli/command.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "io/trace_reader.h"
+
+namespace bucketsim {
+
+void AddTraceArgument(CLI::App& command, std::string& trace, bool required) {
+  auto* option = command.add_option("trace", trace, "Trace file (trace format v1; - for stdin)");
+  if (required) option->required();
+}
+
+void AddReplayFlags(CLI::App& command, ReplayFlags& flags) {
+  command.add_option("--policy", flags.policies,
+                     "Bucket policy: " + PolicyNamesHelp() + " (repeatable)");
+  command.add_option("--bucket-cap-mb", flags.bucket_cap_mb,
+                     "Bucket cap in MiB for policies that do not fix their own "
+                     "(default: the trace's bucket_cap_mb)");
+  command.add_option("--json", flags.json_path, "Also write the JSON report to FILE");
+}
+
+Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
+                                 const std::vector<PolicySpec>& default_policies) {
+  ReplayRequest request;
+  request.bucket_cap_mb = flags.bucket_cap_mb;
+  for (const std::string& name : flags.policies) {
+    Result<PolicySpec> spec = ParsePolicySpec(name);
+    if (!spec.ok()) return spec.status();
+    request.policies.push_back(*spec);
+  }
+  if (request.policies.empty()) request.policies = default_policies;
+  const std::string& path = flags.trace;
+  return ReplayPolicies(
+      [&path](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); },
+      request);
+}
+
+Result<ReportContext> ContextFor(const CommandContext& context, const std::string& trace) {
+  ReportContext report = MakeReportContext(context.argv);
+  BUCKETSIM_RETURN_IF_ERROR(DescribeTrace(trace, report));
+  return report;
+}
+
+int ReportError(const Status& status) {
+  std::fprintf(stderr, "bucketsim: error: %s\n", status.message().c_str());
+  return kExitError;
+}
+
+std::string DefaultTracePath() {
+  // BUCKETSIM_DEFAULT_TRACE in the environment wins, for installed copies of the binary.
+  if (const char* env = std::getenv("BUCKETSIM_DEFAULT_TRACE"); env && *env) return env;
+  return BUCKETSIM_DEFAULT_TRACE;
+}
+
+}  // namespace bucketsim

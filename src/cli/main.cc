@@ -1,1 +1,52 @@
-int main() { return 0; }
+// bucketsim: replays FSDP training traces under gradient-bucket policies and reports memory.
+#include <array>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/command.h"
+
+namespace bucketsim {
+namespace {
+
+constexpr std::array<CommandSpec, 5> kCommands = {{
+    {"compare", "Replay a trace under several bucket policies and compare their memory",
+     &AddCompareCommand},
+    {"check", "Fail (exit 1) when a policy breaks a memory budget on a trace", &AddCheckCommand},
+    {"validate", "Check a trace for consistency and summarise it", &AddValidateCommand},
+    {"gen", "Generate a trace from a model preset", &AddGenCommand},
+    {"version", "Print the version and the backends this build can run on", &AddVersionCommand},
+}};
+
+int Main(int argc, char** argv) {
+  CommandContext context;
+  context.argv.assign(argv, argv + argc);
+  CLI::App app{"bucketsim: what does a gradient-bucket policy cost in memory? Replays FSDP "
+               "traces under bucket policies, accounting memory as PyTorch would."};
+  app.require_subcommand(1);
+  app.footer("Exit codes: 0 ok, 1 a budget is broken (check), 2 usage or input error.\n"
+             "Run 'bucketsim COMMAND --help' for a command's options and an example.");
+  for (const CommandSpec& spec : kCommands) {
+    CLI::App* command = app.add_subcommand(spec.name, spec.description);
+    spec.add(*command, context);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints its own message; usage errors share exit code 2 with input errors.
+    app.exit(e);
+    return e.get_exit_code() == 0 ? kExitOk : kExitError;
+  }
+  return context.exit_code;
+}
+
+}  // namespace
+}  // namespace bucketsim
+
+int main(int argc, char** argv) { return bucketsim::Main(argc, argv); }

@@ -1,1 +1,123 @@
-// placeholder
+#include "report/console_table.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace bucketsim {
+namespace {
+
+Bytes SumBucket(const CategoryBytes& bytes) {
+  return bytes[static_cast<int>(Category::kBucketData)] +
+         bytes[static_cast<int>(Category::kBucketOutput)];
+}
+
+// Mark names in order of first appearance.
+std::vector<std::string> MarkNames(const std::vector<RunResult>& runs) {
+  std::vector<std::string> names;
+  for (const RunResult& run : runs) {
+    for (const MarkSample& mark : run.marks) {
+      if (std::find(names.begin(), names.end(), mark.name) == names.end()) {
+        names.push_back(mark.name);
+      }
+    }
+  }
+  return names;
+}
+
+Bytes MaxAtMark(const RunResult& run, const std::string& name) {
+  Bytes most = 0;
+  for (const MarkSample& mark : run.marks) {
+    if (mark.name == name) most = std::max(most, mark.allocated_bytes);
+  }
+  return most;
+}
+
+}  // namespace
+
+std::string Mib(Bytes bytes) {
+  return fmt::format("{:.2f}", static_cast<double>(bytes) / static_cast<double>(kMiB));
+}
+
+Table BuildComparisonTable(const ReplayOutcome& outcome) {
+  Table table;
+  std::vector<std::string> marks = MarkNames(outcome.runs);
+  table.headers = {"policy", "cap (MiB)", "peak alloc (MiB)", "vs best (MiB)",
+                   "bucket@peak (MiB)", "max bucket (MiB)"};
+  for (const std::string& mark : marks) table.headers.push_back(fmt::format("{} (MiB)", mark));
+  for (const char* h : {"buckets", "flushes", "bypassed", "compute (ms)"}) table.headers.push_back(h);
+  table.right_aligned.assign(table.headers.size(), true);
+  table.right_aligned[0] = false;
+
+  Bytes best = ~Bytes{0};
+  for (const RunResult& run : outcome.runs) best = std::min(best, run.peak.allocated_bytes);
+  for (const RunResult& run : outcome.runs) {
+    std::vector<std::string> row = {run.policy,
+                                    fmt::format("{}", run.bucket_cap_mb),
+                                    Mib(run.peak.allocated_bytes),
+                                    "+" + Mib(run.peak.allocated_bytes - best),
+                                    Mib(SumBucket(run.peak.by_category)),
+                                    Mib(run.peak_bucket_bytes)};
+    for (const std::string& mark : marks) row.push_back(Mib(MaxAtMark(run, mark)));
+    row.push_back(fmt::format("{}", run.counters.buckets));
+    row.push_back(fmt::format("{}", run.counters.flushes));
+    row.push_back(fmt::format("{}", run.counters.bypasses));
+    row.push_back(fmt::format("{:.3f}", run.compute_us / 1000.0));
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
+Table BuildPeakCompositionTable(const RunResult& run) {
+  Table table;
+  table.headers = {"category", "bytes at peak (MiB)", "share"};
+  table.right_aligned = {false, true, true};
+  for (int c = 0; c < kNumCategories; ++c) {
+    Bytes bytes = run.peak.by_category[c];
+    if (bytes == 0) continue;
+    double share = run.peak.allocated_bytes == 0
+                       ? 0.0
+                       : 100.0 * static_cast<double>(bytes) /
+                             static_cast<double>(run.peak.allocated_bytes);
+    table.rows.push_back({std::string(CategoryName(static_cast<Category>(c))), Mib(bytes),
+                          fmt::format("{:.1f}%", share)});
+  }
+  return table;
+}
+
+std::string RenderText(const Table& table) {
+  std::vector<std::size_t> width(table.headers.size());
+  for (std::size_t c = 0; c < width.size(); ++c) width[c] = table.headers[c].size();
+  for (const auto& row : table.rows) {
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      if (c > 0) out += "  ";
+      out += table.right_aligned[c] ? fmt::format("{:>{}}", cells[c], width[c])
+                                    : fmt::format("{:<{}}", cells[c], width[c]);
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string out = line(table.headers);
+  for (const auto& row : table.rows) out += line(row);
+  return out;
+}
+
+std::string RenderMarkdown(const Table& table) {
+  std::string out = "|";
+  for (const std::string& h : table.headers) out += fmt::format(" {} |", h);
+  out += "\n|";
+  for (bool right : table.right_aligned) out += right ? " ---: |" : " --- |";
+  out += "\n";
+  for (const auto& row : table.rows) {
+    out += "|";
+    for (const std::string& cell : row) out += fmt::format(" {} |", cell);
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace bucketsim

@@ -1,0 +1,61 @@
+// The subcommands of `bucketsim`, one table and one file each (cmd_<name>.cc), with the flags
+// several commands share defined once here. A command registers its options on its CLI11
+// subcommand and sets `exit_code` when it runs. Exit codes, as the README documents them:
+// 0 success or budget kept, 1 a budget broken, 2 bad usage or bad input (never a pass).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+#include "engine/replay_policies.h"
+#include "report/report_context.h"
+
+namespace bucketsim {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitBudgetBroken = 1;
+inline constexpr int kExitError = 2;
+
+struct CommandContext {
+  std::vector<std::string> argv;
+  int exit_code = kExitOk;
+};
+
+struct CommandSpec {
+  const char* name;
+  const char* description;
+  void (*add)(CLI::App& command, CommandContext& context);
+};
+
+void AddCompareCommand(CLI::App& command, CommandContext& context);
+void AddCheckCommand(CLI::App& command, CommandContext& context);
+void AddValidateCommand(CLI::App& command, CommandContext& context);
+void AddGenCommand(CLI::App& command, CommandContext& context);
+void AddVersionCommand(CLI::App& command, CommandContext& context);
+
+// Flags shared by the commands that replay a trace.
+struct ReplayFlags {
+  std::string trace;
+  std::vector<std::string> policies;
+  std::optional<double> bucket_cap_mb;
+  std::string json_path;
+};
+void AddTraceArgument(CLI::App& command, std::string& trace, bool required);
+void AddReplayFlags(CLI::App& command, ReplayFlags& flags);
+
+// Parses the policies, reads the trace once and replays it under each of them.
+Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
+                                 const std::vector<PolicySpec>& default_policies);
+// The context block of a report about `trace`.
+Result<ReportContext> ContextFor(const CommandContext& context, const std::string& trace);
+
+// Prints "bucketsim: error: <message>" on stderr and returns kExitError.
+int ReportError(const Status& status);
+// The trace `compare` replays when none is given.
+std::string DefaultTracePath();
+
+}  // namespace bucketsim

@@ -1,0 +1,32 @@
+// The comparison of policies as a table: one row per policy, units in the headers. The same
+// Table renders as aligned text for the terminal and as Markdown for documents, so the two never
+// disagree about a figure.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/replay_policies.h"
+
+namespace bucketsim {
+
+struct Table {
+  std::vector<std::string> headers;
+  std::vector<bool> right_aligned;
+  std::vector<std::vector<std::string>> rows;
+};
+
+// Columns: policy, cap, peak allocated, delta to the lowest peak, bucket bytes at the peak,
+// largest bucket bytes, the largest value of each named mark, buckets, flushes, bypassed
+// requests, compute time.
+Table BuildComparisonTable(const ReplayOutcome& outcome);
+// The composition of one policy's peak: bytes per non-empty category.
+Table BuildPeakCompositionTable(const RunResult& run);
+
+std::string RenderText(const Table& table);
+std::string RenderMarkdown(const Table& table);
+
+// MiB with two decimals, the unit of every table.
+std::string Mib(Bytes bytes);
+
+}  // namespace bucketsim

@@ -1,0 +1,32 @@
+// Where a report came from: the tool (version, git sha), how it was run (argv, backend, memory
+// model, host) and what it read (the trace's name and digest). Readers of a report use it to
+// tell whether two reports are comparable; golden tests drop its volatile fields (host, argv,
+// git_sha, tool_version, trace_path).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace bucketsim {
+
+inline constexpr int kReportSchemaVersion = 1;
+
+struct ReportContext {
+  std::string tool_version;
+  std::string git_sha;
+  std::string backend = "sim";
+  std::string memory_model = "exact";
+  std::vector<std::string> argv;
+  std::string host;
+  std::string trace_path;
+  std::string trace_name;    // file name without directories
+  std::string trace_digest;  // "fnv1a64:0123456789abcdef" of the file's bytes
+};
+
+// Fills tool, host and argv; the trace fields are filled by `DescribeTrace`.
+ReportContext MakeReportContext(const std::vector<std::string>& argv);
+Status DescribeTrace(const std::string& path, ReportContext& context);
+
+}  // namespace bucketsim

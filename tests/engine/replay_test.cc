@@ -1,0 +1,128 @@
+// The engine's own rules, on traces built in code: gradient retention (what keeps a reduced
+// shard's buffer alive, and until when), 512-byte rounding, phases and marks.
+#include "engine/replay.h"
+
+#include <gtest/gtest.h>
+
+#include "testing/trace_builder.h"
+
+namespace bucketsim {
+namespace {
+
+using testing::ReplayOne;
+using testing::TraceBuilder;
+
+// ws 2, cap 0.25 MiB fp32: S = 32768; one instance reducing n = 1000 elements into the bucket.
+// Bucket data 262144 B, output 131072 B.
+TraceBuilder OneBucketedParam(ShardMode mode, bool set_to_none, int iterations = 1) {
+  TraceBuilder t(2, 0, 0.25);
+  t.Group(1, {0, 1}).Fsdp("layer", {{"w", 2000, DType::kFloat32}});
+  for (int i = 0; i < iterations; ++i) {
+    ShardMode this_mode = (i > 0 && !set_to_none) ? ShardMode::kAccumulate : mode;
+    t.Iteration(i).Phase(Phase::kForward).Phase(Phase::kBackward);
+    t.Rs(0, 0, 1, DType::kFloat32, 1000, this_mode).Flush().Mark("after bwd");
+    t.Phase(Phase::kStep).Mark("after step").Phase(Phase::kZeroGrad).ZeroGrad(set_to_none);
+    t.Mark("after zero_grad");
+  }
+  return t;
+}
+
+std::vector<Bytes> MarkBytes(const RunResult& run) {
+  std::vector<Bytes> out;
+  for (const MarkSample& m : run.marks) out.push_back(m.allocated_bytes);
+  return out;
+}
+
+TEST(Retention, RetiredOutputLivesUntilZeroGradSetToNone) {
+  auto run = ReplayOne(OneBucketedParam(ShardMode::kView, true), "backward-only");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  // After bwd and after step: the retired output (131072 B) held by the gradient view; the
+  // bucket itself is torn down. zero_grad(set_to_none=True) frees it.
+  EXPECT_EQ(MarkBytes(*run), (std::vector<Bytes>{131'072, 131'072, 0}));
+  EXPECT_EQ(run->marks[0].by_category[static_cast<int>(Category::kRetiredOutput)], 131'072u);
+}
+
+TEST(Retention, ZeroGradWithoutSetToNoneKeepsTheGradient) {
+  auto run = ReplayOne(OneBucketedParam(ShardMode::kView, false, 2), "backward-only");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  // Iteration 1 accumulates into the kept gradient: its own retired output dies at once.
+  EXPECT_EQ(MarkBytes(*run),
+            (std::vector<Bytes>{131'072, 131'072, 131'072, 131'072, 131'072, 131'072}));
+}
+
+TEST(Retention, CastReleasesTheReducedBufferAndKeepsTheCast) {
+  auto run = ReplayOne(OneBucketedParam(ShardMode::kCast, true), "backward-only");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  // The fp32 cast of 1000 elements is 4000 B, charged 4096 B; the retired output is freed.
+  EXPECT_EQ(MarkBytes(*run), (std::vector<Bytes>{4'096, 4'096, 0}));
+  EXPECT_EQ(run->marks[0].by_category[static_cast<int>(Category::kGradShard)], 4'096u);
+}
+
+TEST(Retention, AccumulateKeepsNothing) {
+  auto run = ReplayOne(OneBucketedParam(ShardMode::kAccumulate, true), "backward-only");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(MarkBytes(*run), (std::vector<Bytes>{0, 0, 0}));
+}
+
+TEST(Retention, AlwaysAllocatedKeepsBucketPlusRetiredOutput) {
+  auto run = ReplayOne(OneBucketedParam(ShardMode::kView, true), "always-allocated");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  // data 262144 + fresh output 131072 + retired output 131072; then the retired one goes.
+  EXPECT_EQ(MarkBytes(*run), (std::vector<Bytes>{524'288, 524'288, 393'216}));
+}
+
+TEST(Retention, BypassOutputIsTheGradientUntilZeroGrad) {
+  auto run = ReplayOne(OneBucketedParam(ShardMode::kView, true), "unbucketed");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  // Output of 1000 fp32 elements: 4000 B, charged 4096 B.
+  EXPECT_EQ(MarkBytes(*run), (std::vector<Bytes>{4'096, 4'096, 0}));
+  // The peak: output 4096 + cat temp 2*1000*4 = 8000 -> 8192.
+  EXPECT_EQ(run->peak.allocated_bytes, 4'096u + 8'192u);
+}
+
+TEST(ExactModel, RoundsEveryRequestUpTo512Bytes) {
+  TraceBuilder t(1);
+  t.Alloc(1, 1, Category::kOther).Mark("one").Alloc(2, 512, Category::kOther).Mark("two");
+  t.Alloc(3, 513, Category::kOther).Mark("three").Alloc(4, 0, Category::kOther).Mark("zero");
+  auto run = ReplayOne(t, "backward-only");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(MarkBytes(*run), (std::vector<Bytes>{512, 1'024, 2'048, 2'048}));
+}
+
+TEST(Phases, EachStretchHasItsStartPeakAndEnd) {
+  TraceBuilder t(1);
+  t.Iteration(0).Phase(Phase::kForward).Alloc(1, 1024, Category::kActivation);
+  t.Alloc(2, 2048, Category::kActivation).Free(2).Compute(10);
+  t.Phase(Phase::kBackward).Free(1).Compute(20);
+  auto run = ReplayOne(t, "backward-only");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->phases.size(), 2u);  // the empty stretch before "forward" is left out
+  EXPECT_EQ(run->phases[0].phase, Phase::kForward);
+  EXPECT_EQ(run->phases[0].start_bytes, 0u);
+  EXPECT_EQ(run->phases[0].peak_bytes, 3'072u);
+  EXPECT_EQ(run->phases[0].end_bytes, 1'024u);
+  EXPECT_DOUBLE_EQ(run->phases[0].compute_us, 10.0);
+  EXPECT_EQ(run->phases[1].start_bytes, 1'024u);
+  EXPECT_EQ(run->phases[1].peak_bytes, 1'024u);
+  EXPECT_EQ(run->phases[1].end_bytes, 0u);
+  EXPECT_DOUBLE_EQ(run->compute_us, 30.0);
+}
+
+TEST(Replay, BucketCapOverrideAppliesToPoliciesWithoutTheirOwn) {
+  // n = 1000 fits a 0.25 MiB bucket but not a 0.001 MiB one (S = 131 at ws 2, fp32).
+  auto bucketed = ReplayOne(OneBucketedParam(ShardMode::kView, true), "backward-only");
+  auto bypassed = ReplayOne(OneBucketedParam(ShardMode::kView, true), "backward-only", 0.001);
+  ASSERT_TRUE(bucketed.ok() && bypassed.ok());
+  EXPECT_EQ(bucketed->counters.bucketed, 1u);
+  EXPECT_EQ(bypassed->counters.bypasses, 1u);
+  EXPECT_DOUBLE_EQ(bypassed->bucket_cap_mb, 0.001);
+  EXPECT_EQ(bypassed->canonical, "lifetime=backward,key=identity,cap=0.001");
+  // A policy with its own cap ignores the override.
+  auto own = ReplayOne(OneBucketedParam(ShardMode::kView, true), "lifetime=backward,cap=0.25",
+                       0.001);
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->counters.bucketed, 1u);
+}
+
+}  // namespace
+}  // namespace bucketsim
