@@ -1,6 +1,7 @@
 #include "cli/command.h"
 
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -17,9 +18,16 @@ void AddTraceArgument(CLI::App& command, std::string& trace, bool required) {
 void AddReplayFlags(CLI::App& command, ReplayFlags& flags) {
   command.add_option("--policy", flags.policies,
                      "Bucket policy: " + PolicyNamesHelp() + " (repeatable)");
-  command.add_option("--bucket-cap-mb", flags.bucket_cap_mb,
-                     "Bucket cap in MiB for policies that do not fix their own "
-                     "(default: the trace's bucket_cap_mb)");
+  command
+      .add_option("--bucket-cap-mb", flags.bucket_cap_mb,
+                  "Bucket cap in MiB for policies that do not fix their own "
+                  "(default: the trace's bucket_cap_mb; <= 0 disables bucketing)")
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            double cap = std::strtod(text.c_str(), nullptr);
+            return std::isfinite(cap) ? std::string() : std::string("must be a finite number");
+          },
+          "FINITE"));
   command.add_option("--json", flags.json_path, "Also write the JSON report to FILE");
 }
 

@@ -28,9 +28,11 @@ Bytes ElementSize(DType dtype) { return kDTypes[static_cast<int>(dtype)].element
 std::string_view DTypeName(DType dtype) { return kDTypes[static_cast<int>(dtype)].name; }
 
 std::optional<DType> ParseDType(std::string_view name) {
-  if (name.starts_with("torch.")) name.remove_prefix(6);
+  // PyTorch's names may carry their module prefix ("torch.float32"); ours never do.
+  bool torch_prefixed = name.starts_with("torch.");
+  if (torch_prefixed) name.remove_prefix(6);
   for (const DTypeInfo& info : kDTypes) {
-    if (name == info.name || name == info.torch_name) return info.dtype;
+    if (name == info.torch_name || (!torch_prefixed && name == info.name)) return info.dtype;
   }
   return std::nullopt;
 }

@@ -72,7 +72,7 @@ Status TraceHeader::Finalize() {
     param_base_.push_back(num_params_);
     for (std::size_t p = 0; p < fsdp[f].params.size(); ++p) {
       const ParamInfo& param = fsdp[f].params[p];
-      if (param.numel == 0 || param.numel * ElementSize(param.dtype) > kMaxSaneBytes) {
+      if (param.numel == 0 || param.numel > kMaxSaneBytes / ElementSize(param.dtype)) {
         return InvalidTrace(fmt::format("fsdp {} ('{}') param {}: numel {} is out of range", f,
                                         fsdp[f].name, p, param.numel));
       }
@@ -93,7 +93,7 @@ const ProcessGroup* TraceHeader::FindGroup(GroupId id) const {
 }
 
 std::uint32_t TraceHeader::Intern(std::string_view name) {
-  auto it = name_index_.find(std::string(name));
+  auto it = name_index_.find(name);
   if (it != name_index_.end()) return it->second;
   auto index = static_cast<std::uint32_t>(names.size());
   names.emplace_back(name);

@@ -5,7 +5,9 @@
 // there), so sinks keep a pointer to the header rather than a copy.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -68,7 +70,14 @@ struct TraceHeader {
 
  private:
   std::unordered_map<GroupId, std::size_t> group_index_;
-  std::unordered_map<std::string, std::uint32_t> name_index_;
+  // Transparent hashing: Intern looks names up by string_view without building a string.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const {
+      return std::hash<std::string_view>{}(name);
+    }
+  };
+  std::unordered_map<std::string, std::uint32_t, NameHash, std::equal_to<>> name_index_;
   std::vector<std::uint32_t> param_base_;
   std::uint32_t num_params_ = 0;
   StreamId post_backward_stream_ = 0;

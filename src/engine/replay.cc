@@ -179,27 +179,32 @@ void Replay::ZeroGrad() {
 
 void Replay::RecordPeakIfNeeded() {
   if (!ledger_.peak_unrecorded()) return;
-  std::vector<LiveAllocation> live;
-  for (const Allocation& a : trace_slots_) {
-    if (a.refs == 0) continue;
-    live.push_back({a.category, a.block.charged, fmt::format("trace alloc id {}", a.trace_id),
-                    a.since});
+  // Runs once per new peak, which in a deep forward pass is every layer: rank pointers and
+  // format only the few that are kept.
+  peak_candidates_.clear();
+  for (const auto* table : {&trace_slots_, &buffers_}) {
+    for (const Allocation& a : *table) {
+      if (a.refs > 0) peak_candidates_.push_back(&a);
+    }
   }
-  for (const Allocation& a : buffers_) {
-    if (a.refs == 0) continue;
-    live.push_back({a.category, a.block.charged,
-                    fmt::format("{} {} group {}", CategoryName(a.category), DTypeName(a.dtype),
-                                a.group),
-                    a.since});
-  }
-  auto larger = [](const LiveAllocation& x, const LiveAllocation& y) {
-    return x.bytes != y.bytes ? x.bytes > y.bytes : x.since < y.since;
+  auto larger = [](const Allocation* x, const Allocation* y) {
+    return x->block.charged != y->block.charged ? x->block.charged > y->block.charged
+                                                : x->since < y->since;
   };
-  std::size_t keep = std::min<std::size_t>(live.size(), options_.largest_at_peak);
-  std::partial_sort(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(keep), live.end(),
-                    larger);
-  live.resize(keep);
-  ledger_.RecordPeakAllocations(std::move(live));
+  std::size_t keep = std::min<std::size_t>(peak_candidates_.size(), options_.largest_at_peak);
+  std::partial_sort(peak_candidates_.begin(),
+                    peak_candidates_.begin() + static_cast<std::ptrdiff_t>(keep),
+                    peak_candidates_.end(), larger);
+  std::vector<LiveAllocation> largest;
+  for (std::size_t i = 0; i < keep; ++i) {
+    const Allocation& a = *peak_candidates_[i];
+    std::string what = IsPolicyCategory(a.category)
+                           ? fmt::format("{} {} group {}", CategoryName(a.category),
+                                         DTypeName(a.dtype), a.group)
+                           : fmt::format("trace alloc id {}", a.trace_id);
+    largest.push_back({a.category, a.block.charged, std::move(what), a.since});
+  }
+  ledger_.RecordPeakAllocations(std::move(largest));
 }
 
 }  // namespace bucketsim

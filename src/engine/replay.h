@@ -79,6 +79,8 @@ class Replay final : public EventSink, private PolicyHost {
   std::vector<BufferId> held_grad_;      // per parameter: the buffer its gradient lives in
   std::vector<std::uint32_t> holding_params_;
 
+  std::vector<const Allocation*> peak_candidates_;  // scratch of RecordPeakIfNeeded
+
   MemoryLedger ledger_;
   RunResult result_;
 };

@@ -1,1 +1,1036 @@
-// placeholder
+#include "io/trace_reader.h"
+
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <optional>
+#include <streambuf>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace bucketsim {
+namespace {
+
+using Json = nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Scalar values and the trace's rules for them.
+
+enum class JsonType : std::uint8_t { kNull, kBool, kInt, kUint, kFloat, kString, kObject, kArray };
+
+// One JSON value as the reader sees it: the SAX callbacks store event fields here, and header
+// values are converted to it so that both follow the same rules and say the same things.
+struct Scalar {
+  JsonType type = JsonType::kNull;
+  bool boolean = false;
+  std::int64_t integer = 0;
+  std::uint64_t unsigned_integer = 0;
+  double number = 0;
+  std::string text;
+};
+
+Scalar ScalarOf(const Json& j) {
+  Scalar s;
+  switch (j.type()) {
+    case Json::value_t::boolean: s.type = JsonType::kBool; s.boolean = j.get<bool>(); break;
+    case Json::value_t::number_integer:
+      s.type = JsonType::kInt;
+      s.integer = j.get<std::int64_t>();
+      break;
+    case Json::value_t::number_unsigned:
+      s.type = JsonType::kUint;
+      s.unsigned_integer = j.get<std::uint64_t>();
+      break;
+    case Json::value_t::number_float: s.type = JsonType::kFloat; s.number = j.get<double>(); break;
+    case Json::value_t::string: s.type = JsonType::kString; s.text = j.get<std::string>(); break;
+    case Json::value_t::object: s.type = JsonType::kObject; break;
+    case Json::value_t::array: s.type = JsonType::kArray; break;
+    default: s.type = JsonType::kNull; break;
+  }
+  return s;
+}
+
+std::string_view TypeName(JsonType type) {
+  switch (type) {
+    case JsonType::kNull: return "null";
+    case JsonType::kBool: return "a boolean";
+    case JsonType::kInt:
+    case JsonType::kUint:
+    case JsonType::kFloat: return "a number";
+    case JsonType::kString: return "a string";
+    case JsonType::kObject: return "an object";
+    case JsonType::kArray: return "an array";
+  }
+  return "a value";
+}
+
+// Shortest round-trip text, always recognisable as a float ("8.0", not "8").
+std::string FormatFloat(double d) {
+  std::string s = fmt::format("{}", d);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+Status WrongType(const Scalar& v, std::string_view name, std::string_view expected) {
+  return InvalidTrace(fmt::format("'{}' must be {}, got {}", name, expected, TypeName(v.type)));
+}
+
+Status WithPrefix(std::string_view prefix, const Status& status) {
+  return {status.code(), fmt::format("{}{}", prefix, status.message())};
+}
+
+// A float where an integer is required. nlohmann delivers integers beyond 64 bits as floats.
+Status FloatIsNotUnsigned(double d, std::string_view name) {
+  if (d < 0) return InvalidTrace(fmt::format("'{}' must not be negative (got {})", name, FormatFloat(d)));
+  if (d == std::floor(d) && d >= 0x1p64) {
+    return InvalidTrace(fmt::format("'{}' overflows 64 bits (got {})", name, FormatFloat(d)));
+  }
+  return InvalidTrace(fmt::format("'{}' must be an integer (got {})", name, FormatFloat(d)));
+}
+
+Status ToUnsigned(const Scalar& v, std::string_view name, std::uint64_t& out) {
+  switch (v.type) {
+    case JsonType::kUint: out = v.unsigned_integer; return Status::Ok();
+    case JsonType::kInt:
+      if (v.integer < 0) {
+        return InvalidTrace(fmt::format("'{}' must not be negative (got {})", name, v.integer));
+      }
+      out = static_cast<std::uint64_t>(v.integer);
+      return Status::Ok();
+    case JsonType::kFloat: return FloatIsNotUnsigned(v.number, name);
+    default: return WrongType(v, name, "an integer");
+  }
+}
+
+// Signed header integers (world_size, rank, group ranks): their ranges are Finalize's to check,
+// here they only have to fit an int.
+Status ToInt(const Scalar& v, std::string_view name, int& out) {
+  constexpr std::int64_t kMin = std::numeric_limits<int>::min();
+  constexpr std::int64_t kMax = std::numeric_limits<int>::max();
+  switch (v.type) {
+    case JsonType::kUint:
+      if (v.unsigned_integer > static_cast<std::uint64_t>(kMax)) break;
+      out = static_cast<int>(v.unsigned_integer);
+      return Status::Ok();
+    case JsonType::kInt:
+      if (v.integer < kMin || v.integer > kMax) break;
+      out = static_cast<int>(v.integer);
+      return Status::Ok();
+    case JsonType::kFloat:
+      return InvalidTrace(fmt::format("'{}' must be an integer (got {})", name, FormatFloat(v.number)));
+    default: return WrongType(v, name, "an integer");
+  }
+  return InvalidTrace(fmt::format("'{}' is out of range (got {})", name,
+                                  v.type == JsonType::kUint ? fmt::format("{}", v.unsigned_integer)
+                                                            : fmt::format("{}", v.integer)));
+}
+
+Status ToNumber(const Scalar& v, std::string_view name, double& out) {
+  switch (v.type) {
+    case JsonType::kUint: out = static_cast<double>(v.unsigned_integer); return Status::Ok();
+    case JsonType::kInt: out = static_cast<double>(v.integer); return Status::Ok();
+    case JsonType::kFloat: out = v.number; return Status::Ok();
+    default: return WrongType(v, name, "a number");
+  }
+}
+
+Status ToText(const Scalar& v, std::string_view name, std::string_view& out) {
+  if (v.type != JsonType::kString) return WrongType(v, name, "a string");
+  out = v.text;
+  return Status::Ok();
+}
+
+Status ToBool(const Scalar& v, std::string_view name, bool& out) {
+  if (v.type != JsonType::kBool) return WrongType(v, name, "true or false");
+  out = v.boolean;
+  return Status::Ok();
+}
+
+Status ToDType(const Scalar& v, std::string_view name, DType& out) {
+  std::string_view text;
+  BUCKETSIM_RETURN_IF_ERROR(ToText(v, name, text));
+  std::optional<DType> dtype = ParseDType(text);
+  if (!dtype) {
+    return InvalidTrace(fmt::format(
+        "{} '{}' is not a known dtype (expected fp64, fp32, fp16, bf16, fp8_e4m3 or fp8_e5m2)", name,
+        text));
+  }
+  out = *dtype;
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The header: built as a small DOM per top-level key, converted once "events" starts.
+
+using HeaderValues = std::vector<std::pair<std::string, Json>>;
+
+// Checks that `j` is an object whose keys are all in `allowed`.
+Status CheckObject(const Json& j, std::initializer_list<std::string_view> allowed) {
+  if (!j.is_object()) {
+    return InvalidTrace(fmt::format("must be an object, got {}", TypeName(ScalarOf(j).type)));
+  }
+  for (const auto& item : j.items()) {
+    bool known = false;
+    for (std::string_view key : allowed) known = known || item.key() == key;
+    if (!known) return InvalidTrace(fmt::format("unknown field '{}'", item.key()));
+  }
+  return Status::Ok();
+}
+
+const Json* Member(const Json& object, std::string_view key) {
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+Status Require(const Json& object, std::string_view key, const Json*& out) {
+  out = Member(object, key);
+  if (out == nullptr) return InvalidTrace(fmt::format("missing field '{}'", key));
+  return Status::Ok();
+}
+
+Status ToString(const Json& j, std::string_view name, std::string& out) {
+  std::string_view text;
+  Scalar s = ScalarOf(j);
+  BUCKETSIM_RETURN_IF_ERROR(ToText(s, name, text));
+  out = text;
+  return Status::Ok();
+}
+
+Status ParseStreams(const Json& j, std::vector<StreamInfo>& streams) {
+  if (!j.is_array()) return WrongType(ScalarOf(j), "streams", "an array of names");
+  for (std::size_t s = 0; s < j.size(); ++s) {
+    StreamInfo info;
+    BUCKETSIM_RETURN_IF_ERROR(ToString(j[s], fmt::format("streams[{}]", s), info.name));
+    streams.push_back(std::move(info));
+  }
+  return Status::Ok();
+}
+
+Status ParseGroup(const Json& j, ProcessGroup& group) {
+  BUCKETSIM_RETURN_IF_ERROR(CheckObject(j, {"id", "ranks", "name"}));
+  const Json* field = nullptr;
+  BUCKETSIM_RETURN_IF_ERROR(Require(j, "id", field));
+  BUCKETSIM_RETURN_IF_ERROR(ToUnsigned(ScalarOf(*field), "id", group.id));
+  BUCKETSIM_RETURN_IF_ERROR(Require(j, "ranks", field));
+  if (!field->is_array()) return WrongType(ScalarOf(*field), "ranks", "an array of integers");
+  for (std::size_t r = 0; r < field->size(); ++r) {
+    int rank = 0;
+    BUCKETSIM_RETURN_IF_ERROR(ToInt(ScalarOf((*field)[r]), fmt::format("ranks[{}]", r), rank));
+    group.ranks.push_back(rank);
+  }
+  if (const Json* name = Member(j, "name")) {
+    BUCKETSIM_RETURN_IF_ERROR(ToString(*name, "name", group.name));
+  }
+  return Status::Ok();
+}
+
+Status ParseParam(const Json& j, ParamInfo& param) {
+  BUCKETSIM_RETURN_IF_ERROR(CheckObject(j, {"name", "numel", "dtype"}));
+  const Json* field = nullptr;
+  BUCKETSIM_RETURN_IF_ERROR(Require(j, "name", field));
+  BUCKETSIM_RETURN_IF_ERROR(ToString(*field, "name", param.name));
+  BUCKETSIM_RETURN_IF_ERROR(Require(j, "numel", field));
+  BUCKETSIM_RETURN_IF_ERROR(ToUnsigned(ScalarOf(*field), "numel", param.numel));
+  BUCKETSIM_RETURN_IF_ERROR(Require(j, "dtype", field));
+  return ToDType(ScalarOf(*field), "dtype", param.dtype);
+}
+
+Status ParseFsdpInstance(const Json& j, FsdpInstance& instance) {
+  BUCKETSIM_RETURN_IF_ERROR(CheckObject(j, {"name", "params"}));
+  const Json* field = nullptr;
+  BUCKETSIM_RETURN_IF_ERROR(Require(j, "name", field));
+  BUCKETSIM_RETURN_IF_ERROR(ToString(*field, "name", instance.name));
+  BUCKETSIM_RETURN_IF_ERROR(Require(j, "params", field));
+  if (!field->is_array()) return WrongType(ScalarOf(*field), "params", "an array");
+  for (std::size_t p = 0; p < field->size(); ++p) {
+    ParamInfo param;
+    Status status = ParseParam((*field)[p], param);
+    if (!status.ok()) return WithPrefix(fmt::format("params[{}]: ", p), status);
+    instance.params.push_back(std::move(param));
+  }
+  return Status::Ok();
+}
+
+// Parses each element of the array `j` with `parse`, prefixing errors with "name[i]: ".
+template <typename T, typename Parse>
+Status ParseArray(const Json& j, std::string_view name, std::vector<T>& out, Parse parse) {
+  if (!j.is_array()) return WrongType(ScalarOf(j), name, "an array");
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    T item;
+    Status status = parse(j[i], item);
+    if (!status.ok()) return WithPrefix(fmt::format("{}[{}]: ", name, i), status);
+    out.push_back(std::move(item));
+  }
+  return Status::Ok();
+}
+
+const Json* FindHeaderValue(const HeaderValues& values, std::string_view key) {
+  for (const auto& [k, v] : values) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+Status ParseHeaderValue(std::string_view key, const Json& value, TraceHeader& header) {
+  if (key == "schema_version") return Status::Ok();  // checked first, by ConvertHeader
+  if (key == "description") return ToString(value, key, header.description);
+  if (key == "world_size") return ToInt(ScalarOf(value), key, header.world_size);
+  if (key == "rank") return ToInt(ScalarOf(value), key, header.rank);
+  if (key == "bucket_cap_mb") return ToNumber(ScalarOf(value), key, header.bucket_cap_mb);
+  if (key == "streams") return ParseStreams(value, header.streams);
+  if (key == "groups") return ParseArray(value, key, header.groups, ParseGroup);
+  if (key == "fsdp") return ParseArray(value, key, header.fsdp, ParseFsdpInstance);
+  return InvalidTrace(fmt::format("unknown key '{}'", key));
+}
+
+// Fills and finalizes `header`. Messages start with "header: ".
+Status ConvertHeaderValues(const HeaderValues& values, TraceHeader& header) {
+  // The version comes first: a newer trace's other keys may mean something else.
+  const Json* version_value = FindHeaderValue(values, "schema_version");
+  if (version_value == nullptr) return InvalidTrace("missing key 'schema_version'");
+  std::uint64_t version = 0;
+  BUCKETSIM_RETURN_IF_ERROR(ToUnsigned(ScalarOf(*version_value), "schema_version", version));
+  if (version != kTraceSchemaVersion) {
+    return InvalidTrace(fmt::format("schema_version {} is not supported (this build reads {})",
+                                    version, kTraceSchemaVersion));
+  }
+  header.schema_version = kTraceSchemaVersion;
+  for (const auto& [key, value] : values) {
+    BUCKETSIM_RETURN_IF_ERROR(ParseHeaderValue(key, value, header));
+  }
+  for (std::string_view required : {"world_size", "rank"}) {
+    if (FindHeaderValue(values, required) == nullptr) {
+      return InvalidTrace(fmt::format("missing key '{}'", required));
+    }
+  }
+  return header.Finalize();
+}
+
+// Builds one header value as a DOM from SAX callbacks, with an explicit stack (no recursion).
+class JsonBuilder {
+ public:
+  // A header is at most four levels deep (fsdp > params > param > value); anything much deeper
+  // is not a trace, and a bounded depth keeps the DOM's recursive destructor safe.
+  static constexpr std::size_t kMaxDepth = 16;
+
+  void Begin() {
+    root_ = Json();
+    stack_.clear();
+  }
+  bool done() const { return stack_.empty(); }
+  Json& root() { return root_; }
+
+  Status Add(Json value) {
+    Json* slot = Slot();
+    if (slot == nullptr) return DuplicateKey();
+    *slot = std::move(value);
+    return Status::Ok();
+  }
+  Status Start(Json container) {
+    if (stack_.size() >= kMaxDepth) return InvalidTrace("a value is nested too deeply");
+    Json* slot = Slot();
+    if (slot == nullptr) return DuplicateKey();
+    *slot = std::move(container);
+    stack_.push_back(slot);
+    return Status::Ok();
+  }
+  void Key(const std::string& key) { key_ = key; }
+  void End() { stack_.pop_back(); }
+
+ private:
+  // Where the next value goes; null when it would overwrite a key already set.
+  Json* Slot() {
+    if (stack_.empty()) return &root_;
+    Json& top = *stack_.back();
+    if (top.is_array()) {
+      top.push_back(Json());
+      return &top.back();
+    }
+    if (top.contains(key_)) return nullptr;
+    return &top[key_];
+  }
+  Status DuplicateKey() const { return InvalidTrace(fmt::format("key '{}' appears twice", key_)); }
+
+  Json root_;
+  std::vector<Json*> stack_;
+  std::string key_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Events: fields collected in place by the SAX callbacks, converted at the closing brace.
+
+enum class Field : std::uint8_t {
+  kEv, kIndex, kPhase, kId, kBytes, kStream, kCat, kDurUs, kName,
+  kFsdp, kParam, kGroup, kDType, kNumel, kShard, kCastDType, kSetToNone,
+};
+constexpr int kNumFields = 17;
+constexpr std::array<std::string_view, kNumFields> kFieldNames = {
+    "ev",   "index", "phase", "id",    "bytes", "stream", "cat",        "dur_us",     "name",
+    "fsdp", "param", "group", "dtype", "numel", "shard",  "cast_dtype", "set_to_none",
+};
+
+constexpr std::uint32_t Bit(Field f) { return 1u << static_cast<int>(f); }
+
+// Name lookups run several times per event on short names: comparing the size and the first
+// character rules out most candidates, and a plain loop beats a call to memcmp.
+bool SameName(std::string_view name, std::string_view text) {
+  if (name.size() != text.size() || name.empty() || name[0] != text[0]) return false;
+  for (std::size_t i = 1; i < name.size(); ++i) {
+    if (name[i] != text[i]) return false;
+  }
+  return true;
+}
+
+std::optional<Field> LookupField(std::string_view key) {
+  for (int f = 0; f < kNumFields; ++f) {
+    if (SameName(kFieldNames[f], key)) return static_cast<Field>(f);
+  }
+  return std::nullopt;
+}
+
+// The fields each kind may have, indexed by EventKind.
+constexpr std::array<std::uint32_t, 9> kAllowedFields = {
+    Bit(Field::kEv) | Bit(Field::kIndex),                                            // iteration
+    Bit(Field::kEv) | Bit(Field::kPhase),                                            // phase
+    Bit(Field::kEv) | Bit(Field::kId) | Bit(Field::kBytes) | Bit(Field::kStream) |  // alloc
+        Bit(Field::kCat),
+    Bit(Field::kEv) | Bit(Field::kId),                                               // free
+    Bit(Field::kEv) | Bit(Field::kStream) | Bit(Field::kDurUs) | Bit(Field::kName),  // compute
+    Bit(Field::kEv) | Bit(Field::kName),                                             // mark
+    Bit(Field::kEv) | Bit(Field::kFsdp) | Bit(Field::kParam) | Bit(Field::kGroup) |  // rs
+        Bit(Field::kDType) | Bit(Field::kNumel) | Bit(Field::kShard) | Bit(Field::kCastDType),
+    Bit(Field::kEv),                                                                 // flush
+    Bit(Field::kEv) | Bit(Field::kSetToNone),                                        // zero_grad
+};
+
+// Parses the name of an enum value, with the names looked up once (the core's name functions
+// are out of line).
+template <typename Enum, std::size_t N>
+class NameTable {
+ public:
+  explicit NameTable(std::string_view (*name_of)(Enum)) {
+    for (std::size_t i = 0; i < N; ++i) names_[i] = name_of(static_cast<Enum>(i));
+  }
+  std::optional<Enum> Parse(std::string_view text) const {
+    for (std::size_t i = 0; i < N; ++i) {
+      if (SameName(names_[i], text)) return static_cast<Enum>(i);
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::array<std::string_view, N> names_;
+};
+
+const NameTable<EventKind, 9> kEventKinds(EventKindName);
+const NameTable<Phase, kNumPhases> kPhases(PhaseName);
+const NameTable<ShardMode, 3> kShardModes(ShardModeName);
+const NameTable<Category, kNumCategories> kCategories(CategoryName);
+
+// The fields of the event being read. Reused from event to event: the strings keep their
+// capacity, so a typical event costs no heap allocation.
+class EventFields {
+ public:
+  void Reset() {
+    present_ = 0;
+    duplicate_.reset();
+    unknown_key_.clear();
+  }
+
+  // Selects the slot the next value goes to; unknown and repeated keys are remembered and
+  // reported when the event is complete (its kind may not be known yet).
+  Scalar& SlotFor(const std::string& key) {
+    std::optional<Field> field = LookupField(key);
+    if (!field) {
+      if (unknown_key_.empty()) unknown_key_ = key;
+      return discard_;
+    }
+    if (present_ & Bit(*field)) {
+      if (!duplicate_) duplicate_ = *field;
+      return discard_;
+    }
+    present_ |= Bit(*field);
+    return values_[static_cast<int>(*field)];
+  }
+
+  // The structural problems of the event: unknown, repeated or misplaced fields.
+  Status CheckKeys(EventKind kind) const {
+    if (!unknown_key_.empty()) return InvalidTrace(fmt::format("unknown field '{}'", unknown_key_));
+    if (duplicate_) return InvalidTrace(fmt::format("field '{}' appears twice", Name(*duplicate_)));
+    std::uint32_t extra = present_ & ~kAllowedFields[static_cast<int>(kind)];
+    if (extra == 0) return Status::Ok();
+    return InvalidTrace(fmt::format("unknown field '{}'", kFieldNames[std::countr_zero(extra)]));
+  }
+
+  bool Has(Field f) const { return (present_ & Bit(f)) != 0; }
+  const Scalar& Get(Field f) const { return values_[static_cast<int>(f)]; }
+  static std::string_view Name(Field f) { return kFieldNames[static_cast<int>(f)]; }
+
+  Status Required(Field f) const {
+    if (Has(f)) return Status::Ok();
+    return InvalidTrace(fmt::format("missing field '{}'", Name(f)));
+  }
+  Status Unsigned(Field f, std::uint64_t& out) const {
+    BUCKETSIM_RETURN_IF_ERROR(Required(f));
+    return ToUnsigned(Get(f), Name(f), out);
+  }
+  Status Text(Field f, std::string_view& out) const {
+    BUCKETSIM_RETURN_IF_ERROR(Required(f));
+    return ToText(Get(f), Name(f), out);
+  }
+  Status DTypeOf(Field f, DType& out) const {
+    BUCKETSIM_RETURN_IF_ERROR(Required(f));
+    return ToDType(Get(f), Name(f), out);
+  }
+  // Optional "stream": must name a stream of the header.
+  Status Stream(const TraceHeader& header, StreamId& out) const {
+    if (!Has(Field::kStream)) return Status::Ok();
+    std::uint64_t stream = 0;
+    BUCKETSIM_RETURN_IF_ERROR(ToUnsigned(Get(Field::kStream), "stream", stream));
+    if (stream >= header.streams.size()) {
+      return InvalidTrace(fmt::format("stream {} is not declared in the header ({} stream{})", stream,
+                                      header.streams.size(), header.streams.size() == 1 ? "" : "s"));
+    }
+    out = static_cast<StreamId>(stream);
+    return Status::Ok();
+  }
+
+ private:
+  std::array<Scalar, kNumFields> values_;
+  Scalar discard_;
+  std::uint32_t present_ = 0;
+  std::optional<Field> duplicate_;
+  std::string unknown_key_;
+};
+
+Status ConvertPhase(const EventFields& f, Event& e) {
+  std::string_view text;
+  BUCKETSIM_RETURN_IF_ERROR(f.Text(Field::kPhase, text));
+  std::optional<Phase> phase = kPhases.Parse(text);
+  if (!phase || *phase == Phase::kInit) {
+    return InvalidTrace(fmt::format(
+        "phase '{}' is not a trace phase (expected forward, backward, step or zero_grad)", text));
+  }
+  e.phase = *phase;
+  return Status::Ok();
+}
+
+Status ConvertAlloc(const EventFields& f, const TraceHeader& header, Event& e) {
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kId, e.id));
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kBytes, e.bytes));
+  if (e.bytes > kMaxSaneBytes) {
+    return InvalidTrace(fmt::format("bytes {} is beyond the sanity limit of 1 PiB ({} bytes)",
+                                    e.bytes, kMaxSaneBytes));
+  }
+  BUCKETSIM_RETURN_IF_ERROR(f.Stream(header, e.stream));
+  std::string_view text;
+  BUCKETSIM_RETURN_IF_ERROR(f.Text(Field::kCat, text));
+  std::optional<Category> category = ParseTraceCategory(text);
+  if (!category) {
+    bool policy = kCategories.Parse(text).has_value();
+    return InvalidTrace(
+        policy ? fmt::format("cat '{}' is made by a bucket policy at replay and never appears in "
+                             "a trace",
+                             text)
+               : fmt::format("cat '{}' is not a trace category (expected param, activation, grad, "
+                             "optimizer_state, all_gather or other)",
+                             text));
+  }
+  e.category = *category;
+  return Status::Ok();
+}
+
+Status ConvertCompute(const EventFields& f, TraceHeader& header, Event& e) {
+  BUCKETSIM_RETURN_IF_ERROR(f.Stream(header, e.stream));
+  BUCKETSIM_RETURN_IF_ERROR(f.Required(Field::kDurUs));
+  BUCKETSIM_RETURN_IF_ERROR(ToNumber(f.Get(Field::kDurUs), "dur_us", e.dur_us));
+  if (!(e.dur_us >= 0)) {
+    return InvalidTrace(fmt::format("'dur_us' must not be negative (got {})", FormatFloat(e.dur_us)));
+  }
+  std::string_view name;
+  if (f.Has(Field::kName)) BUCKETSIM_RETURN_IF_ERROR(ToText(f.Get(Field::kName), "name", name));
+  e.name = header.Intern(name);
+  return Status::Ok();
+}
+
+Numel CeilDiv(Numel numel, Numel parts) { return numel / parts + (numel % parts != 0 ? 1 : 0); }
+
+Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Event& e) {
+  std::uint64_t fsdp = 0;
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kFsdp, fsdp));
+  if (fsdp >= header.fsdp.size()) {
+    return InvalidTrace(fmt::format("fsdp {} is out of range: the header declares {} FSDP instances",
+                                    fsdp, header.fsdp.size()));
+  }
+  const FsdpInstance& instance = header.fsdp[fsdp];
+  std::uint64_t param_index = 0;
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kParam, param_index));
+  if (param_index >= instance.params.size()) {
+    return InvalidTrace(fmt::format("param {} is out of range: fsdp {} ('{}') has {} params",
+                                    param_index, fsdp, instance.name, instance.params.size()));
+  }
+  const ParamInfo& param = instance.params[param_index];
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kGroup, e.group));
+  const ProcessGroup* group = header.FindGroup(e.group);
+  if (group == nullptr) {
+    return InvalidTrace(fmt::format("group {} is not declared in the header", e.group));
+  }
+  BUCKETSIM_RETURN_IF_ERROR(f.DTypeOf(Field::kDType, e.dtype));
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kNumel, e.numel));
+  if (e.numel == 0) return InvalidTrace("'numel' must be positive (got 0)");
+  // fairscale's chunk_and_pad: every rank's shard is the padded ceil(numel / group size).
+  Numel expected = CeilDiv(param.numel, static_cast<Numel>(group->size()));
+  if (e.numel != expected) {
+    return InvalidTrace(fmt::format(
+        "numel {} does not match param '{}' (numel {}) split over group {} of size {}: expected {}",
+        e.numel, param.name, param.numel, e.group, group->size(), expected));
+  }
+  std::string_view shard;
+  BUCKETSIM_RETURN_IF_ERROR(f.Text(Field::kShard, shard));
+  std::optional<ShardMode> mode = kShardModes.Parse(shard);
+  if (!mode) {
+    return InvalidTrace(
+        fmt::format("shard '{}' is not a shard mode (expected view, cast or accumulate)", shard));
+  }
+  e.shard_mode = *mode;
+  if (e.shard_mode == ShardMode::kCast) {
+    BUCKETSIM_RETURN_IF_ERROR(f.DTypeOf(Field::kCastDType, e.cast_dtype));
+  } else if (f.Has(Field::kCastDType)) {
+    return InvalidTrace(fmt::format("field 'cast_dtype' is only allowed with shard 'cast', not '{}'",
+                                    shard));
+  }
+  e.fsdp = static_cast<std::uint32_t>(fsdp);
+  e.param = static_cast<std::uint32_t>(param_index);
+  return Status::Ok();
+}
+
+// Converts the fields of one event of a known kind; messages are the reason only.
+Status ConvertEvent(const EventFields& f, TraceHeader& header, Event& e) {
+  switch (e.kind) {
+    case EventKind::kIteration: return f.Unsigned(Field::kIndex, e.id);
+    case EventKind::kPhase: return ConvertPhase(f, e);
+    case EventKind::kAlloc: return ConvertAlloc(f, header, e);
+    case EventKind::kFree: return f.Unsigned(Field::kId, e.id);
+    case EventKind::kCompute: return ConvertCompute(f, header, e);
+    case EventKind::kMark: {
+      std::string_view name;
+      BUCKETSIM_RETURN_IF_ERROR(f.Text(Field::kName, name));
+      e.name = header.Intern(name);
+      return Status::Ok();
+    }
+    case EventKind::kReduceScatter: return ConvertReduceScatter(f, header, e);
+    case EventKind::kFlush: return Status::Ok();
+    case EventKind::kZeroGrad:
+      if (!f.Has(Field::kSetToNone)) return Status::Ok();
+      return ToBool(f.Get(Field::kSetToNone), "set_to_none", e.set_to_none);
+  }
+  return InvalidTrace("unhandled event kind");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input.
+
+// How far the parser got into its input, to tell a truncated file from a malformed one.
+struct InputProgress {
+  std::uint64_t bytes_read = 0;
+  bool at_eof = false;
+  int read_errno = 0;
+};
+
+// A streambuf over a FILE* that reads in large chunks; nlohmann's stream adapter then costs one
+// inline pointer bump per character.
+class ChunkedFileBuf : public std::streambuf {
+ public:
+  static constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+
+  ChunkedFileBuf(std::FILE* file, InputProgress& progress)
+      : file_(file), progress_(progress), buffer_(kChunkBytes) {}
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    std::size_t n = std::fread(buffer_.data(), 1, buffer_.size(), file_);
+    if (n == 0) {
+      if (std::ferror(file_)) progress_.read_errno = errno != 0 ? errno : EIO;
+      progress_.at_eof = true;
+      return traits_type::eof();
+    }
+    progress_.bytes_read += n;
+    setg(buffer_.data(), buffer_.data(), buffer_.data() + n);
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  std::FILE* file_;
+  InputProgress& progress_;
+  std::vector<char> buffer_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The SAX handler: a small state machine over the top-level object.
+
+class TraceSaxHandler {
+ public:
+  TraceSaxHandler(std::string_view file, const InputProgress& progress, TraceHeader& header,
+                  EventSink& sink)
+      : file_(file), progress_(progress), header_(header), sink_(sink) {}
+
+  // --- nlohmann's SAX interface ---
+  bool null() { return OnScalar(JsonType::kNull, [](Scalar&) {}, [] { return Json(); }); }
+  bool boolean(bool v) {
+    return OnScalar(JsonType::kBool, [v](Scalar& s) { s.boolean = v; }, [v] { return Json(v); });
+  }
+  bool number_integer(std::int64_t v) {
+    return OnScalar(JsonType::kInt, [v](Scalar& s) { s.integer = v; }, [v] { return Json(v); });
+  }
+  bool number_unsigned(std::uint64_t v) {
+    return OnScalar(JsonType::kUint, [v](Scalar& s) { s.unsigned_integer = v; },
+                    [v] { return Json(v); });
+  }
+  bool number_float(double v, const std::string& /*text*/) {
+    return OnScalar(JsonType::kFloat, [v](Scalar& s) { s.number = v; }, [v] { return Json(v); });
+  }
+  bool string(std::string& v) {
+    // Swapped, not copied: the lexer clears its buffer before the next token.
+    return OnScalar(JsonType::kString, [&v](Scalar& s) { s.text.swap(v); },
+                    [&v] { return Json(v); });
+  }
+  bool binary(Json::binary_t& /*v*/) { return Fail(InvalidTrace("binary values are not JSON")); }
+  bool start_object(std::size_t /*elements*/) { return OnStart(JsonType::kObject); }
+  bool start_array(std::size_t /*elements*/) { return OnStart(JsonType::kArray); }
+  bool end_object() { return OnEnd(); }
+  bool end_array() { return OnEnd(); }
+  bool key(std::string& key);
+  bool parse_error(std::size_t position, const std::string& last_token,
+                   const nlohmann::detail::exception& ex);
+
+  // The outcome once sax_parse returned `parsed`.
+  Status Finish(bool parsed);
+
+ private:
+  enum class State {
+    kStart,        // nothing read yet
+    kTopKey,       // in the top-level object, before a key or its end
+    kHeaderValue,  // building the value of a header key
+    kEventsValue,  // after the key "events"
+    kEventsArray,  // in "events", before an event or the end
+    kEventKey,     // in an event, before a key or its end
+    kEventValue,   // in an event, after a key
+    kSkip,         // inside a nested value of an event field (an error, reported at the end)
+    kEnd,          // the top-level object is closed
+  };
+
+  template <typename Store, typename MakeJson>
+  bool OnScalar(JsonType type, Store store, MakeJson make_json);
+  bool OnStart(JsonType type);
+  bool OnEnd();
+  bool TopKey(const std::string& key);
+  bool StartEvents();
+  bool EndEvent();
+  bool EndHeaderValue();
+  bool EndTopObject();
+  bool NotAllowedHere(JsonType type);
+  std::string Where() const;
+  // Records `status` with the file name in front and stops the parse.
+  bool Fail(const Status& status);
+  bool FailEvent(std::string_view kind, const Status& status);
+
+  std::string_view file_;
+  const InputProgress& progress_;
+  TraceHeader& header_;
+  EventSink& sink_;
+  Status status_;
+  State state_ = State::kStart;
+  bool any_token_ = false;
+  bool events_seen_ = false;
+
+  HeaderValues header_values_;
+  JsonBuilder builder_;
+
+  EventFields fields_;
+  Scalar* slot_ = nullptr;
+  int skip_depth_ = 0;
+  EventIndex event_index_ = 0;
+};
+
+template <typename Store, typename MakeJson>
+bool TraceSaxHandler::OnScalar(JsonType type, Store store, MakeJson make_json) {
+  any_token_ = true;
+  switch (state_) {
+    case State::kEventValue:
+      slot_->type = type;
+      store(*slot_);
+      state_ = State::kEventKey;
+      return true;
+    case State::kSkip: return true;
+    case State::kHeaderValue: {
+      Status status = builder_.Add(make_json());
+      if (!status.ok()) return Fail(WithPrefix(Where(), status));
+      return builder_.done() ? EndHeaderValue() : true;
+    }
+    default: return NotAllowedHere(type);
+  }
+}
+
+bool TraceSaxHandler::OnStart(JsonType type) {
+  any_token_ = true;
+  switch (state_) {
+    case State::kStart:
+      if (type != JsonType::kObject) return NotAllowedHere(type);
+      state_ = State::kTopKey;
+      return true;
+    case State::kEventsValue:
+      if (type != JsonType::kArray) return NotAllowedHere(type);
+      return StartEvents();
+    case State::kEventsArray:
+      if (type != JsonType::kObject) return NotAllowedHere(type);
+      fields_.Reset();
+      state_ = State::kEventKey;
+      return true;
+    case State::kEventValue:
+      slot_->type = type;
+      skip_depth_ = 1;
+      state_ = State::kSkip;
+      return true;
+    case State::kSkip: ++skip_depth_; return true;
+    case State::kHeaderValue: {
+      Status status = builder_.Start(type == JsonType::kObject ? Json::object() : Json::array());
+      if (!status.ok()) return Fail(WithPrefix(Where(), status));
+      return true;
+    }
+    default: return NotAllowedHere(type);
+  }
+}
+
+bool TraceSaxHandler::OnEnd() {
+  switch (state_) {
+    case State::kEventKey: return EndEvent();
+    case State::kEventsArray: state_ = State::kTopKey; return true;
+    case State::kSkip:
+      if (--skip_depth_ == 0) state_ = State::kEventKey;
+      return true;
+    case State::kHeaderValue:
+      builder_.End();
+      return builder_.done() ? EndHeaderValue() : true;
+    case State::kTopKey: return EndTopObject();
+    default: return Fail(InvalidTrace("unexpected end of a value"));
+  }
+}
+
+bool TraceSaxHandler::key(std::string& key) {
+  switch (state_) {
+    case State::kEventKey:
+      slot_ = &fields_.SlotFor(key);
+      state_ = State::kEventValue;
+      return true;
+    case State::kSkip: return true;
+    case State::kHeaderValue: builder_.Key(key); return true;
+    case State::kTopKey: return TopKey(key);
+    default: return Fail(InvalidTrace("unexpected key"));
+  }
+}
+
+bool TraceSaxHandler::TopKey(const std::string& key) {
+  if (events_seen_) {
+    return Fail(InvalidTrace(fmt::format(
+        "header: key '{}' comes after 'events'; the reader streams the events, so 'events' must "
+        "be the last key",
+        key)));
+  }
+  if (key == "events") {
+    events_seen_ = true;
+    state_ = State::kEventsValue;
+    return true;
+  }
+  if (FindHeaderValue(header_values_, key) != nullptr) {
+    return Fail(InvalidTrace(fmt::format("header: key '{}' appears twice", key)));
+  }
+  header_values_.emplace_back(key, Json());
+  builder_.Begin();
+  state_ = State::kHeaderValue;
+  return true;
+}
+
+bool TraceSaxHandler::EndHeaderValue() {
+  header_values_.back().second = std::move(builder_.root());
+  state_ = State::kTopKey;
+  return true;
+}
+
+bool TraceSaxHandler::StartEvents() {
+  Status status = ConvertHeaderValues(header_values_, header_);
+  if (!status.ok()) return Fail(WithPrefix("header: ", status));
+  header_values_.clear();
+  status = sink_.OnHeader(header_);
+  if (!status.ok()) return Fail(status);
+  state_ = State::kEventsArray;
+  return true;
+}
+
+bool TraceSaxHandler::EndEvent() {
+  Event e;
+  e.index = event_index_;
+  if (!fields_.Has(Field::kEv)) return FailEvent("", InvalidTrace("missing field 'ev'"));
+  std::string_view kind_name;
+  Status status = ToText(fields_.Get(Field::kEv), "ev", kind_name);
+  if (!status.ok()) return FailEvent("", status);
+  std::optional<EventKind> kind = kEventKinds.Parse(kind_name);
+  if (!kind) {
+    return FailEvent("", InvalidTrace(fmt::format("unknown event kind '{}'", kind_name)));
+  }
+  e.kind = *kind;
+  status = fields_.CheckKeys(e.kind);
+  if (status.ok()) status = ConvertEvent(fields_, header_, e);
+  if (!status.ok()) return FailEvent(kind_name, status);
+  status = sink_.OnEvent(e);
+  if (!status.ok()) return Fail(status);
+  ++event_index_;
+  state_ = State::kEventsArray;
+  return true;
+}
+
+bool TraceSaxHandler::EndTopObject() {
+  state_ = State::kEnd;
+  if (events_seen_) return true;
+  // Header errors first: a trace of another version may lack "events" for a reason.
+  Status status = ConvertHeaderValues(header_values_, header_);
+  if (!status.ok()) return Fail(WithPrefix("header: ", status));
+  return Fail(InvalidTrace("missing key 'events' (the array of events, the last key of a trace)"));
+}
+
+bool TraceSaxHandler::NotAllowedHere(JsonType type) {
+  switch (state_) {
+    case State::kStart:
+      return Fail(InvalidTrace(
+          fmt::format("the top-level value must be an object, got {}", TypeName(type))));
+    case State::kEventsValue:
+      return Fail(InvalidTrace(fmt::format("'events' must be an array, got {}", TypeName(type))));
+    case State::kEventsArray:
+      return Fail(InvalidTrace(
+          fmt::format("event {}: must be an object, got {}", event_index_, TypeName(type))));
+    default: return Fail(InvalidTrace(fmt::format("unexpected {}", TypeName(type))));
+  }
+}
+
+std::string TraceSaxHandler::Where() const {
+  return fmt::format("header: '{}': ", header_values_.empty() ? "" : header_values_.back().first);
+}
+
+bool TraceSaxHandler::Fail(const Status& status) {
+  status_ = WithPrefix(fmt::format("{}: ", file_), status);
+  return false;
+}
+
+bool TraceSaxHandler::FailEvent(std::string_view kind, const Status& status) {
+  if (kind.empty()) return Fail(WithPrefix(fmt::format("event {}: ", event_index_), status));
+  return Fail(WithPrefix(fmt::format("event {}: {}: ", event_index_, kind), status));
+}
+
+bool TraceSaxHandler::parse_error(std::size_t position, const std::string& /*last_token*/,
+                                  const nlohmann::detail::exception& ex) {
+  if (progress_.read_errno != 0) return false;  // an I/O error, which Finish reports
+  // nlohmann counts the end of input as a character read.
+  bool truncated = progress_.at_eof && position > progress_.bytes_read;
+  if (truncated && !any_token_) {
+    return Fail(InvalidTrace(progress_.bytes_read == 0 ? "the file is empty"
+                                                       : "the file is empty (only whitespace)"));
+  }
+  // "[json.exception.parse_error.101] parse error at line 1, column 1: syntax error while ..."
+  std::string_view text = ex.what();
+  if (std::size_t p = text.find("] "); p != std::string_view::npos) text.remove_prefix(p + 2);
+  std::string location = fmt::format("byte {}", position);
+  constexpr std::string_view kAt = "parse error at ";
+  if (text.starts_with(kAt)) {
+    std::size_t colon = text.find(": ");
+    if (colon != std::string_view::npos) {
+      location = std::string(text.substr(kAt.size(), colon - kAt.size()));
+      text.remove_prefix(colon + 2);
+    }
+  }
+  std::string where;
+  switch (state_) {
+    case State::kStart: where = ""; break;
+    case State::kEventsArray:
+    case State::kEventKey:
+    case State::kEventValue:
+    case State::kSkip: where = fmt::format(" (while reading event {})", event_index_); break;
+    case State::kEnd: where = " (after the top-level object)"; break;
+    default: where = events_seen_ ? " (after the events)" : " (while reading the header)"; break;
+  }
+  if (truncated) {
+    return Fail(InvalidTrace(
+        fmt::format("truncated: unexpected end of input at {}{}", location, where)));
+  }
+  constexpr std::string_view kSyntax = "syntax error ";
+  if (text.starts_with(kSyntax)) {
+    text.remove_prefix(kSyntax.size());
+    return Fail(InvalidTrace(fmt::format("not JSON: syntax error at {}: {}{}", location, text, where)));
+  }
+  return Fail(InvalidTrace(fmt::format("not JSON: {} at {}{}", text, location, where)));
+}
+
+Status TraceSaxHandler::Finish(bool parsed) {
+  if (progress_.read_errno != 0) {
+    return IoError(fmt::format("cannot read '{}': {}", file_, std::strerror(progress_.read_errno)));
+  }
+  if (!status_.ok()) return status_;
+  if (!parsed || state_ != State::kEnd) {
+    return {StatusCode::kInternal, fmt::format("{}: the JSON parser stopped early", file_)};
+  }
+  Status status = sink_.OnEnd();
+  if (!status.ok()) return WithPrefix(fmt::format("{}: ", file_), status);
+  return Status::Ok();
+}
+
+// Runs `parse(handler)` and turns whatever escapes into a Status: nothing throws past here.
+template <typename Parse>
+Status RunParse(std::string_view file, const InputProgress& progress, TraceHeader& header,
+                EventSink& sink, Parse parse) {
+  header = TraceHeader();
+  try {
+    TraceSaxHandler handler(file, progress, header, sink);
+    bool parsed = parse(handler);
+    return handler.Finish(parsed);
+  } catch (const std::bad_alloc&) {
+    return {StatusCode::kInternal, fmt::format("{}: out of memory while reading", file)};
+  } catch (const std::exception& e) {
+    return {StatusCode::kInternal, fmt::format("{}: {}", file, e.what())};
+  }
+}
+
+}  // namespace
+
+Status ReadTraceFromString(std::string_view json, std::string_view display_name,
+                           TraceHeader& header, EventSink& sink) {
+  InputProgress progress{json.size(), true, 0};
+  return RunParse(display_name, progress, header, sink, [json](TraceSaxHandler& handler) {
+    return Json::sax_parse(json.data(), json.data() + json.size(), &handler);
+  });
+}
+
+Status ReadTrace(const std::string& path, TraceHeader& header, EventSink& sink) {
+  bool is_stdin = path == "-";
+  std::FILE* file = is_stdin ? stdin : std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    return IoError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+  }
+  InputProgress progress;
+  Status status = RunParse(is_stdin ? "<stdin>" : path, progress, header, sink,
+                           [file, &progress](TraceSaxHandler& handler) {
+                             ChunkedFileBuf buf(file, progress);
+                             std::istream in(&buf);
+                             return Json::sax_parse(in, &handler);
+                           });
+  if (!is_stdin) std::fclose(file);
+  return status;
+}
+
+}  // namespace bucketsim

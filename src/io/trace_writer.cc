@@ -1,1 +1,173 @@
-// placeholder
+#include "io/trace_writer.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <iterator>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace bucketsim {
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+// The buffer is handed to the stream in chunks of about this size.
+constexpr std::size_t kFlushBytes = std::size_t{1} << 20;
+
+std::string DumpJson(const OrderedJson& j, int indent) {
+  // `replace`: a name that is not valid UTF-8 must not make the writer throw.
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+OrderedJson HeaderJson(const TraceHeader& header) {
+  OrderedJson j;
+  j["schema_version"] = header.schema_version;
+  if (!header.description.empty()) j["description"] = header.description;
+  j["world_size"] = header.world_size;
+  j["rank"] = header.rank;
+  j["bucket_cap_mb"] = header.bucket_cap_mb;
+  j["streams"] = OrderedJson::array();
+  for (const StreamInfo& stream : header.streams) j["streams"].push_back(stream.name);
+  j["groups"] = OrderedJson::array();
+  for (const ProcessGroup& group : header.groups) {
+    OrderedJson g;
+    g["id"] = group.id;
+    g["ranks"] = group.ranks;
+    if (!group.name.empty()) g["name"] = group.name;
+    j["groups"].push_back(std::move(g));
+  }
+  j["fsdp"] = OrderedJson::array();
+  for (const FsdpInstance& instance : header.fsdp) {
+    OrderedJson params = OrderedJson::array();
+    for (const ParamInfo& param : instance.params) {
+      params.push_back({{"name", param.name}, {"numel", param.numel}, {"dtype", DTypeName(param.dtype)}});
+    }
+    OrderedJson f;
+    f["name"] = instance.name;
+    f["params"] = std::move(params);
+    j["fsdp"].push_back(std::move(f));
+  }
+  return j;
+}
+
+// What the writer cannot express as a valid v1 event; a programming error upstream, reported
+// as a value because a sink never crashes on its input.
+Status CheckWritable(const Event& e) {
+  if (e.kind == EventKind::kPhase && e.phase == Phase::kInit) {
+    return InvalidTrace(fmt::format("event {}: phase 'init' cannot be written to a trace", e.index));
+  }
+  if (e.kind == EventKind::kAlloc && IsPolicyCategory(e.category)) {
+    return InvalidTrace(fmt::format("event {}: cat '{}' is a policy category, not a trace one",
+                                    e.index, CategoryName(e.category)));
+  }
+  if (e.kind == EventKind::kCompute && !(std::isfinite(e.dur_us) && e.dur_us >= 0)) {
+    return InvalidTrace(fmt::format("event {}: dur_us {} is not a finite non-negative number",
+                                    e.index, e.dur_us));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+TraceWriter::TraceWriter(std::ostream& out, std::string display_name)
+    : out_(out), display_name_(std::move(display_name)) {}
+
+TraceWriter::TraceWriter(std::unique_ptr<std::ofstream> file, std::string display_name)
+    : file_(std::move(file)), out_(*file_), display_name_(std::move(display_name)) {}
+
+Result<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path) {
+  if (path == "-") return std::make_unique<TraceWriter>(std::cout, "<stdout>");
+  auto file = std::make_unique<std::ofstream>(path, std::ios::binary | std::ios::trunc);
+  if (!*file) return IoError(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
+  return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(file), path));
+}
+
+Status TraceWriter::OnHeader(const TraceHeader& header) {
+  header_ = &header;
+  escaped_names_.clear();
+  num_events_ = 0;
+  std::string text = DumpJson(HeaderJson(header), 2);
+  // The header object stays open: its last key is "events", written as it streams.
+  BUCKETSIM_CHECK(text.size() >= 2 && text.ends_with("\n}"));
+  text.resize(text.size() - 2);
+  buffer_.clear();
+  buffer_.append(text);
+  fmt::format_to(std::back_inserter(buffer_), ",\n  \"events\": [");
+  return FlushBuffer();
+}
+
+std::string_view TraceWriter::EscapedName(std::uint32_t name) {
+  while (escaped_names_.size() <= name) {
+    escaped_names_.push_back(DumpJson(OrderedJson(header_->names[escaped_names_.size()]), -1));
+  }
+  return escaped_names_[name];
+}
+
+Status TraceWriter::OnEvent(const Event& e) {
+  BUCKETSIM_CHECK(header_ != nullptr);
+  BUCKETSIM_RETURN_IF_ERROR(CheckWritable(e));
+  if ((e.kind == EventKind::kCompute || e.kind == EventKind::kMark) &&
+      e.name >= header_->names.size()) {
+    return InvalidTrace(fmt::format("event {}: name {} is not interned in the header", e.index, e.name));
+  }
+  auto out = std::back_inserter(buffer_);
+  buffer_.append(std::string_view(num_events_ == 0 ? "\n" : ",\n"));
+  switch (e.kind) {
+    case EventKind::kIteration: fmt::format_to(out, R"({{"ev": "iteration", "index": {}}})", e.id); break;
+    case EventKind::kPhase:
+      fmt::format_to(out, R"({{"ev": "phase", "phase": "{}"}})", PhaseName(e.phase));
+      break;
+    case EventKind::kAlloc:
+      fmt::format_to(out, R"({{"ev": "alloc", "id": {}, "bytes": {}, "stream": {}, "cat": "{}"}})",
+                     e.id, e.bytes, e.stream, CategoryName(e.category));
+      break;
+    case EventKind::kFree: fmt::format_to(out, R"({{"ev": "free", "id": {}}})", e.id); break;
+    case EventKind::kCompute:
+      fmt::format_to(out, R"({{"ev": "compute", "stream": {}, "dur_us": {}, "name": {}}})", e.stream,
+                     e.dur_us, EscapedName(e.name));
+      break;
+    case EventKind::kMark:
+      fmt::format_to(out, R"({{"ev": "mark", "name": {}}})", EscapedName(e.name));
+      break;
+    case EventKind::kReduceScatter:
+      fmt::format_to(out,
+                     R"({{"ev": "rs", "fsdp": {}, "param": {}, "group": {}, "dtype": "{}", )"
+                     R"("numel": {}, "shard": "{}")",
+                     e.fsdp, e.param, e.group, DTypeName(e.dtype), e.numel,
+                     ShardModeName(e.shard_mode));
+      if (e.shard_mode == ShardMode::kCast) {
+        fmt::format_to(out, R"(, "cast_dtype": "{}")", DTypeName(e.cast_dtype));
+      }
+      buffer_.push_back('}');
+      break;
+    case EventKind::kFlush: buffer_.append(std::string_view(R"({"ev": "flush"})")); break;
+    case EventKind::kZeroGrad:
+      fmt::format_to(out, R"({{"ev": "zero_grad", "set_to_none": {}}})", e.set_to_none);
+      break;
+  }
+  ++num_events_;
+  return buffer_.size() >= kFlushBytes ? FlushBuffer() : Status::Ok();
+}
+
+Status TraceWriter::FlushBuffer() {
+  out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+  buffer_.clear();
+  if (!out_) return IoError(fmt::format("cannot write '{}': {}", display_name_, std::strerror(errno)));
+  return Status::Ok();
+}
+
+Status TraceWriter::OnEnd() {
+  BUCKETSIM_CHECK(header_ != nullptr);
+  buffer_.append(std::string_view("\n]}\n"));
+  BUCKETSIM_RETURN_IF_ERROR(FlushBuffer());
+  out_.flush();
+  if (file_ != nullptr) file_->close();
+  if (!out_) return IoError(fmt::format("cannot write '{}': {}", display_name_, std::strerror(errno)));
+  header_ = nullptr;
+  return Status::Ok();
+}
+
+}  // namespace bucketsim

@@ -1,1 +1,210 @@
-// placeholder
+#include "io/trace_writer.h"
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "io/trace_reader.h"
+#include "recording_sink.h"
+
+namespace bucketsim {
+namespace {
+
+// A trace with every event kind, awkward names and doubles that need all their digits.
+constexpr std::string_view kTrace = R"({
+  "schema_version": 1,
+  "description": "round trip \"test\"\nwith a newline",
+  "world_size": 4,
+  "rank": 1,
+  "bucket_cap_mb": 12.5,
+  "streams": ["default", "post_backward"],
+  "groups": [{"id": 18446744073709551615, "ranks": [0, 1, 2, 3], "name": "world"},
+             {"id": 5, "ranks": [1, 3]}],
+  "fsdp": [{"name": "root", "params": [{"name": "flat", "numel": 1001, "dtype": "fp32"}]},
+           {"name": "block0", "params": [{"name": "w", "numel": 8, "dtype": "bf16"},
+                                         {"name": "b", "numel": 3, "dtype": "fp8_e4m3"}]}],
+  "events": [
+    {"ev": "iteration", "index": 0},
+    {"ev": "phase", "phase": "forward"},
+    {"ev": "alloc", "id": 18446744073709551615, "bytes": 1125899906842624, "stream": 1, "cat": "optimizer_state"},
+    {"ev": "compute", "dur_us": 0.1, "name": "fwd \"quoted\" \\ tab\t \u00e9 \u2603"},
+    {"ev": "compute", "stream": 1, "dur_us": 0.3333333333333333},
+    {"ev": "compute", "dur_us": 1e-7, "name": "tiny"},
+    {"ev": "compute", "dur_us": 123456789.125, "name": "tiny"},
+    {"ev": "mark", "name": "after fwd"},
+    {"ev": "phase", "phase": "backward"},
+    {"ev": "rs", "fsdp": 0, "param": 0, "group": 18446744073709551615, "dtype": "fp32", "numel": 251, "shard": "view"},
+    {"ev": "rs", "fsdp": 1, "param": 0, "group": 5, "dtype": "bf16", "numel": 4, "shard": "cast", "cast_dtype": "fp32"},
+    {"ev": "rs", "fsdp": 1, "param": 1, "group": 5, "dtype": "fp16", "numel": 2, "shard": "accumulate"},
+    {"ev": "flush"},
+    {"ev": "free", "id": 18446744073709551615},
+    {"ev": "phase", "phase": "step"},
+    {"ev": "phase", "phase": "zero_grad"},
+    {"ev": "zero_grad", "set_to_none": false},
+    {"ev": "zero_grad"}
+  ]
+})";
+
+struct Trace {
+  TraceHeader header;
+  RecordingSink sink;
+};
+
+void ReadFrom(std::string_view json, Trace& trace) {
+  Status status = ReadTraceFromString(json, "in.json", trace.header, trace.sink);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+}
+
+// Replays a read trace into a writer and returns the text.
+std::string Write(Trace& trace) {
+  std::ostringstream out;
+  TraceWriter writer(out);
+  EXPECT_TRUE(writer.OnHeader(trace.header).ok());
+  for (const Event& e : trace.sink.events) EXPECT_TRUE(writer.OnEvent(e).ok());
+  EXPECT_TRUE(writer.OnEnd().ok());
+  return out.str();
+}
+
+auto Fields(const Event& e) {
+  return std::tie(e.kind, e.phase, e.category, e.dtype, e.cast_dtype, e.shard_mode, e.set_to_none,
+                  e.stream, e.name, e.fsdp, e.param, e.slot, e.id, e.bytes, e.group, e.numel,
+                  e.dur_us, e.index);
+}
+
+void ExpectSameHeader(const TraceHeader& a, const TraceHeader& b) {
+  EXPECT_EQ(a.schema_version, b.schema_version);
+  EXPECT_EQ(a.description, b.description);
+  EXPECT_EQ(a.world_size, b.world_size);
+  EXPECT_EQ(a.rank, b.rank);
+  EXPECT_EQ(a.bucket_cap_mb, b.bucket_cap_mb);
+  ASSERT_EQ(a.streams.size(), b.streams.size());
+  for (std::size_t s = 0; s < a.streams.size(); ++s) EXPECT_EQ(a.streams[s].name, b.streams[s].name);
+  ASSERT_EQ(a.groups.size(), b.groups.size());
+  for (std::size_t g = 0; g < a.groups.size(); ++g) {
+    EXPECT_EQ(a.groups[g].id, b.groups[g].id);
+    EXPECT_EQ(a.groups[g].ranks, b.groups[g].ranks);
+    EXPECT_EQ(a.groups[g].name, b.groups[g].name);
+  }
+  ASSERT_EQ(a.fsdp.size(), b.fsdp.size());
+  for (std::size_t f = 0; f < a.fsdp.size(); ++f) {
+    EXPECT_EQ(a.fsdp[f].name, b.fsdp[f].name);
+    ASSERT_EQ(a.fsdp[f].params.size(), b.fsdp[f].params.size());
+    for (std::size_t p = 0; p < a.fsdp[f].params.size(); ++p) {
+      EXPECT_EQ(a.fsdp[f].params[p].name, b.fsdp[f].params[p].name);
+      EXPECT_EQ(a.fsdp[f].params[p].numel, b.fsdp[f].params[p].numel);
+      EXPECT_EQ(a.fsdp[f].params[p].dtype, b.fsdp[f].params[p].dtype);
+    }
+  }
+  EXPECT_EQ(a.names, b.names);
+}
+
+TEST(TraceWriter, RoundTripsHeaderAndEvents) {
+  Trace original;
+  ReadFrom(kTrace, original);
+  std::string text = Write(original);
+
+  Trace again;
+  ReadFrom(text, again);
+  ExpectSameHeader(original.header, again.header);
+  ASSERT_EQ(original.sink.events.size(), again.sink.events.size());
+  for (std::size_t i = 0; i < original.sink.events.size(); ++i) {
+    EXPECT_TRUE(Fields(original.sink.events[i]) == Fields(again.sink.events[i])) << "event " << i;
+  }
+  EXPECT_EQ(again.sink.events[5].dur_us, 1e-7);
+  EXPECT_EQ(again.sink.events[4].dur_us, 1.0 / 3.0);
+  EXPECT_EQ(again.header.names[again.sink.events[3].name], "fwd \"quoted\" \\ tab\t \u00e9 \u2603");
+}
+
+TEST(TraceWriter, IsDeterministicAndAFixedPoint) {
+  Trace original;
+  ReadFrom(kTrace, original);
+  std::string first = Write(original);
+  EXPECT_EQ(Write(original), first);
+  Trace again;
+  ReadFrom(first, again);
+  EXPECT_EQ(Write(again), first);
+}
+
+TEST(TraceWriter, WritesOneEventPerLineAfterThePrettyHeader) {
+  Trace original;
+  ReadFrom(kTrace, original);
+  std::string text = Write(original);
+  EXPECT_TRUE(text.starts_with("{\n  \"schema_version\": 1,\n")) << text;
+  EXPECT_TRUE(text.ends_with("\n]}\n")) << text;
+  std::size_t events_at = text.find("  \"events\": [\n");
+  ASSERT_NE(events_at, std::string::npos) << text;
+  std::istringstream lines(text.substr(text.find('\n', events_at) + 1));
+  std::string line;
+  std::vector<std::string> event_lines;
+  while (std::getline(lines, line) && line != "]}") event_lines.push_back(line);
+  ASSERT_EQ(event_lines.size(), original.sink.events.size());
+  EXPECT_EQ(event_lines[0], R"({"ev": "iteration", "index": 0},)");
+  EXPECT_EQ(event_lines[2],
+            R"({"ev": "alloc", "id": 18446744073709551615, "bytes": 1125899906842624, "stream": 1, "cat": "optimizer_state"},)");
+  EXPECT_EQ(event_lines[4], R"({"ev": "compute", "stream": 1, "dur_us": 0.3333333333333333, "name": ""},)");
+  EXPECT_EQ(event_lines[10],
+            R"({"ev": "rs", "fsdp": 1, "param": 0, "group": 5, "dtype": "bf16", "numel": 4, "shard": "cast", "cast_dtype": "fp32"},)");
+  EXPECT_EQ(event_lines[12], R"({"ev": "flush"},)");
+  EXPECT_EQ(event_lines.back(), R"({"ev": "zero_grad", "set_to_none": true})");
+}
+
+TEST(TraceWriter, WritesATraceWithoutEvents) {
+  Trace original;
+  ReadFrom(R"({"schema_version": 1, "world_size": 1, "rank": 0, "events": []})", original);
+  std::string text = Write(original);
+  EXPECT_TRUE(text.ends_with("\"events\": [\n]}\n")) << text;
+  Trace again;
+  ReadFrom(text, again);
+  ExpectSameHeader(original.header, again.header);
+  EXPECT_TRUE(again.sink.events.empty());
+}
+
+TEST(TraceWriter, RefusesWhatATraceCannotHold) {
+  TraceHeader header;
+  ASSERT_TRUE(header.Finalize().ok());
+  std::ostringstream out;
+  TraceWriter writer(out);
+  ASSERT_TRUE(writer.OnHeader(header).ok());
+  Event init;
+  init.kind = EventKind::kPhase;
+  init.phase = Phase::kInit;
+  init.index = 4;
+  Status status = writer.OnEvent(init);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidTrace);
+  EXPECT_EQ(status.message(), "event 4: phase 'init' cannot be written to a trace");
+  Event bucket;
+  bucket.kind = EventKind::kAlloc;
+  bucket.category = Category::kBucketData;
+  EXPECT_EQ(writer.OnEvent(bucket).code(), StatusCode::kInvalidTrace);
+}
+
+TEST(TraceWriter, OpensAndWritesAFile) {
+  Trace original;
+  ReadFrom(kTrace, original);
+  std::string path = (std::filesystem::path(testing::TempDir()) / "written.json").string();
+  Result<std::unique_ptr<TraceWriter>> writer = TraceWriter::Open(path);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  ASSERT_TRUE((*writer)->OnHeader(original.header).ok());
+  for (const Event& e : original.sink.events) ASSERT_TRUE((*writer)->OnEvent(e).ok());
+  ASSERT_TRUE((*writer)->OnEnd().ok());
+
+  Trace again;
+  Status status = ReadTrace(path, again.header, again.sink);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(again.sink.events.size(), original.sink.events.size());
+}
+
+TEST(TraceWriter, ReportsAPathThatCannotBeCreated) {
+  Result<std::unique_ptr<TraceWriter>> writer = TraceWriter::Open("/nonexistent/dir/t.json");
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(writer.status().message(),
+            "cannot create '/nonexistent/dir/t.json': No such file or directory");
+}
+
+}  // namespace
+}  // namespace bucketsim

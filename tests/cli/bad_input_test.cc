@@ -1,0 +1,122 @@
+// Bad input through the real binary: each case exits 2 with one clear message on stderr naming
+// the file, the event where there is one, and what is wrong; nothing crashes, nothing passes.
+#include <gtest/gtest.h>
+
+#include "testing/run_binary.h"
+
+namespace bucketsim {
+namespace {
+
+using testing::RunBucketsim;
+using testing::WriteTempFile;
+
+const char* kHeader = R"({"schema_version": 1, "world_size": 2, "rank": 0,
+  "streams": ["default", "post_backward"],
+  "groups": [{"id": 1, "ranks": [0, 1]}],
+  "fsdp": [{"name": "layer", "params": [{"name": "w", "numel": 2000, "dtype": "fp32"}]}],
+  "events": [
+)";
+
+std::string TraceWith(const std::string& events) { return kHeader + events + "\n]}\n"; }
+
+// Cut in the middle of the event, as a file whose writer died would be.
+std::string Truncated(const std::string& trace) { return trace.substr(0, trace.size() - 20); }
+
+struct Case {
+  const char* name;
+  std::string contents;
+  std::vector<std::string> fragments;  // all must appear in the message
+};
+
+std::vector<Case> Cases() {
+  return {
+      {"empty", "", {"the file is empty"}},
+      {"truncated", Truncated(TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 10, "cat": "param"})")),
+       {"truncated"}},
+      {"not_json", "this is not a trace\n", {"not JSON"}},
+      {"unknown_kind", TraceWith(R"({"ev": "allocate", "id": 1})"),
+       {"event 0", "unknown event kind 'allocate'"}},
+      {"unknown_free",
+       TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 10, "cat": "param"},
+                    {"ev": "free", "id": 2})"),
+       {"event 1", "free of unknown allocation id 2"}},
+      {"double_free",
+       TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 10, "cat": "param"},
+                    {"ev": "free", "id": 1}, {"ev": "free", "id": 1})"),
+       {"event 2", "double free of id 1"}},
+      {"negative_size", TraceWith(R"({"ev": "alloc", "id": 1, "bytes": -10, "cat": "param"})"),
+       {"event 0", "bytes", "negative"}},
+      {"overflowing_size",
+       TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 123456789012345678901234567890, "cat": "param"})"),
+       {"event 0", "bytes", "64 bits"}},
+      {"absurd_size",
+       TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 4503599627370496, "cat": "param"})"),
+       {"event 0", "bytes"}},
+      {"group_bigger_than_world",
+       R"({"schema_version": 1, "world_size": 2, "rank": 0,
+           "groups": [{"id": 1, "ranks": [0, 1, 2]}], "events": []})",
+       {"header", "group 1"}},
+      {"rs_numel_mismatch",
+       TraceWith(R"({"ev": "phase", "phase": "backward"},
+                    {"ev": "rs", "fsdp": 0, "param": 0, "group": 1, "dtype": "fp32", "numel": 10, "shard": "view"})"),
+       {"event 1", "numel 10", "expected 1000"}},
+      {"schema_version_2", R"({"schema_version": 2, "world_size": 1, "rank": 0, "events": []})",
+       {"schema_version 2"}},
+  };
+}
+
+TEST(BadInput, EachCaseIsRejectedWithItsReasonAndExitCode2) {
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    std::string path = WriteTempFile(std::string(c.name) + ".json", c.contents);
+    for (const char* command : {"validate", "compare"}) {
+      testing::BinaryResult run = RunBucketsim({command, path});
+      EXPECT_EQ(run.exit_code, 2) << command << ": " << run.err;
+      EXPECT_TRUE(run.out.empty() || std::string(command) == "compare") << run.out;
+      EXPECT_NE(run.err.find("bucketsim: error: "), std::string::npos) << run.err;
+      EXPECT_NE(run.err.find(std::string(c.name) + ".json"), std::string::npos) << run.err;
+      for (const std::string& fragment : c.fragments) {
+        EXPECT_NE(run.err.find(fragment), std::string::npos)
+            << command << " message lacks '" << fragment << "': " << run.err;
+      }
+    }
+  }
+}
+
+TEST(BadInput, MissingFileIsAnErrorNotACrash) {
+  testing::BinaryResult run = RunBucketsim({"compare", "no/such/trace.json"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("cannot open 'no/such/trace.json'"), std::string::npos) << run.err;
+}
+
+TEST(BadInput, UnknownPolicyNameIsRejected) {
+  testing::BinaryResult run =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--policy", "always"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("unknown policy 'always'"), std::string::npos) << run.err;
+}
+
+TEST(BadInput, NonFiniteBucketCapIsAUsageError) {
+  testing::BinaryResult run =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--bucket-cap-mb", "inf"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("must be a finite number"), std::string::npos) << run.err;
+}
+
+TEST(BadInput, UnknownFlagIsAUsageError) {
+  testing::BinaryResult run = RunBucketsim({"compare", "--colour", "blue"});
+  EXPECT_EQ(run.exit_code, 2);
+}
+
+TEST(Validate, SummarisesAValidTrace) {
+  testing::BinaryResult run = RunBucketsim({"validate", "traces/tiny-ws2.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("valid trace (schema_version 1)"), std::string::npos);
+  EXPECT_NE(run.out.find("38 events, 2 iteration(s)"), std::string::npos);
+  // Alive at the end: the params (368640 B) and the Adam state (737280 B).
+  EXPECT_NE(run.out.find("360.00 KiB"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("720.00 KiB"), std::string::npos) << run.out;
+}
+
+}  // namespace
+}  // namespace bucketsim

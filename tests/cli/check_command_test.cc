@@ -1,0 +1,75 @@
+// `bucketsim check`: exit 0 when every budget holds, 1 with one line per broken budget, 2 for
+// anything that keeps the check from being decided.
+#include <gtest/gtest.h>
+
+#include "testing/run_binary.h"
+
+namespace bucketsim {
+namespace {
+
+using testing::RunBucketsim;
+
+// backward-only on the tiny trace: peak 3261440 B; "after bwd" at most 1572864 B (iteration 1);
+// "after fwd" at most 2106368 B (tests/engine/tiny_trace_test.cc).
+std::vector<std::string> Check(std::vector<std::string> budgets) {
+  std::vector<std::string> args = {"check", "traces/tiny-ws2.json", "--policy", "backward-only"};
+  args.insert(args.end(), budgets.begin(), budgets.end());
+  return args;
+}
+
+TEST(Check, PassesAtExactlyThePeak) {
+  testing::BinaryResult run = RunBucketsim(Check({"--max-peak-allocated", "3261440"}));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out,
+            "PASS backward-only: peak allocated 3.11 MiB (3261440 B) within budget 3.11 MiB "
+            "(3261440 B)\n");
+}
+
+TEST(Check, FailsOneByteBelowThePeak) {
+  testing::BinaryResult run = RunBucketsim(Check({"--max-peak-allocated", "3261439B"}));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.out.find("FAIL backward-only: peak allocated 3.11 MiB (3261440 B) exceeds"),
+            std::string::npos)
+      << run.out;
+}
+
+TEST(Check, UnitsAreBinaryAndDecimal) {
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3.2MB"})).exit_code, 1);   // 3200000
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3.3MB"})).exit_code, 0);   // 3300000
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3MiB"})).exit_code, 1);    // 3145728
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3185KiB"})).exit_code, 0); // 3261440
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "1GiB"})).exit_code, 0);
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "1GB"})).exit_code, 0);
+}
+
+TEST(Check, OneLinePerBudgetAndExit1WhenAnyIsBroken) {
+  testing::BinaryResult run = RunBucketsim(Check({"--max-peak-allocated", "4MiB", "--max-at-mark",
+                                                  "after bwd=1572864", "--max-at-mark",
+                                                  "after fwd=2MiB"}));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.out.find("PASS backward-only: peak allocated"), std::string::npos);
+  EXPECT_NE(run.out.find("PASS backward-only: allocated at mark 'after bwd' 1.50 MiB (1572864 B)"),
+            std::string::npos);
+  EXPECT_NE(run.out.find("FAIL backward-only: allocated at mark 'after fwd' 2.01 MiB (2106368 B)"),
+            std::string::npos)
+      << run.out;
+}
+
+TEST(Check, ErrorsNeverPass) {
+  // A mark that never occurs, a bad size, no budget, no policy, two policies, a bad trace.
+  EXPECT_EQ(RunBucketsim(Check({"--max-at-mark", "after lunch=1GiB"})).exit_code, 2);
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "-1GiB"})).exit_code, 2);
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "12 parsecs"})).exit_code, 2);
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "99999999999999999999999GiB"})).exit_code, 2);
+  EXPECT_EQ(RunBucketsim(Check({})).exit_code, 2);
+  EXPECT_EQ(RunBucketsim({"check", "traces/tiny-ws2.json", "--max-peak-allocated", "1GiB"}).exit_code, 2);
+  EXPECT_EQ(RunBucketsim(Check({"--policy", "unbucketed", "--max-peak-allocated", "1GiB"})).exit_code, 2);
+  std::string bad = testing::WriteTempFile("bad.json", "{");
+  EXPECT_EQ(RunBucketsim({"check", bad, "--policy", "backward-only", "--max-peak-allocated", "1GiB"}).exit_code, 2);
+  testing::BinaryResult missing_mark = RunBucketsim(Check({"--max-at-mark", "after lunch=1GiB"}));
+  EXPECT_NE(missing_mark.err.find("mark 'after lunch' never occurs in the trace"), std::string::npos)
+      << missing_mark.err;
+}
+
+}  // namespace
+}  // namespace bucketsim

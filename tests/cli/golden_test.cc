@@ -1,0 +1,98 @@
+// The real binary on the shipped traces, its JSON report compared exactly with a reviewed copy
+// in tests/golden/ after the volatile context fields are removed (the sim backend and the exact
+// model are deterministic). To accept a deliberate change:
+//   BUCKETSIM_UPDATE_GOLDENS=1 ctest --test-dir build -R Golden
+// then review `git diff tests/golden`.
+#include <cstdlib>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "testing/run_binary.h"
+
+namespace bucketsim {
+namespace {
+
+using nlohmann::ordered_json;
+using testing::RunBucketsim;
+
+ordered_json WithoutVolatileFields(ordered_json report) {
+  for (const char* key : {"tool_version", "git_sha", "argv", "host", "trace_path"}) {
+    report["context"].erase(key);
+  }
+  return report;
+}
+
+void ExpectGolden(const std::string& golden_name, const std::vector<std::string>& args) {
+  testing::BinaryResult run = RunBucketsim(args);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ordered_json actual = WithoutVolatileFields(ordered_json::parse(run.out));
+  std::string golden_path = std::string(BUCKETSIM_SOURCE_DIR) + "/tests/golden/" + golden_name;
+  if (const char* update = std::getenv("BUCKETSIM_UPDATE_GOLDENS"); update && *update == '1') {
+    std::ofstream(golden_path) << actual.dump(2) << '\n';
+    GTEST_SKIP() << "rewrote " << golden_path;
+  }
+  std::string expected_text = testing::ReadFile(golden_path);
+  ASSERT_FALSE(expected_text.empty()) << "missing golden file " << golden_path;
+  ordered_json expected = ordered_json::parse(expected_text);
+  // Compare as text so a failure shows where the two differ.
+  EXPECT_EQ(actual.dump(2), expected.dump(2));
+}
+
+TEST(Golden, CompareTinyTraceAllPolicies) {
+  ExpectGolden("compare-tiny-ws2.json", {"compare", "traces/tiny-ws2.json", "--format", "json"});
+}
+
+TEST(Golden, CompareDefaultTraceAllPolicies) {
+  ExpectGolden("compare-gpt-24l-h1024-ws8.json", {"compare", "--format", "json"});
+}
+
+TEST(Golden, CompareGeneralPolicyFormWithCapOverride) {
+  ExpectGolden("compare-tiny-ws2-general.json",
+               {"compare", "traces/tiny-ws2.json", "--format", "json", "--policy",
+                "lifetime=always,key=members", "--policy", "backward-only", "--bucket-cap-mb",
+                "0.125"});
+}
+
+TEST(Compare, WritesTheJsonReportItPrints) {
+  std::string path = testing::WriteTempFile("report.json", "");
+  testing::BinaryResult run =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--json", path, "--format", "json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(ordered_json::parse(testing::ReadFile(path)), ordered_json::parse(run.out));
+}
+
+TEST(Compare, TablePrintsOneRowPerPolicyWithUnits) {
+  testing::BinaryResult run = RunBucketsim({"compare", "traces/tiny-ws2.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("peak alloc (MiB)"), std::string::npos);
+  for (const char* policy : {"always-allocated", "backward-only", "per-group-dedup", "unbucketed"}) {
+    EXPECT_NE(run.out.find(policy), std::string::npos) << policy;
+  }
+  // backward-only's peak: 3261440 B = 3.11 MiB (tests/engine/tiny_trace_test.cc).
+  EXPECT_NE(run.out.find("3.11"), std::string::npos);
+}
+
+TEST(Compare, MarkdownHasTheTableAndThePeakComposition) {
+  testing::BinaryResult run =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--format", "markdown"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("| policy | cap (MiB) | peak alloc (MiB) |"), std::string::npos);
+  EXPECT_NE(run.out.find("## backward-only (`lifetime=backward,key=identity,cap=0.25`)"),
+            std::string::npos);
+  EXPECT_NE(run.out.find("| bucket_data | 0.50 |"), std::string::npos);
+}
+
+TEST(Help, EveryCommandShowsAnExample) {
+  for (const char* command : {"compare", "check", "validate", "version"}) {
+    testing::BinaryResult run = RunBucketsim({command, "--help"});
+    EXPECT_EQ(run.exit_code, 0) << command;
+    EXPECT_NE(run.out.find("Example"), std::string::npos) << command;
+  }
+  testing::BinaryResult gen = RunBucketsim({"gen", "transformer", "--help"});
+  EXPECT_NE(gen.out.find("Example"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bucketsim

@@ -1,0 +1,22 @@
+// Runs the real `bucketsim` binary for end-to-end tests: arguments in, exit code and the two
+// output streams back.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace bucketsim::testing {
+
+struct BinaryResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs BUCKETSIM_BINARY with `args` (each shell-quoted), from the source directory.
+BinaryResult RunBucketsim(const std::vector<std::string>& args);
+// A file under the test's temporary directory with the given contents; returns its path.
+std::string WriteTempFile(const std::string& name, const std::string& contents);
+std::string ReadFile(const std::string& path);
+
+}  // namespace bucketsim::testing
