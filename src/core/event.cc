@@ -4,6 +4,78 @@
 
 namespace bucketsim {
 
+namespace {
+
+Event OfKind(EventKind kind) {
+  Event event;
+  event.kind = kind;
+  return event;
+}
+
+}  // namespace
+
+Event IterationEvent(std::uint64_t index) {
+  Event event = OfKind(EventKind::kIteration);
+  event.id = index;
+  return event;
+}
+
+Event PhaseEvent(Phase phase) {
+  Event event = OfKind(EventKind::kPhase);
+  event.phase = phase;
+  return event;
+}
+
+Event AllocEvent(std::uint64_t id, Bytes bytes, Category category, StreamId stream) {
+  Event event = OfKind(EventKind::kAlloc);
+  event.id = id;
+  event.bytes = bytes;
+  event.category = category;
+  event.stream = stream;
+  return event;
+}
+
+Event FreeEvent(std::uint64_t id) {
+  Event event = OfKind(EventKind::kFree);
+  event.id = id;
+  return event;
+}
+
+Event ComputeEvent(StreamId stream, Micros duration, std::uint32_t name) {
+  Event event = OfKind(EventKind::kCompute);
+  event.stream = stream;
+  event.dur_us = duration;
+  event.name = name;
+  return event;
+}
+
+Event MarkEvent(std::uint32_t name) {
+  Event event = OfKind(EventKind::kMark);
+  event.name = name;
+  return event;
+}
+
+Event ReduceScatterEvent(std::uint32_t fsdp, std::uint32_t param, GroupId group, DType dtype,
+                         Numel numel, ShardMode mode, DType cast_dtype) {
+  Event event = OfKind(EventKind::kReduceScatter);
+  event.fsdp = fsdp;
+  event.param = param;
+  event.group = group;
+  event.dtype = dtype;
+  event.numel = numel;
+  event.shard_mode = mode;
+  event.cast_dtype = cast_dtype;
+  return event;
+}
+
+Event FlushEvent() { return OfKind(EventKind::kFlush); }
+
+Event ZeroGradEvent(bool set_to_none) {
+  Event event = OfKind(EventKind::kZeroGrad);
+  event.set_to_none = set_to_none;
+  return event;
+}
+
 std::string_view EventKindName(EventKind kind) {
   static constexpr std::array<std::string_view, 9> kNames = {
       "iteration", "phase", "alloc", "free", "compute", "mark", "rs", "flush", "zero_grad"};

@@ -69,6 +69,18 @@ struct Event {
   EventIndex index = 0;
 };
 
+// Constructors of each kind, filling only the fields that kind uses.
+Event IterationEvent(std::uint64_t index);
+Event PhaseEvent(Phase phase);
+Event AllocEvent(std::uint64_t id, Bytes bytes, Category category, StreamId stream);
+Event FreeEvent(std::uint64_t id);
+Event ComputeEvent(StreamId stream, Micros duration, std::uint32_t name);
+Event MarkEvent(std::uint32_t name);
+Event ReduceScatterEvent(std::uint32_t fsdp, std::uint32_t param, GroupId group, DType dtype,
+                         Numel numel, ShardMode mode, DType cast_dtype = DType::kFloat32);
+Event FlushEvent();
+Event ZeroGradEvent(bool set_to_none);
+
 std::string_view EventKindName(EventKind kind);  // the trace's "ev" value: "alloc", "rs", ...
 std::string_view PhaseName(Phase phase);
 std::string_view ShardModeName(ShardMode mode);

@@ -69,15 +69,7 @@ ProcessGroup MakeGroup(GroupId id, std::vector<int> ranks) {
 
 ReduceScatterCall MakeCall(const ProcessGroup& group, Numel numel, DType dtype, ShardMode mode,
                            std::uint32_t param) {
-  ReduceScatterCall call;
-  call.event.kind = EventKind::kReduceScatter;
-  call.event.group = group.id;
-  call.event.numel = numel;
-  call.event.dtype = dtype;
-  call.event.shard_mode = mode;
-  call.event.param = param;
-  call.group = &group;
-  return call;
+  return {ReduceScatterEvent(0, param, group.id, dtype, numel, mode), &group};
 }
 
 }  // namespace bucketsim::testing

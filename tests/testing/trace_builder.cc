@@ -31,80 +31,33 @@ TraceBuilder& TraceBuilder::Add(Event event) {
   return *this;
 }
 
-TraceBuilder& TraceBuilder::Iteration(std::uint64_t index) {
-  Event e;
-  e.kind = EventKind::kIteration;
-  e.id = index;
-  return Add(e);
-}
+TraceBuilder& TraceBuilder::Iteration(std::uint64_t index) { return Add(IterationEvent(index)); }
 
-TraceBuilder& TraceBuilder::Phase(bucketsim::Phase phase) {
-  Event e;
-  e.kind = EventKind::kPhase;
-  e.phase = phase;
-  return Add(e);
-}
+TraceBuilder& TraceBuilder::Phase(bucketsim::Phase phase) { return Add(PhaseEvent(phase)); }
 
 TraceBuilder& TraceBuilder::Alloc(std::uint64_t id, Bytes bytes, Category category,
                                   StreamId stream) {
-  Event e;
-  e.kind = EventKind::kAlloc;
-  e.id = id;
-  e.bytes = bytes;
-  e.category = category;
-  e.stream = stream;
-  return Add(e);
+  return Add(AllocEvent(id, bytes, category, stream));
 }
 
-TraceBuilder& TraceBuilder::Free(std::uint64_t id) {
-  Event e;
-  e.kind = EventKind::kFree;
-  e.id = id;
-  return Add(e);
-}
+TraceBuilder& TraceBuilder::Free(std::uint64_t id) { return Add(FreeEvent(id)); }
 
 TraceBuilder& TraceBuilder::Compute(Micros duration, StreamId stream) {
-  Event e;
-  e.kind = EventKind::kCompute;
-  e.dur_us = duration;
-  e.stream = stream;
-  e.name = header_.Intern("");
-  return Add(e);
+  return Add(ComputeEvent(stream, duration, header_.Intern("")));
 }
 
 TraceBuilder& TraceBuilder::Mark(const std::string& name) {
-  Event e;
-  e.kind = EventKind::kMark;
-  e.name = header_.Intern(name);
-  return Add(e);
+  return Add(MarkEvent(header_.Intern(name)));
 }
 
 TraceBuilder& TraceBuilder::Rs(std::uint32_t fsdp, std::uint32_t param, GroupId group,
                                DType dtype, Numel numel, ShardMode mode, DType cast_dtype) {
-  Event e;
-  e.kind = EventKind::kReduceScatter;
-  e.fsdp = fsdp;
-  e.param = param;
-  e.group = group;
-  e.dtype = dtype;
-  e.numel = numel;
-  e.shard_mode = mode;
-  e.cast_dtype = cast_dtype;
-  return Add(e);
+  return Add(ReduceScatterEvent(fsdp, param, group, dtype, numel, mode, cast_dtype));
 }
 
-TraceBuilder& TraceBuilder::Flush() {
-  Event e;
-  e.kind = EventKind::kFlush;
-  return Add(e);
-}
+TraceBuilder& TraceBuilder::Flush() { return Add(FlushEvent()); }
 
-TraceBuilder& TraceBuilder::ZeroGrad(bool set_to_none) {
-  Event e;
-  e.kind = EventKind::kZeroGrad;
-  e.set_to_none = set_to_none;
-  return Add(e);
-}
+TraceBuilder& TraceBuilder::ZeroGrad(bool set_to_none) { return Add(ZeroGradEvent(set_to_none)); }
 
 TraceSource TraceBuilder::Source() const {
   return [header = header_, events = events_](TraceHeader& out, EventSink& sink) -> Status {
