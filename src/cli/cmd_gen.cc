@@ -77,6 +77,9 @@ void AddTransformer(CLI::App& gen, CommandContext& context) {
   command->add_option("--optimizer", flags->optimizer, "sgd, sgd-momentum or adam")
       ->check(CLI::IsMember({"sgd", "sgd-momentum", "adam"}))
       ->capture_default_str();
+  command->add_flag("--activation-checkpointing", c.activation_checkpointing,
+                    "Checkpoint every transformer block: keep only its input in forward, "
+                    "recompute its activations in backward");
   command->add_option("--bucket-cap-mb", c.bucket_cap_mb, "The run's bucket_cap_mb")
       ->capture_default_str();
   command->add_option("--device-tflops", c.device_tflops, "Sustained TFLOP/s for compute spans")

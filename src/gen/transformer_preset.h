@@ -4,6 +4,11 @@
 // layer from the standard formula of Korthikanti et al. 2022 ("Reducing Activation Recomputation
 // in Large Transformer Models", §4.1: sbh(34 + 5as/h) bytes per layer with 16-bit activations).
 // The allocation pattern around each instance follows reference/fsdp_semantics.md §2.3–§2.7.
+//
+// With `activation_checkpointing`, each transformer block is wrapped as
+// FSDP(checkpoint_wrapper(block)) (fairscale's checkpoint_wrapper, i.e. torch.utils.checkpoint):
+// its forward keeps only the block's input (e·sbh bytes) and its backward recomputes the
+// forward before running it (Korthikanti et al. §5, "full activation recomputation").
 #pragma once
 
 #include <string>
@@ -39,6 +44,14 @@ struct TransformerConfig {
   GroupLayout group_layout = GroupLayout::kPerInstance;
   OptimizerKind optimizer = OptimizerKind::kAdam;
   double bucket_cap_mb = 25.0;
+  // Activation checkpointing of every transformer block (embedding and head are not wrapped).
+  // In forward a block keeps one activation, its input (e·sbh bytes, e the compute dtype's
+  // size); its internal activations are allocated after its forward compute and freed right
+  // away, so one block's transient peak shows. In backward, after the all-gather, a
+  // "recompute blockN" span as long as the forward re-creates the internal activations, then
+  // the backward span and the full gradient; the hook frees the recomputed activations and the
+  // kept input, then the gathered parameters, then reduces as without checkpointing.
+  bool activation_checkpointing = false;
   // Time model inputs for compute spans: sustained FLOP/s of one device.
   double device_tflops = 400.0;
 };
