@@ -16,8 +16,8 @@ namespace {
 
 void SetTraceFileCounters(benchmark::State& state) {
   const double megabytes = BenchTraceFileMegabytes();
-  state.SetBytesProcessed(static_cast<std::int64_t>(static_cast<double>(state.iterations()) *
-                                                    megabytes * 1e6));
+  state.SetBytesProcessed(
+      static_cast<std::int64_t>(static_cast<double>(state.iterations()) * megabytes * 1e6));
   state.counters["trace_MB"] = megabytes;
 }
 

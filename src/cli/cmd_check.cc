@@ -29,7 +29,8 @@ Result<std::vector<Budget>> ParseBudgets(const CheckFlags& flags) {
   std::vector<Budget> budgets;
   if (!flags.max_peak_allocated.empty()) {
     Result<Bytes> limit = ParseSize(flags.max_peak_allocated);
-    if (!limit.ok()) return Status(limit.status().code(), "--max-peak-allocated: " + limit.status().message());
+    if (!limit.ok())
+      return Status(limit.status().code(), "--max-peak-allocated: " + limit.status().message());
     budgets.push_back({"peak allocated", std::nullopt, *limit});
   }
   for (const std::string& item : flags.max_at_mark) {
@@ -38,7 +39,8 @@ Result<std::vector<Budget>> ParseBudgets(const CheckFlags& flags) {
       return InvalidArgument(fmt::format("--max-at-mark '{}': expected NAME=SIZE", item));
     }
     Result<Bytes> limit = ParseSize(item.substr(eq + 1));
-    if (!limit.ok()) return Status(limit.status().code(), "--max-at-mark: " + limit.status().message());
+    if (!limit.ok())
+      return Status(limit.status().code(), "--max-at-mark: " + limit.status().message());
     std::string mark = item.substr(0, eq);
     budgets.push_back({fmt::format("allocated at mark '{}'", mark), mark, *limit});
   }

@@ -26,7 +26,8 @@ Status ResolveFlags(TransformerFlags& flags) {
   flags.config.compute_dtype = *dtype;
   std::string reduce = flags.reduce_dtype.empty() ? flags.dtype : flags.reduce_dtype;
   std::optional<DType> reduce_dtype = ParseDType(reduce);
-  if (!reduce_dtype) return InvalidArgument(fmt::format("--reduce-dtype '{}' is not a dtype", reduce));
+  if (!reduce_dtype)
+    return InvalidArgument(fmt::format("--reduce-dtype '{}' is not a dtype", reduce));
   flags.config.reduce_dtype = *reduce_dtype;
   flags.config.group_layout =
       flags.groups == "shared" ? GroupLayout::kShared : GroupLayout::kPerInstance;
@@ -70,8 +71,9 @@ void AddTransformer(CLI::App& gen, CommandContext& context) {
       ->capture_default_str();
   command->add_option("--reduce-dtype", flags->reduce_dtype,
                       "Reduce-scatter dtype (default: the compute dtype)");
-  command->add_option("--groups", flags->groups,
-                      "Process-group objects: per-instance (fairscale at #633) or shared (#678)")
+  command
+      ->add_option("--groups", flags->groups,
+                   "Process-group objects: per-instance (fairscale at #633) or shared (#678)")
       ->check(CLI::IsMember({"per-instance", "shared"}))
       ->capture_default_str();
   command->add_option("--optimizer", flags->optimizer, "sgd, sgd-momentum or adam")
@@ -97,7 +99,8 @@ void AddTransformer(CLI::App& gen, CommandContext& context) {
 
 void AddGenCommand(CLI::App& command, CommandContext& context) {
   command.require_subcommand(1);
-  command.footer("Presets: transformer. Run 'bucketsim gen transformer --help' for its parameters.");
+  command.footer(
+      "Presets: transformer. Run 'bucketsim gen transformer --help' for its parameters.");
   AddTransformer(command, context);
 }
 

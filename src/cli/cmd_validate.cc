@@ -22,18 +22,17 @@ std::string Summarise(const std::string& path, const TraceHeader& header,
       summary.iterations, summary.compute_us / 1000.0);
   for (int k = 0; k < kNumEventKinds; ++k) {
     if (summary.events_by_kind[k] == 0) continue;
-    out += fmt::format(" {} {}", EventKindName(static_cast<EventKind>(k)),
-                       summary.events_by_kind[k]);
+    out +=
+        fmt::format(" {} {}", EventKindName(static_cast<EventKind>(k)), summary.events_by_kind[k]);
   }
   out += fmt::format("\n  most bytes live at once: {} in at most {} allocations\n",
                      FormatBytes(summary.max_live_bytes), summary.max_live_allocations);
   out += "  category          allocated in total    alive at end\n";
   for (int c = 0; c < kNumTraceCategories; ++c) {
-    out += fmt::format("  {:<16}  {:>18}  {:>14} ({} allocation(s))\n",
-                       CategoryName(static_cast<Category>(c)),
-                       FormatBytes(summary.allocated_bytes[c]),
-                       FormatBytes(summary.alive_at_end_bytes[c]),
-                       summary.alive_at_end_count[c]);
+    out +=
+        fmt::format("  {:<16}  {:>18}  {:>14} ({} allocation(s))\n",
+                    CategoryName(static_cast<Category>(c)), FormatBytes(summary.allocated_bytes[c]),
+                    FormatBytes(summary.alive_at_end_bytes[c]), summary.alive_at_end_count[c]);
   }
   return out;
 }

@@ -1,7 +1,7 @@
 #include "cli/command.h"
 
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include <fmt/format.h>

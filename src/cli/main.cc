@@ -23,11 +23,13 @@ constexpr std::array<CommandSpec, 5> kCommands = {{
 int Main(int argc, char** argv) {
   CommandContext context;
   context.argv.assign(argv, argv + argc);
-  CLI::App app{"bucketsim: what does a gradient-bucket policy cost in memory? Replays FSDP "
-               "traces under bucket policies, accounting memory as PyTorch would."};
+  CLI::App app{
+      "bucketsim: what does a gradient-bucket policy cost in memory? Replays FSDP "
+      "traces under bucket policies, accounting memory as PyTorch would."};
   app.require_subcommand(1);
-  app.footer("Exit codes: 0 ok, 1 a budget is broken (check), 2 usage or input error.\n"
-             "Run 'bucketsim COMMAND --help' for a command's options and an example.");
+  app.footer(
+      "Exit codes: 0 ok, 1 a budget is broken (check), 2 usage or input error.\n"
+      "Run 'bucketsim COMMAND --help' for a command's options and an example.");
   for (const CommandSpec& spec : kCommands) {
     CLI::App* command = app.add_subcommand(spec.name, spec.description);
     spec.add(*command, context);

@@ -6,8 +6,8 @@ namespace bucketsim {
 namespace {
 
 constexpr std::array<std::string_view, kNumCategories> kNames = {
-    "param",       "activation",    "grad",           "optimizer_state", "all_gather",
-    "other",       "bucket_data",   "bucket_output",  "retired_output",  "rs_stack_temp",
+    "param",       "activation",         "grad",          "optimizer_state", "all_gather",
+    "other",       "bucket_data",        "bucket_output", "retired_output",  "rs_stack_temp",
     "rs_cat_temp", "rs_contiguous_temp", "bypass_output", "grad_shard",
 };
 

@@ -19,10 +19,11 @@ struct CollectiveRecord {
   GroupId group = 0;
   int group_size = 1;
   DType dtype = DType::kFloat32;
-  Numel input_numel = 0;   // the whole send buffer: group_size * output_numel
-  Numel output_numel = 0;  // this rank's reduced shard
+  Numel input_numel = 0;       // the whole send buffer: group_size * output_numel
+  Numel output_numel = 0;      // this rank's reduced shard
   std::uint32_t requests = 1;  // gradients carried by this collective
-  EventIndex event_index = 0;  // the trace event that caused it (an rs or the flush); set by the engine
+  EventIndex event_index =
+      0;  // the trace event that caused it (an rs or the flush); set by the engine
 };
 
 std::string_view CollectiveKindName(CollectiveKind kind);  // "bypass", "bucket_flush"

@@ -10,7 +10,14 @@
 
 namespace bucketsim {
 
-enum class DType : std::uint8_t { kFloat64, kFloat32, kFloat16, kBFloat16, kFloat8E4M3, kFloat8E5M2 };
+enum class DType : std::uint8_t {
+  kFloat64,
+  kFloat32,
+  kFloat16,
+  kBFloat16,
+  kFloat8E4M3,
+  kFloat8E5M2
+};
 
 inline constexpr int kNumDTypes = 6;
 

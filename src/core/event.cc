@@ -83,8 +83,8 @@ std::string_view EventKindName(EventKind kind) {
 }
 
 std::string_view PhaseName(Phase phase) {
-  static constexpr std::array<std::string_view, kNumPhases> kNames = {
-      "init", "forward", "backward", "step", "zero_grad"};
+  static constexpr std::array<std::string_view, kNumPhases> kNames = {"init", "forward", "backward",
+                                                                      "step", "zero_grad"};
   return kNames[static_cast<int>(phase)];
 }
 

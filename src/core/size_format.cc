@@ -39,7 +39,8 @@ std::string_view Trim(std::string_view s) {
 Result<Bytes> ParseSize(std::string_view text) {
   std::string_view s = Trim(text);
   std::size_t digits = 0;
-  while (digits < s.size() && (std::isdigit(static_cast<unsigned char>(s[digits])) || s[digits] == '.')) {
+  while (digits < s.size() &&
+         (std::isdigit(static_cast<unsigned char>(s[digits])) || s[digits] == '.')) {
     ++digits;
   }
   std::string_view number = s.substr(0, digits);
@@ -47,10 +48,10 @@ Result<Bytes> ParseSize(std::string_view text) {
   double value = 0;
   auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
   if (number.empty() || ec != std::errc() || end != number.data() + number.size()) {
-    return InvalidArgument(fmt::format(
-        "'{}' is not a size: expected a non-negative number with an optional unit "
-        "(B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
-        text));
+    return InvalidArgument(
+        fmt::format("'{}' is not a size: expected a non-negative number with an optional unit "
+                    "(B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
+                    text));
   }
   for (const Unit& unit : kUnits) {
     if (suffix != unit.suffix) continue;

@@ -4,14 +4,22 @@ namespace bucketsim {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kInvalidTrace: return "InvalidTrace";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kNotCompiled: return "NotCompiled";
-    case StatusCode::kDeviceError: return "DeviceError";
-    case StatusCode::kBudgetExceeded: return "BudgetExceeded";
-    case StatusCode::kInternal: return "Internal";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kInvalidTrace:
+      return "InvalidTrace";
+    case StatusCode::kIoError:
+      return "IoError";
+    case StatusCode::kNotCompiled:
+      return "NotCompiled";
+    case StatusCode::kDeviceError:
+      return "DeviceError";
+    case StatusCode::kBudgetExceeded:
+      return "BudgetExceeded";
+    case StatusCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

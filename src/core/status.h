@@ -44,7 +44,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status InvalidTrace(std::string m) { return {StatusCode::kInvalidTrace, std::move(m)}; }
 inline Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
 inline Status NotCompiled(std::string m) { return {StatusCode::kNotCompiled, std::move(m)}; }
@@ -53,7 +55,7 @@ inline Status DeviceError(std::string m) { return {StatusCode::kDeviceError, std
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : data_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : data_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(data_); }
@@ -78,13 +80,13 @@ const Status& Result<T>::status() const {
 }  // namespace bucketsim
 
 // Always on, also in release builds: a failed check means a bug in bucketsim, never bad input.
-#define BUCKETSIM_CHECK(cond)                                                 \
-  do {                                                                        \
-    if (!(cond)) ::bucketsim::CheckFailed(#cond, __FILE__, __LINE__);         \
+#define BUCKETSIM_CHECK(cond)                                         \
+  do {                                                                \
+    if (!(cond)) ::bucketsim::CheckFailed(#cond, __FILE__, __LINE__); \
   } while (0)
 
-#define BUCKETSIM_RETURN_IF_ERROR(expr)          \
-  do {                                           \
-    ::bucketsim::Status status_ = (expr);        \
-    if (!status_.ok()) return status_;           \
+#define BUCKETSIM_RETURN_IF_ERROR(expr)   \
+  do {                                    \
+    ::bucketsim::Status status_ = (expr); \
+    if (!status_.ok()) return status_;    \
   } while (0)

@@ -21,8 +21,8 @@ Status ValidateGroup(const ProcessGroup& group, int world_size, int rank) {
   bool has_self = false;
   for (int r : group.ranks) {
     if (r < 0 || r >= world_size) {
-      return InvalidTrace(fmt::format("group {}: rank {} is outside world_size {}", group.id, r,
-                                      world_size));
+      return InvalidTrace(
+          fmt::format("group {}: rank {} is outside world_size {}", group.id, r, world_size));
     }
     if (!seen.insert(r).second) {
       return InvalidTrace(fmt::format("group {}: rank {} is listed twice", group.id, r));

@@ -198,10 +198,10 @@ void Replay::RecordPeakIfNeeded() {
   std::vector<LiveAllocation> largest;
   for (std::size_t i = 0; i < keep; ++i) {
     const Allocation& a = *peak_candidates_[i];
-    std::string what = IsPolicyCategory(a.category)
-                           ? fmt::format("{} {} group {}", CategoryName(a.category),
-                                         DTypeName(a.dtype), a.group)
-                           : fmt::format("trace alloc id {}", a.trace_id);
+    std::string what =
+        IsPolicyCategory(a.category)
+            ? fmt::format("{} {} group {}", CategoryName(a.category), DTypeName(a.dtype), a.group)
+            : fmt::format("trace alloc id {}", a.trace_id);
     largest.push_back({a.category, a.block.charged, std::move(what), a.since});
   }
   ledger_.RecordPeakAllocations(std::move(largest));

@@ -44,7 +44,7 @@ class Replay final : public EventSink, private PolicyHost {
     Category category = Category::kOther;
     std::uint32_t refs = 0;  // 0: the entry is free
     EventIndex since = 0;
-    std::uint64_t trace_id = 0;  // trace allocations
+    std::uint64_t trace_id = 0;     // trace allocations
     DType dtype = DType::kFloat32;  // policy buffers
     GroupId group = 0;              // policy buffers
   };
@@ -76,7 +76,7 @@ class Replay final : public EventSink, private PolicyHost {
   std::vector<Allocation> trace_slots_;  // by Event::slot
   std::vector<Allocation> buffers_;      // by BufferId
   std::vector<BufferId> free_buffers_;
-  std::vector<BufferId> held_grad_;      // per parameter: the buffer its gradient lives in
+  std::vector<BufferId> held_grad_;  // per parameter: the buffer its gradient lives in
   std::vector<std::uint32_t> holding_params_;
 
   std::vector<const Allocation*> peak_candidates_;  // scratch of RecordPeakIfNeeded

@@ -16,8 +16,7 @@ class PolicyFanout final : public EventSink {
     for (const PolicySpec& spec : request_.policies) {
       replays_.push_back(std::make_unique<Replay>(
           spec, ResolveBucketCap(spec, request_.bucket_cap_mb, header),
-          std::make_unique<ExactMemoryModel>(), std::make_unique<SimBackend>(),
-          request_.options));
+          std::make_unique<ExactMemoryModel>(), std::make_unique<SimBackend>(), request_.options));
       BUCKETSIM_RETURN_IF_ERROR(replays_.back()->OnHeader(header));
     }
     return Status::Ok();

@@ -19,8 +19,8 @@ using CategoryBytes = std::array<Bytes, kNumCategories>;
 struct LiveAllocation {
   Category category = Category::kOther;
   Bytes bytes = 0;
-  std::string what;         // "trace alloc id 17" or "bucket_data bf16 group 3"
-  EventIndex since = 0;     // the event at which it was allocated
+  std::string what;      // "trace alloc id 17" or "bucket_data bf16 group 3"
+  EventIndex since = 0;  // the event at which it was allocated
 };
 
 struct PeakInfo {

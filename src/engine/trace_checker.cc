@@ -29,14 +29,19 @@ Status TraceChecker::Check(Event& event) {
       iteration_ = event.id;
       ++summary_.iterations;
       return Status::Ok();
-    case EventKind::kPhase: return CheckPhase(event);
-    case EventKind::kAlloc: return CheckAlloc(event);
-    case EventKind::kFree: return CheckFree(event);
+    case EventKind::kPhase:
+      return CheckPhase(event);
+    case EventKind::kAlloc:
+      return CheckAlloc(event);
+    case EventKind::kFree:
+      return CheckFree(event);
     case EventKind::kCompute:
       summary_.compute_us += event.dur_us;
       return Status::Ok();
-    case EventKind::kMark: return Status::Ok();
-    case EventKind::kReduceScatter: return CheckReduceScatter(event);
+    case EventKind::kMark:
+      return Status::Ok();
+    case EventKind::kReduceScatter:
+      return CheckReduceScatter(event);
     case EventKind::kFlush:
       if (phase_ != Phase::kBackward) {
         return InvalidTrace(fmt::format("event {}: flush outside backward (phase is '{}')",
@@ -66,9 +71,10 @@ Status TraceChecker::CheckAlloc(Event& event) {
   auto [it, inserted] = ids_.try_emplace(event.id);
   IdState& state = it->second;
   if (!inserted && state.live) {
-    return InvalidTrace(fmt::format("event {}: alloc of id {}, which is already live (allocated "
-                                    "at event {})",
-                                    event.index, event.id, state.last_event));
+    return InvalidTrace(
+        fmt::format("event {}: alloc of id {}, which is already live (allocated "
+                    "at event {})",
+                    event.index, event.id, state.last_event));
   }
   if (free_slots_.empty()) {
     state.slot = num_slots_++;
@@ -133,10 +139,10 @@ Status TraceChecker::CheckReduceScatter(const Event& event) {
 
 Status TraceChecker::OnEnd() {
   if (unflushed_requests_ > 0) {
-    return InvalidTrace(fmt::format(
-        "the trace ends with {} reduce-scatter request(s) since event {} never flushed "
-        "(missing the end-of-backward 'flush' event)",
-        unflushed_requests_, first_unflushed_));
+    return InvalidTrace(
+        fmt::format("the trace ends with {} reduce-scatter request(s) since event {} never flushed "
+                    "(missing the end-of-backward 'flush' event)",
+                    unflushed_requests_, first_unflushed_));
   }
   for (const auto& [id, state] : ids_) {
     if (!state.live) continue;

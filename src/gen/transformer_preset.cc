@@ -309,10 +309,7 @@ class TransformerTrace {
 
  private:
   Status Iteration(int iteration) {
-    Event marker;
-    marker.kind = EventKind::kIteration;
-    marker.id = static_cast<std::uint64_t>(iteration);
-    BUCKETSIM_RETURN_IF_ERROR(Emit(marker));
+    BUCKETSIM_RETURN_IF_ERROR(Emit(IterationEvent(static_cast<std::uint64_t>(iteration))));
 
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kForward));
     for (std::size_t f = 0; f < model_.size(); ++f) BUCKETSIM_RETURN_IF_ERROR(Forward(f));
@@ -320,9 +317,7 @@ class TransformerTrace {
 
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kBackward));
     for (std::size_t f = model_.size(); f-- > 0;) BUCKETSIM_RETURN_IF_ERROR(Backward(f));
-    Event flush;
-    flush.kind = EventKind::kFlush;
-    BUCKETSIM_RETURN_IF_ERROR(Emit(flush));
+    BUCKETSIM_RETURN_IF_ERROR(Emit(FlushEvent()));
     BUCKETSIM_RETURN_IF_ERROR(Mark("after bwd"));
 
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kStep));
@@ -333,10 +328,7 @@ class TransformerTrace {
     // set_to_none=True drops every gradient shard, so the next backward's reduced shards are
     // fresh (view or cast), never accumulated.
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kZeroGrad));
-    Event zero_grad;
-    zero_grad.kind = EventKind::kZeroGrad;
-    zero_grad.set_to_none = true;
-    return Emit(zero_grad);
+    return Emit(ZeroGradEvent(/*set_to_none=*/true));
   }
 
   // §2.3: gather, run, keep activations, reshard. A checkpointed block is wrapped inside its
@@ -422,19 +414,13 @@ class TransformerTrace {
                                       kPostBackwardStream, Category::kGrad, padding));
     }
 
-    Event rs;
-    rs.kind = EventKind::kReduceScatter;
-    rs.fsdp = static_cast<std::uint32_t>(f);
-    rs.param = 0;
-    rs.group = GroupOf(f);
-    rs.dtype = config_.reduce_dtype;
-    rs.numel = instance.shard_numel;
     // A reduced fp32 shard is kept as the gradient (a view); a 16-bit one is cast to the fp32
     // parameter dtype in the post-reduction hook (§2.4).
     const bool reduced_in_fp32 = config_.reduce_dtype == DType::kFloat32;
-    rs.shard_mode = reduced_in_fp32 ? ShardMode::kView : ShardMode::kCast;
-    rs.cast_dtype = DType::kFloat32;
-    BUCKETSIM_RETURN_IF_ERROR(Emit(rs));
+    BUCKETSIM_RETURN_IF_ERROR(Emit(ReduceScatterEvent(
+        static_cast<std::uint32_t>(f), /*param=*/0, GroupOf(f), config_.reduce_dtype,
+        instance.shard_numel, reduced_in_fp32 ? ShardMode::kView : ShardMode::kCast,
+        DType::kFloat32)));
 
     if (padding != 0) BUCKETSIM_RETURN_IF_ERROR(Free(padding));
     if (fp32_copy != 0) BUCKETSIM_RETURN_IF_ERROR(Free(fp32_copy));
@@ -497,48 +483,25 @@ class TransformerTrace {
     return sink_.OnEvent(event);
   }
 
-  Status EnterPhase(Phase phase) {
-    Event event;
-    event.kind = EventKind::kPhase;
-    event.phase = phase;
-    return Emit(event);
-  }
+  Status EnterPhase(Phase phase) { return Emit(PhaseEvent(phase)); }
 
   Status Alloc(Bytes bytes, StreamId stream, Category category, std::uint64_t& id) {
     id = next_alloc_id_++;
-    Event event;
-    event.kind = EventKind::kAlloc;
-    event.id = id;
-    event.bytes = bytes;
-    event.stream = stream;
-    event.category = category;
-    return Emit(event);
+    return Emit(AllocEvent(id, bytes, category, stream));
   }
 
   Status Free(std::uint64_t id) {
     BUCKETSIM_CHECK(id != 0);
-    Event event;
-    event.kind = EventKind::kFree;
-    event.id = id;
-    return Emit(event);
+    return Emit(FreeEvent(id));
   }
 
   // Span on the default stream; FLOPs at the device's sustained rate.
   Status Compute(std::string_view name, double flops) {
-    Event event;
-    event.kind = EventKind::kCompute;
-    event.stream = kDefaultStream;
-    event.dur_us = flops / (config_.device_tflops * 1e6);
-    event.name = header_.Intern(name);
-    return Emit(event);
+    return Emit(
+        ComputeEvent(kDefaultStream, flops / (config_.device_tflops * 1e6), header_.Intern(name)));
   }
 
-  Status Mark(std::string_view name) {
-    Event event;
-    event.kind = EventKind::kMark;
-    event.name = header_.Intern(name);
-    return Emit(event);
-  }
+  Status Mark(std::string_view name) { return Emit(MarkEvent(header_.Intern(name))); }
 
   const TransformerConfig& config_;
   const std::vector<InstanceModel> model_;

@@ -50,8 +50,8 @@ Status FairscaleBucketer::Bypass(const ReduceScatterCall& call, Numel n, PolicyH
   Bytes element = ElementSize(e.dtype);
   // Order observed in fairscale (§9): the output first, then the cat temporary.
   BufferId output = host.Allocate(n * element, Category::kBypassOutput, e.dtype, call.group->id);
-  BufferId flattened = host.Allocate(ws * n * element, Category::kRsCatTemp, e.dtype,
-                                     call.group->id);
+  BufferId flattened =
+      host.Allocate(ws * n * element, Category::kRsCatTemp, e.dtype, call.group->id);
   host.Collective({CollectiveKind::kBypass, call.group->id, ws, e.dtype, ws * n, n, 1});
   host.Deliver(call, output);
   // Both are locals of reduce_scatter_async: let go when it returns, after the callback.
@@ -112,8 +112,8 @@ void FairscaleBucketer::FlushBucket(Bucket& bucket, PolicyHost& host) {
   bucket.offset = 0;
   // self.output_shard = torch.zeros_like(self.data[0]): the new shard exists before the
   // assignment drops the old one.
-  BufferId fresh = host.Allocate(bucket.shard_size * element, Category::kBucketOutput,
-                                 bucket.dtype, bucket.group->id);
+  BufferId fresh = host.Allocate(bucket.shard_size * element, Category::kBucketOutput, bucket.dtype,
+                                 bucket.group->id);
   host.Relabel(*bucket.output, Category::kRetiredOutput);
   host.Release(*bucket.output);
   bucket.output = fresh;

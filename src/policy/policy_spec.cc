@@ -25,15 +25,21 @@ constexpr std::array<Preset, 4> kPresets = {{
 
 Status SetPart(PolicySpec& spec, std::string_view key, std::string_view value) {
   if (key == "lifetime") {
-    if (value == "always") spec.lifetime = Lifetime::kAlways;
-    else if (value == "backward") spec.lifetime = Lifetime::kBackward;
-    else return InvalidArgument(fmt::format("policy: lifetime '{}' is not always|backward", value));
+    if (value == "always")
+      spec.lifetime = Lifetime::kAlways;
+    else if (value == "backward")
+      spec.lifetime = Lifetime::kBackward;
+    else
+      return InvalidArgument(fmt::format("policy: lifetime '{}' is not always|backward", value));
     return Status::Ok();
   }
   if (key == "key") {
-    if (value == "identity") spec.key = KeyMode::kIdentity;
-    else if (value == "members") spec.key = KeyMode::kMembers;
-    else return InvalidArgument(fmt::format("policy: key '{}' is not identity|members", value));
+    if (value == "identity")
+      spec.key = KeyMode::kIdentity;
+    else if (value == "members")
+      spec.key = KeyMode::kMembers;
+    else
+      return InvalidArgument(fmt::format("policy: key '{}' is not identity|members", value));
     return Status::Ok();
   }
   if (key == "cap") {

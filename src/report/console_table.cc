@@ -42,10 +42,11 @@ std::string Mib(Bytes bytes) {
 Table BuildComparisonTable(const ReplayOutcome& outcome) {
   Table table;
   std::vector<std::string> marks = MarkNames(outcome.runs);
-  table.headers = {"policy", "cap (MiB)", "peak alloc (MiB)", "vs best (MiB)",
-                   "bucket@peak (MiB)", "max bucket (MiB)"};
+  table.headers = {"policy",        "cap (MiB)",         "peak alloc (MiB)",
+                   "vs best (MiB)", "bucket@peak (MiB)", "max bucket (MiB)"};
   for (const std::string& mark : marks) table.headers.push_back(fmt::format("{} (MiB)", mark));
-  for (const char* h : {"buckets", "flushes", "bypassed", "compute (ms)"}) table.headers.push_back(h);
+  for (const char* h : {"buckets", "flushes", "bypassed", "compute (ms)"})
+    table.headers.push_back(h);
   table.right_aligned.assign(table.headers.size(), true);
   table.right_aligned[0] = false;
 
@@ -75,10 +76,10 @@ Table BuildPeakCompositionTable(const RunResult& run) {
   for (int c = 0; c < kNumCategories; ++c) {
     Bytes bytes = run.peak.by_category[c];
     if (bytes == 0) continue;
-    double share = run.peak.allocated_bytes == 0
-                       ? 0.0
-                       : 100.0 * static_cast<double>(bytes) /
-                             static_cast<double>(run.peak.allocated_bytes);
+    double share =
+        run.peak.allocated_bytes == 0
+            ? 0.0
+            : 100.0 * static_cast<double>(bytes) / static_cast<double>(run.peak.allocated_bytes);
     table.rows.push_back({std::string(CategoryName(static_cast<Category>(c))), Mib(bytes),
                           fmt::format("{:.1f}%", share)});
   }

@@ -33,10 +33,10 @@ std::string FormatMarkdownReport(const ReplayOutcome& outcome, const ReportConte
       out += "\n" + RenderMarkdown(largest);
     }
   }
-  out += fmt::format(
-      "\n## Context\n\n- tool: bucketsim {} ({})\n- trace: {} ({})\n- command: `{}`\n",
-      context.tool_version, context.git_sha, context.trace_name, context.trace_digest,
-      fmt::join(context.argv, " "));
+  out +=
+      fmt::format("\n## Context\n\n- tool: bucketsim {} ({})\n- trace: {} ({})\n- command: `{}`\n",
+                  context.tool_version, context.git_sha, context.trace_name, context.trace_digest,
+                  fmt::join(context.argv, " "));
   return out;
 }
 

@@ -31,10 +31,12 @@ struct Case {
 std::vector<Case> Cases() {
   return {
       {"empty", "", {"the file is empty"}},
-      {"truncated", Truncated(TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 10, "cat": "param"})")),
+      {"truncated",
+       Truncated(TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 10, "cat": "param"})")),
        {"truncated"}},
       {"not_json", "this is not a trace\n", {"not JSON"}},
-      {"unknown_kind", TraceWith(R"({"ev": "allocate", "id": 1})"),
+      {"unknown_kind",
+       TraceWith(R"({"ev": "allocate", "id": 1})"),
        {"event 0", "unknown event kind 'allocate'"}},
       {"unknown_free",
        TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 10, "cat": "param"},
@@ -44,10 +46,12 @@ std::vector<Case> Cases() {
        TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 10, "cat": "param"},
                     {"ev": "free", "id": 1}, {"ev": "free", "id": 1})"),
        {"event 2", "double free of id 1"}},
-      {"negative_size", TraceWith(R"({"ev": "alloc", "id": 1, "bytes": -10, "cat": "param"})"),
+      {"negative_size",
+       TraceWith(R"({"ev": "alloc", "id": 1, "bytes": -10, "cat": "param"})"),
        {"event 0", "bytes", "negative"}},
       {"overflowing_size",
-       TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 123456789012345678901234567890, "cat": "param"})"),
+       TraceWith(
+           R"({"ev": "alloc", "id": 1, "bytes": 123456789012345678901234567890, "cat": "param"})"),
        {"event 0", "bytes", "64 bits"}},
       {"absurd_size",
        TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 4503599627370496, "cat": "param"})"),
@@ -60,7 +64,8 @@ std::vector<Case> Cases() {
        TraceWith(R"({"ev": "phase", "phase": "backward"},
                     {"ev": "rs", "fsdp": 0, "param": 0, "group": 1, "dtype": "fp32", "numel": 10, "shard": "view"})"),
        {"event 1", "numel 10", "expected 1000"}},
-      {"schema_version_2", R"({"schema_version": 2, "world_size": 1, "rank": 0, "events": []})",
+      {"schema_version_2",
+       R"({"schema_version": 2, "world_size": 1, "rank": 0, "events": []})",
        {"schema_version 2"}},
   };
 }

@@ -34,18 +34,18 @@ TEST(Check, FailsOneByteBelowThePeak) {
 }
 
 TEST(Check, UnitsAreBinaryAndDecimal) {
-  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3.2MB"})).exit_code, 1);   // 3200000
-  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3.3MB"})).exit_code, 0);   // 3300000
-  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3MiB"})).exit_code, 1);    // 3145728
-  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3185KiB"})).exit_code, 0); // 3261440
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3.2MB"})).exit_code, 1);    // 3200000
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3.3MB"})).exit_code, 0);    // 3300000
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3MiB"})).exit_code, 1);     // 3145728
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "3185KiB"})).exit_code, 0);  // 3261440
   EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "1GiB"})).exit_code, 0);
   EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "1GB"})).exit_code, 0);
 }
 
 TEST(Check, OneLinePerBudgetAndExit1WhenAnyIsBroken) {
-  testing::BinaryResult run = RunBucketsim(Check({"--max-peak-allocated", "4MiB", "--max-at-mark",
-                                                  "after bwd=1572864", "--max-at-mark",
-                                                  "after fwd=2MiB"}));
+  testing::BinaryResult run =
+      RunBucketsim(Check({"--max-peak-allocated", "4MiB", "--max-at-mark", "after bwd=1572864",
+                          "--max-at-mark", "after fwd=2MiB"}));
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.out.find("PASS backward-only: peak allocated"), std::string::npos);
   EXPECT_NE(run.out.find("PASS backward-only: allocated at mark 'after bwd' 1.50 MiB (1572864 B)"),
@@ -60,14 +60,21 @@ TEST(Check, ErrorsNeverPass) {
   EXPECT_EQ(RunBucketsim(Check({"--max-at-mark", "after lunch=1GiB"})).exit_code, 2);
   EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "-1GiB"})).exit_code, 2);
   EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "12 parsecs"})).exit_code, 2);
-  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "99999999999999999999999GiB"})).exit_code, 2);
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-allocated", "99999999999999999999999GiB"})).exit_code,
+            2);
   EXPECT_EQ(RunBucketsim(Check({})).exit_code, 2);
-  EXPECT_EQ(RunBucketsim({"check", "traces/tiny-ws2.json", "--max-peak-allocated", "1GiB"}).exit_code, 2);
-  EXPECT_EQ(RunBucketsim(Check({"--policy", "unbucketed", "--max-peak-allocated", "1GiB"})).exit_code, 2);
+  EXPECT_EQ(
+      RunBucketsim({"check", "traces/tiny-ws2.json", "--max-peak-allocated", "1GiB"}).exit_code, 2);
+  EXPECT_EQ(
+      RunBucketsim(Check({"--policy", "unbucketed", "--max-peak-allocated", "1GiB"})).exit_code, 2);
   std::string bad = testing::WriteTempFile("bad.json", "{");
-  EXPECT_EQ(RunBucketsim({"check", bad, "--policy", "backward-only", "--max-peak-allocated", "1GiB"}).exit_code, 2);
+  EXPECT_EQ(
+      RunBucketsim({"check", bad, "--policy", "backward-only", "--max-peak-allocated", "1GiB"})
+          .exit_code,
+      2);
   testing::BinaryResult missing_mark = RunBucketsim(Check({"--max-at-mark", "after lunch=1GiB"}));
-  EXPECT_NE(missing_mark.err.find("mark 'after lunch' never occurs in the trace"), std::string::npos)
+  EXPECT_NE(missing_mark.err.find("mark 'after lunch' never occurs in the trace"),
+            std::string::npos)
       << missing_mark.err;
 }
 

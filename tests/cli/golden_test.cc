@@ -49,10 +49,10 @@ TEST(Golden, CompareDefaultTraceAllPolicies) {
 }
 
 TEST(Golden, CompareGeneralPolicyFormWithCapOverride) {
-  ExpectGolden("compare-tiny-ws2-general.json",
-               {"compare", "traces/tiny-ws2.json", "--format", "json", "--policy",
-                "lifetime=always,key=members", "--policy", "backward-only", "--bucket-cap-mb",
-                "0.125"});
+  ExpectGolden(
+      "compare-tiny-ws2-general.json",
+      {"compare", "traces/tiny-ws2.json", "--format", "json", "--policy",
+       "lifetime=always,key=members", "--policy", "backward-only", "--bucket-cap-mb", "0.125"});
 }
 
 TEST(Compare, WritesTheJsonReportItPrints) {
@@ -67,7 +67,8 @@ TEST(Compare, TablePrintsOneRowPerPolicyWithUnits) {
   testing::BinaryResult run = RunBucketsim({"compare", "traces/tiny-ws2.json"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("peak alloc (MiB)"), std::string::npos);
-  for (const char* policy : {"always-allocated", "backward-only", "per-group-dedup", "unbucketed"}) {
+  for (const char* policy :
+       {"always-allocated", "backward-only", "per-group-dedup", "unbucketed"}) {
     EXPECT_NE(run.out.find(policy), std::string::npos) << policy;
   }
   // backward-only's peak: 3261440 B = 3.11 MiB (tests/engine/tiny_trace_test.cc).

@@ -118,8 +118,8 @@ TEST(Replay, BucketCapOverrideAppliesToPoliciesWithoutTheirOwn) {
   EXPECT_DOUBLE_EQ(bypassed->bucket_cap_mb, 0.001);
   EXPECT_EQ(bypassed->canonical, "lifetime=backward,key=identity,cap=0.001");
   // A policy with its own cap ignores the override.
-  auto own = ReplayOne(OneBucketedParam(ShardMode::kView, true), "lifetime=backward,cap=0.25",
-                       0.001);
+  auto own =
+      ReplayOne(OneBucketedParam(ShardMode::kView, true), "lifetime=backward,cap=0.25", 0.001);
   ASSERT_TRUE(own.ok());
   EXPECT_EQ(own->counters.bucketed, 1u);
 }

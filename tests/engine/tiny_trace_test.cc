@@ -33,22 +33,46 @@ const Expected kExpected[] = {
     // retired outputs 2*131072 + two buckets 2*(D + O) = 1622016; after step + 737280 = 2359296;
     // zero_grad drops c's output and the retired ones: 1892352. Iteration 1 forward: + A =
     // 2892800; the peak is c's cat temp: 2892800 + 204800 + 409600 = 3507200 at event 27.
-    {"always-allocated", 3'507'200, 27,
-     {1'369'088, 1'622'016, 2'359'296, 2'892'800, 2'359'296, 2'359'296}, 1'892'352, 2, 4, 2},
+    {"always-allocated",
+     3'507'200,
+     27,
+     {1'369'088, 1'622'016, 2'359'296, 2'892'800, 2'359'296, 2'359'296},
+     1'892'352,
+     2,
+     4,
+     2},
     // backward-only: iteration 1, after c (2311168), a's bucket D+O and b's bucket D+O:
     // 2311168 + 2*393216 = 3097600, then b's stack 163840: peak 3261440 at event 29. After bwd:
     // teardown leaves P + Adam + c's output + two retired outputs = 1572864.
-    {"backward-only", 3'261'440, 29,
-     {1'369'088, 835'584, 1'572'864, 2'106'368, 1'572'864, 1'572'864}, 1'105'920, 2, 4, 2},
+    {"backward-only",
+     3'261'440,
+     29,
+     {1'369'088, 835'584, 1'572'864, 2'106'368, 1'572'864, 1'572'864},
+     1'105'920,
+     2,
+     4,
+     2},
     // per-group-dedup: a and b share one bucket; b overflows it (20480 > 32768 - 20480), so a is
     // flushed first and b lands in a fresh output: 2311168 + D + O + a's retired O + b's stack
     // = 2311168 + 262144 + 131072 + 131072 + 163840 = 2999296 at event 29.
-    {"per-group-dedup", 2'999'296, 29,
-     {1'369'088, 835'584, 1'572'864, 2'106'368, 1'572'864, 1'572'864}, 1'105'920, 1, 4, 2},
+    {"per-group-dedup",
+     2'999'296,
+     29,
+     {1'369'088, 835'584, 1'572'864, 2'106'368, 1'572'864, 1'572'864},
+     1'105'920,
+     1,
+     4,
+     2},
     // unbucketed: everything bypasses; the peak is c's cat temp in iteration 1:
     // 2106368 + 204800 + 409600 = 2720768 at event 27. After bwd: P + outputs 204800 + 2*81920.
-    {"unbucketed", 2'720'768, 27,
-     {1'369'088, 737'280, 1'474'560, 2'106'368, 1'474'560, 1'474'560}, 1'105'920, 0, 0, 6},
+    {"unbucketed",
+     2'720'768,
+     27,
+     {1'369'088, 737'280, 1'474'560, 2'106'368, 1'474'560, 1'474'560},
+     1'105'920,
+     0,
+     0,
+     6},
 };
 
 Result<ReplayOutcome> ReplayTiny(std::vector<PolicySpec> policies) {
@@ -56,8 +80,7 @@ Result<ReplayOutcome> ReplayTiny(std::vector<PolicySpec> policies) {
   ReplayRequest request;
   request.policies = std::move(policies);
   return ReplayPolicies(
-      [&](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); },
-      request);
+      [&](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); }, request);
 }
 
 TEST(TinyTrace, EveryPolicyMatchesTheHandComputedBytes) {

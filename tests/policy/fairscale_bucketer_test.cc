@@ -28,10 +28,9 @@ TEST(FairscaleBucketer, InputOfExactlyShardSizeGoesIntoTheBucket) {
   EXPECT_EQ(host.deliveries(), 0);
   // A full bucket flushes without a .contiguous() copy: data[:, :S] is the whole buffer.
   ASSERT_TRUE(bucketer.Flush(host).ok());
-  EXPECT_EQ(host.TakeLog(),
-            (Log{"collective bucket_flush group 1 in 65536 out 32768 requests 1",
-                 "deliver param 0 from #1", "alloc bucket_output 131072 #3",
-                 "release #1 (kept by 1 view(s))"}));
+  EXPECT_EQ(host.TakeLog(), (Log{"collective bucket_flush group 1 in 65536 out 32768 requests 1",
+                                 "deliver param 0 from #1", "alloc bucket_output 131072 #3",
+                                 "release #1 (kept by 1 view(s))"}));
 }
 
 TEST(FairscaleBucketer, OneMoreElementThanShardSizeBypasses) {
@@ -52,17 +51,18 @@ TEST(FairscaleBucketer, OverflowFlushesThePartlyFilledBucketFirst) {
   ProcessGroup g = MakeGroup(1, {0, 1});
   FairscaleBucketer bucketer(Lifetime::kBackward, KeyMode::kIdentity, kCap);
   RecordingHost host;
-  ASSERT_TRUE(bucketer.ReduceScatter(MakeCall(g, 20'000, DType::kFloat32, ShardMode::kView, 0), host).ok());
+  ASSERT_TRUE(
+      bucketer.ReduceScatter(MakeCall(g, 20'000, DType::kFloat32, ShardMode::kView, 0), host).ok());
   host.TakeLog();
   // 20000 + 20000 > 32768: flush the 20000 columns first (a partial flush: .contiguous() copy of
   // 2*20000*4 = 160000 B), then a fresh output, then the stack of the new input.
-  ASSERT_TRUE(bucketer.ReduceScatter(MakeCall(g, 20'000, DType::kFloat32, ShardMode::kView, 1), host).ok());
-  EXPECT_EQ(host.TakeLog(),
-            (Log{"alloc rs_contiguous_temp 160000 #3",
-                 "collective bucket_flush group 1 in 40000 out 20000 requests 1",
-                 "free rs_contiguous_temp 160000 #3", "deliver param 0 from #1",
-                 "alloc bucket_output 131072 #4", "release #1 (kept by 1 view(s))",
-                 "alloc rs_stack_temp 160000 #5", "free rs_stack_temp 160000 #5"}));
+  ASSERT_TRUE(
+      bucketer.ReduceScatter(MakeCall(g, 20'000, DType::kFloat32, ShardMode::kView, 1), host).ok());
+  EXPECT_EQ(host.TakeLog(), (Log{"alloc rs_contiguous_temp 160000 #3",
+                                 "collective bucket_flush group 1 in 40000 out 20000 requests 1",
+                                 "free rs_contiguous_temp 160000 #3", "deliver param 0 from #1",
+                                 "alloc bucket_output 131072 #4", "release #1 (kept by 1 view(s))",
+                                 "alloc rs_stack_temp 160000 #5", "free rs_stack_temp 160000 #5"}));
   EXPECT_EQ(bucketer.counters().flushes, 1u);
 }
 
@@ -148,16 +148,19 @@ TEST(FairscaleBucketer, BackwardOnlyFreesBuffersAfterFinalFlushAndSetsThemUpAgai
   ProcessGroup g = MakeGroup(1, {0, 1});
   FairscaleBucketer bucketer(Lifetime::kBackward, KeyMode::kIdentity, kCap);
   RecordingHost host;
-  ASSERT_TRUE(bucketer.ReduceScatter(MakeCall(g, 10, DType::kFloat32, ShardMode::kCast), host).ok());
+  ASSERT_TRUE(
+      bucketer.ReduceScatter(MakeCall(g, 10, DType::kFloat32, ShardMode::kCast), host).ok());
   ASSERT_TRUE(bucketer.EndBackward(host).ok());
   EXPECT_EQ(host.live_bytes(), 0u);  // data and the fresh output torn down; cast: nothing kept
   host.TakeLog();
   // A bypass after the teardown does not set the bucket up (§9).
-  ASSERT_TRUE(bucketer.ReduceScatter(MakeCall(g, kS2 + 1, DType::kFloat32, ShardMode::kCast), host).ok());
+  ASSERT_TRUE(
+      bucketer.ReduceScatter(MakeCall(g, kS2 + 1, DType::kFloat32, ShardMode::kCast), host).ok());
   EXPECT_EQ(host.live_bytes(Category::kBucketData), 0u);
   // The next bucketed input regrows data, then output.
   host.TakeLog();
-  ASSERT_TRUE(bucketer.ReduceScatter(MakeCall(g, 10, DType::kFloat32, ShardMode::kCast), host).ok());
+  ASSERT_TRUE(
+      bucketer.ReduceScatter(MakeCall(g, 10, DType::kFloat32, ShardMode::kCast), host).ok());
   Log log = host.TakeLog();
   ASSERT_GE(log.size(), 2u);
   EXPECT_EQ(log[0], "alloc bucket_data 262144 #7");
@@ -169,7 +172,8 @@ TEST(FairscaleBucketer, AlwaysAllocatedKeepsBuffersAfterBackward) {
   ProcessGroup g = MakeGroup(1, {0, 1});
   FairscaleBucketer bucketer(Lifetime::kAlways, KeyMode::kIdentity, kCap);
   RecordingHost host;
-  ASSERT_TRUE(bucketer.ReduceScatter(MakeCall(g, 10, DType::kFloat32, ShardMode::kCast), host).ok());
+  ASSERT_TRUE(
+      bucketer.ReduceScatter(MakeCall(g, 10, DType::kFloat32, ShardMode::kCast), host).ok());
   ASSERT_TRUE(bucketer.EndBackward(host).ok());
   // data 262144 + the fresh output 131072 stay for the life of the bucketer.
   EXPECT_EQ(host.live_bytes(), 262'144u + 131'072u);
@@ -183,7 +187,9 @@ TEST(FairscaleBucketer, EveryFlushMakesAFreshOutputAndViewsRetainTheOldOnes) {
   RecordingHost host;
   // Three inputs of 20000: each overflows the previous, so two implicit flushes + the final.
   for (std::uint32_t p = 0; p < 3; ++p) {
-    ASSERT_TRUE(bucketer.ReduceScatter(MakeCall(g, 20'000, DType::kFloat32, ShardMode::kView, p), host).ok());
+    ASSERT_TRUE(
+        bucketer.ReduceScatter(MakeCall(g, 20'000, DType::kFloat32, ShardMode::kView, p), host)
+            .ok());
   }
   ASSERT_TRUE(bucketer.EndBackward(host).ok());
   EXPECT_EQ(bucketer.counters().flushes, 3u);
@@ -198,7 +204,8 @@ TEST(FairscaleBucketer, OneRankGroupFlushesWithoutContiguousCopy) {
   ProcessGroup g = MakeGroup(1, {0});
   FairscaleBucketer bucketer(Lifetime::kBackward, KeyMode::kIdentity, kCap);
   RecordingHost host;
-  ASSERT_TRUE(bucketer.ReduceScatter(MakeCall(g, 10, DType::kFloat32, ShardMode::kCast), host).ok());
+  ASSERT_TRUE(
+      bucketer.ReduceScatter(MakeCall(g, 10, DType::kFloat32, ShardMode::kCast), host).ok());
   host.TakeLog();
   ASSERT_TRUE(bucketer.Flush(host).ok());
   for (const std::string& line : host.log()) {
@@ -240,11 +247,15 @@ TEST(FairscaleBucketerFairscaleSuite, OutOfOrderReduction) {
     ProcessGroup g = MakeGroup(1, ranks);
     FairscaleBucketer bucketer(Lifetime::kBackward, KeyMode::kIdentity, 0.25);
     RecordingHost host;
-    ASSERT_TRUE(bucketer.ReduceScatter(MakeCall(g, 1, DType::kFloat32, ShardMode::kView, 1), host).ok());
+    ASSERT_TRUE(
+        bucketer.ReduceScatter(MakeCall(g, 1, DType::kFloat32, ShardMode::kView, 1), host).ok());
     EXPECT_EQ(host.deliveries(), 0);
-    ASSERT_TRUE(bucketer.ReduceScatter(MakeCall(g, 262'144, DType::kFloat32, ShardMode::kView, 2), host).ok());
+    ASSERT_TRUE(
+        bucketer.ReduceScatter(MakeCall(g, 262'144, DType::kFloat32, ShardMode::kView, 2), host)
+            .ok());
     EXPECT_EQ(host.deliveries(), 1);
-    ASSERT_TRUE(bucketer.ReduceScatter(MakeCall(g, 2, DType::kFloat32, ShardMode::kView, 3), host).ok());
+    ASSERT_TRUE(
+        bucketer.ReduceScatter(MakeCall(g, 2, DType::kFloat32, ShardMode::kView, 3), host).ok());
     EXPECT_EQ(host.deliveries(), 1);
     ASSERT_TRUE(bucketer.Flush(host).ok());
     EXPECT_EQ(host.deliveries(), 3);

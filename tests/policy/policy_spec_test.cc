@@ -54,8 +54,8 @@ TEST(ParsePolicySpec, RejectsUnknownNamesAndParts) {
 TEST(DefaultPolicies, AreTheThreeSeedPoliciesAndUnbucketed) {
   std::vector<std::string> names;
   for (const PolicySpec& spec : DefaultPolicies()) names.push_back(spec.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"always-allocated", "backward-only",
-                                             "per-group-dedup", "unbucketed"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"always-allocated", "backward-only", "per-group-dedup",
+                                             "unbucketed"}));
 }
 
 }  // namespace

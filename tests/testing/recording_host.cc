@@ -27,9 +27,7 @@ void RecordingHost::Release(BufferId id) {
   log_.push_back(fmt::format("free {} {} #{}", CategoryName(buffer.category), buffer.bytes, id));
 }
 
-void RecordingHost::Relabel(BufferId id, Category category) {
-  buffers_.at(id).category = category;
-}
+void RecordingHost::Relabel(BufferId id, Category category) { buffers_.at(id).category = category; }
 
 void RecordingHost::Collective(const CollectiveRecord& record) {
   collectives_.push_back(record);

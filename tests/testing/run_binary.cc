@@ -18,8 +18,8 @@ std::string Quote(const std::string& arg) {
 }
 
 std::filesystem::path TempDir() {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("bucketsim-test-" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("bucketsim-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return dir;
 }

@@ -50,8 +50,8 @@ TraceBuilder& TraceBuilder::Mark(const std::string& name) {
   return Add(MarkEvent(header_.Intern(name)));
 }
 
-TraceBuilder& TraceBuilder::Rs(std::uint32_t fsdp, std::uint32_t param, GroupId group,
-                               DType dtype, Numel numel, ShardMode mode, DType cast_dtype) {
+TraceBuilder& TraceBuilder::Rs(std::uint32_t fsdp, std::uint32_t param, GroupId group, DType dtype,
+                               Numel numel, ShardMode mode, DType cast_dtype) {
   return Add(ReduceScatterEvent(fsdp, param, group, dtype, numel, mode, cast_dtype));
 }
 

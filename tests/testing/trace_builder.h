@@ -25,9 +25,8 @@ class TraceBuilder {
   TraceBuilder& Free(std::uint64_t id);
   TraceBuilder& Compute(Micros duration, StreamId stream = 0);
   TraceBuilder& Mark(const std::string& name);
-  TraceBuilder& Rs(std::uint32_t fsdp, std::uint32_t param, GroupId group, DType dtype,
-                   Numel numel, ShardMode mode = ShardMode::kView,
-                   DType cast_dtype = DType::kFloat32);
+  TraceBuilder& Rs(std::uint32_t fsdp, std::uint32_t param, GroupId group, DType dtype, Numel numel,
+                   ShardMode mode = ShardMode::kView, DType cast_dtype = DType::kFloat32);
   TraceBuilder& Flush();
   TraceBuilder& ZeroGrad(bool set_to_none = true);
 

@@ -37,8 +37,7 @@ BackendAvailability ProbeCudaBackend() {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   result.usable = true;
-  result.detail = libraries + "; " + std::to_string(devices) + " device(s), device 0: " +
-                  prop.name;
+  result.detail = libraries + "; " + std::to_string(devices) + " device(s), device 0: " + prop.name;
   return result;
 }
 
