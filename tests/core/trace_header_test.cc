@@ -1,0 +1,89 @@
+#include "core/trace_header.h"
+
+#include <limits>
+
+#include <gtest/gtest.h>
+
+namespace bucketsim {
+namespace {
+
+TraceHeader Valid() {
+  TraceHeader h;
+  h.world_size = 4;
+  h.rank = 1;
+  h.streams = {{"default"}, {"all_gather"}, {"post_backward"}};
+  h.groups = {{7, {0, 1, 2, 3}, "world"}, {8, {1, 0}, "pair"}};
+  h.fsdp = {{"a", {{"w", 10, DType::kFloat32}, {"b", 4, DType::kFloat32}}},
+            {"b", {{"w", 6, DType::kBFloat16}}}};
+  return h;
+}
+
+void ExpectInvalid(TraceHeader h, const std::string& fragment) {
+  Status status = h.Finalize();
+  ASSERT_FALSE(status.ok()) << fragment;
+  EXPECT_EQ(status.code(), StatusCode::kInvalidTrace);
+  EXPECT_NE(status.message().find(fragment), std::string::npos) << status.message();
+}
+
+TEST(TraceHeader, FinalizeBuildsTheIndexes) {
+  TraceHeader h = Valid();
+  ASSERT_TRUE(h.Finalize().ok());
+  EXPECT_EQ(h.post_backward_stream(), 2u);
+  EXPECT_EQ(h.num_params(), 3u);
+  EXPECT_EQ(h.ParamIndex(1, 0), 2u);
+  ASSERT_NE(h.FindGroup(8), nullptr);
+  EXPECT_EQ(h.FindGroup(8)->size(), 2);
+  EXPECT_EQ(h.FindGroup(9), nullptr);
+  EXPECT_EQ(h.Intern("after fwd"), h.Intern("after fwd"));
+  EXPECT_EQ(h.names[h.Intern("x")], "x");
+}
+
+TEST(TraceHeader, WithoutAPostBackwardStreamPoliciesUseStreamZero) {
+  TraceHeader h = Valid();
+  h.streams = {};
+  ASSERT_TRUE(h.Finalize().ok());
+  EXPECT_EQ(h.streams.size(), 1u);
+  EXPECT_EQ(h.post_backward_stream(), 0u);
+}
+
+TEST(TraceHeader, RejectsInconsistentHeaders) {
+  TraceHeader h = Valid();
+  h.schema_version = 2;
+  ExpectInvalid(h, "schema_version 2 is not supported (this build reads 1)");
+  h = Valid();
+  h.world_size = 0;
+  ExpectInvalid(h, "world_size 0 is outside");
+  h = Valid();
+  h.rank = 4;
+  ExpectInvalid(h, "rank 4 is outside world_size 4");
+  h = Valid();
+  h.groups[0].ranks = {0, 1, 2, 3, 4};
+  ExpectInvalid(h, "group 7: 5 members but world_size is 4");
+  h = Valid();
+  h.groups[1].ranks = {1, 5};
+  ExpectInvalid(h, "group 8: rank 5 is outside world_size 4");
+  h = Valid();
+  h.groups[1].ranks = {1, 1};
+  ExpectInvalid(h, "group 8: rank 1 is listed twice");
+  h = Valid();
+  h.groups[1].ranks = {0, 2};
+  ExpectInvalid(h, "group 8: does not contain this trace's rank 1");
+  h = Valid();
+  h.groups[1].ranks = {};
+  ExpectInvalid(h, "group 8: no member ranks");
+  h = Valid();
+  h.groups[1].id = 7;
+  ExpectInvalid(h, "group id 7 is defined twice");
+  h = Valid();
+  h.fsdp[1].params[0].numel = 0;
+  ExpectInvalid(h, "fsdp 1 ('b') param 0: numel 0 is out of range");
+  h = Valid();
+  h.fsdp[0].params[0].numel = Numel{1} << 62;  // * 4 bytes would wrap a 64-bit product
+  ExpectInvalid(h, "fsdp 0 ('a') param 0");
+  h = Valid();
+  h.bucket_cap_mb = std::numeric_limits<double>::infinity();
+  ExpectInvalid(h, "bucket_cap_mb is not a finite number");
+}
+
+}  // namespace
+}  // namespace bucketsim
