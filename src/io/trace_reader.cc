@@ -1,5 +1,9 @@
 #include "io/trace_reader.h"
 
+#include "io/json_scanner.h"
+#include "io/trace_reader_internal.h"
+
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cerrno>
@@ -9,7 +13,6 @@
 #include <limits>
 #include <new>
 #include <optional>
-#include <streambuf>
 #include <utility>
 #include <vector>
 
@@ -389,10 +392,60 @@ bool SameName(std::string_view name, std::string_view text) {
   return true;
 }
 
+// Dispatches on the length and the first character; runs for every key of every event.
 std::optional<Field> LookupField(std::string_view key) {
-  for (int f = 0; f < kNumFields; ++f) {
-    if (SameName(kFieldNames[f], key)) return static_cast<Field>(f);
+  auto is = [key](Field f) { return SameName(kFieldNames[static_cast<int>(f)], key); };
+  Field candidate;
+  switch (key.size()) {
+    case 2:
+      candidate = key[0] == 'e' ? Field::kEv : Field::kId;
+      break;
+    case 3:
+      candidate = Field::kCat;
+      break;
+    case 4:
+      candidate = key[0] == 'n' ? Field::kName : Field::kFsdp;
+      break;
+    case 5:
+      switch (key[0]) {
+        case 'i':
+          candidate = Field::kIndex;
+          break;
+        case 'b':
+          candidate = Field::kBytes;
+          break;
+        case 'g':
+          candidate = Field::kGroup;
+          break;
+        case 'd':
+          candidate = Field::kDType;
+          break;
+        case 'n':
+          candidate = Field::kNumel;
+          break;
+        case 's':
+          candidate = Field::kShard;
+          break;
+        case 'p':
+          candidate = key[1] == 'h' ? Field::kPhase : Field::kParam;
+          break;
+        default:
+          return std::nullopt;
+      }
+      break;
+    case 6:
+      candidate = key[0] == 's' ? Field::kStream : Field::kDurUs;
+      break;
+    case 10:
+      candidate = Field::kCastDType;
+      break;
+    case 11:
+      candidate = Field::kSetToNone;
+      break;
+    default:
+      return std::nullopt;
   }
+  if (is(candidate)) return candidate;
   return std::nullopt;
 }
 
@@ -442,15 +495,15 @@ class EventFields {
   void Reset() {
     present_ = 0;
     duplicate_.reset();
-    unknown_key_.clear();
+    unknown_key_.reset();
   }
 
   // Selects the slot the next value goes to; unknown and repeated keys are remembered and
   // reported when the event is complete (its kind may not be known yet).
-  Scalar& SlotFor(const std::string& key) {
+  Scalar& SlotFor(std::string_view key) {
     std::optional<Field> field = LookupField(key);
     if (!field) {
-      if (unknown_key_.empty()) unknown_key_ = key;
+      if (!unknown_key_) unknown_key_.emplace(key);
       return discard_;
     }
     if (present_ & Bit(*field)) {
@@ -463,7 +516,7 @@ class EventFields {
 
   // The structural problems of the event: unknown, repeated or misplaced fields.
   Status CheckKeys(EventKind kind) const {
-    if (!unknown_key_.empty()) return InvalidTrace(fmt::format("unknown field '{}'", unknown_key_));
+    if (unknown_key_) return InvalidTrace(fmt::format("unknown field '{}'", *unknown_key_));
     if (duplicate_) return InvalidTrace(fmt::format("field '{}' appears twice", Name(*duplicate_)));
     std::uint32_t extra = present_ & ~kAllowedFields[static_cast<int>(kind)];
     if (extra == 0) return Status::Ok();
@@ -508,7 +561,7 @@ class EventFields {
   Scalar discard_;
   std::uint32_t present_ = 0;
   std::optional<Field> duplicate_;
-  std::string unknown_key_;
+  std::optional<std::string> unknown_key_;  // the first key that names no field, even ""
 };
 
 Status ConvertPhase(const EventFields& f, Event& e) {
@@ -636,43 +689,10 @@ Status ConvertEvent(const EventFields& f, TraceHeader& header, Event& e) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Input.
+// Input: a json::InputBuffer, read by nlohmann through a json::InputIterator up to the '[' of
+// "events", then by the handler's own events parser (ParseEvents) with a json::Scanner.
 
-// How far the parser got into its input, to tell a truncated file from a malformed one.
-struct InputProgress {
-  std::uint64_t bytes_read = 0;
-  bool at_eof = false;
-  int read_errno = 0;
-};
-
-// A streambuf over a FILE* that reads in large chunks; nlohmann's stream adapter then costs one
-// inline pointer bump per character.
-class ChunkedFileBuf : public std::streambuf {
- public:
-  static constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
-
-  ChunkedFileBuf(std::FILE* file, InputProgress& progress)
-      : file_(file), progress_(progress), buffer_(kChunkBytes) {}
-
- protected:
-  int_type underflow() override {
-    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
-    std::size_t n = std::fread(buffer_.data(), 1, buffer_.size(), file_);
-    if (n == 0) {
-      if (std::ferror(file_)) progress_.read_errno = errno != 0 ? errno : EIO;
-      progress_.at_eof = true;
-      return traits_type::eof();
-    }
-    progress_.bytes_read += n;
-    setg(buffer_.data(), buffer_.data(), buffer_.data() + n);
-    return traits_type::to_int_type(*gptr());
-  }
-
- private:
-  std::FILE* file_;
-  InputProgress& progress_;
-  std::vector<char> buffer_;
-};
+using json::InputProgress;
 
 // ---------------------------------------------------------------------------------------------
 // The SAX handler: a small state machine over the top-level object.
@@ -712,7 +732,14 @@ class TraceSaxHandler {
   bool parse_error(std::size_t position, const std::string& last_token,
                    const nlohmann::detail::exception& ex);
 
-  // The outcome once sax_parse returned `parsed`.
+  // True when nlohmann stopped at the '[' of "events" for ParseEvents to go on.
+  bool handed_off() const { return handed_off_; }
+
+  // Reads the events, the end of the top-level object and what follows it from `in`, whose
+  // next character is the first after the '[' of "events". Returns false on an error.
+  bool ParseEvents(json::InputBuffer& in);
+
+  // The outcome once the parse returned `parsed`.
   Status Finish(bool parsed);
 
  private:
@@ -738,7 +765,15 @@ class TraceSaxHandler {
   bool EndHeaderValue();
   bool EndTopObject();
   bool NotAllowedHere(JsonType type);
+  // ParseEvents' parts: one event from its '{', and an element of "events" that is not an
+  // object. Both leave `p` after what they read on kOk, and are restarted from the same point
+  // after a refill on kMore.
+  json::Lex ParseEvent(json::Scanner& scan, const char*& p);
+  json::Lex NotAnEvent(json::Scanner& scan, const char* p);
+  bool FailScan(const json::ScanError& error);
   std::string Where() const;
+  // " (while reading event 3)" and the like, for syntax errors.
+  std::string WhereInDocument() const;
   // Records `status` with the file name in front and stops the parse.
   bool Fail(const Status& status);
   bool FailEvent(std::string_view kind, const Status& status);
@@ -751,6 +786,7 @@ class TraceSaxHandler {
   State state_ = State::kStart;
   bool any_token_ = false;
   bool events_seen_ = false;
+  bool handed_off_ = false;
 
   HeaderValues header_values_;
   JsonBuilder builder_;
@@ -872,7 +908,9 @@ bool TraceSaxHandler::StartEvents() {
   status = sink_.OnHeader(header_);
   if (!status.ok()) return Fail(status);
   state_ = State::kEventsArray;
-  return true;
+  // Stop nlohmann: ParseEvents reads on from here.
+  handed_off_ = true;
+  return false;
 }
 
 bool TraceSaxHandler::EndEvent() {
@@ -955,16 +993,7 @@ bool TraceSaxHandler::parse_error(std::size_t position, const std::string& /*las
       text.remove_prefix(colon + 2);
     }
   }
-  std::string where;
-  switch (state_) {
-    case State::kStart: where = ""; break;
-    case State::kEventsArray:
-    case State::kEventKey:
-    case State::kEventValue:
-    case State::kSkip: where = fmt::format(" (while reading event {})", event_index_); break;
-    case State::kEnd: where = " (after the top-level object)"; break;
-    default: where = events_seen_ ? " (after the events)" : " (while reading the header)"; break;
-  }
+  std::string where = WhereInDocument();
   if (truncated) {
     return Fail(InvalidTrace(
         fmt::format("truncated: unexpected end of input at {}{}", location, where)));
@@ -975,6 +1004,278 @@ bool TraceSaxHandler::parse_error(std::size_t position, const std::string& /*las
     return Fail(InvalidTrace(fmt::format("not JSON: syntax error at {}: {}{}", location, text, where)));
   }
   return Fail(InvalidTrace(fmt::format("not JSON: {} at {}{}", text, location, where)));
+}
+
+std::string TraceSaxHandler::WhereInDocument() const {
+  switch (state_) {
+    case State::kStart:
+      return "";
+    case State::kEventsArray:
+    case State::kEventKey:
+    case State::kEventValue:
+    case State::kSkip:
+      return fmt::format(" (while reading event {})", event_index_);
+    case State::kEnd:
+      return " (after the top-level object)";
+    default:
+      return events_seen_ ? " (after the events)" : " (while reading the header)";
+  }
+}
+
+bool TraceSaxHandler::FailScan(const json::ScanError& error) {
+  std::string where = WhereInDocument();
+  switch (error.kind) {
+    case json::ScanError::Kind::kTruncated:
+      return Fail(
+          InvalidTrace(fmt::format("truncated: unexpected end of input at line {}, column {}{}",
+                                   error.line, error.column, where)));
+    case json::ScanError::Kind::kSyntax:
+      return Fail(InvalidTrace(fmt::format("not JSON: syntax error at line {}, column {}: {}{}",
+                                           error.line, error.column, error.text, where)));
+    case json::ScanError::Kind::kOverflow:
+      break;
+  }
+  // As the SAX path words nlohmann's out_of_range errors.
+  return Fail(
+      InvalidTrace(fmt::format("not JSON: {} at byte {}{}", error.text, error.byte, where)));
+}
+
+// Stores a number the way the SAX callbacks do.
+void StoreNumber(const json::Number& number, Scalar& slot) {
+  switch (number.kind) {
+    case json::Number::Kind::kUnsigned:
+      slot.type = JsonType::kUint;
+      slot.unsigned_integer = number.unsigned_value;
+      return;
+    case json::Number::Kind::kInteger:
+      slot.type = JsonType::kInt;
+      slot.integer = number.integer_value;
+      return;
+    case json::Number::Kind::kFloat:
+      slot.type = JsonType::kFloat;
+      slot.number = number.float_value;
+      return;
+  }
+}
+
+// The hot path: a flat object of string keys and scalar values, lexed in place. The grammar and
+// the messages are those of nlohmann's parser; the fields go to the same EventFields as the SAX
+// callbacks would put them in, and EndEvent converts and checks them.
+json::Lex TraceSaxHandler::ParseEvent(json::Scanner& scan, const char*& pp) {
+  using json::Lex;
+  using json::Scanner;
+  using json::Token;
+  fields_.Reset();
+  const char* p = Scanner::SkipSpace(pp + 1);
+  if (*p == '}') {
+    pp = p + 1;
+    return Lex::kOk;
+  }
+  for (;;) {
+    if (*p != '"') return scan.Unexpected(p, "object key", Token::kString);
+    std::string_view key;
+    Lex r = scan.String(p, key);
+    if (r != Lex::kOk) return r == Lex::kError ? scan.Context("object key", Token::kString) : r;
+    p = Scanner::SkipSpace(p);
+    if (*p != ':') return scan.Unexpected(p, "object separator", Token::kColon);
+    p = Scanner::SkipSpace(p + 1);
+    Scalar& slot = fields_.SlotFor(key);
+    switch (*p) {
+      case '"': {
+        std::string_view text;
+        r = scan.String(p, text);
+        if (r == Lex::kOk) {
+          slot.type = JsonType::kString;
+          slot.text.assign(text);
+        }
+        break;
+      }
+      case '-':
+      case '0':
+      case '1':
+      case '2':
+      case '3':
+      case '4':
+      case '5':
+      case '6':
+      case '7':
+      case '8':
+      case '9': {
+        json::Number number;
+        r = scan.NumberValue(p, number);
+        if (r == Lex::kOk) StoreNumber(number, slot);
+        break;
+      }
+      case 't':
+      case 'f':
+      case 'n': {
+        Token literal = Token::kNone;
+        r = scan.Literal(p, literal);
+        if (r == Lex::kOk) {
+          slot.type = literal == Token::kNull ? JsonType::kNull : JsonType::kBool;
+          slot.boolean = literal == Token::kTrue;
+        }
+        break;
+      }
+      case '{':
+      case '[':
+        // Reported as the field's type once the event is complete, like the SAX path does.
+        slot.type = *p == '{' ? JsonType::kObject : JsonType::kArray;
+        r = scan.SkipValue(p);
+        break;
+      default:
+        return scan.Unexpected(p, "value", Token::kLiteralOrValue,
+                               /*expected_after_lexical_error=*/false);
+    }
+    if (r != Lex::kOk) return r == Lex::kError ? scan.Context("value", Token::kNone) : r;
+    p = Scanner::SkipSpace(p);
+    if (*p == ',') {
+      p = Scanner::SkipSpace(p + 1);
+      continue;
+    }
+    if (*p == '}') {
+      pp = p + 1;
+      return Lex::kOk;
+    }
+    return scan.Unexpected(p, "object", Token::kEndObject);
+  }
+}
+
+json::Lex TraceSaxHandler::NotAnEvent(json::Scanner& scan, const char* p) {
+  using json::Lex;
+  using json::Token;
+  const char* q = p;
+  Token token = Token::kNone;
+  Lex r;
+  if (*q == '-' || (*q >= '0' && *q <= '9')) {
+    json::Number number;
+    token = Token::kNumber;
+    r = scan.NumberValue(q, number);
+  } else {
+    r = scan.AnyToken(q, token);
+  }
+  if (r == Lex::kMore) return r;
+  if (r == Lex::kError) return scan.Context("value", Token::kNone);
+  JsonType type;
+  switch (token) {
+    case Token::kBeginArray:
+      type = JsonType::kArray;
+      break;
+    case Token::kString:
+      type = JsonType::kString;
+      break;
+    case Token::kNumber:
+      type = JsonType::kFloat;
+      break;
+    case Token::kTrue:
+    case Token::kFalse:
+      type = JsonType::kBool;
+      break;
+    case Token::kNull:
+      type = JsonType::kNull;
+      break;
+    default:
+      return scan.Unexpected(p, "value", Token::kLiteralOrValue,
+                             /*expected_after_lexical_error=*/false);
+  }
+  any_token_ = true;
+  NotAllowedHere(type);
+  return Lex::kError;
+}
+
+bool TraceSaxHandler::ParseEvents(json::InputBuffer& in) {
+  using json::Lex;
+  using json::Scanner;
+  using json::Token;
+  enum class Step {
+    kFirst,        // after '[': an event or ']'
+    kEvent,        // after ',': an event
+    kCommaOrEnd,   // after an event: ',' or ']'
+    kAfterEvents,  // after ']': '}' or ','
+    kTopKey,       // after ',' that follows the events: a key, which is an error
+    kEnd,          // after the top-level '}': nothing but whitespace
+  };
+  handed_off_ = false;
+  json::Scanner scan(in);
+  Step step = Step::kFirst;
+  const char* p = in.cur;
+  for (;;) {
+    // Each step either completes, or returns kMore before it has changed anything, to be
+    // restarted from `checkpoint` once the buffer holds more.
+    const char* checkpoint = p;
+    Lex r = Lex::kOk;
+    switch (step) {
+      case Step::kFirst:
+      case Step::kEvent:
+        p = Scanner::SkipSpace(p);
+        if (*p == '{') {
+          r = ParseEvent(scan, p);
+          if (r == Lex::kOk) {
+            if (!EndEvent()) return false;
+            step = Step::kCommaOrEnd;
+          }
+        } else if (*p == ']' && step == Step::kFirst) {
+          ++p;
+          state_ = State::kTopKey;
+          step = Step::kAfterEvents;
+        } else {
+          r = NotAnEvent(scan, p);
+        }
+        break;
+      case Step::kCommaOrEnd:
+        p = Scanner::SkipSpace(p);
+        if (*p == ',') {
+          ++p;
+          step = Step::kEvent;
+        } else if (*p == ']') {
+          ++p;
+          state_ = State::kTopKey;
+          step = Step::kAfterEvents;
+        } else {
+          r = scan.Unexpected(p, "array", Token::kEndArray);
+        }
+        break;
+      case Step::kAfterEvents:
+        p = Scanner::SkipSpace(p);
+        if (*p == '}') {
+          ++p;
+          state_ = State::kEnd;
+          step = Step::kEnd;
+        } else if (*p == ',') {
+          ++p;
+          step = Step::kTopKey;
+        } else {
+          r = scan.Unexpected(p, "object", Token::kEndObject);
+        }
+        break;
+      case Step::kTopKey: {
+        p = Scanner::SkipSpace(p);
+        if (*p != '"') {
+          r = scan.Unexpected(p, "object key", Token::kString);
+          break;
+        }
+        std::string_view key;
+        r = scan.String(p, key);
+        if (r == Lex::kOk) return TopKey(std::string(key));  // a key after "events": an error
+        if (r == Lex::kError) r = scan.Context("object key", Token::kString);
+        break;
+      }
+      case Step::kEnd:
+        p = Scanner::SkipSpace(p);
+        if (*p == '\0') {
+          // nlohmann reads a NUL byte as the end of the input, too.
+          if (p != in.end || in.eof) return true;
+          r = Lex::kMore;
+        } else {
+          r = scan.Unexpected(p, "value", Token::kEndOfInput);
+        }
+        break;
+    }
+    if (r == Lex::kOk) continue;
+    if (r == Lex::kError) return status_.ok() ? FailScan(scan.error()) : false;
+    in.Refill(checkpoint);
+    p = in.cur;
+  }
 }
 
 Status TraceSaxHandler::Finish(bool parsed) {
@@ -990,30 +1291,42 @@ Status TraceSaxHandler::Finish(bool parsed) {
   return Status::Ok();
 }
 
-// Runs `parse(handler)` and turns whatever escapes into a Status: nothing throws past here.
-template <typename Parse>
-Status RunParse(std::string_view file, const InputProgress& progress, TraceHeader& header,
-                EventSink& sink, Parse parse) {
+// Parses the trace in `file` (not owned) or, when it is null, `text`, and turns whatever escapes
+// into a Status: nothing throws past here.
+Status RunParse(std::string_view display_name, std::FILE* file, std::string_view text,
+                std::size_t chunk_bytes, TraceHeader& header, EventSink& sink) {
   header = TraceHeader();
   try {
-    TraceSaxHandler handler(file, progress, header, sink);
-    bool parsed = parse(handler);
+    InputProgress progress;
+    json::InputBuffer in(file, text, chunk_bytes, progress);
+    TraceSaxHandler handler(display_name, progress, header, sink);
+    bool parsed = Json::sax_parse(json::InputIterator(&in), json::InputIterator(), &handler);
+    if (handler.handed_off()) parsed = handler.ParseEvents(in);
     return handler.Finish(parsed);
   } catch (const std::bad_alloc&) {
-    return {StatusCode::kInternal, fmt::format("{}: out of memory while reading", file)};
+    return {StatusCode::kInternal, fmt::format("{}: out of memory while reading", display_name)};
   } catch (const std::exception& e) {
-    return {StatusCode::kInternal, fmt::format("{}: {}", file, e.what())};
+    return {StatusCode::kInternal, fmt::format("{}: {}", display_name, e.what())};
   }
 }
 
 }  // namespace
 
-Status ReadTraceFromString(std::string_view json, std::string_view display_name,
+namespace internal {
+
+Status ReadTraceFromStringInChunks(std::string_view text, std::string_view display_name,
+                                   TraceHeader& header, EventSink& sink, std::size_t chunk_bytes) {
+  return RunParse(display_name, nullptr, text, chunk_bytes, header, sink);
+}
+
+}  // namespace internal
+
+Status ReadTraceFromString(std::string_view text, std::string_view display_name,
                            TraceHeader& header, EventSink& sink) {
-  InputProgress progress{json.size(), true, 0};
-  return RunParse(display_name, progress, header, sink, [json](TraceSaxHandler& handler) {
-    return Json::sax_parse(json.data(), json.data() + json.size(), &handler);
-  });
+  // One read takes it all (a small string needs no 1 MiB buffer).
+  std::size_t chunk_bytes = std::min(std::max<std::size_t>(text.size(), 1),
+                                     json::InputBuffer::kDefaultChunkBytes);
+  return RunParse(display_name, nullptr, text, chunk_bytes, header, sink);
 }
 
 Status ReadTrace(const std::string& path, TraceHeader& header, EventSink& sink) {
@@ -1022,13 +1335,8 @@ Status ReadTrace(const std::string& path, TraceHeader& header, EventSink& sink) 
   if (file == nullptr) {
     return IoError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   }
-  InputProgress progress;
-  Status status = RunParse(is_stdin ? "<stdin>" : path, progress, header, sink,
-                           [file, &progress](TraceSaxHandler& handler) {
-                             ChunkedFileBuf buf(file, progress);
-                             std::istream in(&buf);
-                             return Json::sax_parse(in, &handler);
-                           });
+  Status status = RunParse(is_stdin ? "<stdin>" : path, file, {},
+                           json::InputBuffer::kDefaultChunkBytes, header, sink);
   if (!is_stdin) std::fclose(file);
   return status;
 }

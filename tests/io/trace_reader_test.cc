@@ -436,6 +436,7 @@ TEST(ReadTraceErrors, MissingEv) {
 TEST(ReadTraceErrors, UnknownField) {
   ExpectEventError(R"({"ev": "free", "id": 1, "size": 3})", "event 2: free: unknown field 'size'");
   ExpectEventError(R"({"ev": "free", "id": 1, "bytes": 3})", "event 2: free: unknown field 'bytes'");
+  ExpectEventError(R"({"ev": "free", "id": 1, "": 3})", "event 2: free: unknown field ''");
   ExpectEventError(R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "bf16", "numel": 20,
                       "shard": "view", "cast_dtype": "fp32"})",
                    "event 2: rs: field 'cast_dtype' is only allowed with shard 'cast', not 'view'");
