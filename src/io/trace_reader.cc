@@ -43,7 +43,10 @@ struct Scalar {
 Scalar ScalarOf(const Json& j) {
   Scalar s;
   switch (j.type()) {
-    case Json::value_t::boolean: s.type = JsonType::kBool; s.boolean = j.get<bool>(); break;
+    case Json::value_t::boolean:
+      s.type = JsonType::kBool;
+      s.boolean = j.get<bool>();
+      break;
     case Json::value_t::number_integer:
       s.type = JsonType::kInt;
       s.integer = j.get<std::int64_t>();
@@ -52,25 +55,43 @@ Scalar ScalarOf(const Json& j) {
       s.type = JsonType::kUint;
       s.unsigned_integer = j.get<std::uint64_t>();
       break;
-    case Json::value_t::number_float: s.type = JsonType::kFloat; s.number = j.get<double>(); break;
-    case Json::value_t::string: s.type = JsonType::kString; s.text = j.get<std::string>(); break;
-    case Json::value_t::object: s.type = JsonType::kObject; break;
-    case Json::value_t::array: s.type = JsonType::kArray; break;
-    default: s.type = JsonType::kNull; break;
+    case Json::value_t::number_float:
+      s.type = JsonType::kFloat;
+      s.number = j.get<double>();
+      break;
+    case Json::value_t::string:
+      s.type = JsonType::kString;
+      s.text = j.get<std::string>();
+      break;
+    case Json::value_t::object:
+      s.type = JsonType::kObject;
+      break;
+    case Json::value_t::array:
+      s.type = JsonType::kArray;
+      break;
+    default:
+      s.type = JsonType::kNull;
+      break;
   }
   return s;
 }
 
 std::string_view TypeName(JsonType type) {
   switch (type) {
-    case JsonType::kNull: return "null";
-    case JsonType::kBool: return "a boolean";
+    case JsonType::kNull:
+      return "null";
+    case JsonType::kBool:
+      return "a boolean";
     case JsonType::kInt:
     case JsonType::kUint:
-    case JsonType::kFloat: return "a number";
-    case JsonType::kString: return "a string";
-    case JsonType::kObject: return "an object";
-    case JsonType::kArray: return "an array";
+    case JsonType::kFloat:
+      return "a number";
+    case JsonType::kString:
+      return "a string";
+    case JsonType::kObject:
+      return "an object";
+    case JsonType::kArray:
+      return "an array";
   }
   return "a value";
 }
@@ -92,7 +113,8 @@ Status WithPrefix(std::string_view prefix, const Status& status) {
 
 // A float where an integer is required. nlohmann delivers integers beyond 64 bits as floats.
 Status FloatIsNotUnsigned(double d, std::string_view name) {
-  if (d < 0) return InvalidTrace(fmt::format("'{}' must not be negative (got {})", name, FormatFloat(d)));
+  if (d < 0)
+    return InvalidTrace(fmt::format("'{}' must not be negative (got {})", name, FormatFloat(d)));
   if (d == std::floor(d) && d >= 0x1p64) {
     return InvalidTrace(fmt::format("'{}' overflows 64 bits (got {})", name, FormatFloat(d)));
   }
@@ -101,15 +123,19 @@ Status FloatIsNotUnsigned(double d, std::string_view name) {
 
 Status ToUnsigned(const Scalar& v, std::string_view name, std::uint64_t& out) {
   switch (v.type) {
-    case JsonType::kUint: out = v.unsigned_integer; return Status::Ok();
+    case JsonType::kUint:
+      out = v.unsigned_integer;
+      return Status::Ok();
     case JsonType::kInt:
       if (v.integer < 0) {
         return InvalidTrace(fmt::format("'{}' must not be negative (got {})", name, v.integer));
       }
       out = static_cast<std::uint64_t>(v.integer);
       return Status::Ok();
-    case JsonType::kFloat: return FloatIsNotUnsigned(v.number, name);
-    default: return WrongType(v, name, "an integer");
+    case JsonType::kFloat:
+      return FloatIsNotUnsigned(v.number, name);
+    default:
+      return WrongType(v, name, "an integer");
   }
 }
 
@@ -128,8 +154,10 @@ Status ToInt(const Scalar& v, std::string_view name, int& out) {
       out = static_cast<int>(v.integer);
       return Status::Ok();
     case JsonType::kFloat:
-      return InvalidTrace(fmt::format("'{}' must be an integer (got {})", name, FormatFloat(v.number)));
-    default: return WrongType(v, name, "an integer");
+      return InvalidTrace(
+          fmt::format("'{}' must be an integer (got {})", name, FormatFloat(v.number)));
+    default:
+      return WrongType(v, name, "an integer");
   }
   return InvalidTrace(fmt::format("'{}' is out of range (got {})", name,
                                   v.type == JsonType::kUint ? fmt::format("{}", v.unsigned_integer)
@@ -138,10 +166,17 @@ Status ToInt(const Scalar& v, std::string_view name, int& out) {
 
 Status ToNumber(const Scalar& v, std::string_view name, double& out) {
   switch (v.type) {
-    case JsonType::kUint: out = static_cast<double>(v.unsigned_integer); return Status::Ok();
-    case JsonType::kInt: out = static_cast<double>(v.integer); return Status::Ok();
-    case JsonType::kFloat: out = v.number; return Status::Ok();
-    default: return WrongType(v, name, "a number");
+    case JsonType::kUint:
+      out = static_cast<double>(v.unsigned_integer);
+      return Status::Ok();
+    case JsonType::kInt:
+      out = static_cast<double>(v.integer);
+      return Status::Ok();
+    case JsonType::kFloat:
+      out = v.number;
+      return Status::Ok();
+    default:
+      return WrongType(v, name, "a number");
   }
 }
 
@@ -163,8 +198,8 @@ Status ToDType(const Scalar& v, std::string_view name, DType& out) {
   std::optional<DType> dtype = ParseDType(text);
   if (!dtype) {
     return InvalidTrace(fmt::format(
-        "{} '{}' is not a known dtype (expected fp64, fp32, fp16, bf16, fp8_e4m3 or fp8_e5m2)", name,
-        text));
+        "{} '{}' is not a known dtype (expected fp64, fp32, fp16, bf16, fp8_e4m3 or fp8_e5m2)",
+        name, text));
   }
   out = *dtype;
   return Status::Ok();
@@ -371,12 +406,27 @@ class JsonBuilder {
 // Events: fields collected in place by the SAX callbacks, converted at the closing brace.
 
 enum class Field : std::uint8_t {
-  kEv, kIndex, kPhase, kId, kBytes, kStream, kCat, kDurUs, kName,
-  kFsdp, kParam, kGroup, kDType, kNumel, kShard, kCastDType, kSetToNone,
+  kEv,
+  kIndex,
+  kPhase,
+  kId,
+  kBytes,
+  kStream,
+  kCat,
+  kDurUs,
+  kName,
+  kFsdp,
+  kParam,
+  kGroup,
+  kDType,
+  kNumel,
+  kShard,
+  kCastDType,
+  kSetToNone,
 };
 constexpr int kNumFields = 17;
 constexpr std::array<std::string_view, kNumFields> kFieldNames = {
-    "ev",   "index", "phase", "id",    "bytes", "stream", "cat",        "dur_us",     "name",
+    "ev",   "index", "phase", "id",    "bytes", "stream", "cat",        "dur_us",      "name",
     "fsdp", "param", "group", "dtype", "numel", "shard",  "cast_dtype", "set_to_none",
 };
 
@@ -451,8 +501,8 @@ std::optional<Field> LookupField(std::string_view key) {
 
 // The fields each kind may have, indexed by EventKind.
 constexpr std::array<std::uint32_t, 9> kAllowedFields = {
-    Bit(Field::kEv) | Bit(Field::kIndex),                                            // iteration
-    Bit(Field::kEv) | Bit(Field::kPhase),                                            // phase
+    Bit(Field::kEv) | Bit(Field::kIndex),                                           // iteration
+    Bit(Field::kEv) | Bit(Field::kPhase),                                           // phase
     Bit(Field::kEv) | Bit(Field::kId) | Bit(Field::kBytes) | Bit(Field::kStream) |  // alloc
         Bit(Field::kCat),
     Bit(Field::kEv) | Bit(Field::kId),                                               // free
@@ -460,8 +510,8 @@ constexpr std::array<std::uint32_t, 9> kAllowedFields = {
     Bit(Field::kEv) | Bit(Field::kName),                                             // mark
     Bit(Field::kEv) | Bit(Field::kFsdp) | Bit(Field::kParam) | Bit(Field::kGroup) |  // rs
         Bit(Field::kDType) | Bit(Field::kNumel) | Bit(Field::kShard) | Bit(Field::kCastDType),
-    Bit(Field::kEv),                                                                 // flush
-    Bit(Field::kEv) | Bit(Field::kSetToNone),                                        // zero_grad
+    Bit(Field::kEv),                           // flush
+    Bit(Field::kEv) | Bit(Field::kSetToNone),  // zero_grad
 };
 
 // Parses the name of an enum value, with the names looked up once (the core's name functions
@@ -549,8 +599,9 @@ class EventFields {
     std::uint64_t stream = 0;
     BUCKETSIM_RETURN_IF_ERROR(ToUnsigned(Get(Field::kStream), "stream", stream));
     if (stream >= header.streams.size()) {
-      return InvalidTrace(fmt::format("stream {} is not declared in the header ({} stream{})", stream,
-                                      header.streams.size(), header.streams.size() == 1 ? "" : "s"));
+      return InvalidTrace(fmt::format("stream {} is not declared in the header ({} stream{})",
+                                      stream, header.streams.size(),
+                                      header.streams.size() == 1 ? "" : "s"));
     }
     out = static_cast<StreamId>(stream);
     return Status::Ok();
@@ -606,7 +657,8 @@ Status ConvertCompute(const EventFields& f, TraceHeader& header, Event& e) {
   BUCKETSIM_RETURN_IF_ERROR(f.Required(Field::kDurUs));
   BUCKETSIM_RETURN_IF_ERROR(ToNumber(f.Get(Field::kDurUs), "dur_us", e.dur_us));
   if (!(e.dur_us >= 0)) {
-    return InvalidTrace(fmt::format("'dur_us' must not be negative (got {})", FormatFloat(e.dur_us)));
+    return InvalidTrace(
+        fmt::format("'dur_us' must not be negative (got {})", FormatFloat(e.dur_us)));
   }
   std::string_view name;
   if (f.Has(Field::kName)) BUCKETSIM_RETURN_IF_ERROR(ToText(f.Get(Field::kName), "name", name));
@@ -620,8 +672,9 @@ Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Eve
   std::uint64_t fsdp = 0;
   BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kFsdp, fsdp));
   if (fsdp >= header.fsdp.size()) {
-    return InvalidTrace(fmt::format("fsdp {} is out of range: the header declares {} FSDP instances",
-                                    fsdp, header.fsdp.size()));
+    return InvalidTrace(
+        fmt::format("fsdp {} is out of range: the header declares {} FSDP instances", fsdp,
+                    header.fsdp.size()));
   }
   const FsdpInstance& instance = header.fsdp[fsdp];
   std::uint64_t param_index = 0;
@@ -657,8 +710,8 @@ Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Eve
   if (e.shard_mode == ShardMode::kCast) {
     BUCKETSIM_RETURN_IF_ERROR(f.DTypeOf(Field::kCastDType, e.cast_dtype));
   } else if (f.Has(Field::kCastDType)) {
-    return InvalidTrace(fmt::format("field 'cast_dtype' is only allowed with shard 'cast', not '{}'",
-                                    shard));
+    return InvalidTrace(
+        fmt::format("field 'cast_dtype' is only allowed with shard 'cast', not '{}'", shard));
   }
   e.fsdp = static_cast<std::uint32_t>(fsdp);
   e.param = static_cast<std::uint32_t>(param_index);
@@ -668,19 +721,26 @@ Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Eve
 // Converts the fields of one event of a known kind; messages are the reason only.
 Status ConvertEvent(const EventFields& f, TraceHeader& header, Event& e) {
   switch (e.kind) {
-    case EventKind::kIteration: return f.Unsigned(Field::kIndex, e.id);
-    case EventKind::kPhase: return ConvertPhase(f, e);
-    case EventKind::kAlloc: return ConvertAlloc(f, header, e);
-    case EventKind::kFree: return f.Unsigned(Field::kId, e.id);
-    case EventKind::kCompute: return ConvertCompute(f, header, e);
+    case EventKind::kIteration:
+      return f.Unsigned(Field::kIndex, e.id);
+    case EventKind::kPhase:
+      return ConvertPhase(f, e);
+    case EventKind::kAlloc:
+      return ConvertAlloc(f, header, e);
+    case EventKind::kFree:
+      return f.Unsigned(Field::kId, e.id);
+    case EventKind::kCompute:
+      return ConvertCompute(f, header, e);
     case EventKind::kMark: {
       std::string_view name;
       BUCKETSIM_RETURN_IF_ERROR(f.Text(Field::kName, name));
       e.name = header.Intern(name);
       return Status::Ok();
     }
-    case EventKind::kReduceScatter: return ConvertReduceScatter(f, header, e);
-    case EventKind::kFlush: return Status::Ok();
+    case EventKind::kReduceScatter:
+      return ConvertReduceScatter(f, header, e);
+    case EventKind::kFlush:
+      return Status::Ok();
     case EventKind::kZeroGrad:
       if (!f.Has(Field::kSetToNone)) return Status::Ok();
       return ToBool(f.Get(Field::kSetToNone), "set_to_none", e.set_to_none);
@@ -704,24 +764,30 @@ class TraceSaxHandler {
       : file_(file), progress_(progress), header_(header), sink_(sink) {}
 
   // --- nlohmann's SAX interface ---
-  bool null() { return OnScalar(JsonType::kNull, [](Scalar&) {}, [] { return Json(); }); }
+  bool null() {
+    return OnScalar(
+        JsonType::kNull, [](Scalar&) {}, [] { return Json(); });
+  }
   bool boolean(bool v) {
-    return OnScalar(JsonType::kBool, [v](Scalar& s) { s.boolean = v; }, [v] { return Json(v); });
+    return OnScalar(
+        JsonType::kBool, [v](Scalar& s) { s.boolean = v; }, [v] { return Json(v); });
   }
   bool number_integer(std::int64_t v) {
-    return OnScalar(JsonType::kInt, [v](Scalar& s) { s.integer = v; }, [v] { return Json(v); });
+    return OnScalar(
+        JsonType::kInt, [v](Scalar& s) { s.integer = v; }, [v] { return Json(v); });
   }
   bool number_unsigned(std::uint64_t v) {
-    return OnScalar(JsonType::kUint, [v](Scalar& s) { s.unsigned_integer = v; },
-                    [v] { return Json(v); });
+    return OnScalar(
+        JsonType::kUint, [v](Scalar& s) { s.unsigned_integer = v; }, [v] { return Json(v); });
   }
   bool number_float(double v, const std::string& /*text*/) {
-    return OnScalar(JsonType::kFloat, [v](Scalar& s) { s.number = v; }, [v] { return Json(v); });
+    return OnScalar(
+        JsonType::kFloat, [v](Scalar& s) { s.number = v; }, [v] { return Json(v); });
   }
   bool string(std::string& v) {
     // Swapped, not copied: the lexer clears its buffer before the next token.
-    return OnScalar(JsonType::kString, [&v](Scalar& s) { s.text.swap(v); },
-                    [&v] { return Json(v); });
+    return OnScalar(
+        JsonType::kString, [&v](Scalar& s) { s.text.swap(v); }, [&v] { return Json(v); });
   }
   bool binary(Json::binary_t& /*v*/) { return Fail(InvalidTrace("binary values are not JSON")); }
   bool start_object(std::size_t /*elements*/) { return OnStart(JsonType::kObject); }
@@ -806,13 +872,15 @@ bool TraceSaxHandler::OnScalar(JsonType type, Store store, MakeJson make_json) {
       store(*slot_);
       state_ = State::kEventKey;
       return true;
-    case State::kSkip: return true;
+    case State::kSkip:
+      return true;
     case State::kHeaderValue: {
       Status status = builder_.Add(make_json());
       if (!status.ok()) return Fail(WithPrefix(Where(), status));
       return builder_.done() ? EndHeaderValue() : true;
     }
-    default: return NotAllowedHere(type);
+    default:
+      return NotAllowedHere(type);
   }
 }
 
@@ -836,28 +904,36 @@ bool TraceSaxHandler::OnStart(JsonType type) {
       skip_depth_ = 1;
       state_ = State::kSkip;
       return true;
-    case State::kSkip: ++skip_depth_; return true;
+    case State::kSkip:
+      ++skip_depth_;
+      return true;
     case State::kHeaderValue: {
       Status status = builder_.Start(type == JsonType::kObject ? Json::object() : Json::array());
       if (!status.ok()) return Fail(WithPrefix(Where(), status));
       return true;
     }
-    default: return NotAllowedHere(type);
+    default:
+      return NotAllowedHere(type);
   }
 }
 
 bool TraceSaxHandler::OnEnd() {
   switch (state_) {
-    case State::kEventKey: return EndEvent();
-    case State::kEventsArray: state_ = State::kTopKey; return true;
+    case State::kEventKey:
+      return EndEvent();
+    case State::kEventsArray:
+      state_ = State::kTopKey;
+      return true;
     case State::kSkip:
       if (--skip_depth_ == 0) state_ = State::kEventKey;
       return true;
     case State::kHeaderValue:
       builder_.End();
       return builder_.done() ? EndHeaderValue() : true;
-    case State::kTopKey: return EndTopObject();
-    default: return Fail(InvalidTrace("unexpected end of a value"));
+    case State::kTopKey:
+      return EndTopObject();
+    default:
+      return Fail(InvalidTrace("unexpected end of a value"));
   }
 }
 
@@ -867,10 +943,15 @@ bool TraceSaxHandler::key(std::string& key) {
       slot_ = &fields_.SlotFor(key);
       state_ = State::kEventValue;
       return true;
-    case State::kSkip: return true;
-    case State::kHeaderValue: builder_.Key(key); return true;
-    case State::kTopKey: return TopKey(key);
-    default: return Fail(InvalidTrace("unexpected key"));
+    case State::kSkip:
+      return true;
+    case State::kHeaderValue:
+      builder_.Key(key);
+      return true;
+    case State::kTopKey:
+      return TopKey(key);
+    default:
+      return Fail(InvalidTrace("unexpected key"));
   }
 }
 
@@ -954,7 +1035,8 @@ bool TraceSaxHandler::NotAllowedHere(JsonType type) {
     case State::kEventsArray:
       return Fail(InvalidTrace(
           fmt::format("event {}: must be an object, got {}", event_index_, TypeName(type))));
-    default: return Fail(InvalidTrace(fmt::format("unexpected {}", TypeName(type))));
+    default:
+      return Fail(InvalidTrace(fmt::format("unexpected {}", TypeName(type))));
   }
 }
 
@@ -995,13 +1077,14 @@ bool TraceSaxHandler::parse_error(std::size_t position, const std::string& /*las
   }
   std::string where = WhereInDocument();
   if (truncated) {
-    return Fail(InvalidTrace(
-        fmt::format("truncated: unexpected end of input at {}{}", location, where)));
+    return Fail(
+        InvalidTrace(fmt::format("truncated: unexpected end of input at {}{}", location, where)));
   }
   constexpr std::string_view kSyntax = "syntax error ";
   if (text.starts_with(kSyntax)) {
     text.remove_prefix(kSyntax.size());
-    return Fail(InvalidTrace(fmt::format("not JSON: syntax error at {}: {}{}", location, text, where)));
+    return Fail(
+        InvalidTrace(fmt::format("not JSON: syntax error at {}: {}{}", location, text, where)));
   }
   return Fail(InvalidTrace(fmt::format("not JSON: {} at {}{}", text, location, where)));
 }
@@ -1324,8 +1407,8 @@ Status ReadTraceFromStringInChunks(std::string_view text, std::string_view displ
 Status ReadTraceFromString(std::string_view text, std::string_view display_name,
                            TraceHeader& header, EventSink& sink) {
   // One read takes it all (a small string needs no 1 MiB buffer).
-  std::size_t chunk_bytes = std::min(std::max<std::size_t>(text.size(), 1),
-                                     json::InputBuffer::kDefaultChunkBytes);
+  std::size_t chunk_bytes =
+      std::min(std::max<std::size_t>(text.size(), 1), json::InputBuffer::kDefaultChunkBytes);
   return RunParse(display_name, nullptr, text, chunk_bytes, header, sink);
 }
 

@@ -43,7 +43,8 @@ OrderedJson HeaderJson(const TraceHeader& header) {
   for (const FsdpInstance& instance : header.fsdp) {
     OrderedJson params = OrderedJson::array();
     for (const ParamInfo& param : instance.params) {
-      params.push_back({{"name", param.name}, {"numel", param.numel}, {"dtype", DTypeName(param.dtype)}});
+      params.push_back(
+          {{"name", param.name}, {"numel", param.numel}, {"dtype", DTypeName(param.dtype)}});
     }
     OrderedJson f;
     f["name"] = instance.name;
@@ -57,15 +58,16 @@ OrderedJson HeaderJson(const TraceHeader& header) {
 // as a value because a sink never crashes on its input.
 Status CheckWritable(const Event& e) {
   if (e.kind == EventKind::kPhase && e.phase == Phase::kInit) {
-    return InvalidTrace(fmt::format("event {}: phase 'init' cannot be written to a trace", e.index));
+    return InvalidTrace(
+        fmt::format("event {}: phase 'init' cannot be written to a trace", e.index));
   }
   if (e.kind == EventKind::kAlloc && IsPolicyCategory(e.category)) {
     return InvalidTrace(fmt::format("event {}: cat '{}' is a policy category, not a trace one",
                                     e.index, CategoryName(e.category)));
   }
   if (e.kind == EventKind::kCompute && !(std::isfinite(e.dur_us) && e.dur_us >= 0)) {
-    return InvalidTrace(fmt::format("event {}: dur_us {} is not a finite non-negative number",
-                                    e.index, e.dur_us));
+    return InvalidTrace(
+        fmt::format("event {}: dur_us {} is not a finite non-negative number", e.index, e.dur_us));
   }
   return Status::Ok();
 }
@@ -111,12 +113,15 @@ Status TraceWriter::OnEvent(const Event& e) {
   BUCKETSIM_RETURN_IF_ERROR(CheckWritable(e));
   if ((e.kind == EventKind::kCompute || e.kind == EventKind::kMark) &&
       e.name >= header_->names.size()) {
-    return InvalidTrace(fmt::format("event {}: name {} is not interned in the header", e.index, e.name));
+    return InvalidTrace(
+        fmt::format("event {}: name {} is not interned in the header", e.index, e.name));
   }
   auto out = std::back_inserter(buffer_);
   buffer_.append(std::string_view(num_events_ == 0 ? "\n" : ",\n"));
   switch (e.kind) {
-    case EventKind::kIteration: fmt::format_to(out, R"({{"ev": "iteration", "index": {}}})", e.id); break;
+    case EventKind::kIteration:
+      fmt::format_to(out, R"({{"ev": "iteration", "index": {}}})", e.id);
+      break;
     case EventKind::kPhase:
       fmt::format_to(out, R"({{"ev": "phase", "phase": "{}"}})", PhaseName(e.phase));
       break;
@@ -124,10 +129,12 @@ Status TraceWriter::OnEvent(const Event& e) {
       fmt::format_to(out, R"({{"ev": "alloc", "id": {}, "bytes": {}, "stream": {}, "cat": "{}"}})",
                      e.id, e.bytes, e.stream, CategoryName(e.category));
       break;
-    case EventKind::kFree: fmt::format_to(out, R"({{"ev": "free", "id": {}}})", e.id); break;
+    case EventKind::kFree:
+      fmt::format_to(out, R"({{"ev": "free", "id": {}}})", e.id);
+      break;
     case EventKind::kCompute:
-      fmt::format_to(out, R"({{"ev": "compute", "stream": {}, "dur_us": {}, "name": {}}})", e.stream,
-                     e.dur_us, EscapedName(e.name));
+      fmt::format_to(out, R"({{"ev": "compute", "stream": {}, "dur_us": {}, "name": {}}})",
+                     e.stream, e.dur_us, EscapedName(e.name));
       break;
     case EventKind::kMark:
       fmt::format_to(out, R"({{"ev": "mark", "name": {}}})", EscapedName(e.name));
@@ -143,7 +150,9 @@ Status TraceWriter::OnEvent(const Event& e) {
       }
       buffer_.push_back('}');
       break;
-    case EventKind::kFlush: buffer_.append(std::string_view(R"({"ev": "flush"})")); break;
+    case EventKind::kFlush:
+      buffer_.append(std::string_view(R"({"ev": "flush"})"));
+      break;
     case EventKind::kZeroGrad:
       fmt::format_to(out, R"({{"ev": "zero_grad", "set_to_none": {}}})", e.set_to_none);
       break;
@@ -155,7 +164,8 @@ Status TraceWriter::OnEvent(const Event& e) {
 Status TraceWriter::FlushBuffer() {
   out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
   buffer_.clear();
-  if (!out_) return IoError(fmt::format("cannot write '{}': {}", display_name_, std::strerror(errno)));
+  if (!out_)
+    return IoError(fmt::format("cannot write '{}': {}", display_name_, std::strerror(errno)));
   return Status::Ok();
 }
 
@@ -165,7 +175,8 @@ Status TraceWriter::OnEnd() {
   BUCKETSIM_RETURN_IF_ERROR(FlushBuffer());
   out_.flush();
   if (file_ != nullptr) file_->close();
-  if (!out_) return IoError(fmt::format("cannot write '{}': {}", display_name_, std::strerror(errno)));
+  if (!out_)
+    return IoError(fmt::format("cannot write '{}': {}", display_name_, std::strerror(errno)));
   header_ = nullptr;
   return Status::Ok();
 }

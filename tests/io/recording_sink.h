@@ -18,7 +18,8 @@ class RecordingSink : public EventSink {
     return Status::Ok();
   }
   Status OnEvent(const Event& event) override {
-    if (fail_at && event.index == *fail_at) return InvalidTrace("event " + std::to_string(event.index) + ": refused");
+    if (fail_at && event.index == *fail_at)
+      return InvalidTrace("event " + std::to_string(event.index) + ": refused");
     events.push_back(event);
     return Status::Ok();
   }

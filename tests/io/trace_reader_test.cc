@@ -61,7 +61,8 @@ void ExpectError(std::string_view json, std::initializer_list<std::string_view> 
 // One bad event at index 2 (after two good ones): the message names the event and the reason.
 void ExpectEventError(std::string_view bad_event, std::string_view reason) {
   std::string events = fmt::format(
-      "{{\"ev\": \"iteration\", \"index\": 0}},\n{{\"ev\": \"phase\", \"phase\": \"backward\"}},\n{}",
+      "{{\"ev\": \"iteration\", \"index\": 0}},\n{{\"ev\": \"phase\", \"phase\": "
+      "\"backward\"}},\n{}",
       bad_event);
   ExpectError(Trace(events), {"event 2: ", reason});
 }
@@ -199,7 +200,8 @@ TEST(ReadTrace, AcceptsFieldsInAnyOrderAndTorchDTypeNames) {
 }
 
 TEST(ReadTrace, InternsEachNameOnce) {
-  ReadResult r = Read(Trace(R"({"ev": "mark", "name": "a"}, {"ev": "compute", "dur_us": 1, "name": "b"},
+  ReadResult r =
+      Read(Trace(R"({"ev": "mark", "name": "a"}, {"ev": "compute", "dur_us": 1, "name": "b"},
                                {"ev": "mark", "name": "a"})"));
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.sink.events[0].name, r.sink.events[2].name);
@@ -231,8 +233,10 @@ TEST_F(ReadTraceFile, ReadsAFileLargerThanOneChunk) {
   std::string events;
   constexpr int kEvents = 40000;  // ~2 MiB: crosses the reader's 1 MiB chunks
   for (int i = 0; i < kEvents; ++i) {
-    events += fmt::format("{}{{\"ev\": \"alloc\", \"id\": {}, \"bytes\": {}, \"stream\": 1, \"cat\": \"activation\"}}",
-                          i == 0 ? "" : ",\n", i, i * 512);
+    events += fmt::format(
+        "{}{{\"ev\": \"alloc\", \"id\": {}, \"bytes\": {}, \"stream\": 1, \"cat\": "
+        "\"activation\"}}",
+        i == 0 ? "" : ",\n", i, i * 512);
   }
   std::string path = Write("large.json", Trace(events));
   TraceHeader header;
@@ -245,7 +249,8 @@ TEST_F(ReadTraceFile, ReadsAFileLargerThanOneChunk) {
 }
 
 TEST_F(ReadTraceFile, ReportsATruncatedFileWithItsPath) {
-  std::string text = Trace(R"({"ev": "flush"}, {"ev": "alloc", "id": 1, "bytes": 10, "cat": "grad"})");
+  std::string text =
+      Trace(R"({"ev": "flush"}, {"ev": "alloc", "id": 1, "bytes": 10, "cat": "grad"})");
   std::string path = Write("cut.json", text.substr(0, text.find("\"bytes\"")));
   TraceHeader header;
   RecordingSink sink;
@@ -253,7 +258,8 @@ TEST_F(ReadTraceFile, ReportsATruncatedFileWithItsPath) {
   EXPECT_EQ(status.code(), StatusCode::kInvalidTrace);
   EXPECT_TRUE(status.message().starts_with(path + ": truncated: unexpected end of input at line"))
       << status.message();
-  EXPECT_NE(status.message().find("(while reading event 1)"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("(while reading event 1)"), std::string::npos)
+      << status.message();
 }
 
 TEST_F(ReadTraceFile, ReportsAnEmptyFile) {
@@ -297,7 +303,8 @@ TEST(ReadTraceErrors, TruncatedInTheMiddleOfAnEvent) {
 
 TEST(ReadTraceErrors, TruncatedInTheHeader) {
   std::string text = Trace("");
-  ExpectError(text.substr(0, 40), {"truncated: unexpected end of input", "(while reading the header)"});
+  ExpectError(text.substr(0, 40),
+              {"truncated: unexpected end of input", "(while reading the header)"});
 }
 
 TEST(ReadTraceErrors, NotJson) {
@@ -324,9 +331,9 @@ TEST(ReadTraceErrors, UnsupportedSchemaVersion) {
 }
 
 TEST(ReadTraceErrors, HeaderKeyAfterEvents) {
-  ExpectError(R"({"schema_version": 1, "world_size": 1, "rank": 0, "events": [], "description": ""})",
-              {"t.json: header: key 'description' comes after 'events'",
-               "'events' must be the last key"});
+  ExpectError(
+      R"({"schema_version": 1, "world_size": 1, "rank": 0, "events": [], "description": ""})",
+      {"t.json: header: key 'description' comes after 'events'", "'events' must be the last key"});
 }
 
 TEST(ReadTraceErrors, UnknownHeaderKey) {
@@ -340,7 +347,8 @@ TEST(ReadTraceErrors, DuplicateHeaderKey) {
 }
 
 TEST(ReadTraceErrors, MissingEvents) {
-  ExpectError(R"({"schema_version": 1, "world_size": 1, "rank": 0})", {"t.json: missing key 'events'"});
+  ExpectError(R"({"schema_version": 1, "world_size": 1, "rank": 0})",
+              {"t.json: missing key 'events'"});
 }
 
 TEST(ReadTraceErrors, MissingWorldSize) {
@@ -435,7 +443,8 @@ TEST(ReadTraceErrors, MissingEv) {
 
 TEST(ReadTraceErrors, UnknownField) {
   ExpectEventError(R"({"ev": "free", "id": 1, "size": 3})", "event 2: free: unknown field 'size'");
-  ExpectEventError(R"({"ev": "free", "id": 1, "bytes": 3})", "event 2: free: unknown field 'bytes'");
+  ExpectEventError(R"({"ev": "free", "id": 1, "bytes": 3})",
+                   "event 2: free: unknown field 'bytes'");
   ExpectEventError(R"({"ev": "free", "id": 1, "": 3})", "event 2: free: unknown field ''");
   ExpectEventError(R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "bf16", "numel": 20,
                       "shard": "view", "cast_dtype": "fp32"})",
@@ -443,7 +452,8 @@ TEST(ReadTraceErrors, UnknownField) {
 }
 
 TEST(ReadTraceErrors, DuplicateField) {
-  ExpectEventError(R"({"ev": "free", "id": 1, "id": 2})", "event 2: free: field 'id' appears twice");
+  ExpectEventError(R"({"ev": "free", "id": 1, "id": 2})",
+                   "event 2: free: field 'id' appears twice");
 }
 
 TEST(ReadTraceErrors, NestedValueInEvent) {
@@ -458,7 +468,8 @@ TEST(ReadTraceErrors, MissingRequiredField) {
   ExpectEventError(R"({"ev": "iteration"})", "event 2: iteration: missing field 'index'");
   ExpectEventError(R"({"ev": "mark"})", "event 2: mark: missing field 'name'");
   ExpectEventError(R"({"ev": "compute", "name": "x"})", "event 2: compute: missing field 'dur_us'");
-  ExpectEventError(R"({"ev": "alloc", "id": 1, "bytes": 4})", "event 2: alloc: missing field 'cat'");
+  ExpectEventError(R"({"ev": "alloc", "id": 1, "bytes": 4})",
+                   "event 2: alloc: missing field 'cat'");
 }
 
 TEST(ReadTraceErrors, WrongType) {
@@ -468,7 +479,8 @@ TEST(ReadTraceErrors, WrongType) {
                    "event 2: compute: 'dur_us' must be a number, got a string");
   ExpectEventError(R"({"ev": "zero_grad", "set_to_none": 1})",
                    "event 2: zero_grad: 'set_to_none' must be true or false, got a number");
-  ExpectEventError(R"({"ev": "free", "id": null})", "event 2: free: 'id' must be an integer, got null");
+  ExpectEventError(R"({"ev": "free", "id": null})",
+                   "event 2: free: 'id' must be an integer, got null");
 }
 
 TEST(ReadTraceErrors, NegativeBytes) {
@@ -493,7 +505,8 @@ TEST(ReadTraceErrors, BytesOverflowing64Bits) {
 TEST(ReadTraceErrors, BytesBeyondSanity) {
   ExpectEventError(R"({"ev": "alloc", "id": 1, "bytes": 1125899906842625, "cat": "grad"})",
                    "event 2: alloc: bytes 1125899906842625 is beyond the sanity limit of 1 PiB");
-  ReadResult r = Read(Trace(R"({"ev": "alloc", "id": 1, "bytes": 1125899906842624, "cat": "grad"})"));
+  ReadResult r =
+      Read(Trace(R"({"ev": "alloc", "id": 1, "bytes": 1125899906842624, "cat": "grad"})"));
   EXPECT_TRUE(r.status.ok()) << r.status.ToString();
 }
 
@@ -512,18 +525,21 @@ TEST(ReadTraceErrors, NegativeOrNonFiniteDuration) {
 }
 
 TEST(ReadTraceErrors, UnknownGroupInReduceScatter) {
-  ExpectEventError(R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 4, "dtype": "bf16", "numel": 20, "shard": "view"})",
-                   "event 2: rs: group 4 is not declared in the header");
+  ExpectEventError(
+      R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 4, "dtype": "bf16", "numel": 20, "shard": "view"})",
+      "event 2: rs: group 4 is not declared in the header");
 }
 
 TEST(ReadTraceErrors, FsdpIndexOutOfRange) {
-  ExpectEventError(R"({"ev": "rs", "fsdp": 1, "param": 0, "group": 3, "dtype": "bf16", "numel": 20, "shard": "view"})",
-                   "event 2: rs: fsdp 1 is out of range: the header declares 1 FSDP instances");
+  ExpectEventError(
+      R"({"ev": "rs", "fsdp": 1, "param": 0, "group": 3, "dtype": "bf16", "numel": 20, "shard": "view"})",
+      "event 2: rs: fsdp 1 is out of range: the header declares 1 FSDP instances");
 }
 
 TEST(ReadTraceErrors, ParamIndexOutOfRange) {
-  ExpectEventError(R"({"ev": "rs", "fsdp": 0, "param": 2, "group": 3, "dtype": "bf16", "numel": 20, "shard": "view"})",
-                   "event 2: rs: param 2 is out of range: fsdp 0 ('block0') has 2 params");
+  ExpectEventError(
+      R"({"ev": "rs", "fsdp": 0, "param": 2, "group": 3, "dtype": "bf16", "numel": 20, "shard": "view"})",
+      "event 2: rs: param 2 is out of range: fsdp 0 ('block0') has 2 params");
 }
 
 TEST(ReadTraceErrors, ReduceScatterNumelMismatch) {
@@ -534,42 +550,51 @@ TEST(ReadTraceErrors, ReduceScatterNumelMismatch) {
       {"t.json: event 9: rs: numel 10 does not match param 'w' (numel 40) split over group 3 of "
        "size 2: expected 20"});
   // The shard is padded: ceil(7 / 2) = 4.
-  ExpectEventError(R"({"ev": "rs", "fsdp": 0, "param": 1, "group": 3, "dtype": "bf16", "numel": 3, "shard": "view"})",
-                   "event 2: rs: numel 3 does not match param 'b' (numel 7) split over group 3 of size 2: expected 4");
+  ExpectEventError(
+      R"({"ev": "rs", "fsdp": 0, "param": 1, "group": 3, "dtype": "bf16", "numel": 3, "shard": "view"})",
+      "event 2: rs: numel 3 does not match param 'b' (numel 7) split over group 3 of size 2: "
+      "expected 4");
 }
 
 TEST(ReadTraceErrors, ZeroNumel) {
-  ExpectEventError(R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "bf16", "numel": 0, "shard": "view"})",
-                   "event 2: rs: 'numel' must be positive (got 0)");
+  ExpectEventError(
+      R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "bf16", "numel": 0, "shard": "view"})",
+      "event 2: rs: 'numel' must be positive (got 0)");
 }
 
 TEST(ReadTraceErrors, BadDType) {
-  ExpectEventError(R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "int8", "numel": 20, "shard": "view"})",
-                   "event 2: rs: dtype 'int8' is not a known dtype");
+  ExpectEventError(
+      R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "int8", "numel": 20, "shard": "view"})",
+      "event 2: rs: dtype 'int8' is not a known dtype");
 }
 
 TEST(ReadTraceErrors, BadCategory) {
-  ExpectEventError(R"({"ev": "alloc", "id": 1, "bytes": 4, "cat": "bucket_data"})",
-                   "event 2: alloc: cat 'bucket_data' is made by a bucket policy at replay and never "
-                   "appears in a trace");
+  ExpectEventError(
+      R"({"ev": "alloc", "id": 1, "bytes": 4, "cat": "bucket_data"})",
+      "event 2: alloc: cat 'bucket_data' is made by a bucket policy at replay and never "
+      "appears in a trace");
   ExpectEventError(R"({"ev": "alloc", "id": 1, "bytes": 4, "cat": "weights"})",
                    "event 2: alloc: cat 'weights' is not a trace category");
 }
 
 TEST(ReadTraceErrors, BadShardMode) {
-  ExpectEventError(R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "bf16", "numel": 20, "shard": "copy"})",
-                   "event 2: rs: shard 'copy' is not a shard mode (expected view, cast or accumulate)");
+  ExpectEventError(
+      R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "bf16", "numel": 20, "shard": "copy"})",
+      "event 2: rs: shard 'copy' is not a shard mode (expected view, cast or accumulate)");
 }
 
 TEST(ReadTraceErrors, CastWithoutCastDType) {
-  ExpectEventError(R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "bf16", "numel": 20, "shard": "cast"})",
-                   "event 2: rs: missing field 'cast_dtype'");
+  ExpectEventError(
+      R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "bf16", "numel": 20, "shard": "cast"})",
+      "event 2: rs: missing field 'cast_dtype'");
 }
 
 TEST(ReadTraceErrors, BadPhase) {
   ExpectEventError(R"({"ev": "phase", "phase": "init"})",
-                   "event 2: phase: phase 'init' is not a trace phase (expected forward, backward, step or zero_grad)");
-  ExpectEventError(R"({"ev": "phase", "phase": "Forward"})", "event 2: phase: phase 'Forward' is not a trace phase");
+                   "event 2: phase: phase 'init' is not a trace phase (expected forward, backward, "
+                   "step or zero_grad)");
+  ExpectEventError(R"({"ev": "phase", "phase": "Forward"})",
+                   "event 2: phase: phase 'Forward' is not a trace phase");
 }
 
 }  // namespace

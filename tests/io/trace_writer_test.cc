@@ -82,7 +82,8 @@ void ExpectSameHeader(const TraceHeader& a, const TraceHeader& b) {
   EXPECT_EQ(a.rank, b.rank);
   EXPECT_EQ(a.bucket_cap_mb, b.bucket_cap_mb);
   ASSERT_EQ(a.streams.size(), b.streams.size());
-  for (std::size_t s = 0; s < a.streams.size(); ++s) EXPECT_EQ(a.streams[s].name, b.streams[s].name);
+  for (std::size_t s = 0; s < a.streams.size(); ++s)
+    EXPECT_EQ(a.streams[s].name, b.streams[s].name);
   ASSERT_EQ(a.groups.size(), b.groups.size());
   for (std::size_t g = 0; g < a.groups.size(); ++g) {
     EXPECT_EQ(a.groups[g].id, b.groups[g].id);
@@ -143,11 +144,14 @@ TEST(TraceWriter, WritesOneEventPerLineAfterThePrettyHeader) {
   while (std::getline(lines, line) && line != "]}") event_lines.push_back(line);
   ASSERT_EQ(event_lines.size(), original.sink.events.size());
   EXPECT_EQ(event_lines[0], R"({"ev": "iteration", "index": 0},)");
-  EXPECT_EQ(event_lines[2],
-            R"({"ev": "alloc", "id": 18446744073709551615, "bytes": 1125899906842624, "stream": 1, "cat": "optimizer_state"},)");
-  EXPECT_EQ(event_lines[4], R"({"ev": "compute", "stream": 1, "dur_us": 0.3333333333333333, "name": ""},)");
-  EXPECT_EQ(event_lines[10],
-            R"({"ev": "rs", "fsdp": 1, "param": 0, "group": 5, "dtype": "bf16", "numel": 4, "shard": "cast", "cast_dtype": "fp32"},)");
+  EXPECT_EQ(
+      event_lines[2],
+      R"({"ev": "alloc", "id": 18446744073709551615, "bytes": 1125899906842624, "stream": 1, "cat": "optimizer_state"},)");
+  EXPECT_EQ(event_lines[4],
+            R"({"ev": "compute", "stream": 1, "dur_us": 0.3333333333333333, "name": ""},)");
+  EXPECT_EQ(
+      event_lines[10],
+      R"({"ev": "rs", "fsdp": 1, "param": 0, "group": 5, "dtype": "bf16", "numel": 4, "shard": "cast", "cast_dtype": "fp32"},)");
   EXPECT_EQ(event_lines[12], R"({"ev": "flush"},)");
   EXPECT_EQ(event_lines.back(), R"({"ev": "zero_grad", "set_to_none": true})");
 }
