@@ -22,16 +22,19 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
   Result<ReplayOutcome> outcome = RunReplays(replay, DefaultPolicies());
   if (!outcome.ok()) return ReportError(outcome.status());
 
-  nlohmann::ordered_json report = ReportToJson(*outcome, *report_context);
-  if (!replay.json_path.empty()) {
-    Status written = WriteJsonFile(replay.json_path, report);
-    if (!written.ok()) return ReportError(written);
+  // The JSON document is built only when it is asked for: on a long trace it is the largest
+  // thing the command makes (every mark sample and every collective of every policy).
+  if (!replay.json_path.empty() || flags.format == "json") {
+    nlohmann::ordered_json report = ReportToJson(*outcome, *report_context);
+    if (!replay.json_path.empty()) {
+      Status written = WriteJsonFile(replay.json_path, report);
+      if (!written.ok()) return ReportError(written);
+    }
+    if (flags.format == "json") std::printf("%s\n", report.dump(2).c_str());
   }
-  if (flags.format == "json") {
-    std::printf("%s\n", report.dump(2).c_str());
-  } else if (flags.format == "markdown") {
+  if (flags.format == "markdown") {
     std::printf("%s", FormatMarkdownReport(*outcome, *report_context).c_str());
-  } else {
+  } else if (flags.format == "table") {
     std::printf("%s: world size %d, %llu events, %llu iteration(s), memory model exact\n\n%s",
                 report_context->trace_name.c_str(), outcome->header.world_size,
                 static_cast<unsigned long long>(outcome->summary.events),
