@@ -77,7 +77,10 @@ Status Replay::OnEnd() {
 
 Status Replay::Charge(Allocation& allocation, Bytes requested, StreamId stream) {
   Result<Block> block = memory_->Allocate(requested, stream);
+  allocation.in_model = block.ok();
   if (!block.ok()) {
+    // The replay stops with this error; until then the entry is charged nothing.
+    allocation.block = Block{};
     return Status(block.status().code(),
                   fmt::format("event {}: {}", current_event_, block.status().message()));
   }
@@ -90,7 +93,7 @@ Status Replay::Charge(Allocation& allocation, Bytes requested, StreamId stream) 
 
 void Replay::Discharge(Allocation& allocation) {
   RecordPeakIfNeeded();
-  memory_->Free(allocation.block);
+  if (allocation.in_model) memory_->Free(allocation.block);
   ledger_.Discharge(allocation.category, allocation.block.charged);
   allocation.refs = 0;
 }

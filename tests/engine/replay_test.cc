@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/sim/sim_backend.h"
+#include "engine/trace_checker.h"
 #include "testing/trace_builder.h"
 
 namespace bucketsim {
@@ -122,6 +124,52 @@ TEST(Replay, BucketCapOverrideAppliesToPoliciesWithoutTheirOwn) {
       ReplayOne(OneBucketedParam(ShardMode::kView, true), "lifetime=backward,cap=0.25", 0.001);
   ASSERT_TRUE(own.ok());
   EXPECT_EQ(own->counters.bucketed, 1u);
+}
+
+}  // namespace
+}  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+// A memory model with a hard capacity, standing in for the caching model's OOM.
+class CappedModel final : public MemoryModel {
+ public:
+  explicit CappedModel(Bytes capacity) : capacity_(capacity) {}
+  std::string_view name() const override { return "capped"; }
+  Result<Block> Allocate(Bytes requested, StreamId) override {
+    if (allocated_ + requested > capacity_) return DeviceError("out of memory");
+    allocated_ += requested;
+    return Block{next_handle_++, requested};
+  }
+  void Free(const Block& block) override {
+    BUCKETSIM_CHECK(block.handle != 0 && block.charged <= allocated_);
+    allocated_ -= block.charged;
+  }
+  Bytes allocated_bytes() const override { return allocated_; }
+  Bytes reserved_bytes() const override { return allocated_; }
+
+ private:
+  Bytes capacity_;
+  Bytes allocated_ = 0;
+  std::uint64_t next_handle_ = 1;
+};
+
+TEST(Replay, AFailedPolicyAllocationStopsTheReplayWithTheEvent) {
+  // The bucket's data (262144 B) does not fit in 200000 B: the rs at event 3 fails cleanly,
+  // and the buffers the policy lets go on the way out are not freed twice.
+  testing::TraceBuilder t(2, 0, 0.25);
+  t.Group(1, {0, 1}).Fsdp("layer", {{"w", 2000, DType::kFloat32}});
+  t.Iteration(0).Phase(Phase::kForward).Phase(Phase::kBackward);
+  t.Rs(0, 0, 1, DType::kFloat32, 1000).Flush();
+  Replay replay(*ParsePolicySpec("backward-only"), 0.25, std::make_unique<CappedModel>(200'000),
+                std::make_unique<SimBackend>());
+  TraceChecker checker(&replay);
+  TraceHeader header;
+  Status status = t.Source()(header, checker);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), StatusCode::kDeviceError);
+  EXPECT_EQ(status.message(), "event 3: out of memory");
 }
 
 }  // namespace
