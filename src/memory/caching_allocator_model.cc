@@ -1,0 +1,715 @@
+#include "memory/caching_allocator_model.h"
+
+#include <algorithm>
+#include <bit>
+
+#include <fmt/format.h>
+
+#include "core/size_format.h"
+#include "memory/exact_memory_model.h"
+
+namespace bucketsim {
+namespace {
+
+// Where the simulated address space starts; any nonzero base would do.
+constexpr Bytes kFirstAddress = Bytes{1} << 32;
+// Without a capacity an expandable segment reserves this much address space (PyTorch reserves
+// 1.125 x the device memory); 16 TiB is beyond any request a sane trace makes.
+constexpr Bytes kUnboundedAddressSpace = Bytes{1} << 44;
+
+constexpr Bytes RoundUp(Bytes value, Bytes multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+Bytes PageSize(bool small_pool) { return small_pool ? kSmallBuffer : kLargeBuffer; }
+
+// roundup_power2_next_division: the next of `divisions` equal steps between two powers of two.
+Bytes RoundupPower2NextDivision(Bytes size, std::uint64_t divisions) {
+  if (std::has_single_bit(size)) return size;
+  Bytes floor2 = std::bit_floor(size);
+  Bytes step = floor2 >> (std::bit_width(divisions) - 1);
+  if (step == 0) return floor2 << 1;
+  return RoundUp(size, step);
+}
+
+void IncreaseStat(AllocatorStat& stat, std::int64_t amount) {
+  stat.current += amount;
+  stat.allocated += amount;
+  stat.peak = std::max(stat.peak, stat.current);
+}
+
+void DecreaseStat(AllocatorStat& stat, std::int64_t amount) {
+  stat.current -= amount;
+  stat.freed += amount;
+}
+
+void ResetPeak(AllocatorStat& stat) { stat.peak = stat.current; }
+
+void ResetPeak(AllocatorStatArray& array) {
+  ResetPeak(array.all);
+  ResetPeak(array.small_pool);
+  ResetPeak(array.large_pool);
+}
+
+std::int64_t Signed(Bytes bytes) { return static_cast<std::int64_t>(bytes); }
+
+}  // namespace
+
+Bytes RoundSize(Bytes requested, const AllocConf& conf) {
+  if (requested < kMinBlockSize) return kMinBlockSize;
+  std::uint64_t divisions = conf.RoundupDivisions(requested);
+  if (divisions > 1 && requested > kMinBlockSize * divisions) {
+    return RoundupPower2NextDivision(requested, divisions);
+  }
+  return RoundUp(requested, kMinBlockSize);
+}
+
+Bytes AllocationSize(Bytes rounded) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return RoundUp(rounded, kRoundLarge);
+}
+
+CachingAllocatorModel::CachingAllocatorModel(AllocConf conf, std::optional<Bytes> capacity_bytes)
+    : conf_(conf), capacity_bytes_(capacity_bytes), next_address_(kFirstAddress) {}
+
+Bytes CachingAllocatorModel::allocated_bytes() const {
+  return static_cast<Bytes>(stats_.allocated_bytes.all.current);
+}
+
+Bytes CachingAllocatorModel::reserved_bytes() const {
+  return static_cast<Bytes>(stats_.reserved_bytes.all.current);
+}
+
+bool CachingAllocatorModel::GcEnabled() const {
+  return capacity_bytes_.has_value() && conf_.garbage_collection_threshold > 0;
+}
+
+void CachingAllocatorModel::Increase(AllocatorStatArray& stat, bool small_pool,
+                                     std::int64_t amount) {
+  IncreaseStat(stat.all, amount);
+  IncreaseStat(small_pool ? stat.small_pool : stat.large_pool, amount);
+}
+
+void CachingAllocatorModel::Decrease(AllocatorStatArray& stat, bool small_pool,
+                                     std::int64_t amount) {
+  DecreaseStat(stat.all, amount);
+  DecreaseStat(small_pool ? stat.small_pool : stat.large_pool, amount);
+}
+
+// ---- block and segment records ----
+
+CachingAllocatorModel::Index CachingAllocatorModel::NewBlock() {
+  if (!free_block_slots_.empty()) {
+    Index i = free_block_slots_.back();
+    free_block_slots_.pop_back();
+    blocks_[i] = BlockRec{};
+    return i;
+  }
+  blocks_.emplace_back();
+  return static_cast<Index>(blocks_.size() - 1);
+}
+
+void CachingAllocatorModel::DeleteBlock(Index i) { free_block_slots_.push_back(i); }
+
+CachingAllocatorModel::Index CachingAllocatorModel::NewSegment(Bytes size, bool expandable) {
+  Index s;
+  if (free_segment_slots_.empty()) {
+    segments_.emplace_back();
+    s = static_cast<Index>(segments_.size() - 1);
+  } else {
+    s = free_segment_slots_.back();
+    free_segment_slots_.pop_back();
+  }
+  Index head = NewBlock();
+  segments_[s] = SegmentRec{next_address_, size, head, true};
+  next_address_ += size;
+  BlockRec& b = blocks_[head];
+  b.address = segments_[s].address;
+  b.size = size;
+  b.segment = s;
+  b.expandable = expandable;
+  b.state = expandable ? BlockState::kUnmapped : BlockState::kFree;
+  return s;
+}
+
+void CachingAllocatorModel::DeleteSegment(Index s) {
+  segments_[s].live = false;
+  free_segment_slots_.push_back(s);
+}
+
+FreeBlockIndex* CachingAllocatorModel::FindFreeIndex(Pool& pool, StreamId stream) {
+  for (auto& [id, index] : pool.free) {
+    if (id == stream) return &index;
+  }
+  return nullptr;
+}
+
+FreeBlockIndex& CachingAllocatorModel::FreeIndex(Pool& pool, StreamId stream) {
+  if (FreeBlockIndex* index = FindFreeIndex(pool, stream)) return *index;
+  auto at = std::lower_bound(pool.free.begin(), pool.free.end(), stream,
+                             [](const auto& entry, StreamId s) { return entry.first < s; });
+  return pool.free.emplace(at, stream, FreeBlockIndex())->second;
+}
+
+std::vector<FreeBlockIndex::Entry> CachingAllocatorModel::FreeEntries(const Pool& pool) {
+  std::vector<FreeBlockIndex::Entry> entries;
+  for (const auto& [id, index] : pool.free) {
+    std::vector<FreeBlockIndex::Entry> stream_entries = index.Entries();
+    entries.insert(entries.end(), stream_entries.begin(), stream_entries.end());
+  }
+  return entries;
+}
+
+void CachingAllocatorModel::Attach(Index i) {
+  BlockRec& b = blocks_[i];
+  Pool& pool = PoolOf(b);
+  if (b.state == BlockState::kFree) {
+    b.gc_count_base = pool.get_free_blocks_call_count;
+    FreeIndex(pool, b.stream).Insert({b.size, b.address, i});
+    return;
+  }
+  BUCKETSIM_CHECK(b.state == BlockState::kUnmapped);
+  const UnmappedKey key{b.stream, b.address, i};
+  if (spare_nodes_.empty()) {
+    b.in_set = pool.unmapped.insert(key).first;
+    return;
+  }
+  UnmappedSet::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.value() = key;
+  b.in_set = pool.unmapped.insert(std::move(node)).position;
+}
+
+void CachingAllocatorModel::Detach(Index i) {
+  BlockRec& b = blocks_[i];
+  Pool& pool = PoolOf(b);
+  if (b.state == BlockState::kFree) {
+    FindFreeIndex(pool, b.stream)->Erase(b.size, b.address);
+    return;
+  }
+  BUCKETSIM_CHECK(b.state == BlockState::kUnmapped);
+  spare_nodes_.push_back(pool.unmapped.extract(b.in_set));
+}
+
+CachingAllocatorModel::Index CachingAllocatorModel::MergeNeighbours(Index i, Bytes* absorbed_bytes,
+                                                                    std::int64_t* absorbed_count) {
+  const BlockState state = blocks_[i].state;
+  Index prev = blocks_[i].prev;
+  if (prev != kNone && blocks_[prev].state == state) {
+    Detach(prev);
+    *absorbed_bytes += blocks_[prev].size;
+    ++*absorbed_count;
+    blocks_[prev].size += blocks_[i].size;
+    blocks_[prev].next = blocks_[i].next;
+    if (blocks_[i].next != kNone) blocks_[blocks_[i].next].prev = prev;
+    DeleteBlock(i);
+    i = prev;
+  }
+  Index next = blocks_[i].next;
+  if (next != kNone && blocks_[next].state == state) {
+    Detach(next);
+    *absorbed_bytes += blocks_[next].size;
+    ++*absorbed_count;
+    blocks_[i].size += blocks_[next].size;
+    blocks_[i].next = blocks_[next].next;
+    if (blocks_[next].next != kNone) blocks_[blocks_[next].next].prev = i;
+    DeleteBlock(next);
+  }
+  return i;
+}
+
+CachingAllocatorModel::Index CachingAllocatorModel::SplitFront(Index i, Bytes size) {
+  Index rest = NewBlock();
+  BlockRec& front = blocks_[i];
+  BlockRec& back = blocks_[rest];
+  BUCKETSIM_CHECK(size < front.size);
+  back.address = front.address + size;
+  back.size = front.size - size;
+  back.stream = front.stream;
+  back.small_pool = front.small_pool;
+  back.expandable = front.expandable;
+  back.segment = front.segment;
+  back.prev = i;
+  back.next = front.next;
+  if (front.next != kNone) blocks_[front.next].prev = rest;
+  front.next = rest;
+  front.size = size;
+  return rest;
+}
+
+// ---- malloc ----
+
+Result<Block> CachingAllocatorModel::Allocate(Bytes requested, StreamId stream) {
+  if (requested == 0) return Block{kZeroBytesHandle, 0};
+  const Bytes size = RoundSize(requested, conf_);
+  const bool small_pool = size <= kSmallSize;
+  Index i = GetFreeBlock(stream, small_pool, size);
+  if (i == kNone) {
+    Result<Index> slow = AllocateSlow(stream, small_pool, size, AllocationSize(size));
+    if (!slow.ok()) return slow.status();
+    i = *slow;
+  }
+  AllocFoundBlock(i, size, requested, ShouldSplit(blocks_[i], size));
+  return Block{i, blocks_[i].size};
+}
+
+CachingAllocatorModel::Index CachingAllocatorModel::GetFreeBlock(StreamId stream, bool small_pool,
+                                                                 Bytes size) {
+  Pool& pool = PoolOf(small_pool);
+  if (GcEnabled()) ++pool.get_free_blocks_call_count;
+  FreeBlockIndex* index = FindFreeIndex(pool, stream);
+  if (index == nullptr) return kNone;
+  auto cursor = index->LowerBound(size);
+  if (!cursor) return kNone;
+  if (blocks_[index->At(*cursor).block].expandable) {
+    // A free block at the tail of an expandable segment counts as the size it could grow to,
+    // so holes inside the segment are preferred over the growable tail.
+    auto expandable_size = [&](FreeBlockIndex::Cursor c) {
+      const BlockRec& b = blocks_[index->At(c).block];
+      bool unmapped_next = b.next != kNone && blocks_[b.next].state == BlockState::kUnmapped;
+      return b.size + (unmapped_next ? blocks_[b.next].size : 0);
+    };
+    for (auto next = index->Next(*cursor); next && blocks_[index->At(*cursor).block].expandable &&
+                                           expandable_size(*next) < expandable_size(*cursor);
+         next = index->Next(*next)) {
+      cursor = next;
+    }
+  }
+  const FreeBlockIndex::Entry& best = index->At(*cursor);
+  // Rule A: no oversize block for a request below max_split_size. Rule B: an oversize request
+  // takes a block at most max_non_split_rounding bigger (§2.3).
+  if (size < conf_.max_split_size && best.size >= conf_.max_split_size) return kNone;
+  if (size >= conf_.max_split_size && best.size - size >= conf_.max_non_split_rounding) {
+    return kNone;
+  }
+  const Index i = best.block;
+  Detach(i);
+  return i;
+}
+
+Result<CachingAllocatorModel::Index> CachingAllocatorModel::AllocateSlow(StreamId stream,
+                                                                         bool small_pool,
+                                                                         Bytes size,
+                                                                         Bytes alloc_size) {
+  if (GcEnabled()) GarbageCollectCachedBlocks();
+  Index i = AllocBlock(stream, small_pool, size, alloc_size, false);
+  if (i == kNone && ReleaseAvailableCachedBlocks(stream, small_pool, size)) {
+    i = AllocBlock(stream, small_pool, size, alloc_size, false);
+  }
+  if (i == kNone) {
+    ReleaseCachedBlocks();
+    i = AllocBlock(stream, small_pool, size, alloc_size, true);
+  }
+  if (i == kNone) return OutOfMemory(alloc_size);
+  return i;
+}
+
+CachingAllocatorModel::Index CachingAllocatorModel::AllocBlock(StreamId stream, bool small_pool,
+                                                               Bytes size, Bytes alloc_size,
+                                                               bool is_retry) {
+  if (is_retry) ++stats_.num_alloc_retries;
+  if (conf_.expandable_segments) return TryAllocateExpandableBlock(stream, small_pool, size);
+  if (capacity_bytes_ && reserved_bytes() + alloc_size > *capacity_bytes_) return kNone;
+  Index s = NewSegment(alloc_size, false);
+  Index i = segments_[s].head;
+  blocks_[i].stream = stream;
+  blocks_[i].small_pool = small_pool;
+  Increase(stats_.segment, small_pool, 1);
+  Increase(stats_.reserved_bytes, small_pool, Signed(alloc_size));
+  if (alloc_size >= conf_.max_split_size) IncreaseStat(stats_.oversize_segments, 1);
+  ++stats_.num_device_alloc;
+  return i;
+}
+
+bool CachingAllocatorModel::ShouldSplit(const BlockRec& b, Bytes size) const {
+  const Bytes remaining = b.size - size;
+  if (b.small_pool || conf_.expandable_segments) return remaining >= kMinBlockSize;
+  return size < conf_.max_split_size && remaining > kSmallSize;
+}
+
+void CachingAllocatorModel::AllocFoundBlock(Index i, Bytes size, Bytes requested, bool split) {
+  const bool already_split = blocks_[i].is_split();
+  const bool small_pool = blocks_[i].small_pool;
+  // inactive_split is not tracked for expandable segments (§3.2).
+  const bool track_split = !blocks_[i].expandable;
+  if (split) {
+    Index rest = SplitFront(i, size);
+    Attach(rest);
+    if (track_split && already_split) {
+      Decrease(stats_.inactive_split_bytes, small_pool, Signed(size));
+    } else if (track_split) {
+      Increase(stats_.inactive_split_bytes, small_pool, Signed(blocks_[rest].size));
+      Increase(stats_.inactive_split, small_pool, 1);
+    }
+  } else if (track_split && already_split) {
+    Decrease(stats_.inactive_split_bytes, small_pool, Signed(blocks_[i].size));
+    Decrease(stats_.inactive_split, small_pool, 1);
+  }
+  BlockRec& b = blocks_[i];
+  b.state = BlockState::kAllocated;
+  b.requested = requested;
+  Increase(stats_.allocation, small_pool, 1);
+  Increase(stats_.allocated_bytes, small_pool, Signed(b.size));
+  Increase(stats_.active, small_pool, 1);
+  Increase(stats_.active_bytes, small_pool, Signed(b.size));
+  Increase(stats_.requested_bytes, small_pool, Signed(requested));
+  if (b.size >= conf_.max_split_size) IncreaseStat(stats_.oversize_allocations, 1);
+}
+
+// ---- expandable segments (§4) ----
+
+CachingAllocatorModel::Index CachingAllocatorModel::TryAllocateExpandableBlock(StreamId stream,
+                                                                               bool small_pool,
+                                                                               Bytes size) {
+  Index c = FindExpandableBlock(stream, small_pool, size);
+  if (c == kNone) return kNone;
+  // c starts a run with room for `size`: unmapped, or free followed by unmapped.
+  if (blocks_[c].state == BlockState::kUnmapped) {
+    c = MapBlock(c, std::min(blocks_[c].size, size));
+    if (c == kNone) return kNone;
+  }
+  while (blocks_[c].size < size) {
+    Index next = blocks_[c].next;
+    BUCKETSIM_CHECK(next != kNone && blocks_[next].state == BlockState::kUnmapped);
+    c = MapBlock(next, std::min(size - blocks_[c].size, blocks_[next].size));
+    if (c == kNone) return kNone;
+  }
+  Detach(c);
+  return c;
+}
+
+CachingAllocatorModel::Index CachingAllocatorModel::FindExpandableBlock(StreamId stream,
+                                                                        bool small_pool,
+                                                                        Bytes size) {
+  Pool& pool = PoolOf(small_pool);
+  auto allocatable = [this](Index j) {
+    return j != kNone &&
+           (blocks_[j].state == BlockState::kFree || blocks_[j].state == BlockState::kUnmapped);
+  };
+  auto has_room = [&](Index j) {
+    Bytes bytes = 0;
+    for (; bytes < size && allocatable(j); j = blocks_[j].next) bytes += blocks_[j].size;
+    return bytes >= size;
+  };
+  for (auto it = pool.unmapped.lower_bound({stream, 0, 0});
+       it != pool.unmapped.end() && it->stream == stream; ++it) {
+    Index c = it->block;
+    if (allocatable(blocks_[c].prev)) c = blocks_[c].prev;
+    if (has_room(c)) return c;
+  }
+  const Bytes page = PageSize(small_pool);
+  const Bytes address_space = capacity_bytes_
+                                  ? RoundUp(*capacity_bytes_ + *capacity_bytes_ / 8, page)
+                                  : RoundUp(kUnboundedAddressSpace, page);
+  if (address_space < size) return kNone;
+  Index s = NewSegment(address_space, true);
+  Index c = segments_[s].head;
+  blocks_[c].stream = stream;
+  blocks_[c].small_pool = small_pool;
+  Attach(c);
+  return c;
+}
+
+CachingAllocatorModel::Index CachingAllocatorModel::MapBlock(Index i, Bytes size) {
+  BUCKETSIM_CHECK(blocks_[i].state == BlockState::kUnmapped && size <= blocks_[i].size);
+  const bool small_pool = blocks_[i].small_pool;
+  // Unmapped ranges start on a page boundary, so whole pages cover [address, address + size).
+  const Bytes mapped = RoundUp(size, PageSize(small_pool));
+  BUCKETSIM_CHECK(mapped <= blocks_[i].size);
+  if (capacity_bytes_ && reserved_bytes() + mapped > *capacity_bytes_) return kNone;
+  Detach(i);
+  blocks_[i].state = BlockState::kFree;
+  if (mapped < blocks_[i].size) {
+    Index rest = SplitFront(i, mapped);
+    blocks_[rest].state = BlockState::kUnmapped;
+    Attach(rest);
+  }
+  Bytes absorbed_bytes = 0;
+  std::int64_t absorbed_count = 0;
+  i = MergeNeighbours(i, &absorbed_bytes, &absorbed_count);
+  Attach(i);
+  Increase(stats_.reserved_bytes, small_pool, Signed(mapped));
+  ++stats_.num_device_alloc;
+  return i;
+}
+
+CachingAllocatorModel::Index CachingAllocatorModel::UnmapBlock(Index i) {
+  const bool small_pool = blocks_[i].small_pool;
+  const Bytes page = PageSize(small_pool);
+  const Bytes offset = blocks_[i].address - segments_[blocks_[i].segment].address;
+  const Bytes begin = RoundUp(offset, page);
+  const Bytes end = (offset + blocks_[i].size) / page * page;
+  if (begin >= end) return kNone;
+  Detach(i);
+  Index unmapped = i;
+  if (begin > offset) {
+    unmapped = SplitFront(i, begin - offset);
+    Attach(i);  // the free bytes before the first whole page stay mapped
+  }
+  if (blocks_[unmapped].size > end - begin) {
+    Index after = SplitFront(unmapped, end - begin);
+    Attach(after);  // and so do those after the last
+  }
+  blocks_[unmapped].state = BlockState::kUnmapped;
+  Bytes absorbed_bytes = 0;
+  std::int64_t absorbed_count = 0;
+  unmapped = MergeNeighbours(unmapped, &absorbed_bytes, &absorbed_count);
+  Attach(unmapped);
+  Decrease(stats_.reserved_bytes, small_pool, Signed(end - begin));
+  ++stats_.num_device_free;
+  return unmapped;
+}
+
+void CachingAllocatorModel::ReleaseExpandableSegment(Index i) {
+  Detach(i);
+  DeleteSegment(blocks_[i].segment);
+  DeleteBlock(i);
+}
+
+// ---- free ----
+
+CachingAllocatorModel::Index CachingAllocatorModel::CheckedAllocatedBlock(
+    const Block& block) const {
+  BUCKETSIM_CHECK(block.handle < blocks_.size());
+  const Index i = static_cast<Index>(block.handle);
+  BUCKETSIM_CHECK(blocks_[i].state == BlockState::kAllocated);
+  BUCKETSIM_CHECK(blocks_[i].size == block.charged);
+  return i;
+}
+
+void CachingAllocatorModel::Free(const Block& block) {
+  if (block.handle == kZeroBytesHandle) return;
+  Index i = CheckedAllocatedBlock(block);
+  MarkFreeRequested(i);
+  FreeBlock(i);
+}
+
+void CachingAllocatorModel::FreeWithPendingStreams(const Block& block,
+                                                   std::vector<StreamId> pending) {
+  if (block.handle == kZeroBytesHandle) return;
+  Index i = CheckedAllocatedBlock(block);
+  std::erase(pending, blocks_[i].stream);
+  std::sort(pending.begin(), pending.end());
+  pending.erase(std::unique(pending.begin(), pending.end()), pending.end());
+  MarkFreeRequested(i);
+  if (pending.empty()) {
+    FreeBlock(i);
+    return;
+  }
+  blocks_[i].state = BlockState::kPendingFree;
+  pending_.push_back({i, std::move(pending)});
+}
+
+void CachingAllocatorModel::StreamSynchronized(StreamId stream) {
+  std::vector<Index> ready;
+  std::erase_if(pending_, [&](Pending& p) {
+    std::erase(p.streams, stream);
+    if (!p.streams.empty()) return false;
+    ready.push_back(p.block);
+    return true;
+  });
+  for (Index i : ready) FreeBlock(i);
+}
+
+void CachingAllocatorModel::SynchronizeAndFreeEvents() {
+  ++stats_.num_sync_all_streams;
+  std::vector<Pending> pending = std::move(pending_);
+  pending_.clear();
+  for (const Pending& p : pending) FreeBlock(p.block);
+}
+
+// free_requested: allocated drops now, whether or not the block can be reused yet.
+void CachingAllocatorModel::MarkFreeRequested(Index i) {
+  const BlockRec& b = blocks_[i];
+  Decrease(stats_.allocation, b.small_pool, 1);
+  Decrease(stats_.allocated_bytes, b.small_pool, Signed(b.size));
+  if (b.size >= conf_.max_split_size) DecreaseStat(stats_.oversize_allocations, 1);
+}
+
+// free_completed: the block merges with free neighbours and returns to its pool (§3.3).
+void CachingAllocatorModel::FreeBlock(Index i) {
+  const Bytes original_size = blocks_[i].size;
+  const Bytes requested = blocks_[i].requested;
+  const bool small_pool = blocks_[i].small_pool;
+  const bool track_split = !blocks_[i].expandable;
+  blocks_[i].state = BlockState::kFree;
+  blocks_[i].requested = 0;
+  Bytes absorbed_bytes = 0;
+  std::int64_t absorbed_count = 0;
+  i = MergeNeighbours(i, &absorbed_bytes, &absorbed_count);
+  Attach(i);
+  std::int64_t net_count = -absorbed_count;
+  std::int64_t net_bytes = -Signed(absorbed_bytes);
+  if (blocks_[i].is_split()) {
+    net_count += 1;
+    net_bytes += Signed(blocks_[i].size);
+  }
+  if (track_split) {
+    if (net_count > 0) Increase(stats_.inactive_split, small_pool, net_count);
+    if (net_count < 0) Decrease(stats_.inactive_split, small_pool, -net_count);
+    if (net_bytes > 0) Increase(stats_.inactive_split_bytes, small_pool, net_bytes);
+    if (net_bytes < 0) Decrease(stats_.inactive_split_bytes, small_pool, -net_bytes);
+  }
+  Decrease(stats_.active, small_pool, 1);
+  Decrease(stats_.active_bytes, small_pool, Signed(original_size));
+  Decrease(stats_.requested_bytes, small_pool, Signed(requested));
+}
+
+// ---- releasing cached memory (§2.5, §2.6, §3.7) ----
+
+void CachingAllocatorModel::ReleaseBlock(Index i) {
+  const BlockRec& b = blocks_[i];
+  BUCKETSIM_CHECK(b.state == BlockState::kFree && !b.expandable && !b.is_split());
+  Detach(i);
+  Decrease(stats_.segment, b.small_pool, 1);
+  Decrease(stats_.reserved_bytes, b.small_pool, Signed(b.size));
+  if (b.size >= conf_.max_split_size) DecreaseStat(stats_.oversize_segments, 1);
+  ++stats_.num_device_free;
+  DeleteSegment(b.segment);
+  DeleteBlock(i);
+}
+
+bool CachingAllocatorModel::ReleaseAvailableCachedBlocks(StreamId stream, bool small_pool,
+                                                         Bytes size) {
+  if (conf_.max_split_size == AllocConf::kUnlimited) return false;
+  FreeBlockIndex* index = FindFreeIndex(PoolOf(small_pool), stream);
+  if (index == nullptr) return false;
+  const Bytes key = std::max(size, conf_.max_split_size);
+  auto found = index->LowerBound(key);
+  if (found && !blocks_[index->At(*found).block].expandable) {
+    ReleaseBlock(index->At(*found).block);  // the smallest single block that is big enough
+    return true;
+  }
+  // Otherwise release oversize blocks of this stream, largest first, until key bytes are freed.
+  // Erasing an entry moves only entries after it, so the cursor to the one before stays valid.
+  Bytes released = 0;
+  for (auto cursor = found ? index->Prev(*found) : index->Last();
+       cursor && released < key && index->At(*cursor).size >= conf_.max_split_size;) {
+    const Index c = index->At(*cursor).block;
+    cursor = index->Prev(*cursor);
+    if (blocks_[c].expandable) continue;
+    released += blocks_[c].size;
+    ReleaseBlock(c);
+  }
+  return released >= key;
+}
+
+void CachingAllocatorModel::ReleaseCachedBlocks() {
+  SynchronizeAndFreeEvents();
+  ReleasePool(false);
+  ReleasePool(true);
+}
+
+void CachingAllocatorModel::ReleasePool(bool small_pool) {
+  std::vector<Index> to_unmap;
+  for (const FreeBlockIndex::Entry& entry : FreeEntries(PoolOf(small_pool))) {
+    if (blocks_[entry.block].expandable) {
+      to_unmap.push_back(entry.block);
+    } else if (!blocks_[entry.block].is_split()) {
+      ReleaseBlock(entry.block);
+    }
+  }
+  for (Index i : to_unmap) {
+    Index unmapped = UnmapBlock(i);
+    if (unmapped != kNone && !blocks_[unmapped].is_split()) ReleaseExpandableSegment(unmapped);
+  }
+}
+
+void CachingAllocatorModel::EmptyCache() { ReleaseCachedBlocks(); }
+
+void CachingAllocatorModel::GarbageCollectCachedBlocks() {
+  const Bytes threshold = static_cast<Bytes>(conf_.garbage_collection_threshold *
+                                             static_cast<double>(*capacity_bytes_));
+  const Bytes total = reserved_bytes();
+  if (total <= threshold) return;
+  const Bytes target = total - threshold;
+  Pool& pool = large_;
+  auto age = [&](Index j) { return pool.get_free_blocks_call_count - blocks_[j].gc_count_base; };
+  std::uint64_t total_age = 0;
+  std::int64_t freeable = 0;
+  for (const FreeBlockIndex::Entry& entry : FreeEntries(pool)) {
+    if (blocks_[entry.block].is_split()) continue;
+    total_age += age(entry.block);
+    ++freeable;
+  }
+  Bytes reclaimed = 0;
+  bool freed = true;
+  // Rounds release every block at least as old as the average, without stopping mid-round.
+  while (reclaimed < target && freed && freeable > 0) {
+    const double age_threshold = static_cast<double>(total_age) / static_cast<double>(freeable);
+    freed = false;
+    for (const FreeBlockIndex::Entry& entry : FreeEntries(pool)) {
+      const Index j = entry.block;
+      const BlockRec& b = blocks_[j];
+      if (b.is_split() || b.expandable || static_cast<double>(age(j)) < age_threshold) continue;
+      freed = true;
+      reclaimed += b.size;
+      total_age -= age(j);
+      --freeable;
+      ReleaseBlock(j);
+    }
+  }
+}
+
+Status CachingAllocatorModel::OutOfMemory(Bytes alloc_size) {
+  ++stats_.num_ooms;
+  const Bytes capacity = capacity_bytes_.value_or(0);
+  OomReport report{alloc_size, capacity, capacity - std::min(capacity, reserved_bytes()),
+                   allocated_bytes(), reserved_bytes() - allocated_bytes()};
+  last_oom_ = report;
+  return DeviceError(fmt::format(
+      "CUDA out of memory (simulated). Tried to allocate {}. Device has a total capacity of {} "
+      "of which {} is free. Of the allocated memory {} is allocated by PyTorch, and {} is "
+      "reserved by PyTorch but unallocated.",
+      FormatBytes(report.tried_to_allocate_bytes), FormatBytes(report.capacity_bytes),
+      FormatBytes(report.free_bytes), FormatBytes(report.allocated_bytes),
+      FormatBytes(report.reserved_unallocated_bytes)));
+}
+
+// ---- inspection ----
+
+void CachingAllocatorModel::ResetPeakStats() {
+  for (AllocatorStatArray* array :
+       {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
+        &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+        &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
+    ResetPeak(*array);
+  }
+  ResetPeak(stats_.oversize_allocations);
+  ResetPeak(stats_.oversize_segments);
+}
+
+CachingAllocatorStats CachingAllocatorModel::stats() const {
+  CachingAllocatorStats stats = stats_;
+  for (const Pool* pool : {&small_, &large_}) {
+    for (const auto& [stream, index] : pool->free) {
+      if (auto last = index.Last()) {
+        stats.largest_free_block_bytes =
+            std::max(stats.largest_free_block_bytes, index.At(*last).size);
+      }
+    }
+  }
+  return stats;
+}
+
+std::vector<SegmentSnapshot> CachingAllocatorModel::Snapshot() const {
+  std::vector<SegmentSnapshot> snapshot;
+  for (const SegmentRec& segment : segments_) {
+    if (!segment.live) continue;
+    const BlockRec& head = blocks_[segment.head];
+    SegmentSnapshot out{segment.address, segment.size,    head.stream,
+                        head.small_pool, head.expandable, {}};
+    for (Index i = segment.head; i != kNone; i = blocks_[i].next) {
+      const BlockRec& b = blocks_[i];
+      out.blocks.push_back({b.address, b.size, b.requested, b.state});
+    }
+    snapshot.push_back(std::move(out));
+  }
+  std::sort(
+      snapshot.begin(), snapshot.end(),
+      [](const SegmentSnapshot& a, const SegmentSnapshot& b) { return a.address < b.address; });
+  return snapshot;
+}
+
+}  // namespace bucketsim

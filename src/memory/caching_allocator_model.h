@@ -1,0 +1,246 @@
+// A simulation of PyTorch's CUDA caching allocator (reference/caching_allocator.md §1-§4), so a
+// replay can predict torch.cuda.memory_allocated / memory_reserved and fragmentation, not only
+// the bytes requested. The model owns a simulated device: segments (cudaMalloc'ed ranges, or with
+// expandable_segments one growing, page-mapped range per stream and pool) at monotonic virtual
+// addresses, tiled by blocks that are allocated, pending (freed but still in use by other
+// streams), free (cached) or unmapped. Requests are rounded, served best fit from the free blocks
+// of their own stream and pool, split and merged as PyTorch does; with a device capacity a
+// segment that does not fit first makes the model release cached memory and retry, then fail the
+// way torch.OutOfMemoryError does. Nothing here touches a real device.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "memory/alloc_conf.h"
+#include "memory/free_block_index.h"
+#include "memory/memory_model.h"
+
+namespace bucketsim {
+
+inline constexpr Bytes kSmallSize = 1 * kMiB;       // largest request served by the small pool
+inline constexpr Bytes kSmallBuffer = 2 * kMiB;     // small-pool segment and expandable page
+inline constexpr Bytes kLargeBuffer = 20 * kMiB;    // 1-10 MiB segment and large expandable page
+inline constexpr Bytes kMinLargeAlloc = 10 * kMiB;  // from here a request gets its own segment
+inline constexpr Bytes kRoundLarge = 2 * kMiB;      // rounding of those own segments
+
+// round_size (§1.2): the block size a request of `requested` bytes is handed.
+Bytes RoundSize(Bytes requested, const AllocConf& conf);
+// get_allocation_size (§1.4): the size of a new (non-expandable) segment for a rounded request.
+Bytes AllocationSize(Bytes rounded);
+
+// One counter as PyTorch keeps it: current value, its peak, and the running totals of
+// increases (allocated) and decreases (freed).
+struct AllocatorStat {
+  std::int64_t current = 0;
+  std::int64_t peak = 0;
+  std::int64_t allocated = 0;
+  std::int64_t freed = 0;
+};
+
+// memory_stats() keeps most counters three times: all pools, the small pool, the large pool.
+struct AllocatorStatArray {
+  AllocatorStat all;
+  AllocatorStat small_pool;
+  AllocatorStat large_pool;
+};
+
+// Field names are torch.cuda.memory_stats() key prefixes (§3.6), e.g. allocated_bytes.all.peak
+// is max_memory_allocated().
+struct CachingAllocatorStats {
+  AllocatorStatArray allocation;
+  AllocatorStatArray segment;
+  AllocatorStatArray active;
+  AllocatorStatArray inactive_split;
+  AllocatorStatArray allocated_bytes;
+  AllocatorStatArray reserved_bytes;
+  AllocatorStatArray active_bytes;
+  AllocatorStatArray inactive_split_bytes;
+  AllocatorStatArray requested_bytes;
+  AllocatorStat oversize_allocations;
+  AllocatorStat oversize_segments;
+  std::int64_t num_alloc_retries = 0;
+  std::int64_t num_ooms = 0;
+  std::int64_t num_sync_all_streams = 0;
+  std::int64_t num_device_alloc = 0;  // cudaMalloc calls and expandable page maps
+  std::int64_t num_device_free = 0;   // cudaFree calls and expandable page unmaps
+  // Not a memory_stats key: the largest cached free block (memory_snapshot), 0 if none.
+  Bytes largest_free_block_bytes = 0;
+};
+
+// The figures of the last OOM, as torch.OutOfMemoryError's message reports them.
+struct OomReport {
+  Bytes tried_to_allocate_bytes = 0;  // the segment size wanted (alloc_size), not the request
+  Bytes capacity_bytes = 0;
+  Bytes free_bytes = 0;                  // capacity - reserved
+  Bytes allocated_bytes = 0;             // allocated by PyTorch
+  Bytes reserved_unallocated_bytes = 0;  // reserved - allocated
+};
+
+enum class BlockState { kAllocated, kPendingFree, kFree, kUnmapped };
+
+// memory_snapshot()-like view of one segment, for tests and reports. An expandable segment is
+// listed whole (its unmapped ranges as kUnmapped blocks), not per mapped range.
+struct SegmentSnapshot {
+  Bytes address = 0;
+  Bytes total_size = 0;
+  StreamId stream = 0;
+  bool small_pool = false;
+  bool expandable = false;
+  struct BlockInfo {
+    Bytes address = 0;
+    Bytes size = 0;
+    Bytes requested_size = 0;  // 0 unless allocated or pending
+    BlockState state = BlockState::kFree;
+  };
+  std::vector<BlockInfo> blocks;  // in address order
+};
+
+class CachingAllocatorModel final : public MemoryModel {
+ public:
+  // capacity_bytes: the device memory the allocator may reserve. A segment (or expandable page
+  // map) that would take reserved bytes beyond it fails as cudaMalloc would; it is also the
+  // allowed maximum garbage_collection_threshold is a fraction of (§2.6). None means unlimited:
+  // Allocate never fails and garbage collection never runs.
+  explicit CachingAllocatorModel(AllocConf conf = {},
+                                 std::optional<Bytes> capacity_bytes = std::nullopt);
+
+  // Allocate(0) allocates nothing, as PyTorch returns a null pointer; its Block has this handle.
+  static constexpr std::uint64_t kZeroBytesHandle = ~std::uint64_t{0};
+
+  std::string_view name() const override { return "caching"; }
+  // Fails only with a capacity: a kDeviceError Status carrying PyTorch's OOM figures.
+  Result<Block> Allocate(Bytes requested, StreamId stream) override;
+  void Free(const Block& block) override;
+  Bytes allocated_bytes() const override;
+  Bytes reserved_bytes() const override;
+
+  // A free of a block other streams still use (tensor.record_stream, §3.3): allocated drops now;
+  // the block stays active and becomes reusable once every stream in `pending` is synchronized.
+  // Streams equal to the block's own stream are ignored, as record_stream ignores them.
+  void FreeWithPendingStreams(const Block& block, std::vector<StreamId> pending);
+  // All work queued on `stream` so far has completed.
+  void StreamSynchronized(StreamId stream);
+  // torch.cuda.empty_cache() (§3.7).
+  void EmptyCache();
+  // torch.cuda.reset_peak_memory_stats(): every peak becomes its current value.
+  void ResetPeakStats();
+
+  CachingAllocatorStats stats() const;
+  const std::optional<OomReport>& last_oom() const { return last_oom_; }
+  std::vector<SegmentSnapshot> Snapshot() const;
+  const AllocConf& conf() const { return conf_; }
+
+ private:
+  using Index = std::uint32_t;
+  static constexpr Index kNone = ~Index{0};
+
+  // The unmapped ranges of expandable segments are searched by (stream, address).
+  struct UnmappedKey {
+    StreamId stream;
+    Bytes address;
+    Index block;
+  };
+  struct UnmappedKeyLess {
+    bool operator()(const UnmappedKey& a, const UnmappedKey& b) const {
+      return a.stream != b.stream ? a.stream < b.stream : a.address < b.address;
+    }
+  };
+  using UnmappedSet = std::set<UnmappedKey, UnmappedKeyLess>;
+
+  struct BlockRec {
+    Bytes address = 0;
+    Bytes size = 0;
+    Bytes requested = 0;
+    std::uint64_t gc_count_base = 0;
+    UnmappedSet::iterator in_set;  // valid while kUnmapped
+    Index prev = kNone;
+    Index next = kNone;
+    Index segment = kNone;
+    StreamId stream = 0;
+    BlockState state = BlockState::kFree;
+    bool small_pool = false;
+    bool expandable = false;
+    bool is_split() const { return prev != kNone || next != kNone; }
+  };
+  struct SegmentRec {
+    Bytes address = 0;
+    Bytes size = 0;  // the virtual size for an expandable segment
+    Index head = kNone;
+    bool live = false;
+  };
+  struct Pool {
+    // Free blocks per stream, in stream order: a block is only reused by its own stream.
+    std::vector<std::pair<StreamId, FreeBlockIndex>> free;
+    UnmappedSet unmapped;
+    std::uint64_t get_free_blocks_call_count = 0;
+  };
+  struct Pending {
+    Index block;
+    std::vector<StreamId> streams;
+  };
+
+  Pool& PoolOf(bool small_pool) { return small_pool ? small_ : large_; }
+  Pool& PoolOf(const BlockRec& b) { return PoolOf(b.small_pool); }
+  bool GcEnabled() const;
+  static FreeBlockIndex* FindFreeIndex(Pool& pool, StreamId stream);
+  static FreeBlockIndex& FreeIndex(Pool& pool, StreamId stream);
+  // Every free block of the pool, all streams, in (stream, size, address) order.
+  static std::vector<FreeBlockIndex::Entry> FreeEntries(const Pool& pool);
+
+  Index NewBlock();
+  void DeleteBlock(Index i);
+  Index NewSegment(Bytes size, bool expandable);
+  void DeleteSegment(Index s);
+  void Attach(Index i);  // into the free or unmapped set, by state
+  void Detach(Index i);
+  // Absorbs neighbours in the same state; returns the surviving block (the lowest address) and
+  // adds the absorbed sizes to *absorbed_bytes, their count to *absorbed_count.
+  Index MergeNeighbours(Index i, Bytes* absorbed_bytes, std::int64_t* absorbed_count);
+  // Splits `size` bytes off the front of i; returns the new block holding the rest.
+  Index SplitFront(Index i, Bytes size);
+
+  Index GetFreeBlock(StreamId stream, bool small_pool, Bytes size);
+  Result<Index> AllocateSlow(StreamId stream, bool small_pool, Bytes size, Bytes alloc_size);
+  Index AllocBlock(StreamId stream, bool small_pool, Bytes size, Bytes alloc_size, bool is_retry);
+  Index TryAllocateExpandableBlock(StreamId stream, bool small_pool, Bytes size);
+  Index FindExpandableBlock(StreamId stream, bool small_pool, Bytes size);
+  Index MapBlock(Index i, Bytes size);
+  // Unmaps the whole pages inside free block i; returns the resulting unmapped block, if any.
+  Index UnmapBlock(Index i);
+  bool ShouldSplit(const BlockRec& b, Bytes size) const;
+  void AllocFoundBlock(Index i, Bytes size, Bytes requested, bool split);
+  void MarkFreeRequested(Index i);
+  void FreeBlock(Index i);
+  void ReleaseBlock(Index i);
+  void ReleaseExpandableSegment(Index i);
+  bool ReleaseAvailableCachedBlocks(StreamId stream, bool small_pool, Bytes size);
+  void ReleaseCachedBlocks();
+  void ReleasePool(bool small_pool);
+  void SynchronizeAndFreeEvents();
+  void GarbageCollectCachedBlocks();
+  Status OutOfMemory(Bytes alloc_size);
+  Index CheckedAllocatedBlock(const Block& block) const;
+
+  void Increase(AllocatorStatArray& stat, bool small_pool, std::int64_t amount);
+  void Decrease(AllocatorStatArray& stat, bool small_pool, std::int64_t amount);
+
+  AllocConf conf_;
+  std::optional<Bytes> capacity_bytes_;
+  std::vector<BlockRec> blocks_;
+  std::vector<Index> free_block_slots_;
+  std::vector<SegmentRec> segments_;
+  std::vector<Index> free_segment_slots_;
+  Pool small_;
+  Pool large_;
+  std::vector<Pending> pending_;
+  // Set nodes of mapped blocks, reused so mapping and unmapping allocate no memory.
+  std::vector<UnmappedSet::node_type> spare_nodes_;
+  Bytes next_address_;
+  CachingAllocatorStats stats_;
+  std::optional<OomReport> last_oom_;
+};
+
+}  // namespace bucketsim
