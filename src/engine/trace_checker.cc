@@ -50,6 +50,13 @@ Status TraceChecker::Check(Event& event) {
       unflushed_requests_ = 0;
       return Status::Ok();
     case EventKind::kZeroGrad:
+      // Requests still in a bucket deliver their gradients at the flush, after this zero_grad.
+      if (unflushed_requests_ > 0) {
+        return InvalidTrace(fmt::format(
+            "event {}: zero_grad while {} reduce-scatter request(s) since event {} are not "
+            "flushed",
+            event.index, unflushed_requests_, first_unflushed_));
+      }
       if (event.set_to_none) holds_grad_.assign(holds_grad_.size(), false);
       return Status::Ok();
   }

@@ -102,6 +102,12 @@ TEST(TraceChecker, RejectsAViewIntoAParameterThatStillHoldsAGradient) {
   EXPECT_TRUE(Check(cleared).ok());
 }
 
+TEST(TraceChecker, RejectsZeroGradBeforeTheFlush) {
+  TraceBuilder t = WithOneParam();
+  t.Phase(Phase::kBackward).Rs(0, 0, 1, DType::kFloat32, 1000).ZeroGrad().Flush();
+  ExpectInvalid(t, "event 2: zero_grad while 1 reduce-scatter request(s) since event 1");
+}
+
 TEST(TraceChecker, RejectsIterationsOutOfOrder) {
   TraceBuilder t(1);
   t.Iteration(1).Iteration(1);
