@@ -88,7 +88,8 @@ int RunCheck(const CheckFlags& flags, const CommandContext& context) {
   if (!flags.replay.json_path.empty()) {
     Result<ReportContext> report_context = ContextFor(context, flags.replay.trace);
     if (!report_context.ok()) return ReportError(report_context.status());
-    Status written = WriteJsonFile(flags.replay.json_path, ReportToJson(*outcome, *report_context));
+    Status written =
+        WriteTextFile(flags.replay.json_path, ReportJsonText(*outcome, *report_context));
     if (!written.ok()) return ReportError(written);
   }
   for (const std::string& line : lines) std::printf("%s\n", line.c_str());

@@ -25,12 +25,12 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
   // The JSON document is built only when it is asked for: on a long trace it is the largest
   // thing the command makes (every mark sample and every collective of every policy).
   if (!replay.json_path.empty() || flags.format == "json") {
-    nlohmann::ordered_json report = ReportToJson(*outcome, *report_context);
+    std::string report = ReportJsonText(*outcome, *report_context);
     if (!replay.json_path.empty()) {
-      Status written = WriteJsonFile(replay.json_path, report);
+      Status written = WriteTextFile(replay.json_path, report);
       if (!written.ok()) return ReportError(written);
     }
-    if (flags.format == "json") std::printf("%s\n", report.dump(2).c_str());
+    if (flags.format == "json") std::fwrite(report.data(), 1, report.size(), stdout);
   }
   if (flags.format == "markdown") {
     std::printf("%s", FormatMarkdownReport(*outcome, *report_context).c_str());

@@ -7,17 +7,18 @@
 
 #include <fmt/format.h>
 
+#include "report/json_writer.h"
+
 namespace bucketsim {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-Json CategoriesToJson(const CategoryBytes& bytes) {
-  Json out = Json::object();
+void WriteCategories(JsonWriter& w, std::string_view key, const CategoryBytes& bytes) {
+  w.Key(key);
+  w.BeginObject();
   for (int c = 0; c < kNumCategories; ++c) {
-    out[std::string(CategoryName(static_cast<Category>(c)))] = bytes[c];
+    w.Field(CategoryName(static_cast<Category>(c)), bytes[c]);
   }
-  return out;
+  w.EndObject();
 }
 
 Bytes SumIf(const CategoryBytes& bytes, bool (*predicate)(Category)) {
@@ -28,118 +29,164 @@ Bytes SumIf(const CategoryBytes& bytes, bool (*predicate)(Category)) {
   return total;
 }
 
-Json ContextToJson(const ReportContext& context) {
-  return {{"tool", "bucketsim"},
-          {"tool_version", context.tool_version},
-          {"git_sha", context.git_sha},
-          {"backend", context.backend},
-          {"memory_model", context.memory_model},
-          {"argv", context.argv},
-          {"host", context.host},
-          {"trace_path", context.trace_path},
-          {"trace_name", context.trace_name},
-          {"trace_digest", context.trace_digest}};
+void WriteContext(JsonWriter& w, const ReportContext& context) {
+  w.Key("context");
+  w.BeginObject();
+  w.Field("tool", "bucketsim");
+  w.Field("tool_version", context.tool_version);
+  w.Field("git_sha", context.git_sha);
+  w.Field("backend", context.backend);
+  w.Field("memory_model", context.memory_model);
+  w.Key("argv");
+  w.BeginArray();
+  for (const std::string& arg : context.argv) w.String(arg);
+  w.EndArray();
+  w.Field("host", context.host);
+  w.Field("trace_path", context.trace_path);
+  w.Field("trace_name", context.trace_name);
+  w.Field("trace_digest", context.trace_digest);
+  w.EndObject();
 }
 
-Json TraceToJson(const ReplayOutcome& outcome) {
+void WriteTrace(JsonWriter& w, const ReplayOutcome& outcome) {
   const TraceHeader& h = outcome.header;
   std::size_t params = 0;
   for (const FsdpInstance& instance : h.fsdp) params += instance.params.size();
-  return {{"schema_version", h.schema_version},
-          {"description", h.description},
-          {"world_size", h.world_size},
-          {"rank", h.rank},
-          {"bucket_cap_mb", h.bucket_cap_mb},
-          {"events", outcome.summary.events},
-          {"iterations", outcome.summary.iterations},
-          {"fsdp_instances", h.fsdp.size()},
-          {"params", params},
-          {"process_groups", h.groups.size()},
-          {"compute_us", outcome.summary.compute_us}};
+  w.Key("trace");
+  w.BeginObject();
+  w.Field("schema_version", h.schema_version);
+  w.Field("description", h.description);
+  w.Field("world_size", h.world_size);
+  w.Field("rank", h.rank);
+  w.Field("bucket_cap_mb", h.bucket_cap_mb);
+  w.Field("events", outcome.summary.events);
+  w.Field("iterations", outcome.summary.iterations);
+  w.Field("fsdp_instances", h.fsdp.size());
+  w.Field("params", params);
+  w.Field("process_groups", h.groups.size());
+  w.Field("compute_us", outcome.summary.compute_us);
+  w.EndObject();
+}
+
+void WritePeak(JsonWriter& w, const PeakInfo& peak) {
+  w.Key("peak");
+  w.BeginObject();
+  w.Field("event_index", peak.event_index);
+  w.Field("iteration", peak.iteration);
+  w.Field("phase", PhaseName(peak.phase));
+  WriteCategories(w, "by_category", peak.by_category);
+  w.Key("largest");
+  w.BeginArray();
+  for (const LiveAllocation& a : peak.largest) {
+    w.BeginObject();
+    w.Field("category", CategoryName(a.category));
+    w.Field("bytes", a.bytes);
+    w.Field("what", a.what);
+    w.Field("since_event", a.since);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+void WriteMarks(JsonWriter& w, const std::vector<MarkSample>& marks) {
+  w.Key("marks");
+  w.BeginArray();
+  for (const MarkSample& m : marks) {
+    w.BeginObject();
+    w.Field("name", m.name);
+    w.Field("iteration", m.iteration);
+    w.Field("event_index", m.event_index);
+    w.Field("allocated_bytes", m.allocated_bytes);
+    w.Field("reserved_bytes", m.reserved_bytes);
+    WriteCategories(w, "by_category", m.by_category);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void WritePhases(JsonWriter& w, const std::vector<PhaseStats>& phases) {
+  w.Key("phases");
+  w.BeginArray();
+  for (const PhaseStats& p : phases) {
+    w.BeginObject();
+    w.Field("iteration", p.iteration);
+    w.Field("phase", PhaseName(p.phase));
+    w.Field("first_event", p.first_event);
+    w.Field("start_bytes", p.start_bytes);
+    w.Field("peak_bytes", p.peak_bytes);
+    w.Field("end_bytes", p.end_bytes);
+    w.Field("compute_us", p.compute_us);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void WriteCollectives(JsonWriter& w, const std::vector<CollectiveRecord>& collectives) {
+  w.Key("collectives");
+  w.BeginArray();
+  for (const CollectiveRecord& c : collectives) {
+    w.BeginObject();
+    w.Field("kind", CollectiveKindName(c.kind));
+    w.Field("group", c.group);
+    w.Field("group_size", c.group_size);
+    w.Field("dtype", DTypeName(c.dtype));
+    w.Field("input_numel", c.input_numel);
+    w.Field("output_numel", c.output_numel);
+    w.Field("requests", c.requests);
+    w.Field("event_index", c.event_index);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void WriteRun(JsonWriter& w, const RunResult& run) {
+  w.BeginObject();
+  w.Field("policy", run.policy);
+  w.Field("canonical", run.canonical);
+  w.Field("bucket_cap_mb", run.bucket_cap_mb);
+  w.Field("memory_model", run.memory_model);
+  w.Field("peak_allocated_bytes", run.peak.allocated_bytes);
+  w.Field("peak_reserved_bytes", run.peak.reserved_bytes);
+  w.Field("bucket_bytes_at_peak", SumIf(run.peak.by_category, &IsBucketCategory));
+  w.Field("policy_bytes_at_peak", SumIf(run.peak.by_category, &IsPolicyCategory));
+  w.Field("peak_bucket_bytes", run.peak_bucket_bytes);
+  w.Field("final_allocated_bytes", run.final_allocated_bytes);
+  WritePeak(w, run.peak);
+  w.Field("buckets", run.counters.buckets);
+  w.Field("flushes", run.counters.flushes);
+  w.Field("bypassed_requests", run.counters.bypasses);
+  w.Field("bucketed_requests", run.counters.bucketed);
+  w.Field("compute_us", run.compute_us);
+  WriteMarks(w, run.marks);
+  WritePhases(w, run.phases);
+  WriteCollectives(w, run.collectives);
+  w.EndObject();
 }
 
 }  // namespace
 
-Json RunResultToJson(const RunResult& run) {
-  Json largest = Json::array();
-  for (const LiveAllocation& a : run.peak.largest) {
-    largest.push_back({{"category", CategoryName(a.category)},
-                       {"bytes", a.bytes},
-                       {"what", a.what},
-                       {"since_event", a.since}});
-  }
-  Json marks = Json::array();
-  for (const MarkSample& m : run.marks) {
-    marks.push_back({{"name", m.name},
-                     {"iteration", m.iteration},
-                     {"event_index", m.event_index},
-                     {"allocated_bytes", m.allocated_bytes},
-                     {"reserved_bytes", m.reserved_bytes},
-                     {"by_category", CategoriesToJson(m.by_category)}});
-  }
-  Json phases = Json::array();
-  for (const PhaseStats& p : run.phases) {
-    phases.push_back({{"iteration", p.iteration},
-                      {"phase", PhaseName(p.phase)},
-                      {"first_event", p.first_event},
-                      {"start_bytes", p.start_bytes},
-                      {"peak_bytes", p.peak_bytes},
-                      {"end_bytes", p.end_bytes},
-                      {"compute_us", p.compute_us}});
-  }
-  Json collectives = Json::array();
-  for (const CollectiveRecord& c : run.collectives) {
-    collectives.push_back({{"kind", CollectiveKindName(c.kind)},
-                           {"group", c.group},
-                           {"group_size", c.group_size},
-                           {"dtype", DTypeName(c.dtype)},
-                           {"input_numel", c.input_numel},
-                           {"output_numel", c.output_numel},
-                           {"requests", c.requests},
-                           {"event_index", c.event_index}});
-  }
-  return {{"policy", run.policy},
-          {"canonical", run.canonical},
-          {"bucket_cap_mb", run.bucket_cap_mb},
-          {"memory_model", run.memory_model},
-          {"peak_allocated_bytes", run.peak.allocated_bytes},
-          {"peak_reserved_bytes", run.peak.reserved_bytes},
-          {"bucket_bytes_at_peak", SumIf(run.peak.by_category, &IsBucketCategory)},
-          {"policy_bytes_at_peak", SumIf(run.peak.by_category, &IsPolicyCategory)},
-          {"peak_bucket_bytes", run.peak_bucket_bytes},
-          {"final_allocated_bytes", run.final_allocated_bytes},
-          {"peak",
-           {{"event_index", run.peak.event_index},
-            {"iteration", run.peak.iteration},
-            {"phase", PhaseName(run.peak.phase)},
-            {"by_category", CategoriesToJson(run.peak.by_category)},
-            {"largest", largest}}},
-          {"buckets", run.counters.buckets},
-          {"flushes", run.counters.flushes},
-          {"bypassed_requests", run.counters.bypasses},
-          {"bucketed_requests", run.counters.bucketed},
-          {"compute_us", run.compute_us},
-          {"marks", marks},
-          {"phases", phases},
-          {"collectives", collectives}};
+std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("schema_version", kReportSchemaVersion);
+  WriteContext(w, context);
+  WriteTrace(w, outcome);
+  w.Key("policies");
+  w.BeginArray();
+  for (const RunResult& run : outcome.runs) WriteRun(w, run);
+  w.EndArray();
+  w.EndObject();
+  return w.Finish();
 }
 
-Json ReportToJson(const ReplayOutcome& outcome, const ReportContext& context) {
-  Json policies = Json::array();
-  for (const RunResult& run : outcome.runs) policies.push_back(RunResultToJson(run));
-  return {{"schema_version", kReportSchemaVersion},
-          {"context", ContextToJson(context)},
-          {"trace", TraceToJson(outcome)},
-          {"policies", policies}};
-}
-
-Status WriteJsonFile(const std::string& path, const Json& report) {
+Status WriteTextFile(const std::string& path, std::string_view text) {
   std::filesystem::path target(path);
   std::error_code ec;
   if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return IoError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-  out << report.dump(2) << '\n';
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
   out.close();
   if (!out) return IoError(fmt::format("cannot write '{}'", path));
   return Status::Ok();

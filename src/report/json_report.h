@@ -1,20 +1,20 @@
 // The JSON report: schema_version, the context block, a summary of the trace, and per policy
 // every figure the replay produced (reports/README.md documents each field, reports/
 // report-v1.schema.json validates it). Field names carry units (`_bytes`, `_us`, `_numel`).
+// The text is streamed by a JsonWriter: a report of a multi-million-event trace is large.
 #pragma once
 
 #include <string>
-
-#include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "engine/replay_policies.h"
 #include "report/report_context.h"
 
 namespace bucketsim {
 
-nlohmann::ordered_json RunResultToJson(const RunResult& run);
-nlohmann::ordered_json ReportToJson(const ReplayOutcome& outcome, const ReportContext& context);
-// Writes `report` indented, with a final newline; creates missing parent directories.
-Status WriteJsonFile(const std::string& path, const nlohmann::ordered_json& report);
+// The whole report, indented by two spaces, with a final newline.
+std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context);
+// Writes `text` to `path`, creating missing parent directories.
+Status WriteTextFile(const std::string& path, std::string_view text);
 
 }  // namespace bucketsim

@@ -1,0 +1,65 @@
+// A streaming JSON writer for reports: values go straight into a string as they are produced,
+// indented by two spaces like nlohmann's dump(2), so a report of millions of collectives costs
+// its text and nothing more (a DOM of it cost ten times the memory and most of the run time).
+// Misuse (a value where a key is due, unbalanced ends) is a bug and fails a BUCKETSIM_CHECK.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bucketsim {
+
+class JsonWriter {
+ public:
+  void BeginObject() { Open('{', /*object=*/true); }
+  void EndObject() { Close('}'); }
+  void BeginArray() { Open('[', /*object=*/false); }
+  void EndArray() { Close(']'); }
+  void Key(std::string_view key);
+
+  void String(std::string_view value);
+  void Uint(std::uint64_t value);
+  void Int(std::int64_t value);
+  // Shortest round-trip digits, always with a '.' or an exponent so it reads back as a float.
+  void Double(double value);
+  void Bool(bool value);
+
+  template <typename T>
+  void Field(std::string_view key, const T& value) {
+    Key(key);
+    Value(value);
+  }
+  void Value(std::string_view v) { String(v); }
+  void Value(const std::string& v) { String(v); }
+  void Value(const char* v) { String(v); }
+  void Value(double v) { Double(v); }
+  void Value(bool v) { Bool(v); }
+  void Value(int v) { Int(v); }
+  void Value(unsigned v) { Uint(v); }
+  void Value(unsigned long v) { Uint(v); }
+  void Value(unsigned long long v) { Uint(v); }
+  void Value(long v) { Int(v); }
+  void Value(long long v) { Int(v); }
+
+  // The document, with a final newline; every object and array must be closed.
+  std::string Finish();
+
+ private:
+  struct Level {
+    bool object;
+    bool empty = true;
+  };
+  void BeforeValue();
+  void Open(char bracket, bool object);
+  void Close(char bracket);
+  void NewLine();
+  void WriteEscaped(std::string_view value);  // a JSON string literal, UTF-8 passed through
+
+  std::string out_;
+  std::vector<Level> levels_;
+  bool key_pending_ = false;
+};
+
+}  // namespace bucketsim
