@@ -16,12 +16,14 @@ namespace {
 struct CheckFlags {
   ReplayFlags replay;
   std::string max_peak_allocated;
+  std::string max_peak_reserved;
   std::vector<std::string> max_at_mark;
 };
 
 struct Budget {
   std::string what;
-  std::optional<std::string> mark;  // unset: the peak
+  std::optional<std::string> mark;  // unset: a peak
+  bool reserved = false;            // the peak of reserved, not of allocated, memory
   Bytes limit = 0;
 };
 
@@ -31,7 +33,14 @@ Result<std::vector<Budget>> ParseBudgets(const CheckFlags& flags) {
     Result<Bytes> limit = ParseSize(flags.max_peak_allocated);
     if (!limit.ok())
       return Status(limit.status().code(), "--max-peak-allocated: " + limit.status().message());
-    budgets.push_back({"peak allocated", std::nullopt, *limit});
+    budgets.push_back({"peak allocated", std::nullopt, false, *limit});
+  }
+  if (!flags.max_peak_reserved.empty()) {
+    Result<Bytes> limit = ParseSize(flags.max_peak_reserved);
+    if (!limit.ok()) {
+      return Status(limit.status().code(), "--max-peak-reserved: " + limit.status().message());
+    }
+    budgets.push_back({"peak reserved", std::nullopt, true, *limit});
   }
   for (const std::string& item : flags.max_at_mark) {
     std::size_t eq = item.rfind('=');
@@ -42,17 +51,18 @@ Result<std::vector<Budget>> ParseBudgets(const CheckFlags& flags) {
     if (!limit.ok())
       return Status(limit.status().code(), "--max-at-mark: " + limit.status().message());
     std::string mark = item.substr(0, eq);
-    budgets.push_back({fmt::format("allocated at mark '{}'", mark), mark, *limit});
+    budgets.push_back({fmt::format("allocated at mark '{}'", mark), mark, false, *limit});
   }
   if (budgets.empty()) {
-    return InvalidArgument("no budget given: use --max-peak-allocated and/or --max-at-mark");
+    return InvalidArgument(
+        "no budget given: use --max-peak-allocated, --max-peak-reserved and/or --max-at-mark");
   }
   return budgets;
 }
 
 // The figure a budget is about; a mark that never occurs cannot be checked.
 Result<Bytes> Measure(const Budget& budget, const RunResult& run) {
-  if (!budget.mark) return run.peak.allocated_bytes;
+  if (!budget.mark) return budget.reserved ? run.peak.reserved_bytes : run.peak.allocated_bytes;
   std::optional<Bytes> most;
   for (const MarkSample& sample : run.marks) {
     if (sample.name == *budget.mark) most = std::max(most.value_or(0), sample.allocated_bytes);
@@ -86,7 +96,7 @@ int RunCheck(const CheckFlags& flags, const CommandContext& context) {
                                 budget.limit));
   }
   if (!flags.replay.json_path.empty()) {
-    Result<ReportContext> report_context = ContextFor(context, flags.replay.trace);
+    Result<ReportContext> report_context = ContextFor(context, flags.replay);
     if (!report_context.ok()) return ReportError(report_context.status());
     Status written =
         WriteTextFile(flags.replay.json_path, ReportJsonText(*outcome, *report_context));
@@ -104,6 +114,9 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
   AddReplayFlags(command, flags->replay);
   command.add_option("--max-peak-allocated", flags->max_peak_allocated,
                      "Budget for the peak of allocated memory (SIZE: 40GiB, 512MB, 1.5GiB, ...)");
+  command.add_option("--max-peak-reserved", flags->max_peak_reserved,
+                     "Budget for the peak of reserved memory (what the caching allocator holds "
+                     "from the device; with --allocator exact it equals allocated)");
   command.add_option("--max-at-mark", flags->max_at_mark,
                      "Budget at a named mark, NAME=SIZE; the largest value over all iterations "
                      "counts (repeatable)");

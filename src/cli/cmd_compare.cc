@@ -17,7 +17,7 @@ struct CompareFlags {
 int RunCompare(const CompareFlags& flags, const CommandContext& context) {
   ReplayFlags replay = flags.replay;
   if (replay.trace.empty()) replay.trace = DefaultTracePath();
-  Result<ReportContext> report_context = ContextFor(context, replay.trace);
+  Result<ReportContext> report_context = ContextFor(context, replay);
   if (!report_context.ok()) return ReportError(report_context.status());
   Result<ReplayOutcome> outcome = RunReplays(replay, DefaultPolicies());
   if (!outcome.ok()) return ReportError(outcome.status());
@@ -35,10 +35,11 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
   if (flags.format == "markdown") {
     std::printf("%s", FormatMarkdownReport(*outcome, *report_context).c_str());
   } else if (flags.format == "table") {
-    std::printf("%s: world size %d, %llu events, %llu iteration(s), memory model exact\n\n%s",
+    std::printf("%s: world size %d, %llu events, %llu iteration(s), memory model %s\n\n%s",
                 report_context->trace_name.c_str(), outcome->header.world_size,
                 static_cast<unsigned long long>(outcome->summary.events),
                 static_cast<unsigned long long>(outcome->summary.iterations),
+                report_context->memory_model.c_str(),
                 RenderText(BuildComparisonTable(*outcome)).c_str());
     if (!replay.json_path.empty()) std::printf("\nreport: %s\n", replay.json_path.c_str());
   }

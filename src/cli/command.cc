@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/size_format.h"
 #include "io/trace_reader.h"
 
 namespace bucketsim {
@@ -29,6 +30,18 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags) {
           },
           "FINITE"));
   command.add_option("--json", flags.json_path, "Also write the JSON report to FILE");
+  command
+      .add_option("--allocator", flags.allocator,
+                  "Memory model: caching (PyTorch's CUDA caching allocator: reserved memory, "
+                  "fragmentation) or exact (requests rounded to 512 B, a lower bound)")
+      ->check(CLI::IsMember({"caching", "exact"}))
+      ->capture_default_str();
+  command.add_option("--alloc-conf", flags.alloc_conf,
+                     "Caching allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax, e.g. "
+                     "'expandable_segments:True,max_split_size_mb:128'");
+  command.add_option("--device-memory", flags.device_memory,
+                     "Device capacity (SIZE, e.g. 80GiB): the caching allocator frees its cache "
+                     "and retries when a segment does not fit, then fails with an OOM");
 }
 
 Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
@@ -41,15 +54,27 @@ Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
     request.policies.push_back(*spec);
   }
   if (request.policies.empty()) request.policies = default_policies;
+  MemoryModelOptions memory{flags.allocator, flags.alloc_conf, std::nullopt};
+  if (!flags.device_memory.empty()) {
+    Result<Bytes> capacity = ParseSize(flags.device_memory);
+    if (!capacity.ok()) {
+      return Status(capacity.status().code(), "--device-memory: " + capacity.status().message());
+    }
+    memory.device_memory = *capacity;
+  }
+  Result<MemoryModelFactory> factory = MakeMemoryModelFactory(memory);
+  if (!factory.ok()) return factory.status();
+  request.make_memory_model = *factory;
   const std::string& path = flags.trace;
   return ReplayPolicies(
       [&path](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); },
       request);
 }
 
-Result<ReportContext> ContextFor(const CommandContext& context, const std::string& trace) {
+Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlags& flags) {
   ReportContext report = MakeReportContext(context.argv);
-  BUCKETSIM_RETURN_IF_ERROR(DescribeTrace(trace, report));
+  report.memory_model = flags.allocator;
+  BUCKETSIM_RETURN_IF_ERROR(DescribeTrace(flags.trace, report));
   return report;
 }
 

@@ -43,6 +43,9 @@ struct ReplayFlags {
   std::vector<std::string> policies;
   std::optional<double> bucket_cap_mb;
   std::string json_path;
+  std::string allocator = "caching";
+  std::string alloc_conf;
+  std::string device_memory;  // SIZE; empty: unlimited
 };
 void AddTraceArgument(CLI::App& command, std::string& trace, bool required);
 void AddReplayFlags(CLI::App& command, ReplayFlags& flags);
@@ -50,8 +53,8 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags);
 // Parses the policies, reads the trace once and replays it under each of them.
 Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
                                  const std::vector<PolicySpec>& default_policies);
-// The context block of a report about `trace`.
-Result<ReportContext> ContextFor(const CommandContext& context, const std::string& trace);
+// The context block of a report about `trace` replayed with `flags`.
+Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlags& flags);
 
 // Prints "bucketsim: error: <message>" on stderr and returns kExitError.
 int ReportError(const Status& status);

@@ -39,17 +39,25 @@ void MemoryLedger::Move(Category from, Category to, Bytes bytes) {
   }
 }
 
-void MemoryLedger::BeginPhase(Phase phase, EventIndex at) {
+void MemoryLedger::BeginPhase(Phase phase, EventIndex at, Bytes reserved) {
   phases_.back().end_bytes = current_;
-  phases_.push_back({iteration_, phase, at, current_, current_, current_, 0.0});
+  phases_.push_back({iteration_, phase, at, current_, current_, current_, reserved, 0.0});
 }
 
 void MemoryLedger::Mark(std::string name, EventIndex at, Bytes reserved) {
   marks_.push_back({std::move(name), iteration_, at, current_, reserved, by_category_});
 }
 
-void MemoryLedger::RecordPeakAllocations(std::vector<LiveAllocation> largest) {
+void MemoryLedger::ObserveReserved(Bytes reserved) {
+  peak_.reserved_bytes = std::max(peak_.reserved_bytes, reserved);
+  PhaseStats& phase = phases_.back();
+  phase.peak_reserved_bytes = std::max(phase.peak_reserved_bytes, reserved);
+}
+
+void MemoryLedger::RecordPeakAllocations(std::vector<LiveAllocation> largest,
+                                         std::optional<FragmentationInfo> fragmentation) {
   peak_.largest = std::move(largest);
+  peak_.fragmentation = std::move(fragmentation);
   peak_unrecorded_ = false;
 }
 

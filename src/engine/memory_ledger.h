@@ -15,19 +15,19 @@ class MemoryLedger {
   void Charge(Category category, Bytes bytes, EventIndex at);
   void Discharge(Category category, Bytes bytes);
   void Move(Category from, Category to, Bytes bytes);
-  void ObserveReserved(Bytes reserved) {
-    if (reserved > peak_.reserved_bytes) peak_.reserved_bytes = reserved;
-  }
+  void ObserveReserved(Bytes reserved);
 
   void SetIteration(std::uint64_t iteration) { iteration_ = iteration; }
-  void BeginPhase(Phase phase, EventIndex at);
+  // `reserved`: the memory model's reserved bytes as the phase begins.
+  void BeginPhase(Phase phase, EventIndex at, Bytes reserved);
   void AddCompute(Micros duration) { phases_.back().compute_us += duration; }
   void Mark(std::string name, EventIndex at, Bytes reserved);
 
   // True from the moment a new peak is reached until the owner has recorded what is alive at
   // it (it must, before the first decrease, while the peak's allocations are still all live).
   bool peak_unrecorded() const { return peak_unrecorded_; }
-  void RecordPeakAllocations(std::vector<LiveAllocation> largest);
+  void RecordPeakAllocations(std::vector<LiveAllocation> largest,
+                             std::optional<FragmentationInfo> fragmentation);
 
   Bytes current_bytes() const { return current_; }
   const CategoryBytes& current_by_category() const { return by_category_; }

@@ -38,7 +38,7 @@ Status Replay::OnEvent(const Event& event) {
       ledger_.SetIteration(event.id);
       return Status::Ok();
     case EventKind::kPhase:
-      ledger_.BeginPhase(event.phase, event.index);
+      ledger_.BeginPhase(event.phase, event.index, memory_->reserved_bytes());
       return Status::Ok();
     case EventKind::kAlloc:
       return AllocateTrace(event);
@@ -207,7 +207,7 @@ void Replay::RecordPeakIfNeeded() {
             : fmt::format("trace alloc id {}", a.trace_id);
     largest.push_back({a.category, a.block.charged, std::move(what), a.since});
   }
-  ledger_.RecordPeakAllocations(std::move(largest));
+  ledger_.RecordPeakAllocations(std::move(largest), memory_->Fragmentation());
 }
 
 }  // namespace bucketsim

@@ -16,7 +16,9 @@ class PolicyFanout final : public EventSink {
     for (const PolicySpec& spec : request_.policies) {
       replays_.push_back(std::make_unique<Replay>(
           spec, ResolveBucketCap(spec, request_.bucket_cap_mb, header),
-          std::make_unique<ExactMemoryModel>(), std::make_unique<SimBackend>(), request_.options));
+          request_.make_memory_model ? request_.make_memory_model()
+                                     : std::make_unique<ExactMemoryModel>(),
+          std::make_unique<SimBackend>(), request_.options));
       BUCKETSIM_RETURN_IF_ERROR(replays_.back()->OnHeader(header));
     }
     return Status::Ok();

@@ -11,6 +11,7 @@
 #include "core/event_sink.h"
 #include "engine/replay.h"
 #include "engine/trace_checker.h"
+#include "memory/make_memory_model.h"
 
 namespace bucketsim {
 
@@ -20,6 +21,8 @@ using TraceSource = std::function<Status(TraceHeader& header, EventSink& sink)>;
 
 struct ReplayRequest {
   std::vector<PolicySpec> policies;
+  // Unset: the exact model.
+  MemoryModelFactory make_memory_model;
   // --bucket-cap-mb: overrides the trace's cap for every policy that does not fix its own.
   std::optional<double> bucket_cap_mb;
   ReplayOptions options;

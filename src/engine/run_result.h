@@ -10,6 +10,7 @@
 #include "core/category.h"
 #include "core/collective_record.h"
 #include "core/event.h"
+#include "memory/memory_model.h"
 #include "policy/bucket_policy.h"
 
 namespace bucketsim {
@@ -31,6 +32,8 @@ struct PeakInfo {
   Phase phase = Phase::kInit;
   CategoryBytes by_category{};
   std::vector<LiveAllocation> largest;  // the largest allocations alive at the peak
+  // Where reserved-but-unallocated memory sat at the allocated peak (caching model only).
+  std::optional<FragmentationInfo> fragmentation;
 };
 
 // One stretch of the trace between two phase markers.
@@ -41,6 +44,7 @@ struct PhaseStats {
   Bytes start_bytes = 0;
   Bytes peak_bytes = 0;
   Bytes end_bytes = 0;
+  Bytes peak_reserved_bytes = 0;
   Micros compute_us = 0;
 };
 

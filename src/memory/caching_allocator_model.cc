@@ -1,5 +1,7 @@
 #include "memory/caching_allocator_model.h"
 
+#include <map>
+
 #include <algorithm>
 #include <bit>
 
@@ -710,6 +712,28 @@ std::vector<SegmentSnapshot> CachingAllocatorModel::Snapshot() const {
       snapshot.begin(), snapshot.end(),
       [](const SegmentSnapshot& a, const SegmentSnapshot& b) { return a.address < b.address; });
   return snapshot;
+}
+
+std::optional<FragmentationInfo> CachingAllocatorModel::Fragmentation() const {
+  CachingAllocatorStats now = stats();
+  FragmentationInfo info;
+  info.reserved_minus_allocated_bytes = reserved_bytes() - allocated_bytes();
+  info.inactive_split_bytes = static_cast<Bytes>(now.inactive_split_bytes.all.current);
+  info.largest_free_block_bytes = now.largest_free_block_bytes;
+  std::map<std::pair<StreamId, bool>, FragmentationInfo::Segments> by_key;
+  for (const SegmentSnapshot& segment : Snapshot()) {
+    // Ordered by stream, then the large pool before the small one.
+    FragmentationInfo::Segments& entry = by_key[{segment.stream, !segment.small_pool}];
+    entry.stream = segment.stream;
+    entry.small_pool = segment.small_pool;
+    ++entry.count;
+    // Mapped bytes: an expandable segment's unmapped tail is address space, not memory.
+    for (const SegmentSnapshot::BlockInfo& block : segment.blocks) {
+      if (block.state != BlockState::kUnmapped) entry.bytes += block.size;
+    }
+  }
+  for (const auto& [key, entry] : by_key) info.segments.push_back(entry);
+  return info;
 }
 
 }  // namespace bucketsim

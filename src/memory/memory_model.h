@@ -6,7 +6,9 @@
 // engine and the policies do not change when it is selected.
 #pragma once
 
+#include <optional>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "core/units.h"
@@ -18,6 +20,20 @@ struct Block {
   Bytes charged = 0;         // bytes counted as allocated while the block is live
 };
 
+// Where reserved memory that is not allocated sits, at one moment (models with a cache only).
+struct FragmentationInfo {
+  struct Segments {
+    StreamId stream = 0;
+    bool small_pool = false;
+    std::uint64_t count = 0;
+    Bytes bytes = 0;
+  };
+  Bytes reserved_minus_allocated_bytes = 0;
+  Bytes inactive_split_bytes = 0;      // free pieces of split blocks (memory_stats inactive_split)
+  Bytes largest_free_block_bytes = 0;  // the largest request that fits without a new segment
+  std::vector<Segments> segments;      // per (stream, pool), in that order
+};
+
 class MemoryModel {
  public:
   virtual ~MemoryModel() = default;
@@ -27,6 +43,8 @@ class MemoryModel {
   virtual void Free(const Block& block) = 0;
   virtual Bytes allocated_bytes() const = 0;
   virtual Bytes reserved_bytes() const = 0;
+  // Nothing for a model without a cache.
+  virtual std::optional<FragmentationInfo> Fragmentation() const { return std::nullopt; }
 };
 
 }  // namespace bucketsim

@@ -42,7 +42,7 @@ std::string Mib(Bytes bytes) {
 Table BuildComparisonTable(const ReplayOutcome& outcome) {
   Table table;
   std::vector<std::string> marks = MarkNames(outcome.runs);
-  table.headers = {"policy",        "cap (MiB)",         "peak alloc (MiB)",
+  table.headers = {"policy",        "cap (MiB)",         "peak alloc (MiB)", "peak reserved (MiB)",
                    "vs best (MiB)", "bucket@peak (MiB)", "max bucket (MiB)"};
   for (const std::string& mark : marks) table.headers.push_back(fmt::format("{} (MiB)", mark));
   for (const char* h : {"buckets", "flushes", "bypassed", "compute (ms)"})
@@ -56,6 +56,7 @@ Table BuildComparisonTable(const ReplayOutcome& outcome) {
     std::vector<std::string> row = {run.policy,
                                     fmt::format("{}", run.bucket_cap_mb),
                                     Mib(run.peak.allocated_bytes),
+                                    Mib(run.peak.reserved_bytes),
                                     "+" + Mib(run.peak.allocated_bytes - best),
                                     Mib(SumBucket(run.peak.by_category)),
                                     Mib(run.peak_bucket_bytes)};

@@ -16,8 +16,8 @@ struct Table {
   std::vector<std::vector<std::string>> rows;
 };
 
-// Columns: policy, cap, peak allocated, delta to the lowest peak, bucket bytes at the peak,
-// largest bucket bytes, the largest value of each named mark, buckets, flushes, bypassed
+// Columns: policy, cap, peak allocated, peak reserved, delta to the lowest peak, bucket bytes at
+// the peak, largest bucket bytes, the largest value of each named mark, buckets, flushes, bypassed
 // requests, compute time.
 Table BuildComparisonTable(const ReplayOutcome& outcome);
 // The composition of one policy's peak: bytes per non-empty category.

@@ -68,6 +68,30 @@ void WriteTrace(JsonWriter& w, const ReplayOutcome& outcome) {
   w.EndObject();
 }
 
+void WriteFragmentation(JsonWriter& w, const std::optional<FragmentationInfo>& info) {
+  w.Key("fragmentation");
+  if (!info) {
+    w.Null();
+    return;
+  }
+  w.BeginObject();
+  w.Field("reserved_minus_allocated_bytes", info->reserved_minus_allocated_bytes);
+  w.Field("inactive_split_bytes", info->inactive_split_bytes);
+  w.Field("largest_free_block_bytes", info->largest_free_block_bytes);
+  w.Key("segments");
+  w.BeginArray();
+  for (const FragmentationInfo::Segments& s : info->segments) {
+    w.BeginObject();
+    w.Field("stream", s.stream);
+    w.Field("pool", s.small_pool ? "small" : "large");
+    w.Field("count", s.count);
+    w.Field("bytes", s.bytes);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
 void WritePeak(JsonWriter& w, const PeakInfo& peak) {
   w.Key("peak");
   w.BeginObject();
@@ -86,6 +110,7 @@ void WritePeak(JsonWriter& w, const PeakInfo& peak) {
     w.EndObject();
   }
   w.EndArray();
+  WriteFragmentation(w, peak.fragmentation);
   w.EndObject();
 }
 
@@ -116,6 +141,7 @@ void WritePhases(JsonWriter& w, const std::vector<PhaseStats>& phases) {
     w.Field("start_bytes", p.start_bytes);
     w.Field("peak_bytes", p.peak_bytes);
     w.Field("end_bytes", p.end_bytes);
+    w.Field("peak_reserved_bytes", p.peak_reserved_bytes);
     w.Field("compute_us", p.compute_us);
     w.EndObject();
   }

@@ -136,6 +136,11 @@ std::string JsonWriter::Finish() {
   return std::move(out_);
 }
 
+void JsonWriter::Null() {
+  BeforeValue();
+  out_ += "null";
+}
+
 void JsonWriter::Bool(bool value) {
   BeforeValue();
   out_ += value ? "true" : "false";

@@ -25,6 +25,7 @@ class JsonWriter {
   // Shortest round-trip digits, always with a '.' or an exponent so it reads back as a float.
   void Double(double value);
   void Bool(bool value);
+  void Null();
 
   template <typename T>
   void Field(std::string_view key, const T& value) {

@@ -18,9 +18,18 @@ std::string FormatMarkdownReport(const ReplayOutcome& outcome, const ReportConte
   out += "## Policies\n\n" + RenderMarkdown(BuildComparisonTable(outcome));
   for (const RunResult& run : outcome.runs) {
     out += fmt::format("\n## {} (`{}`)\n\n", run.policy, run.canonical);
-    out += fmt::format("Peak {} MiB allocated at event {} (iteration {}, {}).\n\n",
-                       Mib(run.peak.allocated_bytes), run.peak.event_index, run.peak.iteration,
-                       PhaseName(run.peak.phase));
+    out += fmt::format(
+        "Peak {} MiB allocated at event {} (iteration {}, {}); peak reserved {} MiB.\n\n",
+        Mib(run.peak.allocated_bytes), run.peak.event_index, run.peak.iteration,
+        PhaseName(run.peak.phase), Mib(run.peak.reserved_bytes));
+    if (const auto& f = run.peak.fragmentation) {
+      out += fmt::format(
+          "At the allocated peak the allocator holds {} MiB reserved but unallocated: {} MiB in "
+          "free pieces of split blocks, the largest free block {} MiB, in {} segment group(s) "
+          "by stream and pool.\n\n",
+          Mib(f->reserved_minus_allocated_bytes), Mib(f->inactive_split_bytes),
+          Mib(f->largest_free_block_bytes), f->segments.size());
+    }
     out += RenderMarkdown(BuildPeakCompositionTable(run));
     if (!run.peak.largest.empty()) {
       Table largest;

@@ -108,6 +108,21 @@ TEST(BadInput, NonFiniteBucketCapIsAUsageError) {
   EXPECT_NE(run.err.find("must be a finite number"), std::string::npos) << run.err;
 }
 
+TEST(BadInput, AllocatorOptionsAreChecked) {
+  testing::BinaryResult conf_without_caching =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--allocator", "exact", "--alloc-conf",
+                    "expandable_segments:True"});
+  EXPECT_EQ(conf_without_caching.exit_code, 2);
+  EXPECT_NE(conf_without_caching.err.find("use them with --allocator caching"), std::string::npos);
+  testing::BinaryResult bad_key =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--alloc-conf", "bogus:1"});
+  EXPECT_EQ(bad_key.exit_code, 2);
+  EXPECT_NE(bad_key.err.find("unknown key 'bogus'"), std::string::npos) << bad_key.err;
+  EXPECT_EQ(RunBucketsim({"compare", "traces/tiny-ws2.json", "--allocator", "lru"}).exit_code, 2);
+  EXPECT_EQ(RunBucketsim({"compare", "traces/tiny-ws2.json", "--device-memory", "lots"}).exit_code,
+            2);
+}
+
 TEST(BadInput, UnknownFlagIsAUsageError) {
   testing::BinaryResult run = RunBucketsim({"compare", "--colour", "blue"});
   EXPECT_EQ(run.exit_code, 2);

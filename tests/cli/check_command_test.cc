@@ -55,6 +55,31 @@ TEST(Check, OneLinePerBudgetAndExit1WhenAnyIsBroken) {
       << run.out;
 }
 
+// Under the default caching model every request of the tiny trace is at most 1 MiB: small pool,
+// 2 MiB segments. Stream 0 holds params (368640) and the activation (1000448) in one segment
+// and Adam's state (737280, which no longer fits: 2106368 > 2097152) in a second; the
+// post_backward stream's buffers (at most 2*262144 + 2*131072 + 204800 + 163840 = 1155072 live)
+// fit one more. Peak reserved: 3 * 2 MiB = 6291456 B.
+TEST(Check, PeakReservedBudgetUsesTheCachingModel) {
+  EXPECT_EQ(RunBucketsim(Check({"--max-peak-reserved", "6MiB"})).exit_code, 0);
+  testing::BinaryResult over = RunBucketsim(Check({"--max-peak-reserved", "6291455"}));
+  EXPECT_EQ(over.exit_code, 1);
+  EXPECT_NE(over.out.find("FAIL backward-only: peak reserved 6.00 MiB (6291456 B) exceeds"),
+            std::string::npos)
+      << over.out;
+  // The exact model reserves what it allocates.
+  testing::BinaryResult exact = RunBucketsim(Check({"--allocator", "exact", "--max-peak-reserved",
+                                                    "3261440", "--max-peak-allocated", "3261440"}));
+  EXPECT_EQ(exact.exit_code, 0) << exact.out << exact.err;
+}
+
+TEST(Check, AnOutOfMemoryIsAnError) {
+  testing::BinaryResult run =
+      RunBucketsim(Check({"--device-memory", "4MiB", "--max-peak-allocated", "1GiB"}));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("CUDA out of memory (simulated)"), std::string::npos) << run.err;
+}
+
 TEST(Check, ErrorsNeverPass) {
   // A mark that never occurs, a bad size, no budget, no policy, two policies, a bad trace.
   EXPECT_EQ(RunBucketsim(Check({"--max-at-mark", "after lunch=1GiB"})).exit_code, 2);

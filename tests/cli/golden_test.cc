@@ -48,6 +48,16 @@ TEST(Golden, CompareDefaultTraceAllPolicies) {
   ExpectGolden("compare-gpt-24l-h1024-ws8.json", {"compare", "--format", "json"});
 }
 
+TEST(Golden, CompareTinyTraceExactModel) {
+  ExpectGolden("compare-tiny-ws2-exact.json",
+               {"compare", "traces/tiny-ws2.json", "--format", "json", "--allocator", "exact"});
+}
+
+TEST(Golden, CompareDefaultTraceExpandableSegments) {
+  ExpectGolden("compare-gpt-24l-h1024-ws8-expandable.json",
+               {"compare", "--format", "json", "--alloc-conf", "expandable_segments:True"});
+}
+
 TEST(Golden, CompareGeneralPolicyFormWithCapOverride) {
   ExpectGolden(
       "compare-tiny-ws2-general.json",
