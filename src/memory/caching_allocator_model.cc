@@ -1,5 +1,6 @@
 #include "memory/caching_allocator_model.h"
 
+#include <algorithm>
 #include <map>
 
 #include <algorithm>
@@ -715,24 +716,36 @@ std::vector<SegmentSnapshot> CachingAllocatorModel::Snapshot() const {
 }
 
 std::optional<FragmentationInfo> CachingAllocatorModel::Fragmentation() const {
-  CachingAllocatorStats now = stats();
+  // Called at every new peak of a replay: walks segment records, not a Snapshot().
   FragmentationInfo info;
   info.reserved_minus_allocated_bytes = reserved_bytes() - allocated_bytes();
-  info.inactive_split_bytes = static_cast<Bytes>(now.inactive_split_bytes.all.current);
-  info.largest_free_block_bytes = now.largest_free_block_bytes;
-  std::map<std::pair<StreamId, bool>, FragmentationInfo::Segments> by_key;
-  for (const SegmentSnapshot& segment : Snapshot()) {
-    // Ordered by stream, then the large pool before the small one.
-    FragmentationInfo::Segments& entry = by_key[{segment.stream, !segment.small_pool}];
-    entry.stream = segment.stream;
-    entry.small_pool = segment.small_pool;
-    ++entry.count;
-    // Mapped bytes: an expandable segment's unmapped tail is address space, not memory.
-    for (const SegmentSnapshot::BlockInfo& block : segment.blocks) {
-      if (block.state != BlockState::kUnmapped) entry.bytes += block.size;
+  info.inactive_split_bytes = static_cast<Bytes>(stats_.inactive_split_bytes.all.current);
+  info.largest_free_block_bytes = stats().largest_free_block_bytes;
+  for (const SegmentRec& segment : segments_) {
+    if (!segment.live) continue;
+    const BlockRec& head = blocks_[segment.head];
+    Bytes mapped = segment.size;
+    if (head.expandable) {
+      // An expandable segment's unmapped tail is address space, not memory.
+      mapped = 0;
+      for (Index i = segment.head; i != kNone; i = blocks_[i].next) {
+        if (blocks_[i].state != BlockState::kUnmapped) mapped += blocks_[i].size;
+      }
     }
+    auto same = [&](const FragmentationInfo::Segments& e) {
+      return e.stream == head.stream && e.small_pool == head.small_pool;
+    };
+    auto it = std::find_if(info.segments.begin(), info.segments.end(), same);
+    if (it == info.segments.end()) {
+      it = info.segments.insert(info.segments.end(), {head.stream, head.small_pool, 0, 0});
+    }
+    ++it->count;
+    it->bytes += mapped;
   }
-  for (const auto& [key, entry] : by_key) info.segments.push_back(entry);
+  // By stream, the large pool before the small one.
+  std::sort(info.segments.begin(), info.segments.end(), [](const auto& a, const auto& b) {
+    return a.stream != b.stream ? a.stream < b.stream : a.small_pool < b.small_pool;
+  });
   return info;
 }
 

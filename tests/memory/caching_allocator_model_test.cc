@@ -116,6 +116,33 @@ TEST(CachingAllocatorModel, WorkedSequence61) {
 }
 
 // §6.2: the same sequence with expandable segments (20 MiB large pages).
+// §6.1 after "free A": 40 MiB reserved in two large segments on stream 0 (26 MiB, 14 MiB),
+// 12.5 MiB allocated (B); the free pieces are A's whole 26 MiB block and B's 1.5 MiB remainder,
+// of which only the remainder is a piece of a split block.
+TEST(CachingAllocatorModel, FragmentationDescribesTheCache) {
+  CachingAllocatorModel model;
+  Block a = Alloc(model, 25 * kMiB);
+  Block small = Alloc(model, 4096, /*stream=*/1);
+  Alloc(model, 13'107'200);
+  model.Free(a);
+  std::optional<FragmentationInfo> info = model.Fragmentation();
+  ASSERT_TRUE(info.has_value());
+  // Reserved 40 MiB + stream 1's 2 MiB small segment; allocated 12.5 MiB + 4096 B.
+  EXPECT_EQ(info->reserved_minus_allocated_bytes, 42 * kMiB - 13'107'200 - 4096);
+  // Split remainders: B's 1.5 MiB and the small segment's 2 MiB - 4096.
+  EXPECT_EQ(info->inactive_split_bytes, 1'572'864 + 2 * kMiB - 4096);
+  EXPECT_EQ(info->largest_free_block_bytes, 26 * kMiB);
+  ASSERT_EQ(info->segments.size(), 2u);
+  EXPECT_EQ(info->segments[0].stream, 0u);
+  EXPECT_FALSE(info->segments[0].small_pool);
+  EXPECT_EQ(info->segments[0].count, 2u);
+  EXPECT_EQ(info->segments[0].bytes, 40 * kMiB);
+  EXPECT_EQ(info->segments[1].stream, 1u);
+  EXPECT_TRUE(info->segments[1].small_pool);
+  EXPECT_EQ(info->segments[1].bytes, 2 * kMiB);
+  model.Free(small);
+}
+
 TEST(CachingAllocatorModel, WorkedSequence62Expandable) {
   CachingAllocatorModel model(Conf("expandable_segments:True"));
   // A: maps ceil(25/20) = 2 pages = 40 MiB, split at 25 MiB (remainder >= 512).
