@@ -50,14 +50,7 @@ void BM_ReplayThreePolicies(benchmark::State& state, const char* allocator) {
   Result<MemoryModelFactory> factory = MakeMemoryModelFactory({allocator, "", std::nullopt});
   if (SkipIfError(state, factory.status())) return;
   request->make_memory_model = *factory;
-  const StoredTrace& trace = BenchTrace();
-  const TraceSource source = StoredSource(trace);
-  for (auto _ : state) {
-    Result<ReplayOutcome> outcome = ReplayPolicies(source, *request);
-    if (SkipIfError(state, outcome.status())) return;
-    benchmark::DoNotOptimize(outcome->runs.data());
-  }
-  CountEvents(state, trace.events.size());
+  ReplayLoop(state, *request);
 }
 
 BENCHMARK(BM_CachingAllocatorPairs)->Arg(256)->Arg(2048);

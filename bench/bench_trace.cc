@@ -135,4 +135,15 @@ bool SkipIfError(benchmark::State& state, const Status& status) {
   return true;
 }
 
+void ReplayLoop(benchmark::State& state, const ReplayRequest& request) {
+  const StoredTrace& trace = BenchTrace();
+  const TraceSource source = StoredSource(trace);
+  for (auto _ : state) {
+    Result<ReplayOutcome> outcome = ReplayPolicies(source, request);
+    if (SkipIfError(state, outcome.status())) return;
+    benchmark::DoNotOptimize(outcome->runs.data());
+  }
+  CountEvents(state, trace.events.size());
+}
+
 }  // namespace bucketsim

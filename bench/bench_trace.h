@@ -58,4 +58,7 @@ void CountEvents(benchmark::State& state, std::uint64_t events_per_iteration);
 // Skips the benchmark with the status's message when it is not OK.
 bool SkipIfError(benchmark::State& state, const Status& status);
 
+// The timed loop of every replay benchmark: `request` over the stored trace, events counted.
+void ReplayLoop(benchmark::State& state, const ReplayRequest& request);
+
 }  // namespace bucketsim

@@ -13,14 +13,7 @@ namespace {
 void BM_Replay(benchmark::State& state, std::initializer_list<const char*> policies) {
   Result<ReplayRequest> request = RequestFor(policies);
   if (SkipIfError(state, request.status())) return;
-  const StoredTrace& trace = BenchTrace();
-  const TraceSource source = StoredSource(trace);
-  for (auto _ : state) {
-    Result<ReplayOutcome> outcome = ReplayPolicies(source, *request);
-    if (SkipIfError(state, outcome.status())) return;
-    benchmark::DoNotOptimize(outcome->runs.data());
-  }
-  CountEvents(state, trace.events.size());
+  ReplayLoop(state, *request);
   state.counters["policies"] = static_cast<double>(policies.size());
 }
 
