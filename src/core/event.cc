@@ -76,9 +76,23 @@ Event ZeroGradEvent(bool set_to_none) {
   return event;
 }
 
+Event RecordStreamEvent(std::uint64_t id, StreamId stream) {
+  Event event = OfKind(EventKind::kRecordStream);
+  event.id = id;
+  event.stream = stream;
+  return event;
+}
+
+Event SyncEvent(StreamId stream) {
+  Event event = OfKind(EventKind::kSync);
+  event.stream = stream;
+  return event;
+}
+
 std::string_view EventKindName(EventKind kind) {
-  static constexpr std::array<std::string_view, 9> kNames = {
-      "iteration", "phase", "alloc", "free", "compute", "mark", "rs", "flush", "zero_grad"};
+  static constexpr std::array<std::string_view, kNumEventKinds> kNames = {
+      "iteration", "phase", "alloc",     "free",          "compute", "mark",
+      "rs",        "flush", "zero_grad", "record_stream", "sync"};
   return kNames[static_cast<int>(kind)];
 }
 

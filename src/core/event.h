@@ -11,6 +11,8 @@
 //   kReduceScatter  fsdp, param, group, dtype, numel (per-rank), shard_mode, cast_dtype
 //   kFlush          (the root's end-of-backward callback: reducer.flush() then teardown())
 //   kZeroGrad       set_to_none
+//   kRecordStream   id, stream   (tensor.record_stream: the allocation is in use on `stream`)
+//   kSync           stream       (all work queued on `stream` so far has completed)
 //
 // `name` indexes TraceHeader::names. `index` is the event's position in the trace (0-based),
 // quoted by every error message about it.
@@ -34,7 +36,11 @@ enum class EventKind : std::uint8_t {
   kReduceScatter,
   kFlush,
   kZeroGrad,
+  kRecordStream,  // schema_version 2
+  kSync,          // schema_version 2
 };
+
+inline constexpr int kNumEventKinds = 11;
 
 // kInit is the phase before the first phase marker (model construction, lazy init).
 enum class Phase : std::uint8_t { kInit, kForward, kBackward, kStep, kZeroGrad };
@@ -80,6 +86,8 @@ Event ReduceScatterEvent(std::uint32_t fsdp, std::uint32_t param, GroupId group,
                          Numel numel, ShardMode mode, DType cast_dtype = DType::kFloat32);
 Event FlushEvent();
 Event ZeroGradEvent(bool set_to_none);
+Event RecordStreamEvent(std::uint64_t id, StreamId stream);
+Event SyncEvent(StreamId stream);
 
 std::string_view EventKindName(EventKind kind);  // the trace's "ev" value: "alloc", "rs", ...
 std::string_view PhaseName(Phase phase);

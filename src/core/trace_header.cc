@@ -40,9 +40,10 @@ Status ValidateGroup(const ProcessGroup& group, int world_size, int rank) {
 }  // namespace
 
 Status TraceHeader::Finalize() {
-  if (schema_version != kTraceSchemaVersion) {
-    return InvalidTrace(fmt::format("schema_version {} is not supported (this build reads {})",
-                                    schema_version, kTraceSchemaVersion));
+  if (schema_version < kOldestTraceSchemaVersion || schema_version > kTraceSchemaVersion) {
+    return InvalidTrace(
+        fmt::format("schema_version {} is not supported (this build reads {} to {})",
+                    schema_version, kOldestTraceSchemaVersion, kTraceSchemaVersion));
   }
   if (world_size < 1 || world_size > kMaxWorldSize) {
     return InvalidTrace(fmt::format("world_size {} is outside [1, {}]", world_size, kMaxWorldSize));

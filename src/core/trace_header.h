@@ -17,7 +17,9 @@
 
 namespace bucketsim {
 
-inline constexpr int kTraceSchemaVersion = 1;
+// This build writes version 2 and reads 1 and 2 (2 added record_stream and sync events).
+inline constexpr int kTraceSchemaVersion = 2;
+inline constexpr int kOldestTraceSchemaVersion = 1;
 
 struct StreamInfo {
   std::string name;  // "default", "all_gather", "post_backward", ...; the id is the index

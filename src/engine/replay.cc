@@ -64,6 +64,12 @@ Status Replay::OnEvent(const Event& event) {
     case EventKind::kZeroGrad:
       if (event.set_to_none) ZeroGrad();
       return Status::Ok();
+    case EventKind::kRecordStream:
+      trace_slots_[event.slot].used_on.push_back(event.stream);
+      return Status::Ok();
+    case EventKind::kSync:
+      memory_->StreamSynchronized(event.stream);
+      return Status::Ok();
   }
   return Status::Ok();
 }
@@ -93,7 +99,13 @@ Status Replay::Charge(Allocation& allocation, Bytes requested, StreamId stream) 
 
 void Replay::Discharge(Allocation& allocation) {
   RecordPeakIfNeeded();
-  if (allocation.in_model) memory_->Free(allocation.block);
+  if (allocation.in_model) {
+    if (allocation.used_on.empty()) {
+      memory_->Free(allocation.block);
+    } else {
+      memory_->FreeWithPendingStreams(allocation.block, std::exchange(allocation.used_on, {}));
+    }
+  }
   ledger_.Discharge(allocation.category, allocation.block.charged);
   allocation.refs = 0;
 }

@@ -44,6 +44,7 @@ class Replay final : public EventSink, private PolicyHost {
     Category category = Category::kOther;
     std::uint32_t refs = 0;  // 0: the entry is free
     bool in_model = false;   // false when the memory model refused it (an OOM being reported)
+    std::vector<StreamId> used_on;  // other streams that use it (record_stream)
     EventIndex since = 0;
     std::uint64_t trace_id = 0;     // trace allocations
     DType dtype = DType::kFloat32;  // policy buffers

@@ -49,6 +49,17 @@ Status TraceChecker::Check(Event& event) {
       }
       unflushed_requests_ = 0;
       return Status::Ok();
+    case EventKind::kRecordStream: {
+      auto it = ids_.find(event.id);
+      if (it == ids_.end() || !it->second.live) {
+        return InvalidTrace(fmt::format("event {}: record_stream of id {}, which is not live",
+                                        event.index, event.id));
+      }
+      event.slot = it->second.slot;
+      return Status::Ok();
+    }
+    case EventKind::kSync:
+      return Status::Ok();
     case EventKind::kZeroGrad:
       // Requests still in a bucket deliver their gradients at the flush, after this zero_grad.
       if (unflushed_requests_ > 0) {

@@ -15,8 +15,6 @@
 
 namespace bucketsim {
 
-inline constexpr int kNumEventKinds = 9;
-
 struct TraceSummary {
   std::uint64_t events = 0;
   std::array<std::uint64_t, kNumEventKinds> events_by_kind{};

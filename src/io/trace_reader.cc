@@ -336,11 +336,12 @@ Status ConvertHeaderValues(const HeaderValues& values, TraceHeader& header) {
   if (version_value == nullptr) return InvalidTrace("missing key 'schema_version'");
   std::uint64_t version = 0;
   BUCKETSIM_RETURN_IF_ERROR(ToUnsigned(ScalarOf(*version_value), "schema_version", version));
-  if (version != kTraceSchemaVersion) {
-    return InvalidTrace(fmt::format("schema_version {} is not supported (this build reads {})",
-                                    version, kTraceSchemaVersion));
+  if (version < kOldestTraceSchemaVersion || version > kTraceSchemaVersion) {
+    return InvalidTrace(
+        fmt::format("schema_version {} is not supported (this build reads {} to {})", version,
+                    kOldestTraceSchemaVersion, kTraceSchemaVersion));
   }
-  header.schema_version = kTraceSchemaVersion;
+  header.schema_version = static_cast<int>(version);
   for (const auto& [key, value] : values) {
     BUCKETSIM_RETURN_IF_ERROR(ParseHeaderValue(key, value, header));
   }
@@ -500,7 +501,7 @@ std::optional<Field> LookupField(std::string_view key) {
 }
 
 // The fields each kind may have, indexed by EventKind.
-constexpr std::array<std::uint32_t, 9> kAllowedFields = {
+constexpr std::array<std::uint32_t, kNumEventKinds> kAllowedFields = {
     Bit(Field::kEv) | Bit(Field::kIndex),                                           // iteration
     Bit(Field::kEv) | Bit(Field::kPhase),                                           // phase
     Bit(Field::kEv) | Bit(Field::kId) | Bit(Field::kBytes) | Bit(Field::kStream) |  // alloc
@@ -510,8 +511,10 @@ constexpr std::array<std::uint32_t, 9> kAllowedFields = {
     Bit(Field::kEv) | Bit(Field::kName),                                             // mark
     Bit(Field::kEv) | Bit(Field::kFsdp) | Bit(Field::kParam) | Bit(Field::kGroup) |  // rs
         Bit(Field::kDType) | Bit(Field::kNumel) | Bit(Field::kShard) | Bit(Field::kCastDType),
-    Bit(Field::kEv),                           // flush
-    Bit(Field::kEv) | Bit(Field::kSetToNone),  // zero_grad
+    Bit(Field::kEv),                                          // flush
+    Bit(Field::kEv) | Bit(Field::kSetToNone),                 // zero_grad
+    Bit(Field::kEv) | Bit(Field::kId) | Bit(Field::kStream),  // record_stream
+    Bit(Field::kEv) | Bit(Field::kStream),                    // sync
 };
 
 // Parses the name of an enum value, with the names looked up once (the core's name functions
@@ -533,7 +536,7 @@ class NameTable {
   std::array<std::string_view, N> names_;
 };
 
-const NameTable<EventKind, 9> kEventKinds(EventKindName);
+const NameTable<EventKind, kNumEventKinds> kEventKinds(EventKindName);
 const NameTable<Phase, kNumPhases> kPhases(PhaseName);
 const NameTable<ShardMode, 3> kShardModes(ShardModeName);
 const NameTable<Category, kNumCategories> kCategories(CategoryName);
@@ -744,6 +747,15 @@ Status ConvertEvent(const EventFields& f, TraceHeader& header, Event& e) {
     case EventKind::kZeroGrad:
       if (!f.Has(Field::kSetToNone)) return Status::Ok();
       return ToBool(f.Get(Field::kSetToNone), "set_to_none", e.set_to_none);
+    case EventKind::kRecordStream:
+    case EventKind::kSync:
+      if (header.schema_version < 2) {
+        return InvalidTrace(fmt::format("'{}' events need schema_version 2 (this trace has {})",
+                                        EventKindName(e.kind), header.schema_version));
+      }
+      BUCKETSIM_RETURN_IF_ERROR(f.Required(Field::kStream));
+      BUCKETSIM_RETURN_IF_ERROR(f.Stream(header, e.stream));
+      return e.kind == EventKind::kSync ? Status::Ok() : f.Unsigned(Field::kId, e.id);
   }
   return InvalidTrace("unhandled event kind");
 }

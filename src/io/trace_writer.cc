@@ -156,6 +156,12 @@ Status TraceWriter::OnEvent(const Event& e) {
     case EventKind::kZeroGrad:
       fmt::format_to(out, R"({{"ev": "zero_grad", "set_to_none": {}}})", e.set_to_none);
       break;
+    case EventKind::kRecordStream:
+      fmt::format_to(out, R"({{"ev": "record_stream", "id": {}, "stream": {}}})", e.id, e.stream);
+      break;
+    case EventKind::kSync:
+      fmt::format_to(out, R"({{"ev": "sync", "stream": {}}})", e.stream);
+      break;
   }
   ++num_events_;
   return buffer_.size() >= kFlushBytes ? FlushBuffer() : Status::Ok();

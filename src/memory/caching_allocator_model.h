@@ -121,9 +121,9 @@ class CachingAllocatorModel final : public MemoryModel {
   // A free of a block other streams still use (tensor.record_stream, §3.3): allocated drops now;
   // the block stays active and becomes reusable once every stream in `pending` is synchronized.
   // Streams equal to the block's own stream are ignored, as record_stream ignores them.
-  void FreeWithPendingStreams(const Block& block, std::vector<StreamId> pending);
+  void FreeWithPendingStreams(const Block& block, std::vector<StreamId> pending) override;
   // All work queued on `stream` so far has completed.
-  void StreamSynchronized(StreamId stream);
+  void StreamSynchronized(StreamId stream) override;
   // torch.cuda.empty_cache() (§3.7).
   void EmptyCache();
   // torch.cuda.reset_peak_memory_stats(): every peak becomes its current value.

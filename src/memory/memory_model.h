@@ -41,6 +41,15 @@ class MemoryModel {
   // A failure is a device-capacity OOM (only models with a capacity fail).
   virtual Result<Block> Allocate(Bytes requested, StreamId stream) = 0;
   virtual void Free(const Block& block) = 0;
+  // A free of a block other streams still use (tensor.record_stream): allocated drops now; a
+  // model with per-stream caches reuses the block only once every stream in `pending` has been
+  // synchronized. Models without a cache free it at once.
+  virtual void FreeWithPendingStreams(const Block& block, std::vector<StreamId> pending) {
+    (void)pending;
+    Free(block);
+  }
+  // All work queued on `stream` so far has completed.
+  virtual void StreamSynchronized(StreamId /*stream*/) {}
   virtual Bytes allocated_bytes() const = 0;
   virtual Bytes reserved_bytes() const = 0;
   // Nothing for a model without a cache.

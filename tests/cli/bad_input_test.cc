@@ -64,9 +64,19 @@ std::vector<Case> Cases() {
        TraceWith(R"({"ev": "phase", "phase": "backward"},
                     {"ev": "rs", "fsdp": 0, "param": 0, "group": 1, "dtype": "fp32", "numel": 10, "shard": "view"})"),
        {"event 1", "numel 10", "expected 1000"}},
-      {"schema_version_2",
-       R"({"schema_version": 2, "world_size": 1, "rank": 0, "events": []})",
-       {"schema_version 2"}},
+      {"schema_version_3",
+       R"({"schema_version": 3, "world_size": 1, "rank": 0, "events": []})",
+       {"schema_version 3 is not supported"}},
+      {"stream_events_in_v1",
+       R"({"schema_version": 1, "world_size": 1, "rank": 0, "streams": ["default", "side"],
+           "events": [{"ev": "sync", "stream": 1}]})",
+       {"event 0", "'sync' events need schema_version 2"}},
+      {"record_stream_of_freed_id",
+       R"({"schema_version": 2, "world_size": 1, "rank": 0, "streams": ["default", "side"],
+           "events": [{"ev": "alloc", "id": 1, "bytes": 10, "cat": "grad"},
+                      {"ev": "free", "id": 1},
+                      {"ev": "record_stream", "id": 1, "stream": 1}]})",
+       {"event 2", "record_stream of id 1, which is not live"}},
   };
 }
 

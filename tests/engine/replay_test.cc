@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/sim/sim_backend.h"
+#include "engine/replay_policies.h"
 #include "engine/trace_checker.h"
 #include "testing/trace_builder.h"
 
@@ -154,6 +155,32 @@ class CappedModel final : public MemoryModel {
   Bytes allocated_ = 0;
   std::uint64_t next_handle_ = 1;
 };
+
+// A 12 MiB request (>= 10 MiB) gets a segment of exactly 12 MiB. Used on stream 1
+// (record_stream) and freed, the block cannot be handed out again until stream 1 is synced: the
+// next 12 MiB request on stream 0 gets a second segment (24 MiB reserved). After the sync both
+// blocks are reusable and two more requests need nothing new. Without record_stream the freed
+// block is reused at once and one segment is enough.
+Bytes PeakReserved(const testing::TraceBuilder& t) {
+  ReplayRequest request;
+  request.policies = {*ParsePolicySpec("backward-only")};
+  request.make_memory_model = *MakeMemoryModelFactory({"caching", "", std::nullopt});
+  Result<ReplayOutcome> outcome = ReplayPolicies(t.Source(), request);
+  BUCKETSIM_CHECK(outcome.ok());
+  return outcome->runs[0].peak.reserved_bytes;
+}
+
+TEST(Replay, RecordStreamDefersReuseUntilTheStreamIsSynced) {
+  testing::TraceBuilder deferred(1);
+  deferred.Alloc(1, 12 * kMiB, Category::kGrad, 0).RecordStream(1, 1).Free(1);
+  deferred.Alloc(2, 12 * kMiB, Category::kGrad, 0).Sync(1).Free(2);
+  deferred.Alloc(3, 12 * kMiB, Category::kGrad, 0).Alloc(4, 12 * kMiB, Category::kGrad, 0);
+  EXPECT_EQ(PeakReserved(deferred), 24 * kMiB);
+
+  testing::TraceBuilder plain(1);
+  plain.Alloc(1, 12 * kMiB, Category::kGrad, 0).Free(1).Alloc(2, 12 * kMiB, Category::kGrad, 0);
+  EXPECT_EQ(PeakReserved(plain), 12 * kMiB);
+}
 
 TEST(Replay, AFailedPolicyAllocationStopsTheReplayWithTheEvent) {
   // The bucket's data (262144 B) does not fit in 200000 B: the rs at event 3 fails cleanly,

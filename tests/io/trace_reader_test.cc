@@ -169,6 +169,28 @@ TEST(ReadTrace, ParsesEveryEventKind) {
   EXPECT_EQ(r.sink.ends, 1);
 }
 
+TEST(ReadTrace, ParsesStreamEventsOfSchemaVersion2) {
+  std::string json = R"({"schema_version": 2, "world_size": 1, "rank": 0,
+    "streams": ["default", "post_backward"], "events": [
+    {"ev": "alloc", "id": 9, "bytes": 64, "cat": "grad"},
+    {"stream": 1, "ev": "record_stream", "id": 9},
+    {"ev": "sync", "stream": 1}]})";
+  ReadResult r = Read(json);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.header.schema_version, 2);
+  ASSERT_EQ(r.sink.events.size(), 3u);
+  EXPECT_EQ(r.sink.events[1].kind, EventKind::kRecordStream);
+  EXPECT_EQ(r.sink.events[1].id, 9u);
+  EXPECT_EQ(r.sink.events[1].stream, 1u);
+  EXPECT_EQ(r.sink.events[2].kind, EventKind::kSync);
+  EXPECT_EQ(r.sink.events[2].stream, 1u);
+  ReadResult missing = Read(R"({"schema_version": 2, "world_size": 1, "rank": 0,
+    "events": [{"ev": "sync"}]})");
+  EXPECT_NE(missing.status.message().find("event 0: sync: missing field 'stream'"),
+            std::string::npos)
+      << missing.status.message();
+}
+
 TEST(ReadTrace, AppliesEventDefaults) {
   ReadResult r = Read(Trace(R"(
 {"ev": "alloc", "id": 1, "bytes": 0, "cat": "other"},
@@ -324,8 +346,10 @@ TEST(ReadTraceErrors, MissingSchemaVersion) {
 }
 
 TEST(ReadTraceErrors, UnsupportedSchemaVersion) {
-  ExpectError(R"({"schema_version": 2, "world_size": 1, "rank": 0, "new_key": 1, "events": []})",
-              {"t.json: header: schema_version 2 is not supported (this build reads 1)"});
+  ExpectError(R"({"schema_version": 3, "world_size": 1, "rank": 0, "new_key": 1, "events": []})",
+              {"t.json: header: schema_version 3 is not supported (this build reads 1 to 2)"});
+  ExpectError(R"({"schema_version": 0, "world_size": 1, "rank": 0, "events": []})",
+              {"t.json: header: schema_version 0 is not supported (this build reads 1 to 2)"});
   ExpectError(R"({"schema_version": "1", "world_size": 1, "rank": 0, "events": []})",
               {"t.json: header: 'schema_version' must be an integer, got a string"});
 }

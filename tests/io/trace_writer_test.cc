@@ -16,7 +16,7 @@ namespace {
 
 // A trace with every event kind, awkward names and doubles that need all their digits.
 constexpr std::string_view kTrace = R"({
-  "schema_version": 1,
+  "schema_version": 2,
   "description": "round trip \"test\"\nwith a newline",
   "world_size": 4,
   "rank": 1,
@@ -41,6 +41,8 @@ constexpr std::string_view kTrace = R"({
     {"ev": "rs", "fsdp": 1, "param": 0, "group": 5, "dtype": "bf16", "numel": 4, "shard": "cast", "cast_dtype": "fp32"},
     {"ev": "rs", "fsdp": 1, "param": 1, "group": 5, "dtype": "fp16", "numel": 2, "shard": "accumulate"},
     {"ev": "flush"},
+    {"ev": "record_stream", "id": 18446744073709551615, "stream": 0},
+    {"ev": "sync", "stream": 0},
     {"ev": "free", "id": 18446744073709551615},
     {"ev": "phase", "phase": "step"},
     {"ev": "phase", "phase": "zero_grad"},
@@ -134,7 +136,7 @@ TEST(TraceWriter, WritesOneEventPerLineAfterThePrettyHeader) {
   Trace original;
   ReadFrom(kTrace, original);
   std::string text = Write(original);
-  EXPECT_TRUE(text.starts_with("{\n  \"schema_version\": 1,\n")) << text;
+  EXPECT_TRUE(text.starts_with("{\n  \"schema_version\": 2,\n")) << text;
   EXPECT_TRUE(text.ends_with("\n]}\n")) << text;
   std::size_t events_at = text.find("  \"events\": [\n");
   ASSERT_NE(events_at, std::string::npos) << text;
@@ -153,6 +155,9 @@ TEST(TraceWriter, WritesOneEventPerLineAfterThePrettyHeader) {
       event_lines[10],
       R"({"ev": "rs", "fsdp": 1, "param": 0, "group": 5, "dtype": "bf16", "numel": 4, "shard": "cast", "cast_dtype": "fp32"},)");
   EXPECT_EQ(event_lines[12], R"({"ev": "flush"},)");
+  EXPECT_EQ(event_lines[13],
+            R"({"ev": "record_stream", "id": 18446744073709551615, "stream": 0},)");
+  EXPECT_EQ(event_lines[14], R"({"ev": "sync", "stream": 0},)");
   EXPECT_EQ(event_lines.back(), R"({"ev": "zero_grad", "set_to_none": true})");
 }
 

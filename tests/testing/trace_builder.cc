@@ -59,6 +59,12 @@ TraceBuilder& TraceBuilder::Flush() { return Add(FlushEvent()); }
 
 TraceBuilder& TraceBuilder::ZeroGrad(bool set_to_none) { return Add(ZeroGradEvent(set_to_none)); }
 
+TraceBuilder& TraceBuilder::RecordStream(std::uint64_t id, StreamId stream) {
+  return Add(RecordStreamEvent(id, stream));
+}
+
+TraceBuilder& TraceBuilder::Sync(StreamId stream) { return Add(SyncEvent(stream)); }
+
 TraceSource TraceBuilder::Source() const {
   return [header = header_, events = events_](TraceHeader& out, EventSink& sink) -> Status {
     out = header;

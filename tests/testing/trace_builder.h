@@ -29,6 +29,8 @@ class TraceBuilder {
                    ShardMode mode = ShardMode::kView, DType cast_dtype = DType::kFloat32);
   TraceBuilder& Flush();
   TraceBuilder& ZeroGrad(bool set_to_none = true);
+  TraceBuilder& RecordStream(std::uint64_t id, StreamId stream);
+  TraceBuilder& Sync(StreamId stream);
 
   TraceSource Source() const;
 
