@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "core/size_format.h"
+#include "report/console_table.h"
 #include "report/json_report.h"
 
 namespace bucketsim {
@@ -85,7 +86,12 @@ int RunCheck(const CheckFlags& flags, const CommandContext& context) {
 
   std::vector<std::string> lines;
   bool broken = false;
-  for (const Budget& budget : *budgets) {
+  // A policy that does not fit the device breaks every budget: its figures stop at the OOM.
+  if (run.oom) {
+    lines.push_back(fmt::format("FAIL {}: {}", run.policy, DescribeOom(*run.oom)));
+    broken = true;
+  }
+  for (const Budget& budget : run.oom ? std::vector<Budget>{} : *budgets) {
     Result<Bytes> value = Measure(budget, run);
     if (!value.ok()) return ReportError(value.status());
     bool ok = *value <= budget.limit;

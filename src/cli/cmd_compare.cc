@@ -41,6 +41,12 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
                 static_cast<unsigned long long>(outcome->summary.iterations),
                 report_context->memory_model.c_str(),
                 RenderText(BuildComparisonTable(*outcome)).c_str());
+    for (const RunResult& run : outcome->runs) {
+      if (run.oom) {
+        std::printf("\n%s: %s; its figures stop there\n", run.policy.c_str(),
+                    DescribeOom(*run.oom).c_str());
+      }
+    }
     if (!replay.json_path.empty()) std::printf("\nreport: %s\n", replay.json_path.c_str());
   }
   return kExitOk;

@@ -31,6 +31,7 @@ Status Replay::OnHeader(const TraceHeader& header) {
 }
 
 Status Replay::OnEvent(const Event& event) {
+  if (out_of_memory_) return Status::Ok();
   current_event_ = event.index;
   ++result_.events;
   switch (event.kind) {
@@ -85,8 +86,16 @@ Status Replay::Charge(Allocation& allocation, Bytes requested, StreamId stream) 
   Result<Block> block = memory_->Allocate(requested, stream);
   allocation.in_model = block.ok();
   if (!block.ok()) {
-    // The replay stops with this error; until then the entry is charged nothing.
+    // The replay stops here; until then the entry is charged nothing.
     allocation.block = Block{};
+    if (std::optional<OomReport> oom = memory_->last_oom()) {
+      // Out of device memory is a result (this policy does not fit), not an error.
+      if (!out_of_memory_) {
+        result_.oom = OomEvent{current_event_, requested, stream, allocation.category, *oom};
+      }
+      out_of_memory_ = true;
+      return Status::Ok();
+    }
     return Status(block.status().code(),
                   fmt::format("event {}: {}", current_event_, block.status().message()));
   }

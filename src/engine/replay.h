@@ -73,7 +73,8 @@ class Replay final : public EventSink, private PolicyHost {
   const TraceHeader* header_ = nullptr;
   StreamId policy_stream_ = 0;
   EventIndex current_event_ = 0;
-  Status deferred_error_;  // an allocation failure inside a policy call
+  Status deferred_error_;       // an allocation failure inside a policy call
+  bool out_of_memory_ = false;  // the device ran out: the rest of the trace is not replayed
 
   std::vector<Allocation> trace_slots_;  // by Event::slot
   std::vector<Allocation> buffers_;      // by BufferId

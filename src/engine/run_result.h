@@ -57,6 +57,15 @@ struct MarkSample {
   CategoryBytes by_category{};
 };
 
+// The request a device of the given capacity could not serve; the replay stops there.
+struct OomEvent {
+  EventIndex event_index = 0;
+  Bytes requested_bytes = 0;
+  StreamId stream = 0;
+  Category category = Category::kOther;
+  OomReport report;
+};
+
 struct RunResult {
   std::string policy;     // as the user named it
   std::string canonical;  // lifetime=...,key=...,cap=...
@@ -69,6 +78,7 @@ struct RunResult {
   std::vector<MarkSample> marks;
   std::vector<CollectiveRecord> collectives;
   PolicyCounters counters;
+  std::optional<OomEvent> oom;  // set when --device-memory was too small; figures stop there
   std::uint64_t events = 0;
   Micros compute_us = 0;
 };

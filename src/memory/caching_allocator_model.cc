@@ -658,8 +658,18 @@ void CachingAllocatorModel::GarbageCollectCachedBlocks() {
 Status CachingAllocatorModel::OutOfMemory(Bytes alloc_size) {
   ++stats_.num_ooms;
   const Bytes capacity = capacity_bytes_.value_or(0);
-  OomReport report{alloc_size, capacity, capacity - std::min(capacity, reserved_bytes()),
-                   allocated_bytes(), reserved_bytes() - allocated_bytes()};
+  OomReport report{alloc_size,
+                   capacity,
+                   capacity - std::min(capacity, reserved_bytes()),
+                   allocated_bytes(),
+                   reserved_bytes() - allocated_bytes(),
+                   0};
+  for (const SegmentRec& segment : segments_) {
+    if (!segment.live) continue;
+    for (Index i = segment.head; i != kNone; i = blocks_[i].next) {
+      report.free_blocks += blocks_[i].state == BlockState::kFree ? 1 : 0;
+    }
+  }
   last_oom_ = report;
   return DeviceError(fmt::format(
       "CUDA out of memory (simulated). Tried to allocate {}. Device has a total capacity of {} "

@@ -70,15 +70,6 @@ struct CachingAllocatorStats {
   Bytes largest_free_block_bytes = 0;
 };
 
-// The figures of the last OOM, as torch.OutOfMemoryError's message reports them.
-struct OomReport {
-  Bytes tried_to_allocate_bytes = 0;  // the segment size wanted (alloc_size), not the request
-  Bytes capacity_bytes = 0;
-  Bytes free_bytes = 0;                  // capacity - reserved
-  Bytes allocated_bytes = 0;             // allocated by PyTorch
-  Bytes reserved_unallocated_bytes = 0;  // reserved - allocated
-};
-
 enum class BlockState { kAllocated, kPendingFree, kFree, kUnmapped };
 
 // memory_snapshot()-like view of one segment, for tests and reports. An expandable segment is
@@ -130,7 +121,7 @@ class CachingAllocatorModel final : public MemoryModel {
   void ResetPeakStats();
 
   CachingAllocatorStats stats() const;
-  const std::optional<OomReport>& last_oom() const { return last_oom_; }
+  std::optional<OomReport> last_oom() const override { return last_oom_; }
   std::vector<SegmentSnapshot> Snapshot() const;
   const AllocConf& conf() const { return conf_; }
 

@@ -34,6 +34,17 @@ struct FragmentationInfo {
   std::vector<Segments> segments;      // per (stream, pool), in that order
 };
 
+// The figures of an out-of-memory, as torch.OutOfMemoryError's message reports them, and how the
+// cached free memory was split up when it happened.
+struct OomReport {
+  Bytes tried_to_allocate_bytes = 0;  // the segment size wanted (alloc_size), not the request
+  Bytes capacity_bytes = 0;
+  Bytes free_bytes = 0;                  // capacity - reserved
+  Bytes allocated_bytes = 0;             // allocated by PyTorch
+  Bytes reserved_unallocated_bytes = 0;  // reserved - allocated
+  std::uint64_t free_blocks = 0;         // cached free blocks the reserved_unallocated bytes are in
+};
+
 class MemoryModel {
  public:
   virtual ~MemoryModel() = default;
@@ -54,6 +65,8 @@ class MemoryModel {
   virtual Bytes reserved_bytes() const = 0;
   // Nothing for a model without a cache.
   virtual std::optional<FragmentationInfo> Fragmentation() const { return std::nullopt; }
+  // The last Allocate that failed for want of capacity (models with a capacity only).
+  virtual std::optional<OomReport> last_oom() const { return std::nullopt; }
 };
 
 }  // namespace bucketsim

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/size_format.h"
+
 namespace bucketsim {
 namespace {
 
@@ -34,6 +36,17 @@ Bytes MaxAtMark(const RunResult& run, const std::string& name) {
 }
 
 }  // namespace
+
+std::string DescribeOom(const OomEvent& oom) {
+  const OomReport& r = oom.report;
+  return fmt::format(
+      "out of memory at event {} (a {} {} request on stream {}): tried to allocate {}; {} of "
+      "{} free; {} allocated, {} reserved but unallocated in {} free block(s)",
+      oom.event_index, FormatBytes(oom.requested_bytes), CategoryName(oom.category), oom.stream,
+      FormatBytes(r.tried_to_allocate_bytes), FormatBytes(r.free_bytes),
+      FormatBytes(r.capacity_bytes), FormatBytes(r.allocated_bytes),
+      FormatBytes(r.reserved_unallocated_bytes), r.free_blocks);
+}
 
 std::string Mib(Bytes bytes) {
   return fmt::format("{:.2f}", static_cast<double>(bytes) / static_cast<double>(kMiB));

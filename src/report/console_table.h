@@ -26,6 +26,9 @@ Table BuildPeakCompositionTable(const RunResult& run);
 std::string RenderText(const Table& table);
 std::string RenderMarkdown(const Table& table);
 
+// "out of memory at event N (...): ..." for a run that ran out of device memory.
+std::string DescribeOom(const OomEvent& oom);
+
 // MiB with two decimals, the unit of every table.
 std::string Mib(Bytes bytes);
 

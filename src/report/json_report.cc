@@ -166,6 +166,26 @@ void WriteCollectives(JsonWriter& w, const std::vector<CollectiveRecord>& collec
   w.EndArray();
 }
 
+void WriteOom(JsonWriter& w, const std::optional<OomEvent>& oom) {
+  w.Key("oom");
+  if (!oom) {
+    w.Null();
+    return;
+  }
+  w.BeginObject();
+  w.Field("event_index", oom->event_index);
+  w.Field("requested_bytes", oom->requested_bytes);
+  w.Field("stream", oom->stream);
+  w.Field("category", CategoryName(oom->category));
+  w.Field("tried_to_allocate_bytes", oom->report.tried_to_allocate_bytes);
+  w.Field("capacity_bytes", oom->report.capacity_bytes);
+  w.Field("free_bytes", oom->report.free_bytes);
+  w.Field("allocated_bytes", oom->report.allocated_bytes);
+  w.Field("reserved_unallocated_bytes", oom->report.reserved_unallocated_bytes);
+  w.Field("free_blocks", oom->report.free_blocks);
+  w.EndObject();
+}
+
 void WriteRun(JsonWriter& w, const RunResult& run) {
   w.BeginObject();
   w.Field("policy", run.policy);
@@ -184,6 +204,7 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
   w.Field("bypassed_requests", run.counters.bypasses);
   w.Field("bucketed_requests", run.counters.bucketed);
   w.Field("compute_us", run.compute_us);
+  WriteOom(w, run.oom);
   WriteMarks(w, run.marks);
   WritePhases(w, run.phases);
   WriteCollectives(w, run.collectives);

@@ -58,6 +58,11 @@ TEST(Golden, CompareDefaultTraceExpandableSegments) {
                {"compare", "--format", "json", "--alloc-conf", "expandable_segments:True"});
 }
 
+TEST(Golden, CompareTinyTraceOnATooSmallDevice) {
+  ExpectGolden("compare-tiny-ws2-4mib-device.json",
+               {"compare", "traces/tiny-ws2.json", "--format", "json", "--device-memory", "4MiB"});
+}
+
 TEST(Golden, CompareGeneralPolicyFormWithCapOverride) {
   ExpectGolden(
       "compare-tiny-ws2-general.json",

@@ -443,7 +443,7 @@ TEST(CachingAllocatorModel, CapacityReleasesCacheAndRetriesThenReportsOom) {
   EXPECT_NE(oom.status().message().find("15.00 MiB is reserved by PyTorch but unallocated"),
             std::string::npos);
   ASSERT_TRUE(model.last_oom().has_value());
-  const OomReport& report = *model.last_oom();
+  const OomReport report = *model.last_oom();
   EXPECT_EQ(report.tried_to_allocate_bytes, 16 * kMiB);
   EXPECT_EQ(report.capacity_bytes, 64 * kMiB);
   EXPECT_EQ(report.free_bytes, 4 * kMiB);
