@@ -89,10 +89,12 @@ Event SyncEvent(StreamId stream) {
   return event;
 }
 
+Event EmptyCacheEvent() { return OfKind(EventKind::kEmptyCache); }
+
 std::string_view EventKindName(EventKind kind) {
   static constexpr std::array<std::string_view, kNumEventKinds> kNames = {
       "iteration", "phase", "alloc",     "free",          "compute", "mark",
-      "rs",        "flush", "zero_grad", "record_stream", "sync"};
+      "rs",        "flush", "zero_grad", "record_stream", "sync",    "empty_cache"};
   return kNames[static_cast<int>(kind)];
 }
 

@@ -13,6 +13,7 @@
 //   kZeroGrad       set_to_none
 //   kRecordStream   id, stream   (tensor.record_stream: the allocation is in use on `stream`)
 //   kSync           stream       (all work queued on `stream` so far has completed)
+//   kEmptyCache                  (torch.cuda.empty_cache())
 //
 // `name` indexes TraceHeader::names. `index` is the event's position in the trace (0-based),
 // quoted by every error message about it.
@@ -38,9 +39,10 @@ enum class EventKind : std::uint8_t {
   kZeroGrad,
   kRecordStream,  // schema_version 2
   kSync,          // schema_version 2
+  kEmptyCache,    // schema_version 2
 };
 
-inline constexpr int kNumEventKinds = 11;
+inline constexpr int kNumEventKinds = 12;
 
 // kInit is the phase before the first phase marker (model construction, lazy init).
 enum class Phase : std::uint8_t { kInit, kForward, kBackward, kStep, kZeroGrad };
@@ -88,6 +90,7 @@ Event FlushEvent();
 Event ZeroGradEvent(bool set_to_none);
 Event RecordStreamEvent(std::uint64_t id, StreamId stream);
 Event SyncEvent(StreamId stream);
+Event EmptyCacheEvent();
 
 std::string_view EventKindName(EventKind kind);  // the trace's "ev" value: "alloc", "rs", ...
 std::string_view PhaseName(Phase phase);

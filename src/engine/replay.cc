@@ -71,6 +71,10 @@ Status Replay::OnEvent(const Event& event) {
     case EventKind::kSync:
       memory_->StreamSynchronized(event.stream);
       return Status::Ok();
+    case EventKind::kEmptyCache:
+      RecordPeakIfNeeded();  // the peak's fragmentation is that of the cache before it empties
+      memory_->EmptyCache();
+      return Status::Ok();
   }
   return Status::Ok();
 }

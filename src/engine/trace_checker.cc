@@ -59,6 +59,7 @@ Status TraceChecker::Check(Event& event) {
       return Status::Ok();
     }
     case EventKind::kSync:
+    case EventKind::kEmptyCache:
       return Status::Ok();
     case EventKind::kZeroGrad:
       // Requests still in a bucket deliver their gradients at the flush, after this zero_grad.

@@ -515,6 +515,7 @@ constexpr std::array<std::uint32_t, kNumEventKinds> kAllowedFields = {
     Bit(Field::kEv) | Bit(Field::kSetToNone),                 // zero_grad
     Bit(Field::kEv) | Bit(Field::kId) | Bit(Field::kStream),  // record_stream
     Bit(Field::kEv) | Bit(Field::kStream),                    // sync
+    Bit(Field::kEv),                                          // empty_cache
 };
 
 // Parses the name of an enum value, with the names looked up once (the core's name functions
@@ -749,10 +750,12 @@ Status ConvertEvent(const EventFields& f, TraceHeader& header, Event& e) {
       return ToBool(f.Get(Field::kSetToNone), "set_to_none", e.set_to_none);
     case EventKind::kRecordStream:
     case EventKind::kSync:
+    case EventKind::kEmptyCache:
       if (header.schema_version < 2) {
         return InvalidTrace(fmt::format("'{}' events need schema_version 2 (this trace has {})",
                                         EventKindName(e.kind), header.schema_version));
       }
+      if (e.kind == EventKind::kEmptyCache) return Status::Ok();
       BUCKETSIM_RETURN_IF_ERROR(f.Required(Field::kStream));
       BUCKETSIM_RETURN_IF_ERROR(f.Stream(header, e.stream));
       return e.kind == EventKind::kSync ? Status::Ok() : f.Unsigned(Field::kId, e.id);

@@ -162,6 +162,9 @@ Status TraceWriter::OnEvent(const Event& e) {
     case EventKind::kSync:
       fmt::format_to(out, R"({{"ev": "sync", "stream": {}}})", e.stream);
       break;
+    case EventKind::kEmptyCache:
+      buffer_.append(std::string_view(R"({"ev": "empty_cache"})"));
+      break;
   }
   ++num_events_;
   return buffer_.size() >= kFlushBytes ? FlushBuffer() : Status::Ok();

@@ -116,7 +116,7 @@ class CachingAllocatorModel final : public MemoryModel {
   // All work queued on `stream` so far has completed.
   void StreamSynchronized(StreamId stream) override;
   // torch.cuda.empty_cache() (§3.7).
-  void EmptyCache();
+  void EmptyCache() override;
   // torch.cuda.reset_peak_memory_stats(): every peak becomes its current value.
   void ResetPeakStats();
 

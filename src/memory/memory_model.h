@@ -61,6 +61,8 @@ class MemoryModel {
   }
   // All work queued on `stream` so far has completed.
   virtual void StreamSynchronized(StreamId /*stream*/) {}
+  // torch.cuda.empty_cache(): return cached free segments to the device.
+  virtual void EmptyCache() {}
   virtual Bytes allocated_bytes() const = 0;
   virtual Bytes reserved_bytes() const = 0;
   // Nothing for a model without a cache.

@@ -182,6 +182,23 @@ TEST(Replay, RecordStreamDefersReuseUntilTheStreamIsSynced) {
   EXPECT_EQ(PeakReserved(plain), 12 * kMiB);
 }
 
+// empty_cache returns the freed 12 MiB segment: reserved drops from 12 MiB to 0 between the
+// marks, allocated stays 0; the exact model has no cache, so nothing changes there.
+TEST(Replay, EmptyCacheReleasesCachedSegments) {
+  testing::TraceBuilder t(1);
+  t.Alloc(1, 12 * kMiB, Category::kOther).Free(1).Mark("cached").EmptyCache().Mark("emptied");
+  ReplayRequest request;
+  request.policies = {*ParsePolicySpec("backward-only")};
+  request.make_memory_model = *MakeMemoryModelFactory({"caching", "", std::nullopt});
+  Result<ReplayOutcome> outcome = ReplayPolicies(t.Source(), request);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  const auto& marks = outcome->runs[0].marks;
+  ASSERT_EQ(marks.size(), 2u);
+  EXPECT_EQ(marks[0].reserved_bytes, 12 * kMiB);
+  EXPECT_EQ(marks[1].reserved_bytes, 0u);
+  EXPECT_EQ(marks[1].allocated_bytes, 0u);
+}
+
 TEST(Replay, AFailedPolicyAllocationStopsTheReplayWithTheEvent) {
   // The bucket's data (262144 B) does not fit in 200000 B: the rs at event 3 fails cleanly,
   // and the buffers the policy lets go on the way out are not freed twice.

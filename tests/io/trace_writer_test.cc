@@ -43,6 +43,7 @@ constexpr std::string_view kTrace = R"({
     {"ev": "flush"},
     {"ev": "record_stream", "id": 18446744073709551615, "stream": 0},
     {"ev": "sync", "stream": 0},
+    {"ev": "empty_cache"},
     {"ev": "free", "id": 18446744073709551615},
     {"ev": "phase", "phase": "step"},
     {"ev": "phase", "phase": "zero_grad"},
@@ -158,6 +159,7 @@ TEST(TraceWriter, WritesOneEventPerLineAfterThePrettyHeader) {
   EXPECT_EQ(event_lines[13],
             R"({"ev": "record_stream", "id": 18446744073709551615, "stream": 0},)");
   EXPECT_EQ(event_lines[14], R"({"ev": "sync", "stream": 0},)");
+  EXPECT_EQ(event_lines[15], R"({"ev": "empty_cache"},)");
   EXPECT_EQ(event_lines.back(), R"({"ev": "zero_grad", "set_to_none": true})");
 }
 

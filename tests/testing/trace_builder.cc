@@ -65,6 +65,8 @@ TraceBuilder& TraceBuilder::RecordStream(std::uint64_t id, StreamId stream) {
 
 TraceBuilder& TraceBuilder::Sync(StreamId stream) { return Add(SyncEvent(stream)); }
 
+TraceBuilder& TraceBuilder::EmptyCache() { return Add(EmptyCacheEvent()); }
+
 TraceSource TraceBuilder::Source() const {
   return [header = header_, events = events_](TraceHeader& out, EventSink& sink) -> Status {
     out = header;

@@ -31,6 +31,7 @@ class TraceBuilder {
   TraceBuilder& ZeroGrad(bool set_to_none = true);
   TraceBuilder& RecordStream(std::uint64_t id, StreamId stream);
   TraceBuilder& Sync(StreamId stream);
+  TraceBuilder& EmptyCache();
 
   TraceSource Source() const;
 
