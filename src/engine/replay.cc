@@ -83,6 +83,7 @@ Status Replay::OnEnd() {
   RecordPeakIfNeeded();
   ledger_.Finish(result_);
   result_.counters = policy_->counters();
+  result_.allocator = memory_->Totals();
   return Status::Ok();
 }
 

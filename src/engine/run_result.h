@@ -78,7 +78,9 @@ struct RunResult {
   std::vector<MarkSample> marks;
   std::vector<CollectiveRecord> collectives;
   PolicyCounters counters;
-  std::optional<OomEvent> oom;  // set when --device-memory was too small; figures stop there
+  std::optional<OomEvent> oom;
+  std::optional<AllocatorTotals> allocator;  // caching model only  // set when --device-memory was
+                                             // too small; figures stop there
   std::uint64_t events = 0;
   Micros compute_us = 0;
 };

@@ -759,4 +759,12 @@ std::optional<FragmentationInfo> CachingAllocatorModel::Fragmentation() const {
   return info;
 }
 
+std::optional<AllocatorTotals> CachingAllocatorModel::Totals() const {
+  return AllocatorTotals{static_cast<Bytes>(stats_.active_bytes.all.peak),
+                         static_cast<Bytes>(stats_.inactive_split_bytes.all.peak),
+                         static_cast<std::uint64_t>(stats_.segment.all.peak),
+                         static_cast<std::uint64_t>(stats_.num_alloc_retries),
+                         static_cast<std::uint64_t>(stats_.num_ooms)};
+}
+
 }  // namespace bucketsim

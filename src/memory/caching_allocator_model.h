@@ -108,6 +108,7 @@ class CachingAllocatorModel final : public MemoryModel {
   Bytes allocated_bytes() const override;
   Bytes reserved_bytes() const override;
   std::optional<FragmentationInfo> Fragmentation() const override;
+  std::optional<AllocatorTotals> Totals() const override;
 
   // A free of a block other streams still use (tensor.record_stream, §3.3): allocated drops now;
   // the block stays active and becomes reusable once every stream in `pending` is synchronized.

@@ -34,6 +34,15 @@ struct FragmentationInfo {
   std::vector<Segments> segments;      // per (stream, pool), in that order
 };
 
+// Whole-run figures of a caching model, named after torch.cuda.memory_stats() keys.
+struct AllocatorTotals {
+  Bytes peak_active_bytes = 0;          // active_bytes.all.peak
+  Bytes peak_inactive_split_bytes = 0;  // inactive_split_bytes.all.peak
+  std::uint64_t peak_segments = 0;      // segment.all.peak
+  std::uint64_t num_alloc_retries = 0;  // cache flushed and the request retried
+  std::uint64_t num_ooms = 0;
+};
+
 // The figures of an out-of-memory, as torch.OutOfMemoryError's message reports them, and how the
 // cached free memory was split up when it happened.
 struct OomReport {
@@ -67,6 +76,8 @@ class MemoryModel {
   virtual Bytes reserved_bytes() const = 0;
   // Nothing for a model without a cache.
   virtual std::optional<FragmentationInfo> Fragmentation() const { return std::nullopt; }
+  // Nothing for a model without a cache.
+  virtual std::optional<AllocatorTotals> Totals() const { return std::nullopt; }
   // The last Allocate that failed for want of capacity (models with a capacity only).
   virtual std::optional<OomReport> last_oom() const { return std::nullopt; }
 };

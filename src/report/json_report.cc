@@ -186,6 +186,21 @@ void WriteOom(JsonWriter& w, const std::optional<OomEvent>& oom) {
   w.EndObject();
 }
 
+void WriteAllocatorTotals(JsonWriter& w, const std::optional<AllocatorTotals>& totals) {
+  w.Key("allocator");
+  if (!totals) {
+    w.Null();
+    return;
+  }
+  w.BeginObject();
+  w.Field("peak_active_bytes", totals->peak_active_bytes);
+  w.Field("peak_inactive_split_bytes", totals->peak_inactive_split_bytes);
+  w.Field("peak_segments", totals->peak_segments);
+  w.Field("num_alloc_retries", totals->num_alloc_retries);
+  w.Field("num_ooms", totals->num_ooms);
+  w.EndObject();
+}
+
 void WriteRun(JsonWriter& w, const RunResult& run) {
   w.BeginObject();
   w.Field("policy", run.policy);
@@ -205,6 +220,7 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
   w.Field("bucketed_requests", run.counters.bucketed);
   w.Field("compute_us", run.compute_us);
   WriteOom(w, run.oom);
+  WriteAllocatorTotals(w, run.allocator);
   WriteMarks(w, run.marks);
   WritePhases(w, run.phases);
   WriteCollectives(w, run.collectives);

@@ -143,6 +143,24 @@ TEST(CachingAllocatorModel, FragmentationDescribesTheCache) {
   model.Free(small);
 }
 
+// §6.1 continued: the peaks over the sequence A, B, free A, C. A is freed before C, so active
+// bytes peak at max(26 + 12.5, 12.5 + 30) MiB = 42.5 MiB (A is charged its whole 26 MiB block);
+// inactive_split peaks at B's 1.5 MiB remainder; three segments; no retries without a capacity.
+TEST(CachingAllocatorModel, TotalsArePeaksOverTheRun) {
+  CachingAllocatorModel model;
+  Block a = Alloc(model, 25 * kMiB);
+  Alloc(model, 13'107'200);
+  model.Free(a);
+  Alloc(model, 30 * kMiB);
+  std::optional<AllocatorTotals> totals = model.Totals();
+  ASSERT_TRUE(totals.has_value());
+  EXPECT_EQ(totals->peak_active_bytes, 44'564'480u);
+  EXPECT_EQ(totals->peak_inactive_split_bytes, 1'572'864u);
+  EXPECT_EQ(totals->peak_segments, 3u);
+  EXPECT_EQ(totals->num_alloc_retries, 0u);
+  EXPECT_EQ(totals->num_ooms, 0u);
+}
+
 TEST(CachingAllocatorModel, WorkedSequence62Expandable) {
   CachingAllocatorModel model(Conf("expandable_segments:True"));
   // A: maps ceil(25/20) = 2 pages = 40 MiB, split at 25 MiB (remainder >= 512).
