@@ -88,6 +88,13 @@ Status Replay::OnEnd() {
 }
 
 Status Replay::Charge(Allocation& allocation, Bytes requested, StreamId stream) {
+  if (out_of_memory_) {
+    // The program raised at the OOM: what the policy still asks for within this event is not
+    // allocated (it would count as more OOMs).
+    allocation.in_model = false;
+    allocation.block = Block{};
+    return Status::Ok();
+  }
   Result<Block> block = memory_->Allocate(requested, stream);
   allocation.in_model = block.ok();
   if (!block.ok()) {
