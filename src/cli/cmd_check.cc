@@ -31,16 +31,13 @@ struct Budget {
 Result<std::vector<Budget>> ParseBudgets(const CheckFlags& flags) {
   std::vector<Budget> budgets;
   if (!flags.max_peak_allocated.empty()) {
-    Result<Bytes> limit = ParseSize(flags.max_peak_allocated);
-    if (!limit.ok())
-      return Status(limit.status().code(), "--max-peak-allocated: " + limit.status().message());
+    Result<Bytes> limit = ParseSizeFlag("--max-peak-allocated", flags.max_peak_allocated);
+    if (!limit.ok()) return limit.status();
     budgets.push_back({"peak allocated", std::nullopt, false, *limit});
   }
   if (!flags.max_peak_reserved.empty()) {
-    Result<Bytes> limit = ParseSize(flags.max_peak_reserved);
-    if (!limit.ok()) {
-      return Status(limit.status().code(), "--max-peak-reserved: " + limit.status().message());
-    }
+    Result<Bytes> limit = ParseSizeFlag("--max-peak-reserved", flags.max_peak_reserved);
+    if (!limit.ok()) return limit.status();
     budgets.push_back({"peak reserved", std::nullopt, true, *limit});
   }
   for (const std::string& item : flags.max_at_mark) {
@@ -48,9 +45,8 @@ Result<std::vector<Budget>> ParseBudgets(const CheckFlags& flags) {
     if (eq == std::string::npos || eq == 0) {
       return InvalidArgument(fmt::format("--max-at-mark '{}': expected NAME=SIZE", item));
     }
-    Result<Bytes> limit = ParseSize(item.substr(eq + 1));
-    if (!limit.ok())
-      return Status(limit.status().code(), "--max-at-mark: " + limit.status().message());
+    Result<Bytes> limit = ParseSizeFlag("--max-at-mark", item.substr(eq + 1));
+    if (!limit.ok()) return limit.status();
     std::string mark = item.substr(0, eq);
     budgets.push_back({fmt::format("allocated at mark '{}'", mark), mark, false, *limit});
   }

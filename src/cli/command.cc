@@ -56,10 +56,8 @@ Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
   if (request.policies.empty()) request.policies = default_policies;
   MemoryModelOptions memory{flags.allocator, flags.alloc_conf, std::nullopt};
   if (!flags.device_memory.empty()) {
-    Result<Bytes> capacity = ParseSize(flags.device_memory);
-    if (!capacity.ok()) {
-      return Status(capacity.status().code(), "--device-memory: " + capacity.status().message());
-    }
+    Result<Bytes> capacity = ParseSizeFlag("--device-memory", flags.device_memory);
+    if (!capacity.ok()) return capacity.status();
     memory.device_memory = *capacity;
   }
   Result<MemoryModelFactory> factory = MakeMemoryModelFactory(memory);
@@ -76,6 +74,13 @@ Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlag
   report.memory_model = flags.allocator;
   BUCKETSIM_RETURN_IF_ERROR(DescribeTrace(flags.trace, report));
   return report;
+}
+
+Result<Bytes> ParseSizeFlag(std::string_view flag, std::string_view text) {
+  Result<Bytes> size = ParseSize(text);
+  if (!size.ok())
+    return Status(size.status().code(), fmt::format("{}: {}", flag, size.status().message()));
+  return size;
 }
 
 int ReportError(const Status& status) {

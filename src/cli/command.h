@@ -56,6 +56,9 @@ Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
 // The context block of a report about `trace` replayed with `flags`.
 Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlags& flags);
 
+// ParseSize for a flag's value; a failure's message names the flag.
+Result<Bytes> ParseSizeFlag(std::string_view flag, std::string_view text);
+
 // Prints "bucketsim: error: <message>" on stderr and returns kExitError.
 int ReportError(const Status& status);
 // The trace `compare` replays when none is given.

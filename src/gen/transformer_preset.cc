@@ -1,5 +1,7 @@
 #include "gen/transformer_preset.h"
 
+#include "policy/shard_size.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -77,8 +79,6 @@ std::uint64_t SaturatingProduct(std::initializer_list<std::uint64_t> factors) {
   }
   return product;
 }
-
-Numel CeilDiv(Numel a, Numel b) { return (a + b - 1) / b; }
 
 // One FSDP instance of the model: one flat parameter, the activations its forward keeps for
 // backward, and its forward cost.
@@ -163,7 +163,7 @@ std::vector<InstanceModel> BuildModel(const TransformerConfig& config) {
        2 * tokens * static_cast<double>(head_numel)});
 
   const auto ws = static_cast<Numel>(config.world_size);
-  for (InstanceModel& instance : model) instance.shard_numel = CeilDiv(instance.numel, ws);
+  for (InstanceModel& instance : model) instance.shard_numel = PaddedShardNumel(instance.numel, ws);
   return model;
 }
 

@@ -2,6 +2,7 @@
 
 #include "io/json_scanner.h"
 #include "io/trace_reader_internal.h"
+#include "policy/shard_size.h"
 
 #include <algorithm>
 #include <array>
@@ -670,8 +671,6 @@ Status ConvertCompute(const EventFields& f, TraceHeader& header, Event& e) {
   return Status::Ok();
 }
 
-Numel CeilDiv(Numel numel, Numel parts) { return numel / parts + (numel % parts != 0 ? 1 : 0); }
-
 Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Event& e) {
   std::uint64_t fsdp = 0;
   BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kFsdp, fsdp));
@@ -697,7 +696,7 @@ Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Eve
   BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kNumel, e.numel));
   if (e.numel == 0) return InvalidTrace("'numel' must be positive (got 0)");
   // fairscale's chunk_and_pad: every rank's shard is the padded ceil(numel / group size).
-  Numel expected = CeilDiv(param.numel, static_cast<Numel>(group->size()));
+  Numel expected = PaddedShardNumel(param.numel, static_cast<Numel>(group->size()));
   if (e.numel != expected) {
     return InvalidTrace(fmt::format(
         "numel {} does not match param '{}' (numel {}) split over group {} of size {}: expected {}",

@@ -13,6 +13,12 @@ namespace bucketsim {
 
 Numel BucketShardSize(double bucket_cap_mb, Bytes element_size, int num_shards);
 
+// FSDP's per-rank shard of a parameter or gradient of `numel` elements: fairscale's
+// chunk_and_pad pads it to ceil(numel / num_shards) on every rank.
+constexpr Numel PaddedShardNumel(Numel numel, Numel num_shards) {
+  return numel / num_shards + (numel % num_shards != 0 ? 1 : 0);
+}
+
 // Python's `a // b` for floats (CPython float_floor_div), not floor(a / b): the two differ
 // when a / b rounds up to an integer.
 double PythonFloorDiv(double a, double b);

@@ -34,3 +34,18 @@ TEST(PythonFloorDiv, FollowsCPythonNotNaiveFloor) {
 
 }  // namespace
 }  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+// chunk_and_pad: every rank's shard is ceil(numel / ws); the last rank's chunk is padded.
+TEST(PaddedShardNumel, RoundsUpToEqualShards) {
+  EXPECT_EQ(PaddedShardNumel(40, 2), 20u);
+  EXPECT_EQ(PaddedShardNumel(41, 2), 21u);
+  EXPECT_EQ(PaddedShardNumel(1, 8), 1u);
+  EXPECT_EQ(PaddedShardNumel(12'596'224, 8), 1'574'528u);
+  EXPECT_EQ(PaddedShardNumel(~Numel{0}, 2), Numel{1} << 63);  // no overflow at the top
+}
+
+}  // namespace
+}  // namespace bucketsim
