@@ -1,24 +1,92 @@
-// Where a replay's work is executed. The engine tells the backend about compute spans and
-// collectives in trace order; the backend decides what that costs. `sim` (always built) runs
-// nothing and keeps virtual clocks; the real backends (MPI on hosts, NCCL on GPUs) implement the
-// same interface so every command runs on each of them.
+// Where a replay's work is executed. The engine hands the backend, in trace order, everything
+// that costs time or touches memory: buffers to materialize and release, gradients to stack,
+// bucket copies, reduce-scatters, compute spans, and the waits between streams that FSDP
+// performs. `sim` (always built) executes nothing and keeps virtual clocks; the real backends
+// (host: MPI on CPUs; cuda: NCCL on GPUs) execute the same calls on real memory, so every
+// command runs on each of them and their reports have the same fields.
+//
+// Calls are issued asynchronously, the way CUDA work is queued on streams: a backend may run
+// them later on per-stream workers, in issue order per stream. EndIteration() is the only
+// point where the engine waits; it returns what the finished iteration measured.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "core/buffer_ops.h"
 #include "core/collective_record.h"
+#include "core/status.h"
+#include "core/trace_header.h"
 #include "core/units.h"
 
 namespace bucketsim {
+
+enum class SpanKind : std::uint8_t { kCompute, kCollective, kCopy };
+
+// Something a stream was busy with, on the backend's clock (µs since the backend started).
+struct TimedSpan {
+  SpanKind kind = SpanKind::kCompute;
+  StreamId stream = 0;
+  Micros start_us = 0;
+  Micros end_us = 0;
+};
+
+// What one iteration measured (real backends) or predicted (sim). `spans` lists every span in
+// the order it was issued; collectives among them appear in the order the policy issued them.
+struct IterationSpans {
+  Micros start_us = 0;
+  Micros end_us = 0;
+  std::vector<TimedSpan> spans;
+};
+
+// Facts about the execution that belong in the report beside the modelled figures.
+struct ExecutionFacts {
+  int ranks = 1;               // processes that took part
+  int rank = 0;                // this process
+  bool emulated = false;       // collectives on a world of one standing in for the trace's
+  std::string emulation_note;  // why, when emulated
+  bool verified = false;       // every collective's output was checked
+  std::uint64_t verified_collectives = 0;
+  std::uint64_t verify_failures = 0;
+  std::string first_mismatch;         // empty when none
+  std::uint64_t communicators = 0;    // communicators created (one per group object used)
+  Bytes materialized_peak_bytes = 0;  // the most bytes the backend held at once
+  // Device memory measured by the runtime (cuda): free memory before, after, and the peak used.
+  std::optional<Bytes> device_used_before_bytes;
+  std::optional<Bytes> device_used_after_bytes;
+  std::optional<Bytes> device_used_peak_bytes;
+};
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+
+  // Before the first event; a real backend checks that this process can run the trace.
+  virtual Status Start(const TraceHeader& header) = 0;
+
+  // Buffer lifetime on `stream` (a policy buffer, or a trace allocation: see kTraceBufferBit).
+  virtual void Materialize(BufferHandle buffer, Bytes bytes, StreamId stream) = 0;
+  virtual void Release(BufferHandle buffer, StreamId stream) = 0;
+
+  // Data movement and collectives, on `stream`.
+  virtual void FillGradient(const GradientFill& fill, StreamId stream) = 0;
+  virtual void Copy(const BufferCopy& copy, StreamId stream) = 0;
+  virtual void ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
+                             StreamId stream) = 0;
   virtual void Compute(StreamId stream, Micros duration) = 0;
-  virtual void Collective(const CollectiveRecord& record) = 0;
-  // Time since the backend started, on its clock.
-  virtual Micros now_us() const = 0;
+  // Work issued on `waiter` from now on starts after everything issued on `producer` so far
+  // (stream.wait_stream(producer)). A no-op when both are the same stream.
+  virtual void WaitStream(StreamId waiter, StreamId producer) = 0;
+
+  // Waits for every stream and returns the spans of the iteration that ends here; the next
+  // iteration starts at its end. An error is a failure of the execution (a wrong reduced value
+  // is not an error: it is counted in facts()).
+  virtual Result<IterationSpans> EndIteration() = 0;
+
+  virtual ExecutionFacts facts() const = 0;
 };
 
 }  // namespace bucketsim

@@ -22,8 +22,10 @@ struct CollectiveRecord {
   Numel input_numel = 0;       // the whole send buffer: group_size * output_numel
   Numel output_numel = 0;      // this rank's reduced shard
   std::uint32_t requests = 1;  // gradients carried by this collective
-  EventIndex event_index =
-      0;  // the trace event that caused it (an rs or the flush); set by the engine
+  EventIndex event_index = 0;  // the trace event that caused it (an rs or the flush)
+  // When it ran on the backend's clock (µs), set by the engine when its iteration ends.
+  Micros start_us = 0;
+  Micros dur_us = 0;
 };
 
 std::string_view CollectiveKindName(CollectiveKind kind);  // "bypass", "bucket_flush"

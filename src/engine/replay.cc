@@ -19,6 +19,7 @@ Replay::Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryMode
   result_.canonical = spec_.Canonical(bucket_cap_mb);
   result_.bucket_cap_mb = bucket_cap_mb;
   result_.memory_model = std::string(memory_->name());
+  result_.backend = std::string(backend_->name());
 }
 
 Replay::~Replay() = default;
@@ -27,7 +28,7 @@ Status Replay::OnHeader(const TraceHeader& header) {
   header_ = &header;
   policy_stream_ = header.post_backward_stream();
   held_grad_.assign(header.num_params(), kNoBuffer);
-  return Status::Ok();
+  return backend_->Start(header);
 }
 
 Status Replay::OnEvent(const Event& event) {
@@ -36,6 +37,9 @@ Status Replay::OnEvent(const Event& event) {
   ++result_.events;
   switch (event.kind) {
     case EventKind::kIteration:
+      if (in_iteration_) BUCKETSIM_RETURN_IF_ERROR(FinishIteration());
+      in_iteration_ = true;
+      iteration_ = event.id;
       ledger_.SetIteration(event.id);
       return Status::Ok();
     case EventKind::kPhase:
@@ -56,11 +60,16 @@ Status Replay::OnEvent(const Event& event) {
     case EventKind::kReduceScatter: {
       ReduceScatterCall call{event, header_->FindGroup(event.group)};
       BUCKETSIM_CHECK(call.group != nullptr);
+      // FSDP's post-backward hook: post_backward.wait_stream(current_stream()) before it
+      // reduces the gradient the backward pass just produced (reference/fsdp_semantics.md §2).
+      backend_->WaitStream(policy_stream_, kComputeStream);
       BUCKETSIM_RETURN_IF_ERROR(policy_->ReduceScatter(call, *this));
       return std::exchange(deferred_error_, Status::Ok());
     }
     case EventKind::kFlush:
       BUCKETSIM_RETURN_IF_ERROR(policy_->EndBackward(*this));
+      // _wait_for_post_backward: current_stream().wait_stream(post_backward) after the flush.
+      backend_->WaitStream(kComputeStream, policy_stream_);
       return std::exchange(deferred_error_, Status::Ok());
     case EventKind::kZeroGrad:
       if (event.set_to_none) ZeroGrad();
@@ -80,6 +89,8 @@ Status Replay::OnEvent(const Event& event) {
 }
 
 Status Replay::OnEnd() {
+  if (in_iteration_ && !out_of_memory_) BUCKETSIM_RETURN_IF_ERROR(FinishIteration());
+  result_.execution = backend_->facts();
   RecordPeakIfNeeded();
   ledger_.Finish(result_);
   result_.counters = policy_->counters();
@@ -87,7 +98,27 @@ Status Replay::OnEnd() {
   return Status::Ok();
 }
 
-Status Replay::Charge(Allocation& allocation, Bytes requested, StreamId stream) {
+Status Replay::FinishIteration() {
+  Result<IterationSpans> spans = backend_->EndIteration();
+  if (!spans.ok()) {
+    return Status(spans.status().code(),
+                  fmt::format("iteration {}: {}", iteration_, spans.status().message()));
+  }
+  result_.iterations.push_back(SummarizeIteration(*spans, iteration_));
+  // The iteration's collective spans are in issue order, as its log entries are.
+  std::size_t next = untimed_collectives_;
+  for (const TimedSpan& span : spans->spans) {
+    if (span.kind != SpanKind::kCollective || next >= result_.collectives.size()) continue;
+    result_.collectives[next].start_us = span.start_us;
+    result_.collectives[next].dur_us = span.end_us - span.start_us;
+    ++next;
+  }
+  untimed_collectives_ = result_.collectives.size();
+  return Status::Ok();
+}
+
+Status Replay::Charge(Allocation& allocation, BufferHandle handle, Bytes requested,
+                      StreamId stream) {
   if (out_of_memory_) {
     // The program raised at the OOM: what the policy still asks for within this event is not
     // allocated (it would count as more OOMs).
@@ -113,14 +144,17 @@ Status Replay::Charge(Allocation& allocation, Bytes requested, StreamId stream) 
   }
   allocation.block = *block;
   allocation.since = current_event_;
+  allocation.stream = stream;
+  backend_->Materialize(handle, requested, stream);
   ledger_.Charge(allocation.category, block->charged, current_event_);
   ledger_.ObserveReserved(memory_->reserved_bytes());
   return Status::Ok();
 }
 
-void Replay::Discharge(Allocation& allocation) {
+void Replay::Discharge(Allocation& allocation, BufferHandle handle) {
   RecordPeakIfNeeded();
   if (allocation.in_model) {
+    backend_->Release(handle, allocation.stream);
     if (allocation.used_on.empty()) {
       memory_->Free(allocation.block);
     } else {
@@ -137,10 +171,12 @@ Status Replay::AllocateTrace(const Event& event) {
   allocation.category = event.category;
   allocation.refs = 1;
   allocation.trace_id = event.id;
-  return Charge(allocation, event.bytes, event.stream);
+  return Charge(allocation, kTraceBufferBit | event.slot, event.bytes, event.stream);
 }
 
-void Replay::FreeTrace(const Event& event) { Discharge(trace_slots_[event.slot]); }
+void Replay::FreeTrace(const Event& event) {
+  Discharge(trace_slots_[event.slot], kTraceBufferBit | event.slot);
+}
 
 BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId group) {
   BufferId id = 0;
@@ -156,7 +192,7 @@ BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId g
   buffer.refs = 1;
   buffer.dtype = dtype;
   buffer.group = group;
-  Status status = Charge(buffer, bytes, policy_stream_);
+  Status status = Charge(buffer, id, bytes, policy_stream_);
   if (!status.ok() && deferred_error_.ok()) deferred_error_ = std::move(status);
   return id;
 }
@@ -165,7 +201,7 @@ void Replay::Release(BufferId id) {
   Allocation& buffer = buffers_[id];
   BUCKETSIM_CHECK(buffer.refs > 0);
   if (--buffer.refs > 0) return;
-  Discharge(buffer);
+  Discharge(buffer, id);
   free_buffers_.push_back(id);
 }
 
@@ -176,10 +212,18 @@ void Replay::Relabel(BufferId id, Category category) {
   buffer.category = category;
 }
 
-void Replay::Collective(const CollectiveRecord& record) {
+void Replay::FillGradient(const GradientFill& fill) {
+  if (!out_of_memory_) backend_->FillGradient(fill, policy_stream_);
+}
+
+void Replay::Copy(const BufferCopy& copy) {
+  if (!out_of_memory_) backend_->Copy(copy, policy_stream_);
+}
+
+void Replay::Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers) {
   CollectiveRecord stamped = record;
   stamped.event_index = current_event_;
-  backend_->Collective(stamped);
+  if (!out_of_memory_) backend_->ReduceScatter(stamped, buffers, policy_stream_);
   if (options_.keep_collective_log) result_.collectives.push_back(stamped);
 }
 

@@ -38,6 +38,8 @@ class Replay final : public EventSink, private PolicyHost {
 
  private:
   static constexpr BufferId kNoBuffer = ~BufferId{0};
+  // The stream FSDP's forward and backward compute run on (torch's current stream).
+  static constexpr StreamId kComputeStream = 0;
 
   struct Allocation {
     Block block;
@@ -46,6 +48,7 @@ class Replay final : public EventSink, private PolicyHost {
     bool in_model = false;   // false when the memory model refused it (an OOM being reported)
     std::vector<StreamId> used_on;  // other streams that use it (record_stream)
     EventIndex since = 0;
+    StreamId stream = 0;
     std::uint64_t trace_id = 0;     // trace allocations
     DType dtype = DType::kFloat32;  // policy buffers
     GroupId group = 0;              // policy buffers
@@ -55,14 +58,18 @@ class Replay final : public EventSink, private PolicyHost {
   BufferId Allocate(Bytes bytes, Category category, DType dtype, GroupId group) override;
   void Release(BufferId buffer) override;
   void Relabel(BufferId buffer, Category category) override;
-  void Collective(const CollectiveRecord& record) override;
+  void FillGradient(const GradientFill& fill) override;
+  void Copy(const BufferCopy& copy) override;
+  void Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers) override;
   void Deliver(const ReduceScatterCall& call, BufferId reduced) override;
 
   Status AllocateTrace(const Event& event);
   void FreeTrace(const Event& event);
   void ZeroGrad();
-  Status Charge(Allocation& allocation, Bytes requested, StreamId stream);
-  void Discharge(Allocation& allocation);
+  Status Charge(Allocation& allocation, BufferHandle handle, Bytes requested, StreamId stream);
+  void Discharge(Allocation& allocation, BufferHandle handle);
+  // Asks the backend for the iteration that ends here and times its collectives.
+  Status FinishIteration();
   void RecordPeakIfNeeded();
 
   PolicySpec spec_;
@@ -75,6 +82,9 @@ class Replay final : public EventSink, private PolicyHost {
   EventIndex current_event_ = 0;
   Status deferred_error_;       // an allocation failure inside a policy call
   bool out_of_memory_ = false;  // the device ran out: the rest of the trace is not replayed
+  bool in_iteration_ = false;
+  std::uint64_t iteration_ = 0;
+  std::size_t untimed_collectives_ = 0;  // result_.collectives from here on await their times
 
   std::vector<Allocation> trace_slots_;  // by Event::slot
   std::vector<Allocation> buffers_;      // by BufferId

@@ -18,7 +18,8 @@ class PolicyFanout final : public EventSink {
           spec, ResolveBucketCap(spec, request_.bucket_cap_mb, header),
           request_.make_memory_model ? request_.make_memory_model()
                                      : std::make_unique<ExactMemoryModel>(),
-          std::make_unique<SimBackend>(), request_.options));
+          request_.make_backend ? request_.make_backend() : std::make_unique<SimBackend>(),
+          request_.options));
       BUCKETSIM_RETURN_IF_ERROR(replays_.back()->OnHeader(header));
     }
     return Status::Ok();

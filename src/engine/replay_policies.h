@@ -23,6 +23,8 @@ struct ReplayRequest {
   std::vector<PolicySpec> policies;
   // Unset: the exact model.
   MemoryModelFactory make_memory_model;
+  // Unset: the sim backend. One backend per policy; a real backend executes each replay.
+  std::function<std::unique_ptr<Backend>()> make_backend;
   // --bucket-cap-mb: overrides the trace's cap for every policy that does not fix its own.
   std::optional<double> bucket_cap_mb;
   ReplayOptions options;

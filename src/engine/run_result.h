@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/span_timing.h"
 #include "core/category.h"
 #include "core/collective_record.h"
 #include "core/event.h"
@@ -78,11 +79,14 @@ struct RunResult {
   std::vector<MarkSample> marks;
   std::vector<CollectiveRecord> collectives;
   PolicyCounters counters;
-  std::optional<OomEvent> oom;
-  std::optional<AllocatorTotals> allocator;  // caching model only  // set when --device-memory was
-                                             // too small; figures stop there
+  std::optional<OomEvent> oom;  // set when --device-memory was too small; figures stop there
+  std::optional<AllocatorTotals> allocator;  // caching model only
   std::uint64_t events = 0;
   Micros compute_us = 0;
+  // Time, on the backend that ran the replay: one entry per iteration of the trace.
+  std::string backend;
+  std::vector<IterationTiming> iterations;
+  ExecutionFacts execution;
 };
 
 }  // namespace bucketsim

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/buffer_ops.h"
 #include "core/collective_record.h"
 #include "core/event.h"
 #include "core/status.h"
@@ -31,7 +32,11 @@ class PolicyHost {
   // Drops one reference; the memory is freed when no reference (policy or gradient) is left.
   virtual void Release(BufferId buffer) = 0;
   virtual void Relabel(BufferId buffer, Category category) = 0;
-  virtual void Collective(const CollectiveRecord& record) = 0;
+  // Data movement on the policy's stream, in the order fairscale performs it. `fill.buffer`
+  // and the handles in `copy` and `buffers` are BufferIds of this host.
+  virtual void FillGradient(const GradientFill& fill) = 0;
+  virtual void Copy(const BufferCopy& copy) = 0;
+  virtual void Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers) = 0;
   // The post-reduction callback: `reduced` holds the request's reduced shard.
   virtual void Deliver(const ReduceScatterCall& call, BufferId reduced) = 0;
 };

@@ -35,8 +35,13 @@ Status FairscaleBucketer::ReduceScatter(const ReduceScatterCall& call, PolicyHos
   Bucket& bucket = GetBucket(call, shard_size, host);
   if (e.numel > bucket.shard_size - bucket.offset) FlushBucket(bucket, host);
   Bytes element = ElementSize(e.dtype);
-  BufferId stacked = host.Allocate(call.group->size() * e.numel * element, Category::kRsStackTemp,
-                                   e.dtype, bucket.group->id);
+  const int ws = call.group->size();
+  // stacked = torch.stack(input_list); data[:, offset:offset + n].copy_(stacked)
+  BufferId stacked =
+      host.Allocate(ws * e.numel * element, Category::kRsStackTemp, e.dtype, bucket.group->id);
+  host.FillGradient({stacked, e.index, ws, e.numel, e.dtype});
+  host.Copy(
+      {*bucket.data, bucket.shard_size, bucket.offset, stacked, e.numel, 0, ws, e.numel, e.dtype});
   host.Release(stacked);
   bucket.callbacks.push_back(call);
   bucket.offset += e.numel;
@@ -52,7 +57,10 @@ Status FairscaleBucketer::Bypass(const ReduceScatterCall& call, Numel n, PolicyH
   BufferId output = host.Allocate(n * element, Category::kBypassOutput, e.dtype, call.group->id);
   BufferId flattened =
       host.Allocate(ws * n * element, Category::kRsCatTemp, e.dtype, call.group->id);
-  host.Collective({CollectiveKind::kBypass, call.group->id, ws, e.dtype, ws * n, n, 1});
+  host.FillGradient({flattened, e.index, ws, n, e.dtype});
+  const ReducedSlice slice{e.index, 0, n};
+  host.Collective({CollectiveKind::kBypass, call.group->id, ws, e.dtype, ws * n, n, 1},
+                  {flattened, output, {&slice, 1}});
   host.Deliver(call, output);
   // Both are locals of reduce_scatter_async: let go when it returns, after the callback.
   host.Release(output);
@@ -102,10 +110,20 @@ void FairscaleBucketer::FlushBucket(Bucket& bucket, PolicyHost& host) {
   if (bucket.offset < bucket.shard_size && ws > 1) {
     contiguous = host.Allocate(ws * bucket.offset * element, Category::kRsContiguousTemp,
                                bucket.dtype, bucket.group->id);
+    host.Copy({*contiguous, bucket.offset, 0, *bucket.data, bucket.shard_size, 0, ws, bucket.offset,
+               bucket.dtype});
   }
-  host.Collective({CollectiveKind::kBucketFlush, bucket.group->id, ws, bucket.dtype,
-                   ws * bucket.offset, bucket.offset,
-                   static_cast<std::uint32_t>(bucket.callbacks.size())});
+  // Each callback's shard is the next run of columns, in the order the requests were queued.
+  slices_.clear();
+  Numel column = 0;
+  for (const ReduceScatterCall& callback : bucket.callbacks) {
+    slices_.push_back({callback.event.index, column, callback.event.numel});
+    column += callback.event.numel;
+  }
+  host.Collective(
+      {CollectiveKind::kBucketFlush, bucket.group->id, ws, bucket.dtype, ws * bucket.offset,
+       bucket.offset, static_cast<std::uint32_t>(bucket.callbacks.size())},
+      {contiguous.value_or(*bucket.data), *bucket.output, slices_});
   if (contiguous) host.Release(*contiguous);
   for (const ReduceScatterCall& callback : bucket.callbacks) host.Deliver(callback, *bucket.output);
   bucket.callbacks.clear();

@@ -66,6 +66,7 @@ class FairscaleBucketer final : public BucketPolicy {
   std::map<std::vector<int>, GroupId> group_by_members_;
   std::map<GroupId, GroupId> key_group_;
   PolicyCounters counters_;
+  std::vector<ReducedSlice> slices_;  // scratch of FlushBucket
 };
 
 }  // namespace bucketsim

@@ -29,7 +29,39 @@ void RecordingHost::Release(BufferId id) {
 
 void RecordingHost::Relabel(BufferId id, Category category) { buffers_.at(id).category = category; }
 
-void RecordingHost::Collective(const CollectiveRecord& record) {
+void RecordingHost::CheckSpan(BufferHandle buffer, Bytes end, const char* what) const {
+  const Buffer& b = buffers_.at(buffer);
+  if (b.refs <= 0) throw std::logic_error(fmt::format("{} touches dead buffer #{}", what, buffer));
+  if (end > b.bytes) {
+    throw std::logic_error(
+        fmt::format("{} reaches byte {} of buffer #{} of {} bytes", what, end, buffer, b.bytes));
+  }
+}
+
+void RecordingHost::FillGradient(const GradientFill& fill) {
+  CheckSpan(fill.buffer, fill.rows * fill.numel * ElementSize(fill.dtype), "fill");
+  moves_.push_back(fmt::format("fill #{} rows {} numel {}", fill.buffer, fill.rows, fill.numel));
+}
+
+void RecordingHost::Copy(const BufferCopy& c) {
+  Bytes element = ElementSize(c.dtype);
+  CheckSpan(c.dst, ((c.rows - 1) * c.dst_row_numel + c.dst_col + c.cols) * element, "copy dst");
+  CheckSpan(c.src, ((c.rows - 1) * c.src_row_numel + c.src_col + c.cols) * element, "copy src");
+  moves_.push_back(fmt::format("copy #{}[{}x{}+{}] <- #{}[{}x{}+{}] cols {}", c.dst, c.rows,
+                               c.dst_row_numel, c.dst_col, c.src, c.rows, c.src_row_numel,
+                               c.src_col, c.cols));
+}
+
+void RecordingHost::Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers) {
+  Bytes element = ElementSize(record.dtype);
+  CheckSpan(buffers.input, record.input_numel * element, "collective input");
+  CheckSpan(buffers.output, record.output_numel * element, "collective output");
+  std::string slices;
+  for (const ReducedSlice& slice : buffers.slices) {
+    slices += fmt::format(" [{}+{}]", slice.offset, slice.numel);
+  }
+  moves_.push_back(
+      fmt::format("reduce_scatter #{} -> #{}{}", buffers.input, buffers.output, slices));
   collectives_.push_back(record);
   log_.push_back(fmt::format("collective {} group {} in {} out {} requests {}",
                              CollectiveKindName(record.kind), record.group, record.input_numel,

@@ -17,7 +17,11 @@ class RecordingHost final : public PolicyHost {
   BufferId Allocate(Bytes bytes, Category category, DType dtype, GroupId group) override;
   void Release(BufferId buffer) override;
   void Relabel(BufferId buffer, Category category) override;
-  void Collective(const CollectiveRecord& record) override;
+  // Data movement goes to moves(), not log(): the log is the allocation sequence. Each checks
+  // that the buffers it touches are alive and large enough.
+  void FillGradient(const GradientFill& fill) override;
+  void Copy(const BufferCopy& copy) override;
+  void Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers) override;
   // Records the delivery; a kView delivery takes a reference, like a gradient view would.
   void Deliver(const ReduceScatterCall& call, BufferId reduced) override;
 
@@ -27,6 +31,7 @@ class RecordingHost final : public PolicyHost {
   const std::vector<std::string>& log() const { return log_; }
   std::vector<std::string> TakeLog() { return std::exchange(log_, {}); }
   const std::vector<CollectiveRecord>& collectives() const { return collectives_; }
+  const std::vector<std::string>& moves() const { return moves_; }
   Bytes live_bytes() const { return live_bytes_; }
   Bytes peak_bytes() const { return peak_bytes_; }
   Bytes live_bytes(Category category) const;
@@ -40,7 +45,10 @@ class RecordingHost final : public PolicyHost {
   };
   std::vector<Buffer> buffers_;
   std::vector<BufferId> gradient_refs_;
+  void CheckSpan(BufferHandle buffer, Bytes end, const char* what) const;
+
   std::vector<std::string> log_;
+  std::vector<std::string> moves_;
   std::vector<CollectiveRecord> collectives_;
   Bytes live_bytes_ = 0;
   Bytes peak_bytes_ = 0;

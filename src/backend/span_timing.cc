@@ -1,0 +1,95 @@
+#include "backend/span_timing.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace bucketsim {
+namespace {
+
+struct Interval {
+  Micros start = 0;
+  Micros end = 0;
+};
+
+// Sorted, non-overlapping cover of the spans of one kind.
+std::vector<Interval> Union(const std::vector<TimedSpan>& spans, SpanKind kind) {
+  std::vector<Interval> sorted;
+  for (const TimedSpan& span : spans) {
+    if (span.kind == kind && span.end_us > span.start_us) {
+      sorted.push_back({span.start_us, span.end_us});
+    }
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<Interval> merged;
+  for (const Interval& interval : sorted) {
+    if (!merged.empty() && interval.start <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, interval.end);
+    } else {
+      merged.push_back(interval);
+    }
+  }
+  return merged;
+}
+
+Micros Length(const std::vector<Interval>& intervals) {
+  Micros total = 0;
+  for (const Interval& interval : intervals) total += interval.end - interval.start;
+  return total;
+}
+
+// Total length of the intersection of two sorted, non-overlapping covers.
+Micros Overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  Micros total = 0;
+  std::size_t i = 0;
+  std::size_t j = 0;
+  while (i < a.size() && j < b.size()) {
+    Micros start = std::max(a[i].start, b[j].start);
+    Micros end = std::min(a[i].end, b[j].end);
+    if (end > start) total += end - start;
+    if (a[i].end < b[j].end) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+IterationTiming SummarizeIteration(const IterationSpans& spans, std::uint64_t iteration) {
+  IterationTiming timing;
+  timing.iteration = iteration;
+  timing.iteration_us = spans.end_us - spans.start_us;
+  for (const TimedSpan& span : spans.spans) {
+    Micros length = span.end_us - span.start_us;
+    switch (span.kind) {
+      case SpanKind::kCompute:
+        timing.compute_us += length;
+        break;
+      case SpanKind::kCollective:
+        timing.communication_us += length;
+        break;
+      case SpanKind::kCopy:
+        timing.copy_us += length;
+        break;
+    }
+  }
+  std::vector<Interval> communication = Union(spans.spans, SpanKind::kCollective);
+  timing.exposed_communication_us =
+      Length(communication) - Overlap(communication, Union(spans.spans, SpanKind::kCompute));
+  return timing;
+}
+
+double AlgBandwidthGBps(Bytes send_bytes, Micros duration) {
+  if (duration <= 0) return 0;
+  return static_cast<double>(send_bytes) / (duration * 1e3);  // bytes/µs / 1e3 = GB/s
+}
+
+double BusBandwidthGBps(Bytes send_bytes, Micros duration, int ranks) {
+  if (ranks <= 0) return 0;
+  return AlgBandwidthGBps(send_bytes, duration) * (ranks - 1) / ranks;
+}
+
+}  // namespace bucketsim
