@@ -82,6 +82,38 @@ IterationTiming SummarizeIteration(const IterationSpans& spans, std::uint64_t it
   return timing;
 }
 
+TimingTotals SumTimings(const std::vector<IterationTiming>& iterations,
+                        const std::vector<CollectiveRecord>& collectives) {
+  TimingTotals totals;
+  std::vector<Micros> steps;
+  for (const IterationTiming& it : iterations) {
+    totals.iteration_us += it.iteration_us;
+    totals.compute_us += it.compute_us;
+    totals.communication_us += it.communication_us;
+    totals.copy_us += it.copy_us;
+    totals.exposed_communication_us += it.exposed_communication_us;
+    steps.push_back(it.iteration_us);
+  }
+  if (steps.size() > 1) steps.erase(steps.begin());
+  if (!steps.empty()) {
+    auto middle = steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2);
+    std::nth_element(steps.begin(), middle, steps.end());
+    totals.step_time_us = *middle;
+    if (steps.size() % 2 == 0) {
+      totals.step_time_us = (*middle + *std::max_element(steps.begin(), middle)) / 2;
+    }
+  }
+  double bus_bytes = 0;
+  for (const CollectiveRecord& c : collectives) {
+    Bytes bytes = c.input_numel * ElementSize(c.dtype);
+    totals.collective_bytes += bytes;
+    bus_bytes += static_cast<double>(bytes) * (c.group_size - 1) / c.group_size;
+  }
+  totals.algbw_GBps = AlgBandwidthGBps(totals.collective_bytes, totals.communication_us);
+  if (totals.communication_us > 0) totals.busbw_GBps = bus_bytes / (totals.communication_us * 1e3);
+  return totals;
+}
+
 double AlgBandwidthGBps(Bytes send_bytes, Micros duration) {
   if (duration <= 0) return 0;
   return static_cast<double>(send_bytes) / (duration * 1e3);  // bytes/µs / 1e3 = GB/s

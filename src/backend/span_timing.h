@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
+#include "core/collective_record.h"
 
 namespace bucketsim {
 
@@ -19,6 +21,25 @@ struct IterationTiming {
 };
 
 IterationTiming SummarizeIteration(const IterationSpans& spans, std::uint64_t iteration);
+
+// A run's time figures over all its iterations. The step time is the median iteration time
+// of the iterations after the first when there are several (the first one creates
+// communicators and touches memory for the first time, as a warm-up iteration would), else
+// that of the only one.
+struct TimingTotals {
+  Micros step_time_us = 0;
+  Micros iteration_us = 0;  // sums over iterations from here on
+  Micros compute_us = 0;
+  Micros communication_us = 0;
+  Micros copy_us = 0;
+  Micros exposed_communication_us = 0;
+  Bytes collective_bytes = 0;  // whole send buffers, as nccl-tests counts a reduce-scatter
+  double algbw_GBps = 0;       // collective_bytes over communication time
+  double busbw_GBps = 0;       // each collective's bytes scaled by (n-1)/n, over the same time
+};
+
+TimingTotals SumTimings(const std::vector<IterationTiming>& iterations,
+                        const std::vector<CollectiveRecord>& collectives);
 
 // nccl-tests' bandwidths of one reduce-scatter (doc/PERFORMANCE.md there): algbw is the whole
 // send buffer over the time; busbw scales it by (n-1)/n, the fraction each rank must move.

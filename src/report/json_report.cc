@@ -161,6 +161,12 @@ void WriteCollectives(JsonWriter& w, const std::vector<CollectiveRecord>& collec
     w.Field("output_numel", c.output_numel);
     w.Field("requests", c.requests);
     w.Field("event_index", c.event_index);
+    Bytes bytes = c.input_numel * ElementSize(c.dtype);
+    w.Field("bytes", bytes);
+    w.Field("start_us", c.start_us);
+    w.Field("dur_us", c.dur_us);
+    w.Field("algbw_GBps", AlgBandwidthGBps(bytes, c.dur_us));
+    w.Field("busbw_GBps", BusBandwidthGBps(bytes, c.dur_us, c.group_size));
     w.EndObject();
   }
   w.EndArray();
@@ -201,6 +207,64 @@ void WriteAllocatorTotals(JsonWriter& w, const std::optional<AllocatorTotals>& t
   w.EndObject();
 }
 
+void WriteTiming(JsonWriter& w, const RunResult& run) {
+  w.Key("timing");
+  w.BeginObject();
+  w.Field("backend", run.backend);
+  TimingTotals totals = SumTimings(run.iterations, run.collectives);
+  w.Field("step_time_us", totals.step_time_us);
+  w.Field("iteration_us", totals.iteration_us);
+  w.Field("compute_us", totals.compute_us);
+  w.Field("communication_us", totals.communication_us);
+  w.Field("copy_us", totals.copy_us);
+  w.Field("exposed_communication_us", totals.exposed_communication_us);
+  w.Field("collective_bytes", totals.collective_bytes);
+  w.Field("algbw_GBps", totals.algbw_GBps);
+  w.Field("busbw_GBps", totals.busbw_GBps);
+  w.Key("iterations");
+  w.BeginArray();
+  for (const IterationTiming& it : run.iterations) {
+    w.BeginObject();
+    w.Field("iteration", it.iteration);
+    w.Field("iteration_us", it.iteration_us);
+    w.Field("compute_us", it.compute_us);
+    w.Field("communication_us", it.communication_us);
+    w.Field("copy_us", it.copy_us);
+    w.Field("exposed_communication_us", it.exposed_communication_us);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+void WriteOptionalBytes(JsonWriter& w, std::string_view key, const std::optional<Bytes>& value) {
+  w.Key(key);
+  if (value) {
+    w.Value(*value);
+  } else {
+    w.Null();
+  }
+}
+
+void WriteExecution(JsonWriter& w, const ExecutionFacts& facts) {
+  w.Key("execution");
+  w.BeginObject();
+  w.Field("ranks", facts.ranks);
+  w.Field("rank", facts.rank);
+  w.Field("emulated", facts.emulated);
+  w.Field("emulation_note", facts.emulation_note);
+  w.Field("verified", facts.verified);
+  w.Field("verified_collectives", facts.verified_collectives);
+  w.Field("verify_failures", facts.verify_failures);
+  w.Field("first_mismatch", facts.first_mismatch);
+  w.Field("communicators", facts.communicators);
+  w.Field("materialized_peak_bytes", facts.materialized_peak_bytes);
+  WriteOptionalBytes(w, "device_used_before_bytes", facts.device_used_before_bytes);
+  WriteOptionalBytes(w, "device_used_after_bytes", facts.device_used_after_bytes);
+  WriteOptionalBytes(w, "device_used_peak_bytes", facts.device_used_peak_bytes);
+  w.EndObject();
+}
+
 void WriteRun(JsonWriter& w, const RunResult& run) {
   w.BeginObject();
   w.Field("policy", run.policy);
@@ -223,6 +287,8 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
   WriteAllocatorTotals(w, run.allocator);
   WriteMarks(w, run.marks);
   WritePhases(w, run.phases);
+  WriteTiming(w, run);
+  WriteExecution(w, run.execution);
   WriteCollectives(w, run.collectives);
   w.EndObject();
 }
