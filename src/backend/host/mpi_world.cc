@@ -1,0 +1,79 @@
+#include "backend/host/mpi_world.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backend/host/mpi_check.h"
+
+namespace bucketsim {
+
+Status MpiStatus(int code, const char* call) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
+  return DeviceError(fmt::format("{} failed: {}", call,
+                                 length > 0 ? std::string(text, length) : "unknown MPI error"));
+}
+
+Result<std::unique_ptr<MpiWorld>> MpiWorld::Init() {
+  int initialized = 0;
+  BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Initialized(&initialized));
+  bool owns = !initialized;
+  if (owns) {
+    int provided = 0;
+    BUCKETSIM_MPI_RETURN_IF_ERROR(
+        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+    if (provided < MPI_THREAD_SERIALIZED) {
+      MPI_Finalize();
+      return DeviceError(fmt::format(
+          "the MPI library provides thread level {} only; the host backend needs at least "
+          "MPI_THREAD_SERIALIZED (collectives run on a communication thread)",
+          provided));
+    }
+  }
+  // Errors come back as codes (turned into Status values), not as MPI's default abort.
+  BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  int rank = 0;
+  int size = 1;
+  BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  return std::unique_ptr<MpiWorld>(new MpiWorld(rank, size, owns));
+}
+
+MpiWorld::MpiWorld(int rank, int size, bool owns) : rank_(rank), size_(size), owns_(owns) {}
+
+MpiWorld::~MpiWorld() {
+  if (owns_) MPI_Finalize();
+}
+
+Status MpiWorld::Agree(const Status& local) {
+  int mine = local.ok() ? size_ : rank_;
+  int first = size_;
+  BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (first == size_) return Status::Ok();
+  // The failing rank tells everyone what went wrong: its code, then its message.
+  std::string message = local.message();
+  int header[2] = {static_cast<int>(local.code()), static_cast<int>(message.size())};
+  BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Bcast(header, 2, MPI_INT, first, MPI_COMM_WORLD));
+  std::vector<char> text(static_cast<std::size_t>(header[1]));
+  if (rank_ == first) std::copy(message.begin(), message.end(), text.begin());
+  BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Bcast(text.data(), header[1], MPI_CHAR, first, MPI_COMM_WORLD));
+  return Status(static_cast<StatusCode>(header[0]),
+                fmt::format("rank {}: {}", first, std::string(text.begin(), text.end())));
+}
+
+Status MpiWorld::Barrier() {
+  BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Barrier(MPI_COMM_WORLD));
+  return Status::Ok();
+}
+
+void MpiWorld::Abort(int exit_code) {
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; this keeps [[noreturn]] honest
+}
+
+}  // namespace bucketsim
