@@ -44,8 +44,8 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags) {
                      "and retries when a segment does not fit, then fails with an OOM");
 }
 
-Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
-                                 const std::vector<PolicySpec>& default_policies) {
+Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
+                                        const std::vector<PolicySpec>& default_policies) {
   ReplayRequest request;
   request.bucket_cap_mb = flags.bucket_cap_mb;
   for (const std::string& name : flags.policies) {
@@ -63,10 +63,17 @@ Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
   Result<MemoryModelFactory> factory = MakeMemoryModelFactory(memory);
   if (!factory.ok()) return factory.status();
   request.make_memory_model = *factory;
+  return request;
+}
+
+Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
+                                 const std::vector<PolicySpec>& default_policies) {
+  Result<ReplayRequest> request = MakeReplayRequest(flags, default_policies);
+  if (!request.ok()) return request.status();
   const std::string& path = flags.trace;
   return ReplayPolicies(
       [&path](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); },
-      request);
+      *request);
 }
 
 Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlags& flags) {

@@ -36,6 +36,7 @@ void AddCheckCommand(CLI::App& command, CommandContext& context);
 void AddValidateCommand(CLI::App& command, CommandContext& context);
 void AddGenCommand(CLI::App& command, CommandContext& context);
 void AddVersionCommand(CLI::App& command, CommandContext& context);
+void AddRunCommand(CLI::App& command, CommandContext& context);
 
 // Flags shared by the commands that replay a trace.
 struct ReplayFlags {
@@ -50,6 +51,9 @@ struct ReplayFlags {
 void AddTraceArgument(CLI::App& command, std::string& trace, bool required);
 void AddReplayFlags(CLI::App& command, ReplayFlags& flags);
 
+// The policies, the cap override and the memory model the flags ask for.
+Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
+                                        const std::vector<PolicySpec>& default_policies);
 // Parses the policies, reads the trace once and replays it under each of them.
 Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
                                  const std::vector<PolicySpec>& default_policies);

@@ -83,6 +83,34 @@ Table BuildComparisonTable(const ReplayOutcome& outcome) {
   return table;
 }
 
+Table BuildTimingTable(const ReplayOutcome& outcome) {
+  Table table;
+  table.headers = {"policy",       "backend",      "step (ms)",    "compute (ms)",
+                   "comm (ms)",    "exposed (ms)", "copy (ms)",    "collectives",
+                   "busbw (GB/s)", "verified",     "communicators"};
+  table.right_aligned.assign(table.headers.size(), true);
+  table.right_aligned[0] = false;
+  table.right_aligned[1] = false;
+  for (const RunResult& run : outcome.runs) {
+    TimingTotals totals = SumTimings(run.iterations, run.collectives);
+    const ExecutionFacts& facts = run.execution;
+    std::string verified = !facts.verified ? "no"
+                           : facts.verify_failures == 0
+                               ? fmt::format("{} ok", facts.verified_collectives)
+                               : fmt::format("{} FAILED", facts.verify_failures);
+    table.rows.push_back({run.policy, facts.emulated ? run.backend + " (emulated)" : run.backend,
+                          fmt::format("{:.3f}", totals.step_time_us / 1000.0),
+                          fmt::format("{:.3f}", totals.compute_us / 1000.0),
+                          fmt::format("{:.3f}", totals.communication_us / 1000.0),
+                          fmt::format("{:.3f}", totals.exposed_communication_us / 1000.0),
+                          fmt::format("{:.3f}", totals.copy_us / 1000.0),
+                          fmt::format("{}", run.collectives.size()),
+                          fmt::format("{:.2f}", totals.busbw_GBps), verified,
+                          fmt::format("{}", facts.communicators)});
+  }
+  return table;
+}
+
 Table BuildPeakCompositionTable(const RunResult& run) {
   Table table;
   table.headers = {"category", "bytes at peak (MiB)", "share"};

@@ -20,6 +20,9 @@ struct Table {
 // the peak, largest bucket bytes, the largest value of each named mark, buckets, flushes, bypassed
 // requests, compute time.
 Table BuildComparisonTable(const ReplayOutcome& outcome);
+// Time per policy on the backend that ran it: step time, compute, communication, exposed
+// communication, copies, collectives with their bus bandwidth, and what was verified.
+Table BuildTimingTable(const ReplayOutcome& outcome);
 // The composition of one policy's peak: bytes per non-empty category.
 Table BuildPeakCompositionTable(const RunResult& run);
 

@@ -1,0 +1,452 @@
+#include "backend/host/host_backend.h"
+
+#include <climits>
+#include <cstring>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "backend/element_convert.h"
+#include "backend/host/mpi_check.h"
+#include "backend/verify_pattern.h"
+
+namespace bucketsim {
+namespace {
+
+// Element access by dtype, through float: the pattern's values are small integers.
+float Load(const std::byte* data, DType dtype, Numel index) {
+  switch (dtype) {
+    case DType::kFloat64: {
+      double v;
+      std::memcpy(&v, data + index * 8, 8);
+      return static_cast<float>(v);
+    }
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, data + index * 4, 4);
+      return v;
+    }
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      std::uint16_t bits;
+      std::memcpy(&bits, data + index * 2, 2);
+      return dtype == DType::kFloat16 ? Fp16ToFloat(bits) : Bf16ToFloat(bits);
+    }
+    default:
+      return 0;
+  }
+}
+
+void Store(std::byte* data, DType dtype, Numel index, float value) {
+  switch (dtype) {
+    case DType::kFloat64: {
+      double v = value;
+      std::memcpy(data + index * 8, &v, 8);
+      return;
+    }
+    case DType::kFloat32:
+      std::memcpy(data + index * 4, &value, 4);
+      return;
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      std::uint16_t bits = dtype == DType::kFloat16 ? FloatToFp16(value) : FloatToBf16(value);
+      std::memcpy(data + index * 2, &bits, 2);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+bool Reducible(DType dtype) {
+  return dtype == DType::kFloat64 || dtype == DType::kFloat32 || dtype == DType::kFloat16 ||
+         dtype == DType::kBFloat16;
+}
+
+// Largest integer up to which every integer is exact, and the significand bits.
+struct Precision {
+  double exact_limit;
+  int bits;
+};
+Precision PrecisionOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64:
+      return {9007199254740992.0, 53};
+    case DType::kFloat16:
+      return {2048, 11};
+    case DType::kBFloat16:
+      return {256, 8};
+    default:
+      return {16777216.0, 24};
+  }
+}
+
+// MPI user reductions for the 16-bit formats MPI has no type for: sum through float, round to
+// nearest even, as NCCL's half and bfloat16 sums round each partial sum.
+template <float (*ToFloat)(std::uint16_t), std::uint16_t (*FromFloat)(float)>
+void Sum16(void* in, void* inout, int* length, MPI_Datatype* /*type*/) {
+  auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *length; ++i) b[i] = FromFloat(ToFloat(a[i]) + ToFloat(b[i]));
+}
+
+void Spin(StreamWorker::Clock::time_point until) {
+  while (StreamWorker::Clock::now() < until) {
+  }
+}
+
+}  // namespace
+
+struct HostBackend::Worker {
+  explicit Worker(std::string name) : stream(std::move(name)) {}
+  StreamWorker stream;
+  std::vector<TimedSpan> spans;  // written by the worker's thread; read after it drained
+};
+
+HostBackend::HostBackend(MpiWorld& world, HostBackendOptions options)
+    : world_(world),
+      options_(std::move(options)),
+      epoch_(StreamWorker::Clock::now()),
+      communicators_(world.rank()) {}
+
+HostBackend::~HostBackend() {
+  stopping_ = true;
+  if (watchdog_.joinable()) watchdog_.join();
+  workers_.clear();  // drains every queue before the communicators go
+  if (fp16_sum_ != MPI_OP_NULL) MPI_Op_free(&fp16_sum_);
+  if (bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
+}
+
+Status HostBackend::Start(const TraceHeader& header) {
+  header_ = &header;
+  if (world_.size() != header.world_size) {
+    if (world_.size() != 1) {
+      return InvalidArgument(fmt::format(
+          "the trace was recorded at world size {} but this job has {} ranks: run it with "
+          "'mpirun -np {}', or on one process to emulate its collectives",
+          header.world_size, world_.size(), header.world_size));
+    }
+    emulated_ = true;
+    emulation_note_ = fmt::format(
+        "the trace's world size is {} but the job has 1 rank: each reduce-scatter reduces its "
+        "{} rows locally (the same bytes read and reduced, nothing communicated)",
+        header.world_size, header.world_size);
+  } else {
+    for (const ProcessGroup& group : header.groups) {
+      Result<int> position = GroupPosition(group, world_.rank());
+      if (!position.ok()) return position.status();
+    }
+  }
+  BUCKETSIM_MPI_RETURN_IF_ERROR(
+      MPI_Op_create(&Sum16<&Fp16ToFloat, &FloatToFp16>, /*commute=*/1, &fp16_sum_));
+  BUCKETSIM_MPI_RETURN_IF_ERROR(
+      MPI_Op_create(&Sum16<&Bf16ToFloat, &FloatToBf16>, /*commute=*/1, &bf16_sum_));
+  std::size_t streams = std::max<std::size_t>(header.streams.size(), 1);
+  for (std::size_t s = 0; s < streams; ++s) {
+    workers_.push_back(std::make_unique<Worker>(
+        s < header.streams.size() ? header.streams[s].name : fmt::format("stream {}", s)));
+  }
+  epoch_ = StreamWorker::Clock::now();
+  if (options_.timeout_s > 0) watchdog_ = std::thread([this] { WatchdogLoop(); });
+  return Status::Ok();
+}
+
+HostBackend::Worker& HostBackend::WorkerFor(StreamId stream) {
+  // The reader rejects events on undeclared streams; a header without streams has one.
+  return *workers_[stream < workers_.size() ? stream : 0];
+}
+
+Micros HostBackend::Now() const {
+  return std::chrono::duration<double, std::micro>(StreamWorker::Clock::now() - epoch_).count();
+}
+
+void HostBackend::Fatal(const std::string& message) {
+  {
+    std::lock_guard lock(failure_mutex_);
+    if (fatal_.ok()) fatal_ = DeviceError(message);
+  }
+  if (options_.on_fatal) options_.on_fatal(message);
+}
+
+void HostBackend::Track(std::int64_t delta_bytes) {
+  std::int64_t now = materialized_bytes_ += delta_bytes;
+  std::int64_t peak = materialized_peak_bytes_.load();
+  while (now > peak && !materialized_peak_bytes_.compare_exchange_weak(peak, now)) {
+  }
+}
+
+std::byte* HostBackend::Data(BufferHandle buffer) {
+  if (buffer & kTraceBufferBit) {
+    auto it = trace_buffers_.find(buffer);
+    return it == trace_buffers_.end() ? nullptr : it->second.first.get();
+  }
+  return buffer < policy_buffers_.size() ? policy_buffers_[buffer].get() : nullptr;
+}
+
+void HostBackend::Materialize(BufferHandle buffer, Bytes bytes, StreamId stream) {
+  if (buffer & kTraceBufferBit) {
+    if (!options_.materialize_all) return;
+    std::unique_ptr<std::byte[]> memory(new (std::nothrow) std::byte[std::max<Bytes>(bytes, 1)]);
+    if (!memory) {
+      Fatal(fmt::format("cannot allocate {} bytes of host memory for a trace allocation", bytes));
+      return;
+    }
+    std::memset(memory.get(), 0, bytes);  // touched: the pages are really the process's
+    trace_buffers_[buffer] = {std::move(memory), bytes};
+    Track(static_cast<std::int64_t>(bytes));
+    return;
+  }
+  WorkerFor(stream).stream.Enqueue(fmt::format("allocating {} bytes", bytes), [this, buffer,
+                                                                               bytes] {
+    std::unique_ptr<std::byte[]> memory(new (std::nothrow) std::byte[std::max<Bytes>(bytes, 1)]);
+    if (!memory) {
+      Fatal(fmt::format("cannot allocate {} bytes of host memory for a policy buffer", bytes));
+      return;
+    }
+    std::memset(memory.get(), 0, bytes);  // torch.zeros, as fairscale allocates buckets
+    if (buffer >= policy_buffers_.size()) {
+      policy_buffers_.resize(buffer + 1);
+      policy_sizes_.resize(buffer + 1, 0);
+    }
+    policy_buffers_[buffer] = std::move(memory);
+    policy_sizes_[buffer] = bytes;
+    Track(static_cast<std::int64_t>(bytes));
+  });
+}
+
+void HostBackend::Release(BufferHandle buffer, StreamId stream) {
+  if (buffer & kTraceBufferBit) {
+    auto it = trace_buffers_.find(buffer);
+    if (it == trace_buffers_.end()) return;
+    Track(-static_cast<std::int64_t>(it->second.second));
+    trace_buffers_.erase(it);
+    return;
+  }
+  WorkerFor(stream).stream.Enqueue("releasing a buffer", [this, buffer] {
+    if (buffer >= policy_buffers_.size() || !policy_buffers_[buffer]) return;
+    policy_buffers_[buffer].reset();
+    Track(-static_cast<std::int64_t>(policy_sizes_[buffer]));
+  });
+}
+
+void HostBackend::FillGradient(const GradientFill& fill, StreamId stream) {
+  Worker& worker = WorkerFor(stream);
+  worker.stream.Enqueue(
+      fmt::format("stacking the gradient of event {}", fill.request), [this, fill, &worker] {
+        std::byte* data = Data(fill.buffer);
+        if (data == nullptr) return Fatal("gradient fill into a buffer that does not exist");
+        if (!Reducible(fill.dtype)) {
+          return Fatal(fmt::format("event {}: the host backend cannot reduce {} gradients",
+                                   fill.request, DTypeName(fill.dtype)));
+        }
+        Micros start = Now();
+        for (int row = 0; row < fill.rows; ++row) {
+          for (Numel j = 0; j < fill.numel; ++j) {
+            Store(data, fill.dtype, row * fill.numel + j,
+                  PatternValue(world_.rank(), fill.request, row, j));
+          }
+        }
+        worker.spans.push_back({SpanKind::kCopy, 0, start, Now()});
+      });
+}
+
+void HostBackend::Copy(const BufferCopy& copy, StreamId stream) {
+  Worker& worker = WorkerFor(stream);
+  worker.stream.Enqueue("copying bucket columns", [this, copy, &worker] {
+    std::byte* dst = Data(copy.dst);
+    const std::byte* src = Data(copy.src);
+    if (dst == nullptr || src == nullptr) return Fatal("copy between buffers that do not exist");
+    Bytes element = ElementSize(copy.dtype);
+    Micros start = Now();
+    for (int r = 0; r < copy.rows; ++r) {
+      std::memcpy(dst + (r * copy.dst_row_numel + copy.dst_col) * element,
+                  src + (r * copy.src_row_numel + copy.src_col) * element, copy.cols * element);
+    }
+    worker.spans.push_back({SpanKind::kCopy, 0, start, Now()});
+  });
+}
+
+void HostBackend::ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
+                                StreamId stream) {
+  Worker& worker = WorkerFor(stream);
+  std::vector<ReducedSlice> slices(buffers.slices.begin(), buffers.slices.end());
+  std::uint64_t index = collectives_issued_++;
+  worker.stream.Enqueue(
+      fmt::format("reduce-scatter #{} ({} of {} bytes on group {}, event {})", index,
+                  CollectiveKindName(record.kind), record.input_numel * ElementSize(record.dtype),
+                  record.group, record.event_index),
+      [this, record, input = buffers.input, output = buffers.output, slices = std::move(slices),
+       &worker] { RunCollective(record, input, output, slices, worker); });
+}
+
+void HostBackend::RunCollective(const CollectiveRecord& record, BufferHandle input,
+                                BufferHandle output, const std::vector<ReducedSlice>& slices,
+                                Worker& worker) {
+  const std::byte* in = Data(input);
+  std::byte* out = Data(output);
+  if (in == nullptr || out == nullptr) return Fatal("reduce-scatter on buffers that do not exist");
+  const ProcessGroup* group = header_->FindGroup(record.group);
+  if (group == nullptr)
+    return Fatal(fmt::format("reduce-scatter on unknown group {}", record.group));
+  if (!Reducible(record.dtype)) {
+    return Fatal(fmt::format("event {}: the host backend cannot reduce {} data", record.event_index,
+                             DTypeName(record.dtype)));
+  }
+  const Numel count = record.output_numel;
+  Micros start = 0;
+  if (emulated_) {
+    // A world of one standing in for the group: read and reduce the same rows locally.
+    start = Now();
+    for (Numel j = 0; j < count; ++j) {
+      float sum = 0;
+      for (int r = 0; r < record.group_size; ++r) sum += Load(in, record.dtype, r * count + j);
+      Store(out, record.dtype, j, sum);
+    }
+  } else {
+    Result<MPI_Comm> comm = communicators_.Get(*group);
+    if (!comm.ok()) return Fatal(comm.status().message());
+    if (count > static_cast<Numel>(INT_MAX)) {
+      return Fatal(fmt::format("event {}: {} elements per rank exceed one MPI call's int count",
+                               record.event_index, count));
+    }
+    MPI_Datatype type = MPI_FLOAT;
+    MPI_Op op = MPI_SUM;
+    switch (record.dtype) {
+      case DType::kFloat64:
+        type = MPI_DOUBLE;
+        break;
+      case DType::kFloat16:
+        type = MPI_UINT16_T;
+        op = fp16_sum_;
+        break;
+      case DType::kBFloat16:
+        type = MPI_UINT16_T;
+        op = bf16_sum_;
+        break;
+      default:
+        break;
+    }
+    start = Now();
+    int code = MPI_Reduce_scatter_block(in, out, static_cast<int>(count), type, op, *comm);
+    if (code != MPI_SUCCESS) {
+      return Fatal(fmt::format("event {}: {}", record.event_index,
+                               MpiStatus(code, "MPI_Reduce_scatter_block").message()));
+    }
+  }
+  worker.spans.push_back({SpanKind::kCollective, 0, start, Now()});
+  if (options_.verify) Verify(record, slices, out);
+}
+
+void HostBackend::Verify(const CollectiveRecord& record, const std::vector<ReducedSlice>& slices,
+                         const std::byte* output) {
+  const ProcessGroup& group = *header_->FindGroup(record.group);
+  PatternExpectation expect;
+  expect.members = group.size();
+  expect.rank = world_.rank();
+  expect.emulated = emulated_;
+  expect.rank_term_sum = 0;
+  for (int member : group.ranks) expect.rank_term_sum += PatternRankTerm(member);
+  if (!emulated_) expect.position = *GroupPosition(group, world_.rank());
+  // Exact while the largest sum (8 per member) is an exact integer of the dtype; beyond that,
+  // the rounding of each of the members' partial sums.
+  Precision precision = PrecisionOf(record.dtype);
+  bool exact = 8.0 * expect.members <= precision.exact_limit;
+  double relative = expect.members * std::ldexp(1.0, -precision.bits + 1);
+  for (const ReducedSlice& slice : slices) {
+    for (Numel j = 0; j < slice.numel; ++j) {
+      float want = expect.At(slice.request, j);
+      float got = Load(output, record.dtype, slice.offset + j);
+      bool ok = exact ? got == want : std::abs(got - want) <= relative * want;
+      if (ok) continue;
+      ++verify_failures_;
+      std::lock_guard lock(failure_mutex_);
+      if (first_mismatch_.empty()) {
+        first_mismatch_ = fmt::format(
+            "{} of event {} on group {}: element {} of request event {} is {}, expected {}",
+            CollectiveKindName(record.kind), record.event_index, record.group, j, slice.request,
+            got, want);
+      }
+      ++verified_collectives_;
+      return;
+    }
+  }
+  ++verified_collectives_;
+}
+
+void HostBackend::Compute(StreamId stream, Micros duration) {
+  Worker& worker = WorkerFor(stream);
+  Micros scaled = duration * options_.compute_scale;
+  worker.stream.Enqueue(fmt::format("a compute span of {:.0f} us", scaled),
+                        [this, scaled, &worker] {
+                          auto begin = StreamWorker::Clock::now();
+                          Micros start = Now();
+                          Spin(begin + std::chrono::duration_cast<StreamWorker::Clock::duration>(
+                                           std::chrono::duration<double, std::micro>(scaled)));
+                          worker.spans.push_back({SpanKind::kCompute, 0, start, Now()});
+                        });
+}
+
+void HostBackend::WaitStream(StreamId waiter, StreamId producer) {
+  if (waiter == producer) return;
+  Worker& source = WorkerFor(producer);
+  std::uint64_t ticket = source.stream.issued();
+  if (ticket == 0) return;
+  WorkerFor(waiter).stream.Enqueue(fmt::format("waiting for stream '{}'", source.stream.name()),
+                                   [&source, ticket] { source.stream.WaitFor(ticket); });
+}
+
+Result<IterationSpans> HostBackend::EndIteration() {
+  IterationSpans finished;
+  for (auto& worker : workers_) worker->stream.WaitFor(worker->stream.issued());
+  finished.start_us = iteration_start_us_;
+  finished.end_us = Now();
+  iteration_start_us_ = finished.end_us;
+  for (std::size_t s = 0; s < workers_.size(); ++s) {
+    for (TimedSpan span : workers_[s]->spans) {
+      span.stream = static_cast<StreamId>(s);
+      finished.spans.push_back(span);
+    }
+    workers_[s]->spans.clear();
+  }
+  std::lock_guard lock(failure_mutex_);
+  if (!fatal_.ok()) return fatal_;
+  return finished;
+}
+
+ExecutionFacts HostBackend::facts() const {
+  ExecutionFacts facts;
+  facts.ranks = world_.size();
+  facts.rank = world_.rank();
+  facts.emulated = emulated_;
+  facts.emulation_note = emulation_note_;
+  facts.verified = options_.verify;
+  facts.verified_collectives = verified_collectives_;
+  facts.verify_failures = verify_failures_;
+  {
+    std::lock_guard lock(failure_mutex_);
+    facts.first_mismatch = first_mismatch_;
+  }
+  facts.communicators = communicators_.created();
+  facts.materialized_peak_bytes = static_cast<Bytes>(materialized_peak_bytes_.load());
+  return facts;
+}
+
+void HostBackend::WatchdogLoop() {
+  using std::chrono::duration;
+  while (!stopping_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto now = StreamWorker::Clock::now();
+    for (const auto& worker : workers_) {
+      std::optional<StreamWorker::Busy> busy = worker->stream.busy();
+      // A wait is as old as what it waits for, which is checked on its own worker.
+      if (!busy || busy->what.starts_with("waiting")) continue;
+      double running_s = duration<double>(now - busy->since).count();
+      if (running_s <= options_.timeout_s) continue;
+      Fatal(fmt::format("timeout: {} on stream '{}' has run for {:.1f} s (--timeout {} s)",
+                        busy->what, worker->stream.name(), running_s, options_.timeout_s));
+      return;
+    }
+  }
+}
+
+}  // namespace bucketsim

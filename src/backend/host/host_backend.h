@@ -1,0 +1,105 @@
+// The host backend: the replay executed for real on CPUs, one MPI rank per process. Every
+// buffer the policy creates exists as host memory (bucket data and output, the stack, cat and
+// .contiguous() temporaries, bypass outputs); the stacked gradients are filled with the
+// verification pattern, the bucket copy-in is a real copy, and every reduce-scatter is a real
+// MPI_Reduce_scatter_block on the communicator of its group object. Each trace stream is a
+// StreamWorker thread: compute spans run there as timed busy work while the post-backward
+// stream's worker runs the copies and collectives, so communication overlaps compute as it does
+// on fairscale's post-backward CUDA stream.
+//
+// Trace allocations are accounted by the memory model; with `materialize_all` they are also
+// allocated and touched here, on the engine's thread, so the process's memory follows the trace.
+//
+// A failure other ranks may be blocked on (an MPI error, a failed allocation, a collective that
+// outlives `timeout_s`) goes to `on_fatal`, which must end the job (MpiWorld::Abort).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/host/group_communicators.h"
+#include "backend/host/mpi_world.h"
+#include "backend/host/stream_worker.h"
+
+namespace bucketsim {
+
+struct HostBackendOptions {
+  bool materialize_all = false;
+  bool verify = true;
+  double compute_scale = 1.0;  // compute spans run for dur_us * compute_scale
+  double timeout_s = 0;        // 0: no watchdog
+  std::function<void(const std::string& message)> on_fatal;
+};
+
+class HostBackend final : public Backend {
+ public:
+  HostBackend(MpiWorld& world, HostBackendOptions options);
+  ~HostBackend() override;
+
+  std::string_view name() const override { return "host"; }
+  Status Start(const TraceHeader& header) override;
+  void Materialize(BufferHandle buffer, Bytes bytes, StreamId stream) override;
+  void Release(BufferHandle buffer, StreamId stream) override;
+  void FillGradient(const GradientFill& fill, StreamId stream) override;
+  void Copy(const BufferCopy& copy, StreamId stream) override;
+  void ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
+                     StreamId stream) override;
+  void Compute(StreamId stream, Micros duration) override;
+  void WaitStream(StreamId waiter, StreamId producer) override;
+  Result<IterationSpans> EndIteration() override;
+  ExecutionFacts facts() const override;
+
+ private:
+  struct Worker;
+  Worker& WorkerFor(StreamId stream);
+  Micros Now() const;
+  std::byte* Data(BufferHandle buffer);
+  void Fatal(const std::string& message);
+  void Track(std::int64_t delta_bytes);
+  void RunCollective(const CollectiveRecord& record, BufferHandle input, BufferHandle output,
+                     const std::vector<ReducedSlice>& slices, Worker& worker);
+  void Verify(const CollectiveRecord& record, const std::vector<ReducedSlice>& slices,
+              const std::byte* output);
+  void WatchdogLoop();
+
+  MpiWorld& world_;
+  HostBackendOptions options_;
+  const TraceHeader* header_ = nullptr;
+  bool emulated_ = false;
+  std::string emulation_note_;
+  StreamWorker::Clock::time_point epoch_;
+  Micros iteration_start_us_ = 0;
+
+  std::vector<std::unique_ptr<Worker>> workers_;  // by stream
+  // Policy buffers, by handle: touched only by the worker of the stream they live on.
+  // Every policy call comes on the post-backward stream, so one worker owns this table.
+  std::vector<std::unique_ptr<std::byte[]>> policy_buffers_;
+  std::vector<Bytes> policy_sizes_;
+  // Trace allocations (materialize_all), by handle: the engine's thread only.
+  std::unordered_map<BufferHandle, std::pair<std::unique_ptr<std::byte[]>, Bytes>> trace_buffers_;
+  GroupCommunicators communicators_;
+  MPI_Op fp16_sum_ = MPI_OP_NULL;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
+  std::uint64_t collectives_issued_ = 0;
+
+  std::atomic<std::int64_t> materialized_bytes_{0};
+  std::atomic<std::int64_t> materialized_peak_bytes_{0};
+  std::atomic<std::uint64_t> verified_collectives_{0};
+  std::atomic<std::uint64_t> verify_failures_{0};
+  mutable std::mutex failure_mutex_;
+  std::string first_mismatch_;
+  Status fatal_;  // the first fatal failure, for EndIteration when no on_fatal is set
+
+  std::atomic<bool> stopping_{false};
+  std::thread watchdog_;
+};
+
+}  // namespace bucketsim

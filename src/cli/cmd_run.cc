@@ -1,0 +1,234 @@
+// bucketsim run TRACE --backend host|cuda|sim [--policy P]... : the replay executed for real.
+// Launched with mpirun, one process per rank; every rank reads and checks its trace first and
+// the ranks agree on the outcome, so a bad trace on one rank ends every rank with that rank's
+// message before any collective starts. Policies run one after another. Rank 0 prints and
+// writes the report; --all-ranks makes every rank write its own.
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "backend/availability.h"
+#include "backend/host/host_backend.h"
+#include "backend/host/mpi_world.h"
+#include "backend/sim/sim_backend.h"
+#include "cli/command.h"
+#include "engine/trace_checker.h"
+#include "io/trace_reader.h"
+#include "report/console_table.h"
+#include "report/json_report.h"
+
+namespace bucketsim {
+namespace {
+
+struct RunFlags {
+  ReplayFlags replay;
+  std::string backend = "host";
+  std::string materialize = "policy";
+  bool no_verify = false;
+  bool all_ranks = false;
+  double compute_scale = 1.0;
+  double timeout_s = 300;
+};
+
+// A trace read and checked once, replayed from memory for each policy.
+struct LoadedTrace {
+  TraceHeader header;
+  std::vector<Event> events;
+};
+
+class EventCollector final : public EventSink {
+ public:
+  explicit EventCollector(LoadedTrace& trace) : trace_(trace) {}
+  Status OnHeader(const TraceHeader& /*header*/) override { return Status::Ok(); }
+  Status OnEvent(const Event& event) override {
+    trace_.events.push_back(event);
+    return Status::Ok();
+  }
+  Status OnEnd() override { return Status::Ok(); }
+
+ private:
+  LoadedTrace& trace_;
+};
+
+Status LoadTrace(const std::string& path, LoadedTrace& trace) {
+  EventCollector collector(trace);
+  TraceChecker checker(&collector);
+  return ReadTrace(path, trace.header, checker);
+}
+
+// "{rank}" in a path becomes the rank: one trace (or report) per rank.
+std::string ForRank(std::string path, int rank) {
+  for (std::size_t at = path.find("{rank}"); at != std::string::npos; at = path.find("{rank}")) {
+    path.replace(at, 6, std::to_string(rank));
+  }
+  return path;
+}
+
+// Where rank `rank` writes its report with --all-ranks: the path's {rank}, else ".rankR"
+// before the extension.
+std::string ReportPathForRank(const std::string& path, int rank) {
+  if (path.find("{rank}") != std::string::npos) return ForRank(path, rank);
+  std::size_t dot = path.rfind('.');
+  std::size_t slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) {
+    return fmt::format("{}.rank{}", path, rank);
+  }
+  return fmt::format("{}.rank{}{}", path.substr(0, dot), rank, path.substr(dot));
+}
+
+Result<std::function<std::unique_ptr<Backend>()>> BackendFactory(const RunFlags& flags,
+                                                                 MpiWorld& world) {
+  if (flags.backend == "sim") {
+    return std::function<std::unique_ptr<Backend>()>([] { return std::make_unique<SimBackend>(); });
+  }
+  if (flags.backend == "cuda") {
+    BackendAvailability cuda = ProbeCudaBackend();
+    if (!cuda.compiled) return NotCompiled("--backend cuda: this build has no CUDA support");
+    if (!cuda.usable) return DeviceError(fmt::format("--backend cuda: {}", cuda.detail));
+    return NotCompiled("--backend cuda: the cuda replay backend is not part of this build yet");
+  }
+  HostBackendOptions options;
+  options.materialize_all = flags.materialize == "all";
+  options.verify = !flags.no_verify;
+  options.compute_scale = flags.compute_scale;
+  options.timeout_s = flags.timeout_s;
+  // A failure other ranks may be waiting on: say which rank and why, then end the whole job.
+  options.on_fatal = [&world](const std::string& message) {
+    std::fprintf(stderr, "bucketsim: rank %d: error: %s; aborting every rank\n", world.rank(),
+                 message.c_str());
+    std::fflush(stderr);
+    world.Abort(kExitError);
+  };
+  return std::function<std::unique_ptr<Backend>()>(
+      [&world, options] { return std::make_unique<HostBackend>(world, options); });
+}
+
+// Prints the error once per job (rank 0, or every rank with --all-ranks) and returns 2.
+int FailAll(const Status& status, const MpiWorld& world, bool all_ranks) {
+  if (world.rank() == 0 || all_ranks) return ReportError(status);
+  return kExitError;
+}
+
+int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& world) {
+  ReplayFlags replay = flags.replay;
+  replay.trace = ForRank(replay.trace, world.rank());
+
+  // Every rank loads its trace; the ranks agree before anything is executed.
+  LoadedTrace trace;
+  Status loaded = LoadTrace(replay.trace, trace);
+  Result<ReplayRequest> request = MakeReplayRequest(replay, DefaultPolicies());
+  if (loaded.ok() && !request.ok()) loaded = request.status();
+  Result<ReportContext> report_context = ContextFor(context, replay);
+  if (loaded.ok() && !report_context.ok()) loaded = report_context.status();
+  Result<std::function<std::unique_ptr<Backend>()>> factory = BackendFactory(flags, world);
+  if (loaded.ok() && !factory.ok()) loaded = factory.status();
+  Status agreed = world.Agree(loaded);
+  if (!agreed.ok()) return FailAll(agreed, world, flags.all_ranks);
+  report_context->backend = flags.backend;
+
+  ReplayOutcome outcome;
+  auto source = [&trace](TraceHeader& header, EventSink& sink) {
+    header = trace.header;
+    BUCKETSIM_RETURN_IF_ERROR(sink.OnHeader(header));
+    for (const Event& event : trace.events) BUCKETSIM_RETURN_IF_ERROR(sink.OnEvent(event));
+    return sink.OnEnd();
+  };
+  for (const PolicySpec& spec : request->policies) {
+    ReplayRequest one = *request;
+    one.policies = {spec};
+    one.make_backend = *factory;
+    Result<ReplayOutcome> replayed = ReplayPolicies(source, one);
+    agreed = world.Agree(replayed.status());
+    if (!agreed.ok()) return FailAll(agreed, world, flags.all_ranks);
+    if (outcome.runs.empty()) {
+      outcome.header = std::move(replayed->header);
+      outcome.summary = replayed->summary;
+    }
+    outcome.runs.push_back(std::move(replayed->runs.front()));
+  }
+
+  if (!replay.json_path.empty() && (world.rank() == 0 || flags.all_ranks)) {
+    std::string path =
+        flags.all_ranks ? ReportPathForRank(replay.json_path, world.rank()) : replay.json_path;
+    Status written = WriteTextFile(path, ReportJsonText(outcome, *report_context));
+    if (!written.ok()) return ReportError(written);
+  }
+  if (world.rank() == 0) {
+    std::printf(
+        "%s: world size %d on %d rank(s), %llu events, backend %s, memory model %s\n\n%s\n%s",
+        report_context->trace_name.c_str(), outcome.header.world_size, world.size(),
+        static_cast<unsigned long long>(outcome.summary.events), flags.backend.c_str(),
+        report_context->memory_model.c_str(), RenderText(BuildComparisonTable(outcome)).c_str(),
+        RenderText(BuildTimingTable(outcome)).c_str());
+    // Emulation is a property of the job (one rank for a larger world): say it once.
+    if (outcome.runs.front().execution.emulated) {
+      std::printf("\nemulated: %s\n", outcome.runs.front().execution.emulation_note.c_str());
+    }
+    if (!replay.json_path.empty()) std::printf("\nreport: %s\n", replay.json_path.c_str());
+  }
+
+  // A wrong reduced value on any rank fails the run on every rank.
+  Status verified = Status::Ok();
+  for (const RunResult& run : outcome.runs) {
+    if (run.execution.verify_failures > 0 && verified.ok()) {
+      verified =
+          Status(StatusCode::kBudgetExceeded,
+                 fmt::format("{}: {} collective(s) reduced wrong values; first: {}", run.policy,
+                             run.execution.verify_failures, run.execution.first_mismatch));
+    }
+  }
+  agreed = world.Agree(verified);
+  if (!agreed.ok()) {
+    if (world.rank() == 0 || flags.all_ranks) {
+      std::fprintf(stderr, "bucketsim: verification FAILED: %s\n", agreed.message().c_str());
+    }
+    return kExitBudgetBroken;
+  }
+  return kExitOk;
+}
+
+int RunRun(const RunFlags& flags, const CommandContext& context) {
+  Result<std::unique_ptr<MpiWorld>> world = MpiWorld::Init();
+  if (!world.ok()) return ReportError(world.status());
+  return RunOnWorld(flags, context, **world);
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& command, CommandContext& context) {
+  auto flags = std::make_shared<RunFlags>();
+  AddTraceArgument(command, flags->replay.trace, /*required=*/true);
+  AddReplayFlags(command, flags->replay);
+  command.add_option("--backend", flags->backend, "Where to execute: host (MPI), cuda (NCCL), sim")
+      ->check(CLI::IsMember({"host", "cuda", "sim"}))
+      ->capture_default_str();
+  command
+      .add_option("--materialize", flags->materialize,
+                  "policy: real buffers for what the policy creates; all: trace allocations too")
+      ->check(CLI::IsMember({"policy", "all"}))
+      ->capture_default_str();
+  command.add_flag("--no-verify", flags->no_verify,
+                   "Do not check the reduced values (timing runs)");
+  command.add_flag("--all-ranks", flags->all_ranks,
+                   "Every rank writes its own --json report ({rank} in the path, else .rankR)");
+  command
+      .add_option("--compute-scale", flags->compute_scale,
+                  "Run compute spans for dur_us times this (0: skip them)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      .add_option("--timeout", flags->timeout_s,
+                  "Seconds one operation may run before every rank is aborted (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.footer(
+      "TRACE may contain {rank}: each rank reads its own trace. Exit codes: 0 ok, 1 a reduced\n"
+      "value was wrong, 2 error (on every rank, naming the rank that failed).\n\n"
+      "Example:\n"
+      "  mpirun -np 2 bucketsim run traces/tiny-ws2.json --backend host \\\n"
+      "      --policy backward-only --json reports/latest/run.json");
+  command.callback([flags, &context] { context.exit_code = RunRun(*flags, context); });
+}
+
+}  // namespace bucketsim
