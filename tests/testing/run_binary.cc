@@ -39,12 +39,15 @@ std::string WriteTempFile(const std::string& name, const std::string& contents) 
   return path.string();
 }
 
-BinaryResult RunBucketsim(const std::vector<std::string>& args) {
+namespace {
+
+BinaryResult RunWithPrefix(const std::string& prefix, const std::vector<std::string>& args) {
   static int counter = 0;
   std::filesystem::path dir = TempDir();
   std::string out_path = (dir / ("out" + std::to_string(counter))).string();
   std::string err_path = (dir / ("err" + std::to_string(counter++))).string();
-  std::string command = "cd " + Quote(BUCKETSIM_SOURCE_DIR) + " && " + Quote(BUCKETSIM_BINARY);
+  std::string command =
+      "cd " + Quote(BUCKETSIM_SOURCE_DIR) + " && " + prefix + Quote(BUCKETSIM_BINARY);
   for (const std::string& arg : args) command += " " + Quote(arg);
   command += " >" + Quote(out_path) + " 2>" + Quote(err_path) + " </dev/null";
   int status = std::system(command.c_str());
@@ -53,6 +56,18 @@ BinaryResult RunBucketsim(const std::vector<std::string>& args) {
   result.out = ReadFile(out_path);
   result.err = ReadFile(err_path);
   return result;
+}
+
+}  // namespace
+
+BinaryResult RunBucketsim(const std::vector<std::string>& args) { return RunWithPrefix("", args); }
+
+BinaryResult RunBucketsimUnderMpi(int ranks, const std::vector<std::string>& args) {
+  // Open MPI refuses root without --allow-run-as-root and more ranks than cores without
+  // --oversubscribe; CI runs as root on two cores.
+  std::string prefix = Quote(BUCKETSIM_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " +
+                       std::to_string(ranks) + " ";
+  return RunWithPrefix(prefix, args);
 }
 
 }  // namespace bucketsim::testing

@@ -15,6 +15,8 @@ struct BinaryResult {
 
 // Runs BUCKETSIM_BINARY with `args` (each shell-quoted), from the source directory.
 BinaryResult RunBucketsim(const std::vector<std::string>& args);
+// Runs it under `mpirun -np ranks` (as root and oversubscribed where that needs flags).
+BinaryResult RunBucketsimUnderMpi(int ranks, const std::vector<std::string>& args);
 // A file under the test's temporary directory with the given contents; returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& contents);
 std::string ReadFile(const std::string& path);

@@ -175,65 +175,50 @@ void HostBackend::Track(std::int64_t delta_bytes) {
   }
 }
 
-std::byte* HostBackend::Data(BufferHandle buffer) {
-  if (buffer & kTraceBufferBit) {
-    auto it = trace_buffers_.find(buffer);
-    return it == trace_buffers_.end() ? nullptr : it->second.first.get();
-  }
-  return buffer < policy_buffers_.size() ? policy_buffers_[buffer].get() : nullptr;
+std::byte* HostBackend::Data(BufferHandle buffer) const {
+  auto it = buffers_.find(buffer);
+  return it == buffers_.end() ? nullptr : it->second.memory.get();
 }
 
-void HostBackend::Materialize(BufferHandle buffer, Bytes bytes, StreamId stream) {
-  if (buffer & kTraceBufferBit) {
-    if (!options_.materialize_all) return;
-    std::unique_ptr<std::byte[]> memory(new (std::nothrow) std::byte[std::max<Bytes>(bytes, 1)]);
-    if (!memory) {
-      Fatal(fmt::format("cannot allocate {} bytes of host memory for a trace allocation", bytes));
-      return;
-    }
-    std::memset(memory.get(), 0, bytes);  // touched: the pages are really the process's
-    trace_buffers_[buffer] = {std::move(memory), bytes};
-    Track(static_cast<std::int64_t>(bytes));
+void HostBackend::Materialize(BufferHandle buffer, Bytes bytes, StreamId /*stream*/) {
+  // Memory is taken in host order, when the program asks for it, as PyTorch's allocator does;
+  // what the stream does with it comes later, in stream order.
+  if ((buffer & kTraceBufferBit) && !options_.materialize_all) return;
+  std::unique_ptr<std::byte[]> memory(new (std::nothrow) std::byte[std::max<Bytes>(bytes, 1)]);
+  if (!memory) {
+    Fatal(fmt::format("cannot allocate {} bytes of host memory for {}", bytes,
+                      buffer & kTraceBufferBit ? "a trace allocation" : "a policy buffer"));
     return;
   }
-  WorkerFor(stream).stream.Enqueue(fmt::format("allocating {} bytes", bytes), [this, buffer,
-                                                                               bytes] {
-    std::unique_ptr<std::byte[]> memory(new (std::nothrow) std::byte[std::max<Bytes>(bytes, 1)]);
-    if (!memory) {
-      Fatal(fmt::format("cannot allocate {} bytes of host memory for a policy buffer", bytes));
-      return;
-    }
-    std::memset(memory.get(), 0, bytes);  // torch.zeros, as fairscale allocates buckets
-    if (buffer >= policy_buffers_.size()) {
-      policy_buffers_.resize(buffer + 1);
-      policy_sizes_.resize(buffer + 1, 0);
-    }
-    policy_buffers_[buffer] = std::move(memory);
-    policy_sizes_[buffer] = bytes;
-    Track(static_cast<std::int64_t>(bytes));
-  });
+  // Touched, so the pages are really the process's; zeros, as fairscale allocates its buckets.
+  std::memset(memory.get(), 0, bytes);
+  buffers_[buffer] = {std::move(memory), bytes};
+  Track(static_cast<std::int64_t>(bytes));
 }
 
 void HostBackend::Release(BufferHandle buffer, StreamId stream) {
+  auto it = buffers_.find(buffer);
+  if (it == buffers_.end()) return;
+  OwnedBuffer owned = std::move(it->second);
+  buffers_.erase(it);
   if (buffer & kTraceBufferBit) {
-    auto it = trace_buffers_.find(buffer);
-    if (it == trace_buffers_.end()) return;
-    Track(-static_cast<std::int64_t>(it->second.second));
-    trace_buffers_.erase(it);
+    Track(-static_cast<std::int64_t>(owned.bytes));
     return;
   }
-  WorkerFor(stream).stream.Enqueue("releasing a buffer", [this, buffer] {
-    if (buffer >= policy_buffers_.size() || !policy_buffers_[buffer]) return;
-    policy_buffers_[buffer].reset();
-    Track(-static_cast<std::int64_t>(policy_sizes_[buffer]));
+  // The stream may still have work queued on it: the memory goes once that work is done, as
+  // the caching allocator reuses a block only in the order of the stream it was used on.
+  auto shared = std::make_shared<OwnedBuffer>(std::move(owned));
+  WorkerFor(stream).stream.Enqueue("releasing a buffer", [this, shared] {
+    shared->memory.reset();
+    Track(-static_cast<std::int64_t>(shared->bytes));
   });
 }
 
 void HostBackend::FillGradient(const GradientFill& fill, StreamId stream) {
   Worker& worker = WorkerFor(stream);
   worker.stream.Enqueue(
-      fmt::format("stacking the gradient of event {}", fill.request), [this, fill, &worker] {
-        std::byte* data = Data(fill.buffer);
+      fmt::format("stacking the gradient of event {}", fill.request),
+      [this, fill, data = Data(fill.buffer), &worker] {
         if (data == nullptr) return Fatal("gradient fill into a buffer that does not exist");
         if (!Reducible(fill.dtype)) {
           return Fatal(fmt::format("event {}: the host backend cannot reduce {} gradients",
@@ -252,18 +237,18 @@ void HostBackend::FillGradient(const GradientFill& fill, StreamId stream) {
 
 void HostBackend::Copy(const BufferCopy& copy, StreamId stream) {
   Worker& worker = WorkerFor(stream);
-  worker.stream.Enqueue("copying bucket columns", [this, copy, &worker] {
-    std::byte* dst = Data(copy.dst);
-    const std::byte* src = Data(copy.src);
-    if (dst == nullptr || src == nullptr) return Fatal("copy between buffers that do not exist");
-    Bytes element = ElementSize(copy.dtype);
-    Micros start = Now();
-    for (int r = 0; r < copy.rows; ++r) {
-      std::memcpy(dst + (r * copy.dst_row_numel + copy.dst_col) * element,
-                  src + (r * copy.src_row_numel + copy.src_col) * element, copy.cols * element);
-    }
-    worker.spans.push_back({SpanKind::kCopy, 0, start, Now()});
-  });
+  worker.stream.Enqueue(
+      "copying bucket columns", [this, copy, dst = Data(copy.dst), src = Data(copy.src), &worker] {
+        if (dst == nullptr || src == nullptr)
+          return Fatal("copy between buffers that do not exist");
+        Bytes element = ElementSize(copy.dtype);
+        Micros start = Now();
+        for (int r = 0; r < copy.rows; ++r) {
+          std::memcpy(dst + (r * copy.dst_row_numel + copy.dst_col) * element,
+                      src + (r * copy.src_row_numel + copy.src_col) * element, copy.cols * element);
+        }
+        worker.spans.push_back({SpanKind::kCopy, 0, start, Now()});
+      });
 }
 
 void HostBackend::ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
@@ -275,15 +260,12 @@ void HostBackend::ReduceScatter(const CollectiveRecord& record, const Collective
       fmt::format("reduce-scatter #{} ({} of {} bytes on group {}, event {})", index,
                   CollectiveKindName(record.kind), record.input_numel * ElementSize(record.dtype),
                   record.group, record.event_index),
-      [this, record, input = buffers.input, output = buffers.output, slices = std::move(slices),
-       &worker] { RunCollective(record, input, output, slices, worker); });
+      [this, record, in = Data(buffers.input), out = Data(buffers.output),
+       slices = std::move(slices), &worker] { RunCollective(record, in, out, slices, worker); });
 }
 
-void HostBackend::RunCollective(const CollectiveRecord& record, BufferHandle input,
-                                BufferHandle output, const std::vector<ReducedSlice>& slices,
-                                Worker& worker) {
-  const std::byte* in = Data(input);
-  std::byte* out = Data(output);
+void HostBackend::RunCollective(const CollectiveRecord& record, const std::byte* in, std::byte* out,
+                                const std::vector<ReducedSlice>& slices, Worker& worker) {
   if (in == nullptr || out == nullptr) return Fatal("reduce-scatter on buffers that do not exist");
   const ProcessGroup* group = header_->FindGroup(record.group);
   if (group == nullptr)

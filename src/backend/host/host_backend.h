@@ -7,8 +7,11 @@
 // stream's worker runs the copies and collectives, so communication overlaps compute as it does
 // on fairscale's post-backward CUDA stream.
 //
-// Trace allocations are accounted by the memory model; with `materialize_all` they are also
-// allocated and touched here, on the engine's thread, so the process's memory follows the trace.
+// Memory is taken in host order, when the engine asks (as PyTorch's allocator serves requests
+// when the program makes them), and given back once the stream it was released on has run
+// everything queued before the release (as the caching allocator reuses a block in stream
+// order). Trace allocations are accounted by the memory model; with `materialize_all` they are
+// also allocated and touched, so the process's memory follows the trace.
 //
 // A failure other ranks may be blocked on (an MPI error, a failed allocation, a collective that
 // outlives `timeout_s`) goes to `on_fatal`, which must end the job (MpiWorld::Abort).
@@ -61,10 +64,12 @@ class HostBackend final : public Backend {
   struct Worker;
   Worker& WorkerFor(StreamId stream);
   Micros Now() const;
-  std::byte* Data(BufferHandle buffer);
+  // The memory of a materialized buffer; null when it is not materialized. Operations resolve
+  // their buffers when they are issued, so a handle the engine reuses later cannot mislead them.
+  std::byte* Data(BufferHandle buffer) const;
   void Fatal(const std::string& message);
   void Track(std::int64_t delta_bytes);
-  void RunCollective(const CollectiveRecord& record, BufferHandle input, BufferHandle output,
+  void RunCollective(const CollectiveRecord& record, const std::byte* in, std::byte* out,
                      const std::vector<ReducedSlice>& slices, Worker& worker);
   void Verify(const CollectiveRecord& record, const std::vector<ReducedSlice>& slices,
               const std::byte* output);
@@ -80,11 +85,13 @@ class HostBackend final : public Backend {
 
   std::vector<std::unique_ptr<Worker>> workers_;  // by stream
   // Policy buffers, by handle: touched only by the worker of the stream they live on.
-  // Every policy call comes on the post-backward stream, so one worker owns this table.
-  std::vector<std::unique_ptr<std::byte[]>> policy_buffers_;
-  std::vector<Bytes> policy_sizes_;
-  // Trace allocations (materialize_all), by handle: the engine's thread only.
-  std::unordered_map<BufferHandle, std::pair<std::unique_ptr<std::byte[]>, Bytes>> trace_buffers_;
+  struct OwnedBuffer {
+    std::unique_ptr<std::byte[]> memory;
+    Bytes bytes = 0;
+  };
+  // Materialized buffers by handle (policy buffers; trace allocations with materialize_all).
+  // The engine's thread only: workers get pointers, resolved when an operation is issued.
+  std::unordered_map<BufferHandle, OwnedBuffer> buffers_;
   GroupCommunicators communicators_;
   MPI_Op fp16_sum_ = MPI_OP_NULL;
   MPI_Op bf16_sum_ = MPI_OP_NULL;
