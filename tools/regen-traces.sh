@@ -12,8 +12,16 @@ out=traces
 if ((check)); then out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
 
 "$bin" gen transformer --layers 24 --hidden 1024 --heads 16 --seq 2048 --micro-batch 1 \
-  --vocab 50304 --world-size 8 --iterations 2 --dtype bf16 --groups per-instance \
+  --vocab 50304 --world-size 8 --iterations 2 --param-dtype bf16 --groups per-instance \
   --activation-checkpointing -o "$out/gpt-24l-h1024-ws8.json" 2>/dev/null
+# Small traces for the MPI tests: a 4-layer GPT on 4 ranks with bf16 parameters reduced in fp32
+# (fairscale's fp32_reduce_scatter), and fairscale's memory-test convnet on 2 ranks; both with
+# one process-group object per FSDP instance.
+"$bin" gen transformer --layers 4 --hidden 256 --heads 4 --seq 256 --micro-batch 2 \
+  --vocab 8192 --world-size 4 --iterations 2 --param-dtype bf16 --fp32-reduce-scatter \
+  --groups per-instance -o "$out/gpt-4l-h256-ws4.json" 2>/dev/null
+"$bin" gen fairscale-convnet --hidden-dim 32 --world-size 2 --iterations 2 \
+  --groups per-instance -o "$out/convnet-ws2.json" 2>/dev/null
 
 if ((check)); then
   status=0
@@ -26,4 +34,4 @@ if ((check)); then
   done
   exit $status
 fi
-echo "regenerated traces/gpt-24l-h1024-ws8.json"
+echo "regenerated traces/gpt-24l-h1024-ws8.json traces/gpt-4l-h256-ws4.json traces/convnet-ws2.json"

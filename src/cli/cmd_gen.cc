@@ -1,107 +1,123 @@
-// bucketsim gen transformer [options] -o FILE: a trace from a model preset.
+// bucketsim gen PRESET [options] -o FILE: a trace from a model preset; gen --list: the presets,
+// their parameters, defaults and meanings. Subcommands and flags are made from the presets'
+// parameter tables (gen/preset.h), the same entries --list prints.
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "cli/command.h"
-#include "gen/transformer_preset.h"
+#include "gen/preset.h"
 #include "io/trace_writer.h"
 
 namespace bucketsim {
 namespace {
 
-struct TransformerFlags {
-  TransformerConfig config;
-  std::string dtype = "bf16";
-  std::string reduce_dtype;  // default: the compute dtype
-  std::string groups = "per-instance";
-  std::string optimizer = "adam";
-  std::string output = "-";
-};
-
-Status ResolveFlags(TransformerFlags& flags) {
-  std::optional<DType> dtype = ParseDType(flags.dtype);
-  if (!dtype) return InvalidArgument(fmt::format("--dtype '{}' is not a dtype", flags.dtype));
-  flags.config.compute_dtype = *dtype;
-  std::string reduce = flags.reduce_dtype.empty() ? flags.dtype : flags.reduce_dtype;
-  std::optional<DType> reduce_dtype = ParseDType(reduce);
-  if (!reduce_dtype)
-    return InvalidArgument(fmt::format("--reduce-dtype '{}' is not a dtype", reduce));
-  flags.config.reduce_dtype = *reduce_dtype;
-  flags.config.group_layout =
-      flags.groups == "shared" ? GroupLayout::kShared : GroupLayout::kPerInstance;
-  flags.config.optimizer = flags.optimizer == "sgd"            ? OptimizerKind::kSgd
-                           : flags.optimizer == "sgd-momentum" ? OptimizerKind::kSgdMomentum
-                                                               : OptimizerKind::kAdam;
-  return Status::Ok();
-}
-
-int RunTransformer(TransformerFlags flags) {
-  Status status = ResolveFlags(flags);
-  if (!status.ok()) return ReportError(status);
-  if (flags.output == "-") {
+int RunPreset(const Preset& preset, const std::string& output) {
+  Status status;
+  if (output == "-") {
     TraceWriter writer(std::cout, "stdout");
-    status = GenerateTransformer(flags.config, writer);
+    status = preset.Generate(writer);
   } else {
-    Result<std::unique_ptr<TraceWriter>> writer = TraceWriter::Open(flags.output);
+    Result<std::unique_ptr<TraceWriter>> writer = TraceWriter::Open(output);
     if (!writer.ok()) return ReportError(writer.status());
-    status = GenerateTransformer(flags.config, **writer);
+    status = preset.Generate(**writer);
   }
   if (!status.ok()) return ReportError(status);
-  if (flags.output != "-") std::fprintf(stderr, "wrote %s\n", flags.output.c_str());
+  if (output != "-") std::fprintf(stderr, "wrote %s\n", output.c_str());
   return kExitOk;
 }
 
-void AddTransformer(CLI::App& gen, CommandContext& context) {
-  CLI::App* command = gen.add_subcommand(
-      "transformer", "GPT-style transformer under fairscale FSDP: one instance per block");
-  auto flags = std::make_shared<TransformerFlags>();
-  TransformerConfig& c = flags->config;
-  command->add_option("--layers", c.layers, "Transformer blocks")->capture_default_str();
-  command->add_option("--hidden", c.hidden, "Hidden size h")->capture_default_str();
-  command->add_option("--heads", c.heads, "Attention heads a")->capture_default_str();
-  command->add_option("--seq", c.seq, "Sequence length s")->capture_default_str();
-  command->add_option("--micro-batch", c.micro_batch, "Micro-batch size b")->capture_default_str();
-  command->add_option("--vocab", c.vocab, "Vocabulary size")->capture_default_str();
-  command->add_option("--world-size", c.world_size, "Ranks")->capture_default_str();
-  command->add_option("--rank", c.rank, "This trace's rank")->capture_default_str();
-  command->add_option("--iterations", c.iterations, "Training iterations")->capture_default_str();
-  command->add_option("--dtype", flags->dtype, "Compute dtype (all-gather, activations, grads)")
-      ->capture_default_str();
-  command->add_option("--reduce-dtype", flags->reduce_dtype,
-                      "Reduce-scatter dtype (default: the compute dtype)");
-  command
-      ->add_option("--groups", flags->groups,
-                   "Process-group objects: per-instance (fairscale at #633) or shared (#678)")
-      ->check(CLI::IsMember({"per-instance", "shared"}))
-      ->capture_default_str();
-  command->add_option("--optimizer", flags->optimizer, "sgd, sgd-momentum or adam")
-      ->check(CLI::IsMember({"sgd", "sgd-momentum", "adam"}))
-      ->capture_default_str();
-  command->add_flag("--activation-checkpointing", c.activation_checkpointing,
-                    "Checkpoint every transformer block: keep only its input in forward, "
-                    "recompute its activations in backward");
-  command->add_option("--bucket-cap-mb", c.bucket_cap_mb, "The run's bucket_cap_mb")
-      ->capture_default_str();
-  command->add_option("--device-tflops", c.device_tflops, "Sustained TFLOP/s for compute spans")
-      ->capture_default_str();
-  command->add_option("-o,--output", flags->output, "Output file (- for stdout)")
-      ->capture_default_str();
+// A parameter's parse error is a usage error: CLI11 prints it with the flag and exits 2.
+void AddParamFlag(CLI::App& command, const PresetParam& param) {
+  const std::string flag = "--" + param.name;
+  const std::string help = fmt::format("{} (default {})", param.meaning, param.get());
+  auto set = param.set;
+  if (param.kind == ParamKind::kBool) {
+    // --flag alone is "true"; --flag=false (or 0, no, off) sets false. CLI11 names the flag
+    // in front of a validation error thrown from each().
+    auto text = std::make_shared<std::string>();
+    command.add_flag(flag, *text, help)->each([set, text](const std::string& value) {
+      Status status = set(value);
+      if (!status.ok()) throw CLI::ValidationError(status.message());
+    });
+  } else {
+    command
+        .add_option_function<std::string>(
+            flag,
+            [set, flag](const std::string& value) {
+              Status status = set(value);
+              if (!status.ok()) throw CLI::ValidationError(flag, status.message());
+            },
+            help)
+        ->type_name(param.ValueHint());
+  }
+}
+
+void AddPreset(CLI::App& gen, CommandContext& context, std::shared_ptr<Preset> preset) {
+  CLI::App* command =
+      gen.add_subcommand(std::string(preset->name()), std::string(preset->summary()));
+  for (const PresetParam& param : preset->Params()) AddParamFlag(*command, param);
+  auto output = std::make_shared<std::string>("-");
+  command->add_option("-o,--output", *output, "Output file (- for stdout)")->capture_default_str();
   command->footer(
-      "Example (the shipped default trace):\n"
-      "  bucketsim gen transformer --layers 24 --hidden 1024 --heads 16 --seq 2048 \\\n"
-      "      --world-size 8 --iterations 2 -o traces/gpt-24l-h1024-ws8.json");
-  command->callback([flags, &context] { context.exit_code = RunTransformer(*flags); });
+      fmt::format("Example:\n  {}\n'bucketsim gen --list' lists every preset.", preset->example()));
+  command->callback(
+      [preset, output, &context] { context.exit_code = RunPreset(*preset, *output); });
+}
+
+// One block per preset: its parameters as "--name VALUE  default X  meaning", aligned.
+void PrintList() {
+  for (const std::unique_ptr<Preset>& preset : MakePresets()) {
+    fmt::print("{}: {}\n", preset->name(), preset->summary());
+    const std::vector<PresetParam> params = preset->Params();
+    std::vector<std::string> usages;
+    std::size_t usage_width = 0;
+    std::size_t default_width = 0;
+    for (const PresetParam& param : params) {
+      usages.push_back(param.kind == ParamKind::kBool
+                           ? "--" + param.name
+                           : fmt::format("--{} {}", param.name, param.ValueHint()));
+      usage_width = std::max(usage_width, usages.back().size());
+      default_width = std::max(default_width, param.get().size());
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      fmt::print("  {:<{}}  default {:<{}}  {}\n", usages[i], usage_width, params[i].get(),
+                 default_width, params[i].meaning);
+    }
+    fmt::print("  example: {}\n\n", preset->example());
+  }
 }
 
 }  // namespace
 
 void AddGenCommand(CLI::App& command, CommandContext& context) {
-  command.require_subcommand(1);
-  command.footer(
-      "Presets: transformer. Run 'bucketsim gen transformer --help' for its parameters.");
-  AddTransformer(command, context);
+  command.require_subcommand(0, 1);
+  auto list = std::make_shared<bool>(false);
+  command.add_flag("--list", *list, "List every preset with its parameters, defaults and meaning");
+  std::string names;
+  for (std::unique_ptr<Preset>& preset : MakePresets()) {
+    names += names.empty() ? "" : ", ";
+    names += preset->name();
+    AddPreset(command, context, std::shared_ptr<Preset>(std::move(preset)));
+  }
+  command.footer(fmt::format(
+      "Presets: {}. 'bucketsim gen --list' lists their parameters; 'bucketsim gen PRESET --help' "
+      "shows one.",
+      names));
+  command.callback([list, names, &command, &context] {
+    if (*list) {
+      PrintList();
+      return;
+    }
+    if (command.get_subcommands().empty()) {
+      context.exit_code =
+          ReportError(InvalidArgument(fmt::format("gen needs a preset ({}) or --list", names)));
+    }
+  });
 }
 
 }  // namespace bucketsim

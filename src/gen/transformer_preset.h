@@ -1,9 +1,11 @@
-// A GPT-style transformer trained with fairscale FSDP, as a trace generator. One FSDP instance
-// per transformer block (one flat parameter each), plus the embedding and the LM head as their
-// own instances; one reduce-scatter request per flat parameter in backward; activations per
-// layer from the standard formula of Korthikanti et al. 2022 ("Reducing Activation Recomputation
-// in Large Transformer Models", §4.1: sbh(34 + 5as/h) bytes per layer with 16-bit activations).
-// The allocation pattern around each instance follows reference/fsdp_semantics.md §2.3–§2.7.
+// A GPT/Llama-style transformer trained with fairscale FSDP, as a trace generator. One FSDP
+// instance per transformer block (one flat parameter each), plus the embedding and the LM head
+// as their own instances; one reduce-scatter request per flat parameter in backward. Grouped-
+// query attention (kv_heads < heads) shrinks the K and V projections; ffn_hidden sizes the MLP;
+// with tied embeddings the LM head reuses the token embedding, which then lives in the
+// embedding instance, kept gathered from its forward to its backward like a root's parameters.
+// Activations per layer follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+// Large Transformer Models", §4.1), the formula written out in transformer_preset.cc.
 //
 // With `activation_checkpointing`, each transformer block is wrapped as
 // FSDP(checkpoint_wrapper(block)) (fairscale's checkpoint_wrapper, i.e. torch.utils.checkpoint):
@@ -11,53 +13,40 @@
 // forward before running it (Korthikanti et al. §5, "full activation recomputation").
 #pragma once
 
-#include <string>
+#include <memory>
 
-#include "core/dtype.h"
 #include "core/event_sink.h"
+#include "gen/gen_options.h"
+#include "gen/preset.h"
 
 namespace bucketsim {
 
-// How FSDP instances get their reduce-scatter process group.
-enum class GroupLayout {
-  kShared,       // one cached group object for every instance (fairscale since #678)
-  kPerInstance,  // a new group object per instance, same members (fairscale at #633)
-};
-
-enum class OptimizerKind { kSgd, kSgdMomentum, kAdam };
-
-struct TransformerConfig {
+struct TransformerConfig : GenOptions {
   int layers = 24;
   int hidden = 1024;
+  int ffn_hidden = 0;  // 0: 4 x hidden
   int heads = 16;
+  int kv_heads = 0;  // 0: heads (multi-head attention); fewer: grouped-query attention
   int seq = 2048;
   int micro_batch = 1;
   int vocab = 50304;
-  int world_size = 8;
-  int rank = 0;
-  int iterations = 2;
-  // Mixed precision: parameters are kept in fp32 shards; compute (all-gather, activations,
-  // full gradients) is in `compute_dtype`; gradients are reduced in `reduce_dtype` and cast
-  // back to fp32 when that differs (ShardMode::kCast), else kept as views (ShardMode::kView).
-  DType compute_dtype = DType::kBFloat16;
-  DType reduce_dtype = DType::kBFloat16;
-  GroupLayout group_layout = GroupLayout::kPerInstance;
-  OptimizerKind optimizer = OptimizerKind::kAdam;
-  double bucket_cap_mb = 25.0;
+  bool tied_embeddings = false;
   // Activation checkpointing of every transformer block (embedding and head are not wrapped).
-  // In forward a block keeps one activation, its input (e·sbh bytes, e the compute dtype's
-  // size); its internal activations are allocated after its forward compute and freed right
-  // away, so one block's transient peak shows. In backward, after the all-gather, a
-  // "recompute blockN" span as long as the forward re-creates the internal activations, then
-  // the backward span and the full gradient; the hook frees the recomputed activations and the
-  // kept input, then the gathered parameters, then reduces as without checkpointing.
+  // In forward a block keeps one activation, its input; its internal activations are allocated
+  // after its forward compute and freed right away, so one block's transient peak shows. In
+  // backward, after the all-gather, a "recompute blockN" span as long as the forward re-creates
+  // the internal activations, then the backward span and the full gradient; the hook frees the
+  // recomputed activations and the kept input, then the gathered parameters, then reduces.
   bool activation_checkpointing = false;
-  // Time model inputs for compute spans: sustained FLOP/s of one device.
-  double device_tflops = 400.0;
+
+  int FfnHidden() const { return ffn_hidden == 0 ? 4 * hidden : ffn_hidden; }
+  int KvHeads() const { return kv_heads == 0 ? heads : kv_heads; }
 };
 
 // Emits the whole trace (header, then events) into `sink`. Fails on a configuration that does
 // not describe a model (non-positive sizes, heads not dividing hidden, rank outside the world).
 Status GenerateTransformer(const TransformerConfig& config, EventSink& sink);
+
+std::unique_ptr<Preset> MakeTransformerPreset();
 
 }  // namespace bucketsim

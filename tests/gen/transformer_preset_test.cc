@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "engine/trace_checker.h"
+#include "testing/recording_sink.h"
 
 #if __has_include("io/trace_writer.h")
 #include "io/trace_reader.h"
@@ -25,31 +26,7 @@
 namespace bucketsim {
 namespace {
 
-// Keeps everything the generator emits. The header is copied at OnEnd, when its interned names
-// are complete (the generator's own header dies when GenerateTransformer returns).
-class RecordingSink : public EventSink {
- public:
-  Status OnHeader(const TraceHeader& header) override {
-    live_header_ = &header;
-    return Status::Ok();
-  }
-  Status OnEvent(const Event& event) override {
-    events.push_back(event);
-    return Status::Ok();
-  }
-  Status OnEnd() override {
-    header = *live_header_;
-    ended = true;
-    return Status::Ok();
-  }
-
-  TraceHeader header;
-  std::vector<Event> events;
-  bool ended = false;
-
- private:
-  const TraceHeader* live_header_ = nullptr;
-};
+using testing::RecordingSink;
 
 // Generates through the TraceChecker, so every trace in these tests also obeys the consumer's
 // rules (frees of live ids, rs and flush only in backward, view/cast only on a cleared grad).
@@ -954,6 +931,197 @@ TEST(TransformerPreset, RoundTripThroughTraceWriterAndReader) {
 #else
   GTEST_SKIP() << "io/trace_writer.h is not there yet";
 #endif
+}
+
+}  // namespace
+}  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+using testing::Summarize;
+using testing::SummarizeAll;
+
+// Configuration A: grouped-query attention, a narrow MLP, bf16 compute with fairscale's
+// fp32_reduce_scatter, HSDP shard groups of 3 out of 6 ranks (this is rank 4: shard group
+// {3, 4, 5}), SGD momentum.
+//   h = 64, a = 4 heads of 64 / 4 = 16, kv = 2 heads: h_kv = 2 * 16 = 32, f = 96, v = 100,
+//   s = 8, b = 2 (sb = 16), e = 2 (bf16).
+// Parameters:
+//   embedding (v + s) * h = 108 * 64 = 6912                      shard ceil(6912 / 3) = 2304
+//   block     Q h*h + h = 4160, K and V h*h_kv + h_kv = 2080 each, out h*h + h = 4160,
+//             MLP h*f + f = 6240 and f*h + h = 6208, layernorms 4h = 256: 25184
+//             (= 2h(h+1) + 2h_kv(h+1) + f(2h+1) + 5h = 8320 + 4160 + 12384 + 320)
+//                                                                shard ceil(25184 / 3) = 8395,
+//             3 * 8395 - 25184 = 1: chunk_and_pad makes 3 - 25184 / 8395 = 1 new chunk of
+//             8395 fp32 = 33580 bytes
+//   head      h * (v + 2) = 6528 (final layernorm and LM head)   shard 6528 / 3 = 2176
+// All-gathers over the shard group of 3 (bf16): cast shard s*2 then 3*s*2: embedding 4608,
+//   13824; block 16790, 50370; head 4352, 13056.
+// Full gradients (bf16, numel*2): embedding 13824, block 50368, head 13056; the fp32 copies
+//   of fp32_reduce_scatter (numel*4): 27648, 100736, 26112. Reduced in fp32: views.
+// Activations per block, Korthikanti et al. adapted to GQA and f (e = 2, masks 1 byte):
+//   attention sb[(3e+1)h + 2e*h_kv] = 16 * (7*64 + 4*32) = 9216
+//   scores    (2e+1) * a * s^2 * b   = 5 * 4 * 64 * 2     = 2560
+//   MLP       sb[(e+1)h + 2e*f]      = 16 * (3*64 + 4*96) = 9216
+//   layernorm 2e * sbh               = 4 * 16 * 64        = 4096     total 25088
+//   (= sb[(6e+2)h + 2e*h_kv + 2e*f] + (2e+1)as^2b = 16 * 1408 + 2560)
+// Embedding output e*sbh = 2048; head logits e*sbv = 3200 and their fp32 copy 4*sbv = 6400.
+TransformerConfig ConfigA() {
+  TransformerConfig config;
+  config.layers = 2;
+  config.hidden = 64;
+  config.ffn_hidden = 96;
+  config.heads = 4;
+  config.kv_heads = 2;
+  config.vocab = 100;
+  config.seq = 8;
+  config.micro_batch = 2;
+  config.compute_dtype = DType::kBFloat16;
+  config.fp32_reduce_scatter = true;
+  config.world_size = 6;
+  config.group_layout = GroupLayout::kHsdp;
+  config.hsdp_shard_size = 3;
+  config.rank = 4;
+  config.iterations = 1;
+  config.optimizer = OptimizerKind::kSgdMomentum;
+  return config;
+}
+
+TEST(TransformerPresetArithmetic, ConfigAHeader) {
+  RecordingSink trace = Generate(ConfigA());
+  const TraceHeader& h = trace.header;
+  EXPECT_EQ(h.description,
+            "GPT 2 layers, hidden 64, ffn 96, 4 heads, 2 kv heads, seq 8, micro-batch 2, vocab "
+            "100; fairscale FSDP rank 4 of 6, compute bf16, reduce fp32, hsdp shard groups of 3, "
+            "sgd-momentum, 1 iterations");
+  ASSERT_EQ(h.groups.size(), 1u);
+  EXPECT_EQ(h.groups[0].ranks, (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(h.groups[0].name, "shard_group");
+  ASSERT_EQ(h.fsdp.size(), 4u);
+  EXPECT_EQ(h.fsdp[0].params[0].numel, 6912u);
+  EXPECT_EQ(h.fsdp[1].params[0].numel, 25184u);
+  EXPECT_EQ(h.fsdp[2].params[0].numel, 25184u);
+  EXPECT_EQ(h.fsdp[3].params[0].numel, 6528u);
+}
+
+TEST(TransformerPresetArithmetic, ConfigAAllocations) {
+  RecordingSink trace = Generate(ConfigA());
+  std::vector<Bytes> gather_fwd, gather_bwd, grads_default, grads_post_backward, acts_fwd;
+  std::vector<std::string> rs;
+  Phase phase = Phase::kInit;
+  for (const Event& e : trace.events) {
+    if (e.kind == EventKind::kPhase) phase = e.phase;
+    if (e.kind == EventKind::kReduceScatter) rs.push_back(Summarize(e, trace.header));
+    if (e.kind != EventKind::kAlloc) continue;
+    if (e.category == Category::kAllGather) {
+      (phase == Phase::kForward ? gather_fwd : gather_bwd).push_back(e.bytes);
+    }
+    if (e.category == Category::kGrad) {
+      (e.stream == 0 ? grads_default : grads_post_backward).push_back(e.bytes);
+    }
+    if (e.category == Category::kActivation && phase == Phase::kForward)
+      acts_fwd.push_back(e.bytes);
+  }
+  EXPECT_EQ(gather_fwd, (std::vector<Bytes>{4608, 13824, 16790, 50370, 16790, 50370, 4352, 13056}));
+  // The head is not resharded after forward; the blocks and the embedding are re-gathered.
+  EXPECT_EQ(gather_bwd, (std::vector<Bytes>{16790, 50370, 16790, 50370, 4608, 13824}));
+  EXPECT_EQ(grads_default, (std::vector<Bytes>{13056, 50368, 50368, 13824}));
+  // Per hook: the fp32 copy, then the padding chunk where there is one.
+  EXPECT_EQ(grads_post_backward, (std::vector<Bytes>{26112, 100736, 33580, 100736, 33580, 27648}));
+  EXPECT_EQ(rs, (std::vector<std::string>{"rs 3.0 g1 fp32 2176 view", "rs 2.0 g1 fp32 8395 view",
+                                          "rs 1.0 g1 fp32 8395 view", "rs 0.0 g1 fp32 2304 view"}));
+  EXPECT_EQ(acts_fwd,
+            (std::vector<Bytes>{2048, 9216, 2560, 9216, 4096, 9216, 2560, 9216, 4096, 3200, 6400}));
+  // SGD momentum: one fp32 buffer per shard, (2304 + 2 * 8395 + 2176) * 4.
+  Bytes state = 0;
+  for (const Event& e : trace.events) {
+    if (e.kind == EventKind::kAlloc && e.category == Category::kOptimizerState) state += e.bytes;
+  }
+  EXPECT_EQ(state, 85080u);
+}
+
+// Configuration B: tied embeddings, fp32, one layer, h = 15 with 3 heads (odd sizes, so the
+// block's shard is padded), 2 ranks (this is rank 1), one shared group, plain SGD, no reshard
+// after forward, activation checkpointing.
+//   v = 50, s = 4, b = 1 (sb = 4), f = 4h = 60, h_kv = h, e = 4 (fp32).
+// Parameters:
+//   embedding (v + s) * h = 54 * 15 = 810, holding the tied weight   shard 405, no padding
+//   block     12h^2 + 13h = 2700 + 195 = 2895                        shard 1448,
+//             2 - 2895 / 1448 = 1 new chunk of 1448 fp32 = 5792 bytes
+//   head      the final layernorm only, 2h = 30 (the LM head is the embedding)   shard 15
+// All-gathers (fp32, no cast): 2 * s * 4 = 3240, 11584, 120. Full gradients numel * 4 = 3240,
+//   11580, 120; the embedding's appears in the head's backward (its first use in backward).
+// Activations: embedding output e*sbh = 240, the block's checkpointed input 240; the block
+//   (recomputed in backward) attention (5e+1)sbh = 21*60 = 1260, scores (2e+1)as^2b =
+//   9*3*16 = 432, MLP (9e+1)sbh = 37*60 = 2220, layernorms 2e*sbh = 480; the logits 4*4*50 =
+//   800 and their fp32 copy 800.
+TransformerConfig ConfigB() {
+  TransformerConfig config;
+  config.layers = 1;
+  config.hidden = 15;
+  config.heads = 3;
+  config.vocab = 50;
+  config.seq = 4;
+  config.micro_batch = 1;
+  config.tied_embeddings = true;
+  config.compute_dtype = DType::kFloat32;
+  config.world_size = 2;
+  config.rank = 1;
+  config.group_layout = GroupLayout::kShared;
+  config.optimizer = OptimizerKind::kSgd;
+  config.iterations = 1;
+  config.reshard_after_forward = false;
+  config.activation_checkpointing = true;
+  return config;
+}
+
+TEST(TransformerPresetArithmetic, ConfigBWholeRun) {
+  RecordingSink trace = Generate(ConfigB());
+  EXPECT_EQ(trace.header.description,
+            "GPT 1 layers, hidden 15, 3 heads, seq 4, micro-batch 1, vocab 50, tied embeddings; "
+            "fairscale FSDP rank 1 of 2, compute fp32, reduce fp32, shared groups, sgd, 1 "
+            "iterations, no reshard after forward, activation checkpointing");
+  const std::vector<std::string> expected = {
+      "alloc 1 1620 s0 param", "alloc 2 5792 s0 param", "alloc 3 60 s0 param", "iteration 0",
+      "phase forward", "alloc 4 3240 s1 all_gather", "compute forward embedding",
+      "alloc 5 240 s0 activation", "alloc 6 11584 s1 all_gather", "alloc 7 240 s0 activation",
+      "compute forward block0", "alloc 8 1260 s0 activation", "alloc 9 432 s0 activation",
+      "alloc 10 2220 s0 activation", "alloc 11 480 s0 activation", "free 11", "free 10", "free 9",
+      "free 8", "alloc 12 120 s1 all_gather", "compute forward head", "alloc 13 800 s0 activation",
+      "alloc 14 800 s0 activation", "mark after fwd", "phase backward",
+      // the head's backward makes the head's gradient and the tied weight's
+      "compute backward head", "alloc 15 120 s0 grad", "alloc 16 3240 s0 grad", "free 14",
+      "free 13", "free 12", "rs 2.0 g1 fp32 15 view", "free 15", "compute recompute block0",
+      "alloc 17 1260 s0 activation", "alloc 18 432 s0 activation", "alloc 19 2220 s0 activation",
+      "alloc 20 480 s0 activation", "compute backward block0", "alloc 21 11580 s0 grad", "free 20",
+      "free 19", "free 18", "free 17", "free 7", "free 6", "alloc 22 5792 s2 grad",
+      "rs 1.0 g1 fp32 1448 view", "free 22", "free 21", "compute backward embedding", "free 5",
+      "free 4", "rs 0.0 g1 fp32 405 view", "free 16", "flush", "mark after bwd", "phase step",
+      "compute optimizer step", "mark after step", "phase zero_grad", "zero_grad"};
+  EXPECT_EQ(SummarizeAll(trace), expected);
+}
+
+TEST(TransformerPresetArithmetic, NewFieldsAreValidated) {
+  struct Case {
+    void (*mutate)(TransformerConfig&);
+    const char* field;
+  };
+  const Case cases[] = {
+      {[](TransformerConfig& c) { c.kv_heads = 3; }, "kv_heads"},  // 3 does not divide 4
+      {[](TransformerConfig& c) { c.kv_heads = -1; }, "kv_heads"},
+      {[](TransformerConfig& c) { c.ffn_hidden = -1; }, "ffn_hidden"},
+      {[](TransformerConfig& c) { c.hsdp_shard_size = 4; }, "hsdp_shard_size"},  // 4 !| 6
+      {[](TransformerConfig& c) { c.reduce_dtype = DType::kBFloat16; }, "fp32_reduce_scatter"},
+  };
+  for (const Case& c : cases) {
+    TransformerConfig config = ConfigA();
+    c.mutate(config);
+    RecordingSink sink;
+    Status status = GenerateTransformer(config, sink);
+    EXPECT_FALSE(status.ok()) << c.field;
+    EXPECT_NE(status.message().find(c.field), std::string::npos) << status.message();
+  }
 }
 
 }  // namespace

@@ -1,0 +1,96 @@
+// `bucketsim gen` through the real binary: --list prints every preset's parameter table, bad
+// values are usage errors (exit 2, one message naming the flag), and a generated trace carries
+// its bucket_cap_mb to compare.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "gen/preset.h"
+#include "testing/run_binary.h"
+
+namespace bucketsim {
+namespace {
+
+using testing::RunBucketsim;
+
+TEST(GenCommand, ListPrintsEveryPresetsParametersAndDefaults) {
+  testing::BinaryResult run = RunBucketsim({"gen", "--list"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // Every entry of every preset's table, with its default and its meaning.
+  for (const std::unique_ptr<Preset>& preset : MakePresets()) {
+    EXPECT_NE(run.out.find(fmt::format("{}: {}\n", preset->name(), preset->summary())),
+              std::string::npos)
+        << preset->name();
+    for (const PresetParam& param : preset->Params()) {
+      EXPECT_NE(run.out.find("--" + param.name), std::string::npos) << param.name;
+      EXPECT_NE(run.out.find(param.meaning), std::string::npos) << param.name;
+    }
+  }
+  EXPECT_NE(run.out.find("--kv-heads INT"), std::string::npos);
+  EXPECT_NE(run.out.find("--groups shared|per-instance|hsdp"), std::string::npos);
+  // The convnet's defaults are fairscale's test, not the transformer's.
+  const std::size_t convnet = run.out.find("fairscale-convnet:");
+  ASSERT_NE(convnet, std::string::npos);
+  EXPECT_NE(run.out.find("default 2 ", run.out.find("--world-size INT", convnet)),
+            std::string::npos);
+  EXPECT_NE(run.out.find("default sgd-momentum", convnet), std::string::npos);
+}
+
+TEST(GenCommand, BadValuesAreUsageErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"gen", "transformer", "--layers", "abc"}, "--layers: 'abc' is not an integer"},
+      {{"gen", "transformer", "--groups", "per-group"},
+       "--groups: 'per-group' is not one of shared, per-instance or hsdp"},
+      {{"gen", "transformer", "--param-dtype", "fp64"},
+       "--param-dtype: 'fp64' is not one of fp32, bf16 or fp16"},
+      {{"gen", "transformer", "--bucket-cap-mb", "nan"}, "--bucket-cap-mb: 'nan' is not a finite"},
+      {{"gen", "transformer", "--reshard-after-forward=maybe"},
+       "--reshard-after-forward: 'maybe' is not a boolean"},
+      {{"gen", "transformer", "--heads", "5"}, "heads (5) must divide hidden (1024)"},
+      {{"gen", "transformer", "--kv-heads", "3"}, "kv_heads (3) must divide heads (16)"},
+      {{"gen", "transformer", "--world-size", "1"}, "world_size must be at least 2"},
+      {{"gen", "transformer", "--groups", "hsdp"}, "hsdp_shard_size must be at least 2"},
+      {{"gen", "transformer", "--hsdp-shard-size", "2"}, "only meaningful with the hsdp"},
+      {{"gen", "transformer", "--fp32-reduce-scatter", "--reduce-dtype", "bf16"},
+       "fp32_reduce_scatter reduces in fp32, but reduce_dtype is bf16"},
+      {{"gen", "fairscale-convnet", "--hidden-dim", "0"}, "hidden_dim must be at least 1"},
+      {{"gen", "fairscale-convnet", "--image-size", "2"}, "image_size must be at least 3"},
+      {{"gen"}, "gen needs a preset (transformer, fairscale-convnet) or --list"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    if (args.size() > 1) args.insert(args.end(), {"-o", "/dev/null"});
+    testing::BinaryResult run = RunBucketsim(args);
+    EXPECT_EQ(run.exit_code, 2) << c.message;
+    EXPECT_NE(run.err.find(c.message), std::string::npos) << run.err;
+    EXPECT_TRUE(run.out.empty()) << c.message;
+  }
+}
+
+// The generator records --bucket-cap-mb in the header; compare uses it unless told otherwise.
+TEST(GenCommand, GeneratedCapIsTheRunsDefault) {
+  const std::string trace = testing::WriteTempFile("gen-cap.json", "");
+  testing::BinaryResult gen =
+      RunBucketsim({"gen", "fairscale-convnet", "--hidden-dim", "4", "--image-size", "8",
+                    "--iterations", "1", "--bucket-cap-mb", "0.5", "-o", trace});
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  EXPECT_EQ(RunBucketsim({"validate", trace}).exit_code, 0);
+
+  testing::BinaryResult from_header =
+      RunBucketsim({"compare", trace, "--policy", "backward-only", "--format", "markdown"});
+  ASSERT_EQ(from_header.exit_code, 0) << from_header.err;
+  EXPECT_NE(from_header.out.find("`lifetime=backward,key=identity,cap=0.5`"), std::string::npos)
+      << from_header.out;
+  testing::BinaryResult overridden = RunBucketsim({"compare", trace, "--policy", "backward-only",
+                                                   "--bucket-cap-mb", "2", "--format", "markdown"});
+  ASSERT_EQ(overridden.exit_code, 0) << overridden.err;
+  EXPECT_NE(overridden.out.find("`lifetime=backward,key=identity,cap=2`"), std::string::npos)
+      << overridden.out;
+}
+
+}  // namespace
+}  // namespace bucketsim
