@@ -88,6 +88,14 @@ TEST(HostRun, TwoRanksReplayTheTinyTraceLikeSimForEveryPolicy) {
   ExpectHostMatchesSim("traces/tiny-ws2.json", 2, "tiny");
 }
 
+TEST(HostRun, TwoRanksReplayTheShippedConvnetLikeSimForEveryPolicy) {
+  ExpectHostMatchesSim("traces/convnet-ws2.json", 2, "convnet");
+}
+
+TEST(HostRun, FourRanksReplayTheShippedTransformerLikeSimForEveryPolicy) {
+  ExpectHostMatchesSim("traces/gpt-4l-h256-ws4.json", 4, "gpt-4l");
+}
+
 // A bf16 transformer at world size 4: bf16 reductions through the host backend's own MPI sum.
 TEST(HostRun, FourRanksReplayABf16TransformerLikeSimForEveryPolicy) {
   std::string trace = WriteTempFile("gpt-ws4.json", "");
