@@ -1,0 +1,133 @@
+#include "backend/host/collective_sweep.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "backend/host/host_backend.h"
+#include "backend/host/mpi_check.h"
+
+namespace bucketsim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Micros Since(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+Micros Median(std::vector<Micros> values) {
+  if (values.empty()) return 0;
+  auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
+// The slowest rank's time: a collective is as slow as its last participant.
+Result<Micros> Slowest(Micros mine) {
+  Micros slowest = 0;
+  BUCKETSIM_MPI_RETURN_IF_ERROR(
+      MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return slowest;
+}
+
+}  // namespace
+
+std::vector<Bytes> DoublingSizes(Bytes from, Bytes to) {
+  std::vector<Bytes> sizes;
+  for (Bytes size = std::max<Bytes>(from, 1); size <= to; size *= 2) sizes.push_back(size);
+  return sizes;
+}
+
+Result<std::vector<CollectiveSweepPoint>> RunCollectiveSweep(
+    MpiWorld& world, const CollectiveSweepOptions& options) {
+  const int ranks = world.size();
+  const Bytes element = ElementSize(options.dtype);
+  TraceHeader header;
+  header.world_size = ranks;
+  header.rank = world.rank();
+  header.streams = {{"default"}, {"post_backward"}};
+  ProcessGroup group;
+  group.id = 1;
+  group.ranks.resize(static_cast<std::size_t>(ranks));
+  std::iota(group.ranks.begin(), group.ranks.end(), 0);
+  header.groups = {group};
+  BUCKETSIM_RETURN_IF_ERROR(header.Finalize());
+
+  HostBackendOptions backend_options;
+  backend_options.verify = false;
+  HostBackend backend(world, backend_options);
+  BUCKETSIM_RETURN_IF_ERROR(backend.Start(header));
+  const StreamId stream = header.post_backward_stream();
+
+  std::vector<CollectiveSweepPoint> points;
+  for (Bytes requested : options.send_bytes) {
+    const Numel count = std::max<Numel>(requested / (element * ranks), 1);
+    const Bytes send = count * ranks * element;
+    CollectiveSweepPoint point{send, ranks, 0, 0, 0};
+
+    // Bare MPI on buffers of its own.
+    std::vector<std::byte> in(send, std::byte{0});
+    std::vector<std::byte> out(count * element);
+    MPI_Datatype type = options.dtype == DType::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
+    std::vector<Micros> bare;
+    for (int i = 0; i < options.warmup + options.iterations; ++i) {
+      BUCKETSIM_RETURN_IF_ERROR(world.Barrier());
+      auto start = Clock::now();
+      BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Reduce_scatter_block(
+          in.data(), out.data(), static_cast<int>(count), type, MPI_SUM, MPI_COMM_WORLD));
+      Result<Micros> slowest = Slowest(Since(start));
+      if (!slowest.ok()) return slowest.status();
+      if (i >= options.warmup) bare.push_back(*slowest);
+    }
+    point.bare_us = Median(bare);
+
+    // The same through the backend: materialized buffers, a filled input, the worker's span.
+    constexpr BufferHandle kInput = 0;
+    constexpr BufferHandle kOutput = 1;
+    backend.Materialize(kInput, send, stream);
+    backend.Materialize(kOutput, count * element, stream);
+    backend.FillGradient({kInput, 0, ranks, count, options.dtype}, stream);
+    Result<IterationSpans> settled = backend.EndIteration();
+    if (!settled.ok()) return settled.status();
+    CollectiveRecord record{
+        CollectiveKind::kBucketFlush, group.id, ranks, options.dtype, count * ranks, count, 1};
+    const ReducedSlice slice{0, 0, count};
+    std::vector<Micros> spans;
+    std::vector<Micros> end_to_end;
+    for (int i = 0; i < options.warmup + options.iterations; ++i) {
+      BUCKETSIM_RETURN_IF_ERROR(world.Barrier());
+      auto start = Clock::now();
+      backend.ReduceScatter(record, {kInput, kOutput, {&slice, 1}}, stream);
+      Result<IterationSpans> iteration = backend.EndIteration();
+      if (!iteration.ok()) return iteration.status();
+      Micros total = Since(start);
+      Micros span = 0;
+      for (const TimedSpan& s : iteration->spans) {
+        if (s.kind == SpanKind::kCollective) span = s.end_us - s.start_us;
+      }
+      Result<Micros> slowest_span = Slowest(span);
+      if (!slowest_span.ok()) return slowest_span.status();
+      Result<Micros> slowest_total = Slowest(total);
+      if (!slowest_total.ok()) return slowest_total.status();
+      if (i >= options.warmup) {
+        spans.push_back(*slowest_span);
+        end_to_end.push_back(*slowest_total);
+      }
+    }
+    backend.Release(kInput, stream);
+    backend.Release(kOutput, stream);
+    point.backend_us = Median(spans);
+    point.end_to_end_us = Median(end_to_end);
+    points.push_back(point);
+  }
+  Result<IterationSpans> drained = backend.EndIteration();
+  if (!drained.ok()) return drained.status();
+  return points;
+}
+
+}  // namespace bucketsim
