@@ -11,10 +11,12 @@
 namespace bucketsim {
 namespace {
 
-constexpr std::array<CommandSpec, 5> kCommands = {{
+constexpr std::array<CommandSpec, 6> kCommands = {{
     {"compare", "Replay a trace under several bucket policies and compare their memory",
      &AddCompareCommand},
     {"check", "Fail (exit 1) when a policy breaks a memory budget on a trace", &AddCheckCommand},
+    {"report", "Write the HTML and Markdown report (with charts) of JSON reports",
+     &AddReportCommand},
     {"validate", "Check a trace for consistency and summarise it", &AddValidateCommand},
     {"gen", "Generate a trace from a model preset", &AddGenCommand},
     {"version", "Print the version and the backends this build can run on", &AddVersionCommand},
