@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages bucketsim needs to build and test. As root it runs apt-get;
-# otherwise it prints the exact command to run and fails. CUDA and NCCL are optional and not
+# otherwise it prints the exact command to run and fails. chromium is for the browser test of
+# the HTML report (tests/report/browser_test.py). CUDA and NCCL are optional and not
 # installed here: where nvcc and NCCL are present the CUDA backend is built as well.
 set -euo pipefail
 
@@ -10,6 +11,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
   python3 python3-jsonschema
+  chromium
 )
 
 missing=()

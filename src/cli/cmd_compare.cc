@@ -3,6 +3,7 @@
 
 #include "cli/command.h"
 #include "report/console_table.h"
+#include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/markdown_report.h"
 
@@ -12,6 +13,7 @@ namespace {
 struct CompareFlags {
   ReplayFlags replay;
   std::string format = "table";
+  std::string html_path;
 };
 
 int RunCompare(const CompareFlags& flags, const CommandContext& context) {
@@ -32,9 +34,16 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
     }
     if (flags.format == "json") std::fwrite(report.data(), 1, report.size(), stdout);
   }
-  if (flags.format == "markdown") {
-    std::printf("%s", FormatMarkdownReport(*outcome, *report_context).c_str());
-  } else if (flags.format == "table") {
+  if (flags.format == "markdown" || !flags.html_path.empty()) {
+    const std::vector<ReportDocument> docs = {DocumentFromOutcome(*outcome, *report_context)};
+    if (!flags.html_path.empty()) {
+      Status written = WriteTextFile(flags.html_path, FormatHtmlReport(docs, PageCharts(docs)));
+      if (!written.ok()) return ReportError(written);
+    }
+    // On a terminal there is nowhere to put the charts: `bucketsim report` writes them.
+    if (flags.format == "markdown") std::printf("%s", FormatMarkdownReport(docs, {}, "").c_str());
+  }
+  if (flags.format == "table") {
     std::printf("%s: world size %d, %llu events, %llu iteration(s), memory model %s\n\n%s",
                 report_context->trace_name.c_str(), outcome->header.world_size,
                 static_cast<unsigned long long>(outcome->summary.events),
@@ -48,6 +57,7 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
       }
     }
     if (!replay.json_path.empty()) std::printf("\nreport: %s\n", replay.json_path.c_str());
+    if (!flags.html_path.empty()) std::printf("html report: %s\n", flags.html_path.c_str());
   }
   return kExitOk;
 }
@@ -60,6 +70,8 @@ void AddCompareCommand(CLI::App& command, CommandContext& context) {
   AddReplayFlags(command, flags->replay);
   command.add_option("--format", flags->format, "Output on stdout: table, json or markdown")
       ->check(CLI::IsMember({"table", "json", "markdown"}));
+  command.add_option("--html", flags->html_path,
+                     "Also write the HTML report (charts inline, self-contained) to FILE");
   command.footer(
       "With no TRACE, the shipped default trace is used; with no --policy, always-allocated,\n"
       "backward-only, per-group-dedup and unbucketed are compared.\n\n"

@@ -35,6 +35,7 @@ void AddCompareCommand(CLI::App& command, CommandContext& context);
 void AddCheckCommand(CLI::App& command, CommandContext& context);
 void AddValidateCommand(CLI::App& command, CommandContext& context);
 void AddGenCommand(CLI::App& command, CommandContext& context);
+void AddReportCommand(CLI::App& command, CommandContext& context);
 void AddVersionCommand(CLI::App& command, CommandContext& context);
 void AddRunCommand(CLI::App& command, CommandContext& context);
 

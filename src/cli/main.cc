@@ -11,7 +11,7 @@
 namespace bucketsim {
 namespace {
 
-constexpr std::array<CommandSpec, 6> kCommands = {{
+constexpr std::array<CommandSpec, 7> kCommands = {{
     {"compare", "Replay a trace under several bucket policies and compare their memory",
      &AddCompareCommand},
     {"check", "Fail (exit 1) when a policy breaks a memory budget on a trace", &AddCheckCommand},
@@ -19,6 +19,8 @@ constexpr std::array<CommandSpec, 6> kCommands = {{
      "Execute a trace for real: real buffers and reduce-scatters on MPI (host) or NCCL (cuda), "
      "verified and timed (launch with mpirun)",
      &AddRunCommand},
+    {"report", "Write the HTML and Markdown report (with charts) of JSON reports",
+     &AddReportCommand},
     {"validate", "Check a trace for consistency and summarise it", &AddValidateCommand},
     {"gen", "Generate a trace from a model preset", &AddGenCommand},
     {"version", "Print the version and the backends this build can run on", &AddVersionCommand},

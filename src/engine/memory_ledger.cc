@@ -11,6 +11,7 @@ void MemoryLedger::Charge(Category category, Bytes bytes, EventIndex at) {
     bucket_bytes_ += bytes;
     peak_bucket_bytes_ = std::max(peak_bucket_bytes_, bucket_bytes_);
   }
+  timeline_.ObserveAllocated(current_);
   PhaseStats& phase = phases_.back();
   phase.peak_bytes = std::max(phase.peak_bytes, current_);
   if (current_ > peak_.allocated_bytes) {
@@ -41,7 +42,8 @@ void MemoryLedger::Move(Category from, Category to, Bytes bytes) {
 
 void MemoryLedger::BeginPhase(Phase phase, EventIndex at, Bytes reserved) {
   phases_.back().end_bytes = current_;
-  phases_.push_back({iteration_, phase, at, current_, current_, current_, reserved, 0.0});
+  phases_.back().end_event = at;
+  phases_.push_back({iteration_, phase, at, at, current_, current_, current_, reserved, 0.0});
 }
 
 void MemoryLedger::Mark(std::string name, EventIndex at, Bytes reserved) {
@@ -50,6 +52,7 @@ void MemoryLedger::Mark(std::string name, EventIndex at, Bytes reserved) {
 
 void MemoryLedger::ObserveReserved(Bytes reserved) {
   peak_.reserved_bytes = std::max(peak_.reserved_bytes, reserved);
+  timeline_.ObserveReserved(reserved);
   PhaseStats& phase = phases_.back();
   phase.peak_reserved_bytes = std::max(phase.peak_reserved_bytes, reserved);
 }
@@ -63,6 +66,7 @@ void MemoryLedger::RecordPeakAllocations(std::vector<LiveAllocation> largest,
 
 void MemoryLedger::Finish(RunResult& result) {
   phases_.back().end_bytes = current_;
+  phases_.back().end_event = result.events;
   // The stretch before the first phase marker is reported only when something happened in it.
   if (phases_.size() > 1 && phases_.front().peak_bytes == 0 && phases_.front().compute_us == 0) {
     phases_.erase(phases_.begin());
@@ -72,6 +76,7 @@ void MemoryLedger::Finish(RunResult& result) {
   result.final_allocated_bytes = current_;
   result.phases = std::move(phases_);
   result.marks = std::move(marks_);
+  result.timeline = timeline_.Take();
   for (const PhaseStats& phase : result.phases) result.compute_us += phase.compute_us;
 }
 

@@ -6,12 +6,18 @@
 #include <string>
 #include <vector>
 
+#include "engine/memory_timeline.h"
 #include "engine/run_result.h"
 
 namespace bucketsim {
 
 class MemoryLedger {
  public:
+  explicit MemoryLedger(std::uint32_t timeline_points = MemoryTimeline::kDefaultMaxPoints)
+      : timeline_(timeline_points) {}
+
+  // Event `at` begins; `reserved` is the memory model's figure now. Feeds the timeline.
+  void Enter(EventIndex at, Bytes reserved) { timeline_.Enter(at, current_, reserved); }
   void Charge(Category category, Bytes bytes, EventIndex at);
   void Discharge(Category category, Bytes bytes);
   void Move(Category from, Category to, Bytes bytes);
@@ -32,7 +38,7 @@ class MemoryLedger {
   Bytes current_bytes() const { return current_; }
   const CategoryBytes& current_by_category() const { return by_category_; }
 
-  // Closes the last phase and moves the figures into `result`.
+  // Closes the last phase (at `result.events`) and moves the figures into `result`.
   void Finish(RunResult& result);
 
  private:
@@ -45,6 +51,7 @@ class MemoryLedger {
   bool peak_unrecorded_ = false;
   std::vector<PhaseStats> phases_ = {PhaseStats{}};
   std::vector<MarkSample> marks_;
+  MemoryTimeline timeline_;
 };
 
 }  // namespace bucketsim

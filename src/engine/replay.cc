@@ -14,7 +14,8 @@ Replay::Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryMode
       policy_(MakeBucketPolicy(spec_, bucket_cap_mb)),
       memory_(std::move(memory)),
       backend_(std::move(backend)),
-      options_(options) {
+      options_(options),
+      ledger_(options.timeline_points) {
   result_.policy = spec_.name;
   result_.canonical = spec_.Canonical(bucket_cap_mb);
   result_.bucket_cap_mb = bucket_cap_mb;
@@ -35,6 +36,7 @@ Status Replay::OnEvent(const Event& event) {
   if (out_of_memory_) return Status::Ok();
   current_event_ = event.index;
   ++result_.events;
+  ledger_.Enter(event.index, memory_->reserved_bytes());
   switch (event.kind) {
     case EventKind::kIteration:
       if (in_iteration_) BUCKETSIM_RETURN_IF_ERROR(FinishIteration());
@@ -194,6 +196,7 @@ BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId g
   buffer.group = group;
   Status status = Charge(buffer, id, bytes, policy_stream_);
   if (!status.ok() && deferred_error_.ok()) deferred_error_ = std::move(status);
+  buffer.lifetime = RecordLifetime(buffer);
   return id;
 }
 
@@ -201,6 +204,9 @@ void Replay::Release(BufferId id) {
   Allocation& buffer = buffers_[id];
   BUCKETSIM_CHECK(buffer.refs > 0);
   if (--buffer.refs > 0) return;
+  if (buffer.lifetime != kNoLifetime) {
+    result_.bucket_lifetimes[buffer.lifetime].freed_event = current_event_;
+  }
   Discharge(buffer, id);
   free_buffers_.push_back(id);
 }
@@ -208,6 +214,9 @@ void Replay::Release(BufferId id) {
 void Replay::Relabel(BufferId id, Category category) {
   RecordPeakIfNeeded();  // the peak's list shows what the categories were at the peak
   Allocation& buffer = buffers_[id];
+  if (buffer.lifetime != kNoLifetime) {
+    result_.bucket_lifetimes[buffer.lifetime].retired_event = current_event_;
+  }
   ledger_.Move(buffer.category, category, buffer.block.charged);
   buffer.category = category;
 }
@@ -255,6 +264,19 @@ void Replay::ZeroGrad() {
     held_grad_[param] = kNoBuffer;
   }
   holding_params_.clear();
+}
+
+std::uint32_t Replay::RecordLifetime(const Allocation& buffer) {
+  // Temporaries live within one event: on the event axis they have no width, so only the
+  // bucket buffers proper are recorded.
+  if (!IsBucketCategory(buffer.category) || !buffer.in_model) return kNoLifetime;
+  if (result_.bucket_lifetimes.size() >= options_.max_bucket_lifetimes) {
+    ++result_.bucket_lifetimes_dropped;
+    return kNoLifetime;
+  }
+  result_.bucket_lifetimes.push_back(
+      {buffer.category, buffer.dtype, buffer.group, buffer.block.charged, current_event_, {}, {}});
+  return static_cast<std::uint32_t>(result_.bucket_lifetimes.size() - 1);
 }
 
 void Replay::RecordPeakIfNeeded() {

@@ -21,6 +21,8 @@ namespace bucketsim {
 struct ReplayOptions {
   bool keep_collective_log = true;
   int largest_at_peak = 10;  // how many of the largest live allocations the peak lists
+  std::uint32_t timeline_points = MemoryTimeline::kDefaultMaxPoints;  // MemoryTimeline's bound
+  std::uint32_t max_bucket_lifetimes = 1000;  // RunResult::bucket_lifetimes' bound
 };
 
 class Replay final : public EventSink, private PolicyHost {
@@ -40,6 +42,7 @@ class Replay final : public EventSink, private PolicyHost {
   static constexpr BufferId kNoBuffer = ~BufferId{0};
   // The stream FSDP's forward and backward compute run on (torch's current stream).
   static constexpr StreamId kComputeStream = 0;
+  static constexpr std::uint32_t kNoLifetime = ~std::uint32_t{0};
 
   struct Allocation {
     Block block;
@@ -49,9 +52,10 @@ class Replay final : public EventSink, private PolicyHost {
     std::vector<StreamId> used_on;  // other streams that use it (record_stream)
     EventIndex since = 0;
     StreamId stream = 0;
-    std::uint64_t trace_id = 0;     // trace allocations
-    DType dtype = DType::kFloat32;  // policy buffers
-    GroupId group = 0;              // policy buffers
+    std::uint64_t trace_id = 0;            // trace allocations
+    DType dtype = DType::kFloat32;         // policy buffers
+    GroupId group = 0;                     // policy buffers
+    std::uint32_t lifetime = kNoLifetime;  // bucket buffers: its entry in bucket_lifetimes
   };
 
   // PolicyHost
@@ -71,6 +75,7 @@ class Replay final : public EventSink, private PolicyHost {
   // Asks the backend for the iteration that ends here and times its collectives.
   Status FinishIteration();
   void RecordPeakIfNeeded();
+  std::uint32_t RecordLifetime(const Allocation& buffer);
 
   PolicySpec spec_;
   std::unique_ptr<BucketPolicy> policy_;

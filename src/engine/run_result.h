@@ -11,6 +11,7 @@
 #include "core/category.h"
 #include "core/collective_record.h"
 #include "core/event.h"
+#include "engine/memory_timeline.h"
 #include "memory/memory_model.h"
 #include "policy/bucket_policy.h"
 
@@ -42,6 +43,7 @@ struct PhaseStats {
   std::uint64_t iteration = 0;
   Phase phase = Phase::kInit;
   EventIndex first_event = 0;
+  EventIndex end_event = 0;  // exclusive: the next phase marker, or the end of the replay
   Bytes start_bytes = 0;
   Bytes peak_bytes = 0;
   Bytes end_bytes = 0;
@@ -56,6 +58,19 @@ struct MarkSample {
   Bytes allocated_bytes = 0;
   Bytes reserved_bytes = 0;
   CategoryBytes by_category{};
+};
+
+// One allocation of a bucket buffer (`bucket_data` or `bucket_output`), from the event that
+// allocated it to the one that freed it. An output shard replaced at a flush but kept alive by
+// gradient views is `retired` at the flush and freed at `zero_grad`.
+struct BucketLifetime {
+  Category category = Category::kBucketData;  // as allocated
+  DType dtype = DType::kFloat32;
+  GroupId group = 0;
+  Bytes bytes = 0;
+  EventIndex allocated_event = 0;
+  std::optional<EventIndex> retired_event;
+  std::optional<EventIndex> freed_event;  // unset: alive at the end of the replay
 };
 
 // The request a device of the given capacity could not serve; the replay stops there.
@@ -77,6 +92,10 @@ struct RunResult {
   Bytes final_allocated_bytes = 0;
   std::vector<PhaseStats> phases;
   std::vector<MarkSample> marks;
+  MemoryTimelineData timeline;
+  // The first ReplayOptions::max_bucket_lifetimes allocations of bucket buffers, in order.
+  std::vector<BucketLifetime> bucket_lifetimes;
+  std::uint64_t bucket_lifetimes_dropped = 0;  // allocations past that bound
   std::vector<CollectiveRecord> collectives;
   PolicyCounters counters;
   std::optional<OomEvent> oom;  // set when --device-memory was too small; figures stop there

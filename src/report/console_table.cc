@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/size_format.h"
+#include "report/svg_chart.h"
 
 namespace bucketsim {
 namespace {
@@ -53,8 +54,12 @@ std::string Mib(Bytes bytes) {
 }
 
 Table BuildComparisonTable(const ReplayOutcome& outcome) {
+  return BuildComparisonTable(outcome.runs);
+}
+
+Table BuildComparisonTable(const std::vector<RunResult>& runs) {
   Table table;
-  std::vector<std::string> marks = MarkNames(outcome.runs);
+  std::vector<std::string> marks = MarkNames(runs);
   table.headers = {"policy",        "cap (MiB)",         "peak alloc (MiB)", "peak reserved (MiB)",
                    "vs best (MiB)", "bucket@peak (MiB)", "max bucket (MiB)"};
   for (const std::string& mark : marks) table.headers.push_back(fmt::format("{} (MiB)", mark));
@@ -64,8 +69,8 @@ Table BuildComparisonTable(const ReplayOutcome& outcome) {
   table.right_aligned[0] = false;
 
   Bytes best = ~Bytes{0};
-  for (const RunResult& run : outcome.runs) best = std::min(best, run.peak.allocated_bytes);
-  for (const RunResult& run : outcome.runs) {
+  for (const RunResult& run : runs) best = std::min(best, run.peak.allocated_bytes);
+  for (const RunResult& run : runs) {
     std::vector<std::string> row = {run.policy,
                                     fmt::format("{}", run.bucket_cap_mb),
                                     Mib(run.peak.allocated_bytes),
@@ -128,6 +133,17 @@ Table BuildPeakCompositionTable(const RunResult& run) {
   return table;
 }
 
+Table BuildLargestAtPeakTable(const RunResult& run) {
+  Table table;
+  table.headers = {"largest alive at the peak", "category", "MiB", "since event"};
+  table.right_aligned = {false, false, true, true};
+  for (const LiveAllocation& a : run.peak.largest) {
+    table.rows.push_back(
+        {a.what, std::string(CategoryName(a.category)), Mib(a.bytes), fmt::format("{}", a.since)});
+  }
+  return table;
+}
+
 std::string RenderText(const Table& table) {
   std::vector<std::size_t> width(table.headers.size());
   for (std::size_t c = 0; c < width.size(); ++c) width[c] = table.headers[c].size();
@@ -161,6 +177,22 @@ std::string RenderMarkdown(const Table& table) {
     out += "\n";
   }
   return out;
+}
+
+std::string RenderHtml(const Table& table) {
+  auto cell = [&table](const char* tag, std::size_t c, const std::string& text) {
+    return fmt::format("<{}{}>{}</{}>", tag, table.right_aligned[c] ? " class=\"num\"" : "",
+                       XmlEscape(text), tag);
+  };
+  std::string out = "<table>\n<thead><tr>";
+  for (std::size_t c = 0; c < table.headers.size(); ++c) out += cell("th", c, table.headers[c]);
+  out += "</tr></thead>\n<tbody>\n";
+  for (const auto& row : table.rows) {
+    out += "<tr>";
+    for (std::size_t c = 0; c < row.size(); ++c) out += cell("td", c, row[c]);
+    out += "</tr>\n";
+  }
+  return out + "</tbody>\n</table>\n";
 }
 
 }  // namespace bucketsim

@@ -20,14 +20,19 @@ struct Table {
 // the peak, largest bucket bytes, the largest value of each named mark, buckets, flushes, bypassed
 // requests, compute time.
 Table BuildComparisonTable(const ReplayOutcome& outcome);
+Table BuildComparisonTable(const std::vector<RunResult>& runs);
 // Time per policy on the backend that ran it: step time, compute, communication, exposed
 // communication, copies, collectives with their bus bandwidth, and what was verified.
 Table BuildTimingTable(const ReplayOutcome& outcome);
 // The composition of one policy's peak: bytes per non-empty category.
 Table BuildPeakCompositionTable(const RunResult& run);
+// The largest allocations alive at one policy's peak (empty rows when it listed none).
+Table BuildLargestAtPeakTable(const RunResult& run);
 
 std::string RenderText(const Table& table);
 std::string RenderMarkdown(const Table& table);
+// An HTML <table>, cells escaped; right-aligned columns get class "num".
+std::string RenderHtml(const Table& table);
 
 // "out of memory at event N (...): ..." for a run that ran out of device memory.
 std::string DescribeOom(const OomEvent& oom);

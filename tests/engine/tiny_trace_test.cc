@@ -7,6 +7,8 @@
 // to 512 B: 1954 * 512), Adam state 737280 B at the first step only.
 // Per request: stack temp ws*n*4 = 163840 B (a, b); bypass output n*4 = 204800 B and cat temp
 // ws*n*4 = 409600 B (c); a partial flush of 20480 columns copies 163840 B (.contiguous()).
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "engine/replay_policies.h"
@@ -142,6 +144,88 @@ TEST(TinyTrace, DedupFlushesOnTheFirstGroupRegistered) {
   EXPECT_EQ(log[1].output_numel, 20'480u);
   EXPECT_EQ(log[2].event_index, 12u);
   EXPECT_EQ(log[2].group, 101u);
+}
+
+TEST(TinyTrace, TimelineKeepsEveryEventAndPeaksWhereThePeakIs) {
+  Result<ReplayOutcome> outcome = ReplayTiny(DefaultPolicies());
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  for (std::size_t i = 0; i < std::size(kExpected); ++i) {
+    const RunResult& run = outcome->runs[i];
+    SCOPED_TRACE(run.policy);
+    // 38 events are under the 512-point bound: one point per event.
+    EXPECT_EQ(run.timeline.span_events, 1u);
+    ASSERT_EQ(run.timeline.points.size(), 38u);
+    Bytes top = 0;
+    for (const TimelinePoint& p : run.timeline.points) top = std::max(top, p.allocated_bytes);
+    EXPECT_EQ(top, kExpected[i].peak);
+    // The peak is reached inside its event (a temporary of an rs): that point holds it.
+    EXPECT_EQ(run.timeline.points[kExpected[i].peak_event].allocated_bytes, kExpected[i].peak);
+    // Event 0 allocates the parameters: the point of event 1 starts from them.
+    EXPECT_EQ(run.timeline.points[1].allocated_bytes, 368'640u);
+    // Phase bands tile the replay: each ends where the next begins, the last at event 38.
+    ASSERT_EQ(run.phases.size(), 9u);
+    for (std::size_t p = 0; p + 1 < run.phases.size(); ++p) {
+      EXPECT_EQ(run.phases[p].end_event, run.phases[p + 1].first_event);
+    }
+    EXPECT_EQ(run.phases.front().end_event, 2u);
+    EXPECT_EQ(run.phases.back().end_event, 38u);
+  }
+}
+
+TEST(TinyTrace, BucketLifetimesFollowSetupFlushAndTeardown) {
+  Result<ReplayOutcome> outcome = ReplayTiny({*ParsePolicySpec("backward-only")});
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  const std::vector<BucketLifetime>& lifetimes = outcome->runs[0].bucket_lifetimes;
+  struct Want {
+    Category category;
+    GroupId group;
+    Bytes bytes;
+    EventIndex allocated;
+    std::optional<EventIndex> retired;
+    std::optional<EventIndex> freed;
+  };
+  const Category D = Category::kBucketData;
+  const Category O = Category::kBucketOutput;
+  // Per iteration: a's bucket (group 101) set up at a's rs, b's (group 102) at b's; at the final
+  // flush each gets a fresh output shard, the old one is retired (kept by the gradient views
+  // until zero_grad) and the teardown frees data and the fresh shard.
+  std::vector<Want> want;
+  for (EventIndex shift : {0, 19}) {
+    const EventIndex flush = 12 + shift;
+    const EventIndex zero_grad = 19 + shift - (shift ? 1 : 0);
+    want.insert(want.end(), {{D, 101, 262'144, 9 + shift, {}, flush},
+                             {O, 101, 131'072, 9 + shift, flush, zero_grad},
+                             {D, 102, 262'144, 10 + shift, {}, flush},
+                             {O, 102, 131'072, 10 + shift, flush, zero_grad},
+                             {O, 101, 131'072, flush, {}, flush},
+                             {O, 102, 131'072, flush, {}, flush}});
+  }
+  ASSERT_EQ(lifetimes.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(lifetimes[i].category, want[i].category);
+    EXPECT_EQ(lifetimes[i].dtype, DType::kFloat32);
+    EXPECT_EQ(lifetimes[i].group, want[i].group);
+    EXPECT_EQ(lifetimes[i].bytes, want[i].bytes);
+    EXPECT_EQ(lifetimes[i].allocated_event, want[i].allocated);
+    EXPECT_EQ(lifetimes[i].retired_event, want[i].retired);
+    EXPECT_EQ(lifetimes[i].freed_event, want[i].freed);
+  }
+  EXPECT_EQ(outcome->runs[0].bucket_lifetimes_dropped, 0u);
+}
+
+TEST(TinyTrace, AlwaysAllocatedBucketsOutliveTheReplay) {
+  Result<ReplayOutcome> outcome = ReplayTiny({*ParsePolicySpec("always-allocated")});
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  const std::vector<BucketLifetime>& lifetimes = outcome->runs[0].bucket_lifetimes;
+  // Data of both buckets from their first use in iteration 0, never freed.
+  ASSERT_GE(lifetimes.size(), 4u);
+  EXPECT_EQ(lifetimes[0].category, Category::kBucketData);
+  EXPECT_EQ(lifetimes[0].allocated_event, 9u);
+  EXPECT_FALSE(lifetimes[0].freed_event.has_value());
+  std::size_t alive = 0;
+  for (const BucketLifetime& b : lifetimes) alive += b.freed_event.has_value() ? 0 : 1;
+  EXPECT_EQ(alive, 4u);  // two data buffers and the two current output shards
 }
 
 }  // namespace

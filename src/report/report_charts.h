@@ -1,0 +1,44 @@
+// The charts of the report page, each an SVG document drawn from a ReportDocument with the kit
+// in svg_chart.h: memory over time (every policy on one chart, phase bands, marks, the peaks),
+// the composition of each policy's peak (stacked by category), bucket lifetimes as lanes, the
+// caching allocator's fragmentation at the peak, and the memory-versus-time Pareto chart of a
+// sweep. html_report.h inlines them; markdown_report.h links them as files.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/report_document.h"
+
+namespace bucketsim {
+
+struct ReportChart {
+  std::string id;       // unique on a page, also the file stem: "memory-over-time"
+  std::string title;    // the section heading
+  std::string caption;  // how to read it, one or two sentences
+  std::string svg;
+};
+
+// Every chart <svg> carries this class; the browser test counts them.
+inline constexpr std::string_view kChartClass = "bucketsim-chart";
+
+ReportChart MemoryOverTimeChart(const ReportDocument& doc);
+ReportChart PeakCompositionChart(const ReportDocument& doc);
+// Unset when the policy made no bucket buffers (unbucketed).
+std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::size_t run);
+// Unset unless some policy ran under the caching model.
+std::optional<ReportChart> FragmentationChart(const ReportDocument& doc);
+// Unset without sweep points (no command writes a sweep yet).
+std::optional<ReportChart> ParetoChart(const ReportDocument& doc);
+
+// All of a document's charts in page order; `prefix` makes the ids unique across documents.
+std::vector<ReportChart> ReportCharts(const ReportDocument& doc, const std::string& prefix);
+// The charts of every document of a page: ids prefixed "r1-", "r2-", ... when there are several.
+std::vector<std::vector<ReportChart>> PageCharts(const std::vector<ReportDocument>& docs);
+
+// The colour of a category in every chart (Paul Tol's colour-blind-safe "muted" and "light"
+// schemes, https://personal.sron.nl/~pault/).
+std::string_view CategoryColor(Category category);
+
+}  // namespace bucketsim

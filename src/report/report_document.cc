@@ -1,0 +1,24 @@
+#include "report/report_document.h"
+
+namespace bucketsim {
+
+ReportDocument DocumentFromOutcome(const ReplayOutcome& outcome, const ReportContext& context) {
+  const TraceHeader& h = outcome.header;
+  ReportDocument doc;
+  doc.context = context;
+  doc.trace.schema_version = h.schema_version;
+  doc.trace.description = h.description;
+  doc.trace.world_size = h.world_size;
+  doc.trace.rank = h.rank;
+  doc.trace.bucket_cap_mb = h.bucket_cap_mb;
+  doc.trace.events = outcome.summary.events;
+  doc.trace.iterations = outcome.summary.iterations;
+  doc.trace.fsdp_instances = h.fsdp.size();
+  for (const FsdpInstance& instance : h.fsdp) doc.trace.params += instance.params.size();
+  doc.trace.process_groups = h.groups.size();
+  doc.trace.compute_us = outcome.summary.compute_us;
+  doc.runs = outcome.runs;
+  return doc;
+}
+
+}  // namespace bucketsim

@@ -1,0 +1,57 @@
+#include "report/report_text.h"
+
+#include <fmt/format.h>
+
+#include "report/console_table.h"
+
+namespace bucketsim {
+
+std::string TraceSummaryText(const ReportDocument& doc) {
+  const ReportTraceInfo& t = doc.trace;
+  return fmt::format(
+      "World size {}, rank {}, {} FSDP instances, {} process groups, {} events over {} "
+      "iteration(s); memory model {}, backend {}.",
+      t.world_size, t.rank, t.fsdp_instances, t.process_groups, t.events, t.iterations,
+      doc.context.memory_model, doc.context.backend);
+}
+
+std::string PeakText(const RunResult& run) {
+  return fmt::format("Peak {} MiB allocated at event {} (iteration {}, {}); peak reserved {} MiB.",
+                     Mib(run.peak.allocated_bytes), run.peak.event_index, run.peak.iteration,
+                     PhaseName(run.peak.phase), Mib(run.peak.reserved_bytes));
+}
+
+std::optional<std::string> FragmentationText(const RunResult& run) {
+  const auto& f = run.peak.fragmentation;
+  if (!f) return std::nullopt;
+  return fmt::format(
+      "At the allocated peak the allocator holds {} MiB reserved but unallocated: {} MiB in "
+      "free pieces of split blocks, the largest free block {} MiB, in {} segment group(s) by "
+      "stream and pool.",
+      Mib(f->reserved_minus_allocated_bytes), Mib(f->inactive_split_bytes),
+      Mib(f->largest_free_block_bytes), f->segments.size());
+}
+
+std::vector<std::pair<std::string, std::string>> ContextItems(const ReportDocument& doc) {
+  const ReportContext& c = doc.context;
+  std::vector<std::pair<std::string, std::string>> items;
+  auto add = [&items](std::string label, std::string value) {
+    if (!value.empty()) items.emplace_back(std::move(label), std::move(value));
+  };
+  std::string tool = c.tool_version.empty() ? std::string() : "bucketsim " + c.tool_version;
+  if (!tool.empty() && !c.git_sha.empty()) tool += fmt::format(" ({})", c.git_sha);
+  add("tool", tool);
+  add("trace", fmt::format("{} ({})", c.trace_name, c.trace_digest));
+  add("memory model", c.memory_model);
+  add("backend", c.backend);
+  add("command", fmt::format("{}", fmt::join(c.argv, " ")));
+  add("host", c.host);
+  add("report file", doc.source);
+  return items;
+}
+
+std::string DocumentTitle(const ReportDocument& doc) {
+  return fmt::format("{} ({} memory model)", doc.context.trace_name, doc.context.memory_model);
+}
+
+}  // namespace bucketsim

@@ -1,0 +1,133 @@
+// `bucketsim report` and `compare --html/--format markdown` end to end: the Markdown and HTML
+// pages of the tiny trace compared exactly with reviewed copies in tests/golden/ (the context
+// block made deterministic with BUCKETSIM_DETERMINISTIC_CONTEXT=1), and bad input.
+// BUCKETSIM_UPDATE_GOLDENS=1 ctest --test-dir build -R Golden rewrites the goldens.
+#include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "testing/run_binary.h"
+
+namespace bucketsim {
+namespace {
+
+using testing::BinaryResult;
+using testing::ReadFile;
+using testing::RunBucketsim;
+
+class ReportCommand : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("BUCKETSIM_DETERMINISTIC_CONTEXT", "1", 1); }
+  void TearDown() override { unsetenv("BUCKETSIM_DETERMINISTIC_CONTEXT"); }
+
+  // The JSON report of the tiny trace (caching model), at a path without directories in the
+  // context: "tiny.json" in the test's temporary directory.
+  std::string TinyReport() {
+    BinaryResult run = RunBucketsim({"compare", "traces/tiny-ws2.json", "--format", "json"});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return testing::WriteTempFile("tiny.json", run.out);
+  }
+};
+
+void ExpectGoldenText(const std::string& golden_name, const std::string& actual) {
+  std::string golden_path = std::string(BUCKETSIM_SOURCE_DIR) + "/tests/golden/" + golden_name;
+  if (const char* update = std::getenv("BUCKETSIM_UPDATE_GOLDENS"); update && *update == '1') {
+    std::filesystem::create_directories(std::filesystem::path(golden_path).parent_path());
+    FILE* f = std::fopen(golden_path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(actual.data(), 1, actual.size(), f);
+    std::fclose(f);
+    GTEST_SKIP() << "rewrote " << golden_path;
+  }
+  std::string expected = ReadFile(golden_path);
+  ASSERT_FALSE(expected.empty()) << "missing golden file " << golden_path;
+  EXPECT_EQ(actual, expected);
+}
+
+// The page names its input file; the golden's is "tiny.json" wherever the test ran.
+std::string WithoutTempDir(std::string text, const std::string& dir) {
+  for (auto at = text.find(dir); at != std::string::npos; at = text.find(dir)) {
+    text.erase(at, dir.size());
+  }
+  return text;
+}
+
+TEST_F(ReportCommand, GoldenMarkdownAndHtmlOfTheTinyTrace) {
+  std::string report = TinyReport();
+  std::string dir = std::filesystem::path(report).parent_path().string() + "/";
+  std::string out = dir + "page";
+  BinaryResult run = RunBucketsim({"report", report, "-o", out});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "report: " + out + "/report.html, " + out + "/report.md\n");
+  ExpectGoldenText("report-tiny-ws2.md", WithoutTempDir(ReadFile(out + "/report.md"), dir));
+  ExpectGoldenText("report-tiny-ws2.html", WithoutTempDir(ReadFile(out + "/report.html"), dir));
+  // Every chart report.md links is there.
+  for (const char* chart : {"memory-over-time", "peak-composition", "fragmentation",
+                            "bucket-lifetimes-1", "bucket-lifetimes-2", "bucket-lifetimes-3"}) {
+    std::string svg = ReadFile(out + "/charts/" + chart + ".svg");
+    EXPECT_EQ(svg.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg ", 0), 0u) << chart;
+  }
+}
+
+TEST_F(ReportCommand, GoldenCompareMarkdownOnStdout) {
+  BinaryResult run = RunBucketsim(
+      {"compare", "traces/tiny-ws2.json", "--format", "markdown", "--allocator", "exact"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ExpectGoldenText("compare-tiny-ws2-exact.md", run.out);
+}
+
+TEST_F(ReportCommand, CompareHtmlIsThePageOfItsOwnReport) {
+  std::string html = testing::WriteTempFile("compare.html", "");
+  std::string json = testing::WriteTempFile("compare-html.json", "");
+  BinaryResult run =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--html", html, "--json", json});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("html report: " + html), std::string::npos);
+  std::string out = std::filesystem::path(json).parent_path().string() + "/from-json";
+  ASSERT_EQ(RunBucketsim({"report", json, "-o", out}).exit_code, 0);
+  // The same page, but for the report file the second one names in its context block.
+  std::string from_json = ReadFile(out + "/report.html");
+  std::string entry = "<dt>report file</dt><dd>" + json + "</dd>\n";
+  ASSERT_NE(from_json.find(entry), std::string::npos);
+  from_json.erase(from_json.find(entry), entry.size());
+  EXPECT_EQ(ReadFile(html), from_json);
+}
+
+TEST_F(ReportCommand, SeveralReportsMakeOnePage) {
+  std::string report = TinyReport();
+  std::string out = std::filesystem::path(report).parent_path().string() + "/two";
+  BinaryResult run = RunBucketsim({"report", report, report, "-o", out});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string md = ReadFile(out + "/report.md");
+  EXPECT_EQ(md.rfind("# bucketsim report: 2 reports\n", 0), 0u);
+  EXPECT_NE(md.find("## 2. tiny-ws2.json (caching memory model)"), std::string::npos);
+  EXPECT_NE(md.find("![Memory over time](charts/r2-memory-over-time.svg)"), std::string::npos);
+  EXPECT_FALSE(ReadFile(out + "/charts/r2-bucket-lifetimes-3.svg").empty());
+}
+
+TEST_F(ReportCommand, BadInputIsAnErrorWithExitCode2) {
+  std::string out = testing::WriteTempFile("unused", "") + "-dir";
+  BinaryResult missing = RunBucketsim({"report", "/nonexistent/r.json", "-o", out});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.err,
+            "bucketsim: error: cannot open report '/nonexistent/r.json': No such file or "
+            "directory\n");
+
+  BinaryResult trace = RunBucketsim({"report", "traces/tiny-ws2.json", "-o", out});
+  EXPECT_EQ(trace.exit_code, 2);
+  EXPECT_EQ(trace.err,
+            "bucketsim: error: traces/tiny-ws2.json: (top level): a trace, not a report; make "
+            "the report with 'bucketsim compare TRACE --json REPORT.json'\n");
+
+  std::string truncated = testing::WriteTempFile("truncated.json", "{\"schema_version\": 1,");
+  BinaryResult bad = RunBucketsim({"report", truncated, "-o", out});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(truncated + ": not valid JSON"), std::string::npos) << bad.err;
+
+  EXPECT_EQ(RunBucketsim({"report", TinyReport()}).exit_code, 2);  // no -o
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+}  // namespace
+}  // namespace bucketsim

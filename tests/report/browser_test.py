@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Browser test of the HTML report: Debian's chromium, headless, opens report.html from disk.
+
+Usage: browser_test.py BUCKETSIM_BINARY SOURCE_DIR
+
+1. Writes a fresh report: `bucketsim compare traces/tiny-ws2.json --json` then `bucketsim report`.
+2. The page is self-contained: no <script>, <link>, <img>, @import or url() that could fetch
+   anything, and no http(s) URL outside the SVG namespace declaration.
+3. chromium --dump-dom loads it with every host name unresolvable and a dead proxy, logging the
+   page's console to stderr: no console message at all, and the rendered DOM holds every chart
+   of the file (svg.bucketsim-chart) and the policy table. A copy of the page with a probe script
+   in front records every error event (script errors, failed loads) and every resource the page
+   fetched (the Performance API): there must be none.
+4. chromium --screenshot renders it: the PNG (decoded here with zlib) is not blank.
+5. A control page with a failing image fetch and a script error must be caught by step 3, so a
+   check that cannot fail cannot pass.
+
+Exit 77 (ctest SKIP_RETURN_CODE) when chromium is not installed; tools/setup.sh installs it.
+"""
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+CHART = re.compile(r'<svg\b[^>]*\bclass="bucketsim-chart"')
+
+
+def fail(message):
+    print(f"FAIL: {message}")
+    sys.exit(1)
+
+
+def find_chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def chromium_run(chromium, args, profile):
+    command = [
+        chromium, "--headless", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+        "--disable-extensions", "--disable-background-networking", "--disable-sync",
+        "--disable-component-update", "--mute-audio", f"--user-data-dir={profile}",
+        # Any network request fails: no host resolves and the proxy is a closed port.
+        "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9",
+        # --v=1 logs the page's console messages ("INFO:CONSOLE..."); the virtual time budget
+        # lets the load event's handlers run before the DOM is dumped.
+        "--enable-logging=stderr", "--v=1", "--virtual-time-budget=3000",
+        "--window-size=1100,1400",
+    ]
+    if os.geteuid() == 0:
+        command.append("--no-sandbox")  # chromium refuses to run as root with its sandbox
+    result = subprocess.run(command + args, capture_output=True, text=True, timeout=120)
+    return result
+
+
+# Records what went wrong on the page, and what it fetched, into an attribute of <html>.
+PROBE = """<script>
+window.__problems = [];
+window.addEventListener("error", function (e) {
+  var t = e.target || {};
+  window.__problems.push("error: " + (e.message || t.src || t.href || "unknown"));
+}, true);
+window.addEventListener("load", function () {
+  performance.getEntriesByType("resource").forEach(function (r) {
+    window.__problems.push("fetched: " + r.name);
+  });
+  document.documentElement.setAttribute("data-probe", JSON.stringify(window.__problems));
+});
+</script>"""
+
+
+def load(chromium, html_path, profile):
+    """The rendered DOM and the console lines the page logged."""
+    result = chromium_run(chromium, ["--dump-dom", "file://" + html_path], profile)
+    if result.returncode != 0:
+        fail(f"chromium --dump-dom exited {result.returncode}: {result.stderr[-2000:]}")
+    console = [line.strip() for line in result.stderr.splitlines() if ":CONSOLE" in line]
+    return result.stdout, console
+
+
+def probe(chromium, html_path, profile):
+    """Errors and fetches of the page, from a probed copy beside it (same base URL)."""
+    html = open(html_path, encoding="utf-8").read()
+    copy = html_path + ".probe.html"
+    with open(copy, "w", encoding="utf-8") as f:
+        f.write(re.sub(r"<head>", "<head>" + PROBE, html, count=1) if "<head>" in html
+                else PROBE + html)
+    dom, console = load(chromium, copy, profile)
+    found = re.search(r'data-probe="([^"]*)"', dom)
+    if not found:
+        fail(f"the probe did not run on {copy}")
+    problems = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    return problems + console
+
+
+def png_pixels(path):
+    """(width, height, rows of RGB(A) bytes) of an 8-bit RGB or RGBA PNG, stdlib only."""
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        fail(f"{path} is not a PNG")
+    pos, idat, width, height, channels = 8, b"", 0, 0, 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", body[:10])
+            if depth != 8 or color not in (2, 6):
+                fail(f"unexpected PNG format: depth {depth}, colour type {color}")
+            channels = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        elif kind == b"IEND":
+            break
+    raw = zlib.decompress(idat)
+    stride = width * channels
+    rows, previous = [], bytearray(stride)
+    for y in range(height):
+        start = y * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
+        if kind == 1:
+            for i in range(channels, stride):
+                line[i] = (line[i] + line[i - channels]) & 0xFF
+        elif kind == 2:
+            line = bytearray((a + b) & 0xFF for a, b in zip(line, previous))
+        elif kind == 3:
+            for i in range(stride):
+                left = line[i - channels] if i >= channels else 0
+                line[i] = (line[i] + ((left + previous[i]) >> 1)) & 0xFF
+        elif kind == 4:
+            for i in range(stride):
+                a = line[i - channels] if i >= channels else 0
+                b = previous[i]
+                c = previous[i - channels] if i >= channels else 0
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        rows.append(bytes(line))
+        previous = line
+    return width, height, channels, rows
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    binary, source_dir = sys.argv[1], sys.argv[2]
+    chromium = find_chromium()
+    if chromium is None:
+        print("SKIP: chromium is not installed (tools/setup.sh installs Debian's chromium)")
+        return 77
+
+    with tempfile.TemporaryDirectory(prefix="bucketsim-browser-") as tmp:
+        report_json = os.path.join(tmp, "compare.json")
+        out_dir = os.path.join(tmp, "page")
+        for args in (["compare", "traces/tiny-ws2.json", "--json", report_json],
+                     ["report", report_json, "-o", out_dir]):
+            run = subprocess.run([binary] + args, cwd=source_dir, capture_output=True, text=True)
+            if run.returncode != 0:
+                fail(f"bucketsim {' '.join(args)} exited {run.returncode}: {run.stderr}")
+        html_path = os.path.join(out_dir, "report.html")
+        html = open(html_path, encoding="utf-8").read()
+
+        # 2. Nothing in the file can fetch anything.
+        for pattern in (r"<script", r"<link", r"<img", r"<iframe", r"@import", r"url\("):
+            if re.search(pattern, html, re.IGNORECASE):
+                fail(f"report.html contains {pattern!r}: it must be self-contained")
+        urls = set(re.findall(r"https?://[^\s\"'<>)]+", html)) - {"http://www.w3.org/2000/svg"}
+        if urls:
+            fail(f"report.html names URLs: {sorted(urls)[:5]}")
+        expected_charts = len(CHART.findall(html))
+        # tiny-ws2, caching model, four policies: memory over time, peak composition,
+        # fragmentation, and bucket lifetimes for the three bucketing policies.
+        if expected_charts != 6:
+            fail(f"report.html has {expected_charts} charts, expected 6")
+
+        profile = os.path.join(tmp, "profile")
+        # 3. Loaded from disk: no network or console errors, every chart in the rendered DOM.
+        dom, console = load(chromium, html_path, profile)
+        problems = console + probe(chromium, html_path, profile)
+        if problems:
+            fail("problems loading report.html:\n  " + "\n  ".join(problems))
+        rendered_charts = len(CHART.findall(dom))
+        if rendered_charts != expected_charts:
+            fail(f"the rendered DOM has {rendered_charts} charts, the file {expected_charts}")
+        for needle in ("Memory over time", "Composition of the peak", "backward-only",
+                       "peak alloc (MiB)", "<polyline"):
+            if needle not in dom:
+                fail(f"the rendered DOM lacks {needle!r}")
+
+        # 4. The screenshot is not blank.
+        shot = os.path.join(tmp, "shot.png")
+        result = chromium_run(chromium, [f"--screenshot={shot}", "file://" + html_path], profile)
+        if result.returncode != 0 or not os.path.exists(shot):
+            fail(f"chromium --screenshot failed ({result.returncode}): {result.stderr[-2000:]}")
+        width, height, channels, rows = png_pixels(shot)
+        colours, non_white, total = set(), 0, 0
+        for row in rows[::4]:
+            for x in range(0, width * channels, channels * 2):
+                pixel = row[x:x + 3]
+                colours.add(pixel)
+                total += 1
+                non_white += pixel != b"\xff\xff\xff"
+        ratio = non_white / total
+        print(f"screenshot {width}x{height}: {len(colours)} colours, {ratio:.1%} not white")
+        if len(colours) < 16 or ratio < 0.02:
+            fail("the screenshot looks blank")
+
+        # 5. The checks of step 3 catch a page that fetches and throws.
+        control = os.path.join(tmp, "control.html")
+        with open(control, "w", encoding="utf-8") as f:
+            f.write('<!DOCTYPE html><html><body><img src="http://example.invalid/x.png">'
+                    '<script>undefined_function();</script></body></html>')
+        control_problems = probe(chromium, control, profile)
+        if not control_problems:
+            fail("the control page's failed fetch and script error went unnoticed")
+        print(f"control page: {len(control_problems)} problem(s) caught as expected")
+
+    print(f"PASS: {rendered_charts} charts rendered, no network or console errors")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
