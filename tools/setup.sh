@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
   python3 python3-jsonschema
+  libxml2-utils
 )
 
 missing=()
