@@ -12,6 +12,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   python3 python3-jsonschema
   chromium
+  libxml2-utils
 )
 
 missing=()

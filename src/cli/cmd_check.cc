@@ -1,15 +1,26 @@
-// bucketsim check TRACE --policy P --max-peak-allocated SIZE [--max-at-mark NAME=SIZE]...
-// One line per budget; exit 1 when any is broken. Anything that keeps the check from being
-// decided (bad trace, bad size, a mark that never occurs) is exit 2: an error never passes.
-#include <algorithm>
+// bucketsim check TRACE [--policy P]... [--budget FILE] [--max-...] [--baseline REPORT.json
+// [--tolerance T]...] [--junit FILE]: a CI gate. One line per check, a verdict line, exit 0
+// when every check passes and 1 when one fails. Anything that keeps the check from being decided
+// (bad trace, bad budget or baseline file, bad size, a mark that never occurs, a policy with
+// nothing to check) is exit 2: an error never passes.
+//
+// Budgets combine: "*" of the budget file, then the policy's own entry in it, then the flags;
+// each later one replaces the earlier ones' budgets of the same kind (peak allocated, peak
+// reserved, each mark by name, step time) and keeps the rest.
+#include <chrono>
 #include <cstdio>
+#include <ctime>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "cli/command.h"
-#include "core/size_format.h"
-#include "report/console_table.h"
+#include "engine/budget_check.h"
+#include "io/budget_file.h"
+#include "io/report_figures.h"
+#include "report/check_report.h"
 #include "report/json_report.h"
+#include "report/junit_writer.h"
 
 namespace bucketsim {
 namespace {
@@ -19,26 +30,25 @@ struct CheckFlags {
   std::string max_peak_allocated;
   std::string max_peak_reserved;
   std::vector<std::string> max_at_mark;
+  std::optional<double> max_step_time_us;
+  std::string budget_path;
+  std::string baseline_path;
+  std::vector<std::string> tolerances;
+  std::string junit_path;
 };
 
-struct Budget {
-  std::string what;
-  std::optional<std::string> mark;  // unset: a peak
-  bool reserved = false;            // the peak of reserved, not of allocated, memory
-  Bytes limit = 0;
-};
-
-Result<std::vector<Budget>> ParseBudgets(const CheckFlags& flags) {
-  std::vector<Budget> budgets;
+// The budgets the flags give; they apply to every policy the check replays.
+Result<PolicyBudget> FlagBudget(const CheckFlags& flags) {
+  PolicyBudget budget;
   if (!flags.max_peak_allocated.empty()) {
     Result<Bytes> limit = ParseSizeFlag("--max-peak-allocated", flags.max_peak_allocated);
     if (!limit.ok()) return limit.status();
-    budgets.push_back({"peak allocated", std::nullopt, false, *limit});
+    budget.max_peak_allocated_bytes = *limit;
   }
   if (!flags.max_peak_reserved.empty()) {
     Result<Bytes> limit = ParseSizeFlag("--max-peak-reserved", flags.max_peak_reserved);
     if (!limit.ok()) return limit.status();
-    budgets.push_back({"peak reserved", std::nullopt, true, *limit});
+    budget.max_peak_reserved_bytes = *limit;
   }
   for (const std::string& item : flags.max_at_mark) {
     std::size_t eq = item.rfind('=');
@@ -47,66 +57,212 @@ Result<std::vector<Budget>> ParseBudgets(const CheckFlags& flags) {
     }
     Result<Bytes> limit = ParseSizeFlag("--max-at-mark", item.substr(eq + 1));
     if (!limit.ok()) return limit.status();
-    std::string mark = item.substr(0, eq);
-    budgets.push_back({fmt::format("allocated at mark '{}'", mark), mark, false, *limit});
+    budget.SetMark(item.substr(0, eq), *limit);
   }
-  if (budgets.empty()) {
+  if (flags.max_step_time_us) {
+    if (!(*flags.max_step_time_us >= 0)) {
+      return InvalidArgument("--max-step-time-us: must be a number of microseconds >= 0");
+    }
+    budget.max_step_time_us = *flags.max_step_time_us;
+  }
+  return budget;
+}
+
+// Everything the check needs before it replays: read and checked up front, so that a bad
+// file fails in milliseconds, not after a long replay.
+struct CheckPlan {
+  std::vector<std::string> policies;
+  std::vector<PolicyBudget> budgets;  // by policy
+  std::optional<ReportFigures> baseline;
+  Tolerance tolerance;
+};
+
+Result<CheckPlan> Plan(const CheckFlags& flags) {
+  CheckPlan plan;
+  Result<PolicyBudget> flag_budget = FlagBudget(flags);
+  if (!flag_budget.ok()) return flag_budget.status();
+  std::optional<BudgetFile> file;
+  if (!flags.budget_path.empty()) {
+    Result<BudgetFile> read = ReadBudgetFile(flags.budget_path);
+    if (!read.ok()) return read.status();
+    file = std::move(*read);
+  }
+  for (const std::string& text : flags.tolerances) {
+    BUCKETSIM_RETURN_IF_ERROR(ParseTolerance(text, plan.tolerance));
+  }
+  if (!flags.tolerances.empty() && flags.baseline_path.empty()) {
+    return InvalidArgument("--tolerance needs --baseline REPORT.json");
+  }
+  if (!flags.baseline_path.empty()) {
+    Result<ReportFigures> read = ReadReportFigures(flags.baseline_path);
+    if (!read.ok()) return read.status();
+    plan.baseline = std::move(*read);
+  }
+  plan.policies = flags.replay.policies;
+  if (plan.policies.empty() && file) {
+    for (const auto& [name, budget] : file->policies) plan.policies.push_back(name);
+  }
+  if (plan.policies.empty()) {
     return InvalidArgument(
-        "no budget given: use --max-peak-allocated, --max-peak-reserved and/or --max-at-mark");
+        file ? fmt::format("{}: names no policy but \"*\": give --policy", flags.budget_path)
+             : std::string("no policy: give --policy P (repeatable) or a "
+                           "--budget file that names policies"));
   }
-  return budgets;
+  for (const std::string& policy : plan.policies) {
+    PolicyBudget budget = file ? file->For(policy) : PolicyBudget{};
+    budget.OverrideWith(*flag_budget);
+    if (budget.empty() && !plan.baseline) {
+      return InvalidArgument(fmt::format(
+          "nothing to check for policy '{}': give a budget (--budget FILE, --max-peak-allocated, "
+          "--max-peak-reserved, --max-at-mark, --max-step-time-us) or --baseline REPORT.json",
+          policy));
+    }
+    plan.budgets.push_back(std::move(budget));
+  }
+  return plan;
 }
 
-// The figure a budget is about; a mark that never occurs cannot be checked.
-Result<Bytes> Measure(const Budget& budget, const RunResult& run) {
-  if (!budget.mark) return budget.reserved ? run.peak.reserved_bytes : run.peak.allocated_bytes;
-  std::optional<Bytes> most;
-  for (const MarkSample& sample : run.marks) {
-    if (sample.name == *budget.mark) most = std::max(most.value_or(0), sample.allocated_bytes);
-  }
-  if (!most) {
-    return InvalidArgument(fmt::format("mark '{}' never occurs in the trace", *budget.mark));
-  }
-  return *most;
+std::string UtcTimestamp(std::chrono::system_clock::time_point when) {
+  std::time_t seconds = std::chrono::system_clock::to_time_t(when);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", utc.tm_year + 1900, utc.tm_mon + 1,
+                     utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec);
 }
 
-int RunCheck(const CheckFlags& flags, const CommandContext& context) {
-  if (flags.replay.policies.size() != 1) {
-    return ReportError(InvalidArgument("check needs exactly one --policy"));
-  }
-  Result<std::vector<Budget>> budgets = ParseBudgets(flags);
-  if (!budgets.ok()) return ReportError(budgets.status());
-  Result<ReplayOutcome> outcome = RunReplays(flags.replay, {});
-  if (!outcome.ok()) return ReportError(outcome.status());
-  const RunResult& run = outcome->runs.front();
+class CheckRun {
+ public:
+  CheckRun(const CheckFlags& flags, const CommandContext& context)
+      : flags_(flags), context_(context), started_(std::chrono::system_clock::now()) {}
 
-  std::vector<std::string> lines;
-  bool broken = false;
-  // A policy that does not fit the device breaks every budget: its figures stop at the OOM.
-  if (run.oom) {
-    lines.push_back(fmt::format("FAIL {}: {}", run.policy, DescribeOom(*run.oom)));
-    broken = true;
+  int Run() {
+    Result<CheckPlan> plan = Plan(flags_);
+    if (!plan.ok()) return Error(plan.status());
+    ReplayFlags replay = flags_.replay;
+    replay.policies = plan->policies;
+    // The context (it hashes the trace) only where something uses it.
+    if (plan->baseline || !flags_.junit_path.empty() || !replay.json_path.empty()) {
+      Result<ReportContext> report_context = ContextFor(context_, replay);
+      if (!report_context.ok()) return Error(report_context.status());
+      report_context_ = *report_context;
+    }
+    if (plan->baseline) {
+      if (Status comparable = Comparable(*plan->baseline); !comparable.ok()) {
+        return Error(comparable);
+      }
+    }
+    tolerance_ = plan->tolerance.text;
+    Result<ReplayOutcome> outcome = RunReplays(replay, {});
+    if (!outcome.ok()) return Error(outcome.status());
+
+    for (std::size_t i = 0; i < outcome->runs.size(); ++i) {
+      const RunResult& run = outcome->runs[i];
+      // Without --device-memory nothing can run out, and there is nothing to check.
+      if (!replay.device_memory.empty()) outcomes_.push_back(CheckFitsDevice(run));
+      // A policy that does not fit the device fails: its figures stop at the OOM.
+      if (run.oom) continue;
+      PolicyFigures figures = FiguresOf(run);
+      Result<std::vector<CheckOutcome>> budget = CheckBudget(figures, plan->budgets[i]);
+      if (!budget.ok()) return Error(budget.status());
+      outcomes_.insert(outcomes_.end(), budget->begin(), budget->end());
+      if (plan->baseline) {
+        std::vector<CheckOutcome> growth =
+            CheckBaseline(figures, plan->baseline->Find(run.policy), plan->tolerance);
+        outcomes_.insert(outcomes_.end(), growth.begin(), growth.end());
+      }
+    }
+    // A policy whose only check was skipped (no baseline for it, no budget) was not checked.
+    for (const RunResult& run : outcome->runs) {
+      if (!AnyDecided(run.policy)) {
+        return Error(InvalidArgument(fmt::format(
+            "nothing was checked for policy '{}': the baseline has no figures for it and no "
+            "budget was given",
+            run.policy)));
+      }
+    }
+    if (!replay.json_path.empty()) {
+      Status written = WriteTextFile(replay.json_path, ReportJsonText(*outcome, report_context_));
+      if (!written.ok()) return Error(written);
+    }
+    // Written before the verdict is printed: a report that cannot be written is an error, and
+    // the verdict line must not say PASS before it.
+    if (Status written = WriteJUnit(std::nullopt); !written.ok()) {
+      junit_writable_ = false;
+      return Error(written);
+    }
+    for (const std::string& note : notes_) std::printf("%s\n", note.c_str());
+    for (const CheckOutcome& checked : outcomes_) std::printf("%s\n", CheckLine(checked).c_str());
+    std::printf("%s\n", VerdictLine(outcomes_).c_str());
+    return Tally(outcomes_).failed > 0 ? kExitBudgetBroken : kExitOk;
   }
-  for (const Budget& budget : run.oom ? std::vector<Budget>{} : *budgets) {
-    Result<Bytes> value = Measure(budget, run);
-    if (!value.ok()) return ReportError(value.status());
-    bool ok = *value <= budget.limit;
-    broken = broken || !ok;
-    lines.push_back(fmt::format("{} {}: {} {} ({} B) {} budget {} ({} B)", ok ? "PASS" : "FAIL",
-                                run.policy, budget.what, FormatBytes(*value), *value,
-                                ok ? "within" : "exceeds", FormatBytes(budget.limit),
-                                budget.limit));
+
+ private:
+  // Reports produced under another memory model count other bytes: comparing them would
+  // pass or fail on the model, not on the change. A different trace is worth a note only: the
+  // baseline's purpose is to catch what a change (to the trace or to the code) does.
+  Status Comparable(const ReportFigures& baseline) {
+    if (baseline.memory_model != flags_.replay.allocator) {
+      return InvalidArgument(
+          fmt::format("{}: the baseline was replayed with memory model '{}', this check uses '{}' "
+                      "(--allocator): their figures are not comparable",
+                      baseline.path, baseline.memory_model, flags_.replay.allocator));
+    }
+    if (baseline.trace_digest != report_context_.trace_digest) {
+      notes_.push_back(fmt::format(
+          "NOTE: the baseline {} was replayed from another trace (digest {}, this trace {})",
+          baseline.path, baseline.trace_digest, report_context_.trace_digest));
+    }
+    return Status::Ok();
   }
-  if (!flags.replay.json_path.empty()) {
-    Result<ReportContext> report_context = ContextFor(context, flags.replay);
-    if (!report_context.ok()) return ReportError(report_context.status());
-    Status written =
-        WriteTextFile(flags.replay.json_path, ReportJsonText(*outcome, *report_context));
-    if (!written.ok()) return ReportError(written);
+
+  bool AnyDecided(const std::string& policy) const {
+    for (const CheckOutcome& checked : outcomes_) {
+      if (checked.policy == policy && checked.verdict != Verdict::kSkipped) return true;
+    }
+    return false;
   }
-  for (const std::string& line : lines) std::printf("%s\n", line.c_str());
-  return broken ? kExitBudgetBroken : kExitOk;
-}
+
+  int Error(const Status& status) {
+    int code = ReportError(status);
+    std::printf("verdict: ERROR (the check could not be decided: see the error above)\n");
+    if (!junit_writable_) return code;
+    if (Status written = WriteJUnit(status); !written.ok()) ReportError(written);
+    return code;
+  }
+
+  Status WriteJUnit(const std::optional<Status>& error) {
+    if (flags_.junit_path.empty()) return Status::Ok();
+    JUnitSuite suite;
+    std::string trace_name =
+        report_context_.trace_name.empty() ? flags_.replay.trace : report_context_.trace_name;
+    suite.name = "bucketsim check " + trace_name;
+    suite.hostname = report_context_.host;
+    suite.timestamp = UtcTimestamp(started_);
+    suite.time_s =
+        std::chrono::duration<double>(std::chrono::system_clock::now() - started_).count();
+    suite.properties = {{"trace", flags_.replay.trace},
+                        {"trace_digest", report_context_.trace_digest},
+                        {"memory_model", flags_.replay.allocator},
+                        {"bucketsim_version", report_context_.tool_version}};
+    if (!flags_.budget_path.empty()) suite.properties.emplace_back("budget", flags_.budget_path);
+    if (!flags_.baseline_path.empty()) {
+      suite.properties.emplace_back("baseline", flags_.baseline_path);
+      suite.properties.emplace_back("tolerance", tolerance_.empty() ? "0" : tolerance_);
+    }
+    suite.outcomes = outcomes_;
+    suite.error = error;
+    return WriteTextFile(flags_.junit_path, JUnitXmlText(suite));
+  }
+
+  const CheckFlags& flags_;
+  const CommandContext& context_;
+  std::chrono::system_clock::time_point started_;
+  ReportContext report_context_;
+  std::string tolerance_;
+  bool junit_writable_ = true;
+  std::vector<std::string> notes_;
+  std::vector<CheckOutcome> outcomes_;
+};
 
 }  // namespace
 
@@ -114,6 +270,9 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
   auto flags = std::make_shared<CheckFlags>();
   AddTraceArgument(command, flags->replay.trace, /*required=*/true);
   AddReplayFlags(command, flags->replay);
+  command.add_option("--budget", flags->budget_path,
+                     "Budget file (JSON, schema_version 1: per policy and \"*\"; see README); "
+                     "without --policy, the policies it names are checked");
   command.add_option("--max-peak-allocated", flags->max_peak_allocated,
                      "Budget for the peak of allocated memory (SIZE: 40GiB, 512MB, 1.5GiB, ...)");
   command.add_option("--max-peak-reserved", flags->max_peak_reserved,
@@ -122,13 +281,28 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
   command.add_option("--max-at-mark", flags->max_at_mark,
                      "Budget at a named mark, NAME=SIZE; the largest value over all iterations "
                      "counts (repeatable)");
+  command.add_option("--max-step-time-us", flags->max_step_time_us,
+                     "Budget for the step time in microseconds (the report's "
+                     "timing.step_time_us: the median iteration after the first)");
+  command.add_option("--baseline", flags->baseline_path,
+                     "A committed JSON report (compare --json): fail when a peak, a mark or "
+                     "the step time grew beyond --tolerance");
+  command.add_option("--tolerance", flags->tolerances,
+                     "Growth over the baseline that still passes: N% and/or +SIZE (bytes; the "
+                     "larger allowance wins). Default: no growth");
+  command.add_option("--junit", flags->junit_path, "Also write the verdicts as JUnit XML to FILE");
   command.footer(
-      "Exit codes: 0 every budget kept, 1 a budget broken (one line per budget says which),\n"
-      "2 usage or input error (bad trace, bad size, unknown mark): an error never passes.\n\n"
-      "Example:\n"
+      "Budgets: the budget file's \"*\", then the policy's own entry, then the flags; a later\n"
+      "one replaces an earlier one's budget of the same kind.\n"
+      "Exit codes: 0 every check passed, 1 a check failed (a budget broken, growth beyond the\n"
+      "tolerance, out of --device-memory), 2 usage or input error (bad trace, bad budget or\n"
+      "baseline file, bad size, unknown mark): an error never passes.\n\n"
+      "Examples:\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --policy backward-only \\\n"
-      "      --max-peak-allocated 12GiB --max-at-mark 'after fwd=11GiB'");
-  command.callback([flags, &context] { context.exit_code = RunCheck(*flags, context); });
+      "      --max-peak-allocated 12GiB --max-at-mark 'after fwd=11GiB'\n"
+      "  bucketsim check traces/gpt-24l-h1024-ws8.json --budget reports/budget-example.json \\\n"
+      "      --baseline reports/baseline-gpt-24l-h1024-ws8.json --tolerance 2% --junit check.xml");
+  command.callback([flags, &context] { context.exit_code = CheckRun(*flags, context).Run(); });
 }
 
 }  // namespace bucketsim

@@ -74,33 +74,6 @@ std::string_view SeriesColor(std::size_t index) {
   return kColors[index % kColors.size()];
 }
 
-std::string XmlEscape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 namespace {
 
 std::string Num(double v) { return FormatTick(std::round(v * 10) / 10); }

@@ -5,6 +5,8 @@
 // here. report_charts.h draws the report's charts with it.
 #pragma once
 
+#include "report/xml_escape.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -69,8 +71,5 @@ class SvgBuilder {
  private:
   std::string out_;
 };
-
-// Escapes &, <, >, " and ' for XML text and attribute values.
-std::string XmlEscape(std::string_view text);
 
 }  // namespace bucketsim

@@ -1,0 +1,62 @@
+// A small JSON file read whole (a budget file, a baseline report), with typed access whose
+// errors name the file and the JSON pointer (RFC 6901) of the field that is wrong:
+// "budget.json: /policies/backward-only/max_peak_allocated: expected ...". Traces, which can be
+// gigabytes, are streamed by io/trace_reader instead. Keys keep their file order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace bucketsim {
+
+class JsonDocument {
+ public:
+  using Json = nlohmann::ordered_json;
+  using Pointer = Json::json_pointer;
+
+  // An unreadable file is an IoError; a file that is not JSON an InvalidArgument naming the
+  // line and column. `kind` ("budget file") is how messages name the file's role.
+  static Result<JsonDocument> Read(const std::string& path, std::string_view kind);
+  // The same, from text (`path` names it in messages).
+  static Result<JsonDocument> Parse(const std::string& path, std::string_view kind,
+                                    std::string_view text);
+
+  const std::string& path() const { return path_; }
+  const Json& root() const { return root_; }
+
+  // "FILE: POINTER: problem" (InvalidArgument); the top level is named "(top level)".
+  Status Error(const Pointer& at, std::string_view problem) const;
+
+  // The value at `at`, which must exist and be of the type asked for.
+  Result<const Json*> Object(const Pointer& at) const;
+  Result<const Json*> Array(const Pointer& at) const;
+  Result<std::string> String(const Pointer& at) const;
+  Result<std::uint64_t> Unsigned(const Pointer& at) const;  // an integer >= 0
+  Result<double> Number(const Pointer& at) const;           // any finite JSON number
+  bool Has(const Pointer& at) const { return root_.contains(at); }
+
+  // `schema_version` at the top level must be an integer in [min, max]; a clear message
+  // otherwise (a reader accepts the versions it knows and rejects the rest).
+  Result<int> SchemaVersion(int min, int max) const;
+
+ private:
+  JsonDocument(std::string path, std::string kind, Json root)
+      : path_(std::move(path)), kind_(std::move(kind)), root_(std::move(root)) {}
+
+  Result<const Json*> Typed(const Pointer& at, bool (Json::*is)() const noexcept,
+                            std::string_view expected) const;
+
+  std::string path_;
+  std::string kind_;
+  Json root_;
+};
+
+// The JSON text of a value for messages, shortened to `max_chars`.
+std::string JsonExcerpt(const JsonDocument::Json& value, std::size_t max_chars = 40);
+
+}  // namespace bucketsim
