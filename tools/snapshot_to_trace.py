@@ -181,8 +181,32 @@ def block_requested(b):
     return b["size"]
 
 
+# The int fields each action must have (a fast check; the slow one says what is wrong).
+_INT_FIELDS = {action: ("addr", "size", "stream") for action in ACTIONS}
+_INT_FIELDS["oom"] = ("device_free", "size", "stream")
+_INT_FIELDS["snapshot"] = ("size",)
+
+
+def _entry_ok(e):
+    if type(e) is not dict:
+        return False
+    fields = _INT_FIELDS.get(e.get("action"))
+    if fields is None:
+        return False
+    for key in fields:
+        v = e.get(key)
+        if type(v) is not int or v < 0:
+            return False
+    if "time_us" in e:
+        t = e["time_us"]
+        return type(t) is int and t >= 0
+    return True
+
+
 def check_entries(trace, device):
     for i, e in enumerate(trace):
+        if _entry_ok(e):
+            continue
         where = f"device_traces[{device}][{i}]"
         if not isinstance(e, dict):
             raise InputError(f"{where} must be a dict, got {type_name(e)}")
