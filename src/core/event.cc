@@ -91,10 +91,34 @@ Event SyncEvent(StreamId stream) {
 
 Event EmptyCacheEvent() { return OfKind(EventKind::kEmptyCache); }
 
+Event ObservedSegmentEvent(EventKind kind, std::uint64_t address, Bytes bytes, StreamId stream) {
+  Event event = OfKind(kind);
+  event.id = address;
+  event.bytes = bytes;
+  event.stream = stream;
+  return event;
+}
+
+Event ObservedOomEvent(Bytes bytes, StreamId stream, Bytes device_free) {
+  Event event = OfKind(EventKind::kOom);
+  event.bytes = bytes;
+  event.stream = stream;
+  event.id = device_free;
+  return event;
+}
+
+Event ObservedSnapshotEvent(Bytes active_bytes) {
+  Event event = OfKind(EventKind::kSnapshot);
+  event.bytes = active_bytes;
+  return event;
+}
+
 std::string_view EventKindName(EventKind kind) {
   static constexpr std::array<std::string_view, kNumEventKinds> kNames = {
-      "iteration", "phase", "alloc",     "free",          "compute", "mark",
-      "rs",        "flush", "zero_grad", "record_stream", "sync",    "empty_cache"};
+      "iteration",     "phase",       "alloc",         "free",         "compute",
+      "mark",          "rs",          "flush",         "zero_grad",    "record_stream",
+      "sync",          "empty_cache", "segment_alloc", "segment_free", "segment_map",
+      "segment_unmap", "oom",         "snapshot"};
   return kNames[static_cast<int>(kind)];
 }
 

@@ -15,6 +15,20 @@
 //   kSync           stream       (all work queued on `stream` so far has completed)
 //   kEmptyCache                  (torch.cuda.empty_cache())
 //
+// Observed events (schema_version 3): what a real allocator did, recorded in an imported PyTorch
+// memory snapshot (tools/snapshot_to_trace.py). Replays ignore them; they are the ground truth a
+// SnapshotComparison compares the caching model's predictions with.
+//   kSegmentAlloc   id = address, bytes, stream   (cudaMalloc of a segment)
+//   kSegmentFree    id = address, bytes, stream   (cudaFree of a segment)
+//   kSegmentMap     id = address, bytes, stream   (expandable segment: pages mapped)
+//   kSegmentUnmap   id = address, bytes, stream   (expandable segment: pages unmapped)
+//   kOom            bytes (the rounded request), stream, id = device_free (cudaMemGetInfo)
+//   kSnapshot       bytes = active bytes at a torch.cuda.memory._snapshot() call; with
+//                   has_totals (the dump's own `segments`, last event only): numel = allocated
+//                   bytes, group = reserved bytes, id = requested bytes
+// alloc, free and the observed events may carry time_us (v3), microseconds since the Unix epoch
+// as the snapshot recorded it; 0 when not recorded.
+//
 // `name` indexes TraceHeader::names. `index` is the event's position in the trace (0-based),
 // quoted by every error message about it.
 #pragma once
@@ -40,9 +54,18 @@ enum class EventKind : std::uint8_t {
   kRecordStream,  // schema_version 2
   kSync,          // schema_version 2
   kEmptyCache,    // schema_version 2
+  kSegmentAlloc,  // schema_version 3, observed
+  kSegmentFree,   // schema_version 3, observed
+  kSegmentMap,    // schema_version 3, observed
+  kSegmentUnmap,  // schema_version 3, observed
+  kOom,           // schema_version 3, observed
+  kSnapshot,      // schema_version 3, observed
 };
 
-inline constexpr int kNumEventKinds = 12;
+inline constexpr int kNumEventKinds = 18;
+
+// Ground truth recorded by a real allocator (v3): never replayed, only compared with.
+constexpr bool IsObservedEvent(EventKind kind) { return kind >= EventKind::kSegmentAlloc; }
 
 // kInit is the phase before the first phase marker (model construction, lazy init).
 enum class Phase : std::uint8_t { kInit, kForward, kBackward, kStep, kZeroGrad };
@@ -64,6 +87,7 @@ struct Event {
   DType cast_dtype = DType::kFloat32;
   ShardMode shard_mode = ShardMode::kView;
   bool set_to_none = true;
+  bool has_totals = false;  // kSnapshot: numel, group and id hold the dump's totals
   StreamId stream = 0;
   std::uint32_t name = 0;
   std::uint32_t fsdp = 0;
@@ -74,6 +98,7 @@ struct Event {
   GroupId group = 0;
   Numel numel = 0;
   Micros dur_us = 0;
+  std::uint64_t time_us = 0;
   EventIndex index = 0;
 };
 
@@ -91,6 +116,10 @@ Event ZeroGradEvent(bool set_to_none);
 Event RecordStreamEvent(std::uint64_t id, StreamId stream);
 Event SyncEvent(StreamId stream);
 Event EmptyCacheEvent();
+// kSegmentAlloc, kSegmentFree, kSegmentMap or kSegmentUnmap.
+Event ObservedSegmentEvent(EventKind kind, std::uint64_t address, Bytes bytes, StreamId stream);
+Event ObservedOomEvent(Bytes bytes, StreamId stream, Bytes device_free);
+Event ObservedSnapshotEvent(Bytes active_bytes);
 
 std::string_view EventKindName(EventKind kind);  // the trace's "ev" value: "alloc", "rs", ...
 std::string_view PhaseName(Phase phase);

@@ -17,8 +17,9 @@
 
 namespace bucketsim {
 
-// This build writes version 2 and reads 1 and 2 (2 added record_stream and sync events).
-inline constexpr int kTraceSchemaVersion = 2;
+// This build writes version 3 and reads 1 to 3 (2 added record_stream, sync and empty_cache;
+// 3 added the observed events of imported PyTorch snapshots, time_us and alloc_conf).
+inline constexpr int kTraceSchemaVersion = 3;
 inline constexpr int kOldestTraceSchemaVersion = 1;
 
 struct StreamInfo {
@@ -55,6 +56,9 @@ struct TraceHeader {
   std::vector<FsdpInstance> fsdp;
   std::vector<std::string> names;  // interned mark and span names
   std::string description;
+  // v3: the PYTORCH_CUDA_ALLOC_CONF the trace was recorded under (an imported snapshot's
+  // allocator_settings); empty when unknown. The caching model's default for `validate`.
+  std::string alloc_conf;
 
   // Validates and builds the indexes. Messages name the offending header entry.
   Status Finalize();

@@ -86,6 +86,13 @@ Status Replay::OnEvent(const Event& event) {
       RecordPeakIfNeeded();  // the peak's fragmentation is that of the cache before it empties
       memory_->EmptyCache();
       return Status::Ok();
+    case EventKind::kSegmentAlloc:
+    case EventKind::kSegmentFree:
+    case EventKind::kSegmentMap:
+    case EventKind::kSegmentUnmap:
+    case EventKind::kOom:
+    case EventKind::kSnapshot:
+      return Status::Ok();  // what the real allocator did: compared with, never replayed
   }
   return Status::Ok();
 }

@@ -1,8 +1,40 @@
 #include "engine/trace_checker.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace bucketsim {
+
+std::string_view InconsistencyName(Inconsistency kind) {
+  static constexpr std::array<std::string_view, kNumInconsistencies> kNames = {
+      "free_of_unknown_id",       "double_free",         "alloc_of_live_id",
+      "record_stream_of_dead_id", "iteration_order",     "flush_outside_backward",
+      "rs_outside_backward",      "rs_on_held_gradient", "unflushed_requests"};
+  return kNames[static_cast<int>(kind)];
+}
+
+std::uint64_t TraceSummary::num_inconsistencies() const {
+  std::uint64_t total = 0;
+  for (const InconsistencyCount& c : inconsistencies) total += c.count;
+  return total;
+}
+
+Status TraceChecker::Broken(Inconsistency kind, Status status) {
+  last_broken_ = kind;
+  return status;
+}
+
+void TraceChecker::Record(Inconsistency kind, EventIndex index, const Status& status) {
+  auto it = std::find_if(summary_.inconsistencies.begin(), summary_.inconsistencies.end(),
+                         [kind](const InconsistencyCount& c) { return c.kind == kind; });
+  if (it == summary_.inconsistencies.end()) {
+    it = summary_.inconsistencies.insert(summary_.inconsistencies.end(),
+                                         InconsistencyCount{kind, 0, {}, status.message()});
+  }
+  ++it->count;
+  if (it->first_events.size() < InconsistencyCount::kFirstEvents) it->first_events.push_back(index);
+}
 
 Status TraceChecker::OnHeader(const TraceHeader& header) {
   header_ = &header;
@@ -12,9 +44,18 @@ Status TraceChecker::OnHeader(const TraceHeader& header) {
 
 Status TraceChecker::OnEvent(const Event& event) {
   Event checked = event;
-  BUCKETSIM_RETURN_IF_ERROR(Check(checked));
+  Status status = Check(checked);
+  if (!status.ok() && mode_ == CheckerMode::kReject) return status;
   ++summary_.events;
   ++summary_.events_by_kind[static_cast<int>(event.kind)];
+  if (!status.ok()) {
+    Record(last_broken_, event.index, status);
+    if (last_broken_ != Inconsistency::kUnflushedRequests) return Status::Ok();  // not replayed
+    // The missing flush is reported once; the phase change or zero_grad itself still applies.
+    unflushed_requests_ = 0;
+    checked = event;
+    BUCKETSIM_CHECK(Check(checked).ok());
+  }
   return next_ ? next_->OnEvent(checked) : Status::Ok();
 }
 
@@ -22,8 +63,10 @@ Status TraceChecker::Check(Event& event) {
   switch (event.kind) {
     case EventKind::kIteration:
       if (seen_iteration_ && event.id <= iteration_) {
-        return InvalidTrace(fmt::format("event {}: iteration {} does not follow iteration {}",
-                                        event.index, event.id, iteration_));
+        return Broken(
+            Inconsistency::kIterationOrder,
+            InvalidTrace(fmt::format("event {}: iteration {} does not follow iteration {}",
+                                     event.index, event.id, iteration_)));
       }
       seen_iteration_ = true;
       iteration_ = event.id;
@@ -44,16 +87,19 @@ Status TraceChecker::Check(Event& event) {
       return CheckReduceScatter(event);
     case EventKind::kFlush:
       if (phase_ != Phase::kBackward) {
-        return InvalidTrace(fmt::format("event {}: flush outside backward (phase is '{}')",
-                                        event.index, PhaseName(phase_)));
+        return Broken(Inconsistency::kFlushOutsideBackward,
+                      InvalidTrace(fmt::format("event {}: flush outside backward (phase is '{}')",
+                                               event.index, PhaseName(phase_))));
       }
       unflushed_requests_ = 0;
       return Status::Ok();
     case EventKind::kRecordStream: {
       auto it = ids_.find(event.id);
       if (it == ids_.end() || !it->second.live) {
-        return InvalidTrace(fmt::format("event {}: record_stream of id {}, which is not live",
-                                        event.index, event.id));
+        return Broken(
+            Inconsistency::kRecordStreamOfDeadId,
+            InvalidTrace(fmt::format("event {}: record_stream of id {}, which is not live",
+                                     event.index, event.id)));
       }
       event.slot = it->second.slot;
       return Status::Ok();
@@ -61,9 +107,17 @@ Status TraceChecker::Check(Event& event) {
     case EventKind::kSync:
     case EventKind::kEmptyCache:
       return Status::Ok();
+    case EventKind::kSegmentAlloc:
+    case EventKind::kSegmentFree:
+    case EventKind::kSegmentMap:
+    case EventKind::kSegmentUnmap:
+    case EventKind::kOom:
+    case EventKind::kSnapshot:
+      return Status::Ok();  // observed, not replayed: nothing to be consistent with
     case EventKind::kZeroGrad:
       // Requests still in a bucket deliver their gradients at the flush, after this zero_grad.
       if (unflushed_requests_ > 0) {
+        last_broken_ = Inconsistency::kUnflushedRequests;
         return InvalidTrace(fmt::format(
             "event {}: zero_grad while {} reduce-scatter request(s) since event {} are not "
             "flushed",
@@ -77,6 +131,7 @@ Status TraceChecker::Check(Event& event) {
 
 Status TraceChecker::CheckPhase(const Event& event) {
   if (unflushed_requests_ > 0 && event.phase != Phase::kBackward) {
+    last_broken_ = Inconsistency::kUnflushedRequests;
     return InvalidTrace(fmt::format(
         "event {}: phase '{}' begins while {} reduce-scatter request(s) since event {} were "
         "never flushed (missing the end-of-backward 'flush' event)",
@@ -90,10 +145,10 @@ Status TraceChecker::CheckAlloc(Event& event) {
   auto [it, inserted] = ids_.try_emplace(event.id);
   IdState& state = it->second;
   if (!inserted && state.live) {
-    return InvalidTrace(
-        fmt::format("event {}: alloc of id {}, which is already live (allocated "
-                    "at event {})",
-                    event.index, event.id, state.last_event));
+    return Broken(Inconsistency::kAllocOfLiveId,
+                  InvalidTrace(fmt::format("event {}: alloc of id {}, which is already live "
+                                           "(allocated at event {})",
+                                           event.index, event.id, state.last_event)));
   }
   if (free_slots_.empty()) {
     state.slot = num_slots_++;
@@ -117,13 +172,16 @@ Status TraceChecker::CheckAlloc(Event& event) {
 Status TraceChecker::CheckFree(Event& event) {
   auto it = ids_.find(event.id);
   if (it == ids_.end()) {
-    return InvalidTrace(
-        fmt::format("event {}: free of unknown allocation id {}", event.index, event.id));
+    return Broken(Inconsistency::kFreeOfUnknownId,
+                  InvalidTrace(fmt::format("event {}: free of unknown allocation id {}",
+                                           event.index, event.id)));
   }
   IdState& state = it->second;
   if (!state.live) {
-    return InvalidTrace(fmt::format("event {}: double free of id {} (already freed at event {})",
-                                    event.index, event.id, state.last_event));
+    return Broken(Inconsistency::kDoubleFree,
+                  InvalidTrace(fmt::format("event {}: double free of id {} (already freed at "
+                                           "event {})",
+                                           event.index, event.id, state.last_event)));
   }
   state.live = false;
   state.last_event = event.index;
@@ -138,12 +196,14 @@ Status TraceChecker::CheckFree(Event& event) {
 
 Status TraceChecker::CheckReduceScatter(const Event& event) {
   if (phase_ != Phase::kBackward) {
-    return InvalidTrace(fmt::format("event {}: rs outside backward (phase is '{}')", event.index,
-                                    PhaseName(phase_)));
+    return Broken(Inconsistency::kRsOutsideBackward,
+                  InvalidTrace(fmt::format("event {}: rs outside backward (phase is '{}')",
+                                           event.index, PhaseName(phase_))));
   }
   if (event.shard_mode != ShardMode::kAccumulate) {
     std::uint32_t param = header_->ParamIndex(event.fsdp, event.param);
     if (holds_grad_[param]) {
+      last_broken_ = Inconsistency::kRsOnHeldGradient;
       return InvalidTrace(fmt::format(
           "event {}: rs: shard '{}' for fsdp {} param {}, which still holds a reduced gradient "
           "(no zero_grad(set_to_none=True) since); FSDP accumulates into it: use shard "
@@ -158,10 +218,12 @@ Status TraceChecker::CheckReduceScatter(const Event& event) {
 
 Status TraceChecker::OnEnd() {
   if (unflushed_requests_ > 0) {
-    return InvalidTrace(
+    Status status = InvalidTrace(
         fmt::format("the trace ends with {} reduce-scatter request(s) since event {} never flushed "
                     "(missing the end-of-backward 'flush' event)",
                     unflushed_requests_, first_unflushed_));
+    if (mode_ == CheckerMode::kReject) return status;
+    Record(Inconsistency::kUnflushedRequests, first_unflushed_, status);
   }
   for (const auto& [id, state] : ids_) {
     if (!state.live) continue;

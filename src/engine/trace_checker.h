@@ -4,6 +4,11 @@
 // reduced shard is kept as a view or a cast only by a parameter that holds no gradient yet.
 // The checker also gives each live allocation a dense slot (Event::slot) so that replays index
 // a vector instead of hashing ids, then forwards the event to the next sink.
+//
+// In front of a replay the checker rejects: the first broken rule stops the stream. For
+// `bucketsim validate` it reports instead: every broken rule is counted by kind with the first
+// few event indices, the offending event is not forwarded (a free of an unknown id frees
+// nothing), and the stream goes on, so the user sees all the problems of a trace at once.
 #pragma once
 
 #include <array>
@@ -15,6 +20,30 @@
 
 namespace bucketsim {
 
+// The rules a trace can break, named in reports by InconsistencyName.
+enum class Inconsistency : std::uint8_t {
+  kFreeOfUnknownId,
+  kDoubleFree,
+  kAllocOfLiveId,
+  kRecordStreamOfDeadId,
+  kIterationOrder,
+  kFlushOutsideBackward,
+  kRsOutsideBackward,
+  kRsOnHeldGradient,
+  kUnflushedRequests,
+};
+inline constexpr int kNumInconsistencies = 9;
+// "free_of_unknown_id", "double_free", ...
+std::string_view InconsistencyName(Inconsistency kind);
+
+struct InconsistencyCount {
+  Inconsistency kind = Inconsistency::kFreeOfUnknownId;
+  std::uint64_t count = 0;
+  std::vector<EventIndex> first_events;  // at most kFirstEvents, in trace order
+  std::string first_message;             // the checker's message for the first one
+  static constexpr std::size_t kFirstEvents = 5;
+};
+
 struct TraceSummary {
   std::uint64_t events = 0;
   std::array<std::uint64_t, kNumEventKinds> events_by_kind{};
@@ -25,12 +54,17 @@ struct TraceSummary {
   Bytes max_live_bytes = 0;  // requested bytes, before any rounding
   std::uint64_t max_live_allocations = 0;
   Micros compute_us = 0;
+  std::vector<InconsistencyCount> inconsistencies;  // report mode only; by kind, first seen first
+  std::uint64_t num_inconsistencies() const;
 };
+
+enum class CheckerMode { kReject, kReport };
 
 class TraceChecker final : public EventSink {
  public:
   // `next` may be null: then the checker only validates and summarises.
-  explicit TraceChecker(EventSink* next) : next_(next) {}
+  explicit TraceChecker(EventSink* next, CheckerMode mode = CheckerMode::kReject)
+      : next_(next), mode_(mode) {}
 
   Status OnHeader(const TraceHeader& header) override;
   Status OnEvent(const Event& event) override;
@@ -48,12 +82,17 @@ class TraceChecker final : public EventSink {
   };
 
   Status Check(Event& event);
+  // Remembers which rule `status` reports, for report mode.
+  Status Broken(Inconsistency kind, Status status);
+  void Record(Inconsistency kind, EventIndex index, const Status& status);
   Status CheckAlloc(Event& event);
   Status CheckFree(Event& event);
   Status CheckReduceScatter(const Event& event);
   Status CheckPhase(const Event& event);
 
   EventSink* next_;
+  CheckerMode mode_;
+  Inconsistency last_broken_ = Inconsistency::kFreeOfUnknownId;
   const TraceHeader* header_ = nullptr;
   TraceSummary summary_;
   std::unordered_map<std::uint64_t, IdState> ids_;

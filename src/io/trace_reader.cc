@@ -327,6 +327,13 @@ Status ParseHeaderValue(std::string_view key, const Json& value, TraceHeader& he
   if (key == "streams") return ParseStreams(value, header.streams);
   if (key == "groups") return ParseArray(value, key, header.groups, ParseGroup);
   if (key == "fsdp") return ParseArray(value, key, header.fsdp, ParseFsdpInstance);
+  if (key == "alloc_conf") {
+    if (header.schema_version < 3) {
+      return InvalidTrace(fmt::format("key 'alloc_conf' needs schema_version 3 (this trace has {})",
+                                      header.schema_version));
+    }
+    return ToString(value, key, header.alloc_conf);
+  }
   return InvalidTrace(fmt::format("unknown key '{}'", key));
 }
 
@@ -425,11 +432,39 @@ enum class Field : std::uint8_t {
   kShard,
   kCastDType,
   kSetToNone,
+  // schema_version 3
+  kAddr,
+  kTimeUs,
+  kDeviceFree,
+  kAllocatedBytes,
+  kReservedBytes,
+  kRequestedBytes,
 };
-constexpr int kNumFields = 17;
+constexpr int kNumFields = 23;
 constexpr std::array<std::string_view, kNumFields> kFieldNames = {
-    "ev",   "index", "phase", "id",    "bytes", "stream", "cat",        "dur_us",      "name",
-    "fsdp", "param", "group", "dtype", "numel", "shard",  "cast_dtype", "set_to_none",
+    "ev",
+    "index",
+    "phase",
+    "id",
+    "bytes",
+    "stream",
+    "cat",
+    "dur_us",
+    "name",
+    "fsdp",
+    "param",
+    "group",
+    "dtype",
+    "numel",
+    "shard",
+    "cast_dtype",
+    "set_to_none",
+    "addr",
+    "time_us",
+    "device_free",
+    "allocated_bytes",
+    "reserved_bytes",
+    "requested_bytes",
 };
 
 constexpr std::uint32_t Bit(Field f) { return 1u << static_cast<int>(f); }
@@ -456,7 +491,7 @@ std::optional<Field> LookupField(std::string_view key) {
       candidate = Field::kCat;
       break;
     case 4:
-      candidate = key[0] == 'n' ? Field::kName : Field::kFsdp;
+      candidate = key[0] == 'n' ? Field::kName : key[0] == 'a' ? Field::kAddr : Field::kFsdp;
       break;
     case 5:
       switch (key[0]) {
@@ -488,11 +523,20 @@ std::optional<Field> LookupField(std::string_view key) {
     case 6:
       candidate = key[0] == 's' ? Field::kStream : Field::kDurUs;
       break;
+    case 7:
+      candidate = Field::kTimeUs;
+      break;
     case 10:
       candidate = Field::kCastDType;
       break;
     case 11:
-      candidate = Field::kSetToNone;
+      candidate = key[0] == 'd' ? Field::kDeviceFree : Field::kSetToNone;
+      break;
+    case 14:
+      candidate = Field::kReservedBytes;
+      break;
+    case 15:
+      candidate = key[0] == 'a' ? Field::kAllocatedBytes : Field::kRequestedBytes;
       break;
     default:
       return std::nullopt;
@@ -501,13 +545,16 @@ std::optional<Field> LookupField(std::string_view key) {
   return std::nullopt;
 }
 
+constexpr std::uint32_t kSegmentFields = Bit(Field::kEv) | Bit(Field::kAddr) | Bit(Field::kBytes) |
+                                         Bit(Field::kStream) | Bit(Field::kTimeUs);
+
 // The fields each kind may have, indexed by EventKind.
 constexpr std::array<std::uint32_t, kNumEventKinds> kAllowedFields = {
     Bit(Field::kEv) | Bit(Field::kIndex),                                           // iteration
     Bit(Field::kEv) | Bit(Field::kPhase),                                           // phase
     Bit(Field::kEv) | Bit(Field::kId) | Bit(Field::kBytes) | Bit(Field::kStream) |  // alloc
-        Bit(Field::kCat),
-    Bit(Field::kEv) | Bit(Field::kId),                                               // free
+        Bit(Field::kCat) | Bit(Field::kTimeUs),
+    Bit(Field::kEv) | Bit(Field::kId) | Bit(Field::kTimeUs),                         // free
     Bit(Field::kEv) | Bit(Field::kStream) | Bit(Field::kDurUs) | Bit(Field::kName),  // compute
     Bit(Field::kEv) | Bit(Field::kName),                                             // mark
     Bit(Field::kEv) | Bit(Field::kFsdp) | Bit(Field::kParam) | Bit(Field::kGroup) |  // rs
@@ -517,6 +564,14 @@ constexpr std::array<std::uint32_t, kNumEventKinds> kAllowedFields = {
     Bit(Field::kEv) | Bit(Field::kId) | Bit(Field::kStream),  // record_stream
     Bit(Field::kEv) | Bit(Field::kStream),                    // sync
     Bit(Field::kEv),                                          // empty_cache
+    kSegmentFields,                                           // segment_alloc
+    kSegmentFields,                                           // segment_free
+    kSegmentFields,                                           // segment_map
+    kSegmentFields,                                           // segment_unmap
+    Bit(Field::kEv) | Bit(Field::kBytes) | Bit(Field::kStream) | Bit(Field::kDeviceFree) |  // oom
+        Bit(Field::kTimeUs),
+    Bit(Field::kEv) | Bit(Field::kBytes) | Bit(Field::kTimeUs) |  // snapshot
+        Bit(Field::kAllocatedBytes) | Bit(Field::kReservedBytes) | Bit(Field::kRequestedBytes),
 };
 
 // Parses the name of an enum value, with the names looked up once (the core's name functions
@@ -632,14 +687,28 @@ Status ConvertPhase(const EventFields& f, Event& e) {
   return Status::Ok();
 }
 
+// Optional "time_us" (v3) of alloc, free and observed events.
+Status ConvertTime(const EventFields& f, const TraceHeader& header, Event& e) {
+  if (!f.Has(Field::kTimeUs)) return Status::Ok();
+  if (header.schema_version < 3) {
+    return InvalidTrace(fmt::format("field 'time_us' needs schema_version 3 (this trace has {})",
+                                    header.schema_version));
+  }
+  return f.Unsigned(Field::kTimeUs, e.time_us);
+}
+
+Status CheckSaneBytes(Bytes bytes) {
+  if (bytes <= kMaxSaneBytes) return Status::Ok();
+  return InvalidTrace(
+      fmt::format("bytes {} is beyond the sanity limit of 1 PiB ({} bytes)", bytes, kMaxSaneBytes));
+}
+
 Status ConvertAlloc(const EventFields& f, const TraceHeader& header, Event& e) {
   BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kId, e.id));
   BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kBytes, e.bytes));
-  if (e.bytes > kMaxSaneBytes) {
-    return InvalidTrace(fmt::format("bytes {} is beyond the sanity limit of 1 PiB ({} bytes)",
-                                    e.bytes, kMaxSaneBytes));
-  }
+  BUCKETSIM_RETURN_IF_ERROR(CheckSaneBytes(e.bytes));
   BUCKETSIM_RETURN_IF_ERROR(f.Stream(header, e.stream));
+  BUCKETSIM_RETURN_IF_ERROR(ConvertTime(f, header, e));
   std::string_view text;
   BUCKETSIM_RETURN_IF_ERROR(f.Text(Field::kCat, text));
   std::optional<Category> category = ParseTraceCategory(text);
@@ -655,6 +724,37 @@ Status ConvertAlloc(const EventFields& f, const TraceHeader& header, Event& e) {
   }
   e.category = *category;
   return Status::Ok();
+}
+
+// The observed events of an imported snapshot (v3).
+Status ConvertObserved(const EventFields& f, const TraceHeader& header, Event& e) {
+  if (header.schema_version < 3) {
+    return InvalidTrace(fmt::format("'{}' events need schema_version 3 (this trace has {})",
+                                    EventKindName(e.kind), header.schema_version));
+  }
+  BUCKETSIM_RETURN_IF_ERROR(ConvertTime(f, header, e));
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kBytes, e.bytes));
+  BUCKETSIM_RETURN_IF_ERROR(CheckSaneBytes(e.bytes));
+  if (e.kind == EventKind::kSnapshot) {
+    constexpr std::array<Field, 3> kTotals = {Field::kAllocatedBytes, Field::kReservedBytes,
+                                              Field::kRequestedBytes};
+    int present = 0;
+    for (Field total : kTotals) present += f.Has(total) ? 1 : 0;
+    if (present == 0) return Status::Ok();
+    if (present != 3) {
+      return InvalidTrace(
+          "'allocated_bytes', 'reserved_bytes' and 'requested_bytes' go together: give all "
+          "three or none");
+    }
+    e.has_totals = true;
+    BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kAllocatedBytes, e.numel));
+    BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kReservedBytes, e.group));
+    return f.Unsigned(Field::kRequestedBytes, e.id);
+  }
+  BUCKETSIM_RETURN_IF_ERROR(f.Required(Field::kStream));
+  BUCKETSIM_RETURN_IF_ERROR(f.Stream(header, e.stream));
+  if (e.kind == EventKind::kOom) return f.Unsigned(Field::kDeviceFree, e.id);
+  return f.Unsigned(Field::kAddr, e.id);
 }
 
 Status ConvertCompute(const EventFields& f, TraceHeader& header, Event& e) {
@@ -731,6 +831,7 @@ Status ConvertEvent(const EventFields& f, TraceHeader& header, Event& e) {
     case EventKind::kAlloc:
       return ConvertAlloc(f, header, e);
     case EventKind::kFree:
+      BUCKETSIM_RETURN_IF_ERROR(ConvertTime(f, header, e));
       return f.Unsigned(Field::kId, e.id);
     case EventKind::kCompute:
       return ConvertCompute(f, header, e);
@@ -758,6 +859,13 @@ Status ConvertEvent(const EventFields& f, TraceHeader& header, Event& e) {
       BUCKETSIM_RETURN_IF_ERROR(f.Required(Field::kStream));
       BUCKETSIM_RETURN_IF_ERROR(f.Stream(header, e.stream));
       return e.kind == EventKind::kSync ? Status::Ok() : f.Unsigned(Field::kId, e.id);
+    case EventKind::kSegmentAlloc:
+    case EventKind::kSegmentFree:
+    case EventKind::kSegmentMap:
+    case EventKind::kSegmentUnmap:
+    case EventKind::kOom:
+    case EventKind::kSnapshot:
+      return ConvertObserved(f, header, e);
   }
   return InvalidTrace("unhandled event kind");
 }

@@ -29,6 +29,7 @@ OrderedJson HeaderJson(const TraceHeader& header) {
   j["world_size"] = header.world_size;
   j["rank"] = header.rank;
   j["bucket_cap_mb"] = header.bucket_cap_mb;
+  if (!header.alloc_conf.empty()) j["alloc_conf"] = header.alloc_conf;
   j["streams"] = OrderedJson::array();
   for (const StreamInfo& stream : header.streams) j["streams"].push_back(stream.name);
   j["groups"] = OrderedJson::array();
@@ -56,7 +57,7 @@ OrderedJson HeaderJson(const TraceHeader& header) {
 
 // What the writer cannot express as a valid v1 event; a programming error upstream, reported
 // as a value because a sink never crashes on its input.
-Status CheckWritable(const Event& e) {
+Status CheckWritable(const Event& e, int schema_version) {
   if (e.kind == EventKind::kPhase && e.phase == Phase::kInit) {
     return InvalidTrace(
         fmt::format("event {}: phase 'init' cannot be written to a trace", e.index));
@@ -64,6 +65,11 @@ Status CheckWritable(const Event& e) {
   if (e.kind == EventKind::kAlloc && IsPolicyCategory(e.category)) {
     return InvalidTrace(fmt::format("event {}: cat '{}' is a policy category, not a trace one",
                                     e.index, CategoryName(e.category)));
+  }
+  if ((e.time_us != 0 || IsObservedEvent(e.kind)) && schema_version < 3) {
+    return InvalidTrace(
+        fmt::format("event {}: '{}': observed events and time_us need schema_version 3", e.index,
+                    EventKindName(e.kind)));
   }
   if (e.kind == EventKind::kCompute && !(std::isfinite(e.dur_us) && e.dur_us >= 0)) {
     return InvalidTrace(
@@ -110,7 +116,7 @@ std::string_view TraceWriter::EscapedName(std::uint32_t name) {
 
 Status TraceWriter::OnEvent(const Event& e) {
   BUCKETSIM_CHECK(header_ != nullptr);
-  BUCKETSIM_RETURN_IF_ERROR(CheckWritable(e));
+  BUCKETSIM_RETURN_IF_ERROR(CheckWritable(e, header_->schema_version));
   if ((e.kind == EventKind::kCompute || e.kind == EventKind::kMark) &&
       e.name >= header_->names.size()) {
     return InvalidTrace(
@@ -126,11 +132,13 @@ Status TraceWriter::OnEvent(const Event& e) {
       fmt::format_to(out, R"({{"ev": "phase", "phase": "{}"}})", PhaseName(e.phase));
       break;
     case EventKind::kAlloc:
-      fmt::format_to(out, R"({{"ev": "alloc", "id": {}, "bytes": {}, "stream": {}, "cat": "{}"}})",
+      fmt::format_to(out, R"({{"ev": "alloc", "id": {}, "bytes": {}, "stream": {}, "cat": "{}")",
                      e.id, e.bytes, e.stream, CategoryName(e.category));
+      AppendTime(e);
       break;
     case EventKind::kFree:
-      fmt::format_to(out, R"({{"ev": "free", "id": {}}})", e.id);
+      fmt::format_to(out, R"({{"ev": "free", "id": {})", e.id);
+      AppendTime(e);
       break;
     case EventKind::kCompute:
       fmt::format_to(out, R"({{"ev": "compute", "stream": {}, "dur_us": {}, "name": {}}})",
@@ -165,9 +173,37 @@ Status TraceWriter::OnEvent(const Event& e) {
     case EventKind::kEmptyCache:
       buffer_.append(std::string_view(R"({"ev": "empty_cache"})"));
       break;
+    case EventKind::kSegmentAlloc:
+    case EventKind::kSegmentFree:
+    case EventKind::kSegmentMap:
+    case EventKind::kSegmentUnmap:
+      fmt::format_to(out, R"({{"ev": "{}", "addr": {}, "bytes": {}, "stream": {})",
+                     EventKindName(e.kind), e.id, e.bytes, e.stream);
+      AppendTime(e);
+      break;
+    case EventKind::kOom:
+      fmt::format_to(out, R"({{"ev": "oom", "bytes": {}, "stream": {}, "device_free": {})", e.bytes,
+                     e.stream, e.id);
+      AppendTime(e);
+      break;
+    case EventKind::kSnapshot:
+      fmt::format_to(out, R"({{"ev": "snapshot", "bytes": {})", e.bytes);
+      if (e.has_totals) {
+        fmt::format_to(out,
+                       R"(, "allocated_bytes": {}, "reserved_bytes": {}, "requested_bytes": {})",
+                       e.numel, e.group, e.id);
+      }
+      AppendTime(e);
+      break;
   }
   ++num_events_;
   return buffer_.size() >= kFlushBytes ? FlushBuffer() : Status::Ok();
+}
+
+// Closes an event that may carry time_us (0: not recorded, not written).
+void TraceWriter::AppendTime(const Event& e) {
+  if (e.time_us != 0) fmt::format_to(std::back_inserter(buffer_), R"(, "time_us": {})", e.time_us);
+  buffer_.push_back('}');
 }
 
 Status TraceWriter::FlushBuffer() {

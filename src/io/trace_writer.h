@@ -39,6 +39,7 @@ class TraceWriter : public EventSink {
  private:
   TraceWriter(std::unique_ptr<std::ofstream> file, std::string display_name);
   std::string_view EscapedName(std::uint32_t name);
+  void AppendTime(const Event& e);
   Status FlushBuffer();
 
   std::unique_ptr<std::ofstream> file_;  // set when the writer opened the file itself

@@ -322,6 +322,7 @@ CachingAllocatorModel::Index CachingAllocatorModel::AllocBlock(StreamId stream, 
   Increase(stats_.reserved_bytes, small_pool, Signed(alloc_size));
   if (alloc_size >= conf_.max_split_size) IncreaseStat(stats_.oversize_segments, 1);
   ++stats_.num_device_alloc;
+  NotifySegment({SegmentAction::kAlloc, blocks_[i].address, alloc_size, stream, small_pool});
   return i;
 }
 
@@ -421,6 +422,7 @@ CachingAllocatorModel::Index CachingAllocatorModel::MapBlock(Index i, Bytes size
   const Bytes mapped = RoundUp(size, PageSize(small_pool));
   BUCKETSIM_CHECK(mapped <= blocks_[i].size);
   if (capacity_bytes_ && reserved_bytes() + mapped > *capacity_bytes_) return kNone;
+  NotifySegment({SegmentAction::kMap, blocks_[i].address, mapped, blocks_[i].stream, small_pool});
   Detach(i);
   blocks_[i].state = BlockState::kFree;
   if (mapped < blocks_[i].size) {
@@ -461,6 +463,8 @@ CachingAllocatorModel::Index CachingAllocatorModel::UnmapBlock(Index i) {
   Attach(unmapped);
   Decrease(stats_.reserved_bytes, small_pool, Signed(end - begin));
   ++stats_.num_device_free;
+  NotifySegment({SegmentAction::kUnmap, segments_[blocks_[unmapped].segment].address + begin,
+                 end - begin, blocks_[unmapped].stream, small_pool});
   return unmapped;
 }
 
@@ -569,6 +573,7 @@ void CachingAllocatorModel::ReleaseBlock(Index i) {
   Decrease(stats_.reserved_bytes, b.small_pool, Signed(b.size));
   if (b.size >= conf_.max_split_size) DecreaseStat(stats_.oversize_segments, 1);
   ++stats_.num_device_free;
+  NotifySegment({SegmentAction::kFree, b.address, b.size, b.stream, b.small_pool});
   DeleteSegment(b.segment);
   DeleteBlock(i);
 }

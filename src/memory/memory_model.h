@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "core/units.h"
+#include "memory/segment_observer.h"
 
 namespace bucketsim {
 
@@ -80,6 +81,18 @@ class MemoryModel {
   virtual std::optional<AllocatorTotals> Totals() const { return std::nullopt; }
   // The last Allocate that failed for want of capacity (models with a capacity only).
   virtual std::optional<OomReport> last_oom() const { return std::nullopt; }
+
+  // Tells `observer` (not owned; null: nobody) of every segment the model allocates, frees,
+  // maps or unmaps from now on.
+  void set_segment_observer(SegmentObserver* observer) { segment_observer_ = observer; }
+
+ protected:
+  void NotifySegment(const SegmentEvent& event) {
+    if (segment_observer_ != nullptr) segment_observer_->OnSegmentEvent(event);
+  }
+
+ private:
+  SegmentObserver* segment_observer_ = nullptr;
 };
 
 }  // namespace bucketsim

@@ -26,6 +26,8 @@ struct Case {
   const char* name;
   std::string contents;
   std::vector<std::string> fragments;  // all must appear in the message
+  // A broken consistency rule: replays reject it (exit 2); validate reports it (exit 1).
+  bool consistency = false;
 };
 
 std::vector<Case> Cases() {
@@ -41,11 +43,13 @@ std::vector<Case> Cases() {
       {"unknown_free",
        TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 10, "cat": "param"},
                     {"ev": "free", "id": 2})"),
-       {"event 1", "free of unknown allocation id 2"}},
+       {"event 1", "free of unknown allocation id 2"},
+       true},
       {"double_free",
        TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 10, "cat": "param"},
                     {"ev": "free", "id": 1}, {"ev": "free", "id": 1})"),
-       {"event 2", "double free of id 1"}},
+       {"event 2", "double free of id 1"},
+       true},
       {"negative_size",
        TraceWith(R"({"ev": "alloc", "id": 1, "bytes": -10, "cat": "param"})"),
        {"event 0", "bytes", "negative"}},
@@ -64,9 +68,13 @@ std::vector<Case> Cases() {
        TraceWith(R"({"ev": "phase", "phase": "backward"},
                     {"ev": "rs", "fsdp": 0, "param": 0, "group": 1, "dtype": "fp32", "numel": 10, "shard": "view"})"),
        {"event 1", "numel 10", "expected 1000"}},
-      {"schema_version_3",
-       R"({"schema_version": 3, "world_size": 1, "rank": 0, "events": []})",
-       {"schema_version 3 is not supported"}},
+      {"schema_version_4",
+       R"({"schema_version": 4, "world_size": 1, "rank": 0, "events": []})",
+       {"schema_version 4 is not supported"}},
+      {"observed_event_in_v2",
+       R"({"schema_version": 2, "world_size": 1, "rank": 0,
+           "events": [{"ev": "segment_alloc", "addr": 4096, "bytes": 2097152, "stream": 0}]})",
+       {"event 0", "'segment_alloc' events need schema_version 3"}},
       {"stream_events_in_v1",
        R"({"schema_version": 1, "world_size": 1, "rank": 0, "streams": ["default", "side"],
            "events": [{"ev": "sync", "stream": 1}]})",
@@ -76,7 +84,8 @@ std::vector<Case> Cases() {
            "events": [{"ev": "alloc", "id": 1, "bytes": 10, "cat": "grad"},
                       {"ev": "free", "id": 1},
                       {"ev": "record_stream", "id": 1, "stream": 1}]})",
-       {"event 2", "record_stream of id 1, which is not live"}},
+       {"event 2", "record_stream of id 1, which is not live"},
+       true},
   };
 }
 
@@ -85,6 +94,7 @@ TEST(BadInput, EachCaseIsRejectedWithItsReasonAndExitCode2) {
     SCOPED_TRACE(c.name);
     std::string path = WriteTempFile(std::string(c.name) + ".json", c.contents);
     for (const char* command : {"validate", "compare"}) {
+      if (c.consistency && std::string(command) == "validate") continue;  // see below
       testing::BinaryResult run = RunBucketsim({command, path});
       EXPECT_EQ(run.exit_code, 2) << command << ": " << run.err;
       EXPECT_TRUE(run.out.empty() || std::string(command) == "compare") << run.out;
@@ -133,6 +143,56 @@ TEST(BadInput, AllocatorOptionsAreChecked) {
             2);
 }
 
+TEST(Validate, ReportsEachBrokenConsistencyRuleWithExitCode1) {
+  for (const Case& c : Cases()) {
+    if (!c.consistency) continue;
+    SCOPED_TRACE(c.name);
+    std::string path = WriteTempFile(std::string(c.name) + ".json", c.contents);
+    testing::BinaryResult run = RunBucketsim({"validate", path});
+    EXPECT_EQ(run.exit_code, 1) << run.err;
+    EXPECT_TRUE(run.err.empty()) << run.err;
+    EXPECT_NE(run.out.find("INCONSISTENT trace"), std::string::npos) << run.out;
+    for (const std::string& fragment : c.fragments) {
+      EXPECT_NE(run.out.find(fragment), std::string::npos) << "lacks '" << fragment << "'";
+    }
+  }
+}
+
+// All the problems of a trace at once, counted by kind with their first events; the rest of
+// the trace is still checked and summarised.
+TEST(Validate, CountsEveryProblemAndListsTheFirstEvents) {
+  std::string path =
+      WriteTempFile("many.json", TraceWith(R"({"ev": "alloc", "id": 1, "bytes": 10, "cat": "param"},
+        {"ev": "free", "id": 5}, {"ev": "free", "id": 6}, {"ev": "free", "id": 1},
+        {"ev": "free", "id": 1}, {"ev": "alloc", "id": 2, "bytes": 512, "cat": "grad"},
+        {"ev": "alloc", "id": 2, "bytes": 512, "cat": "grad"})"));
+  std::string json = path + ".report.json";
+  testing::BinaryResult run = RunBucketsim({"validate", path, "--json", json});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_NE(run.out.find("4 inconsistent event(s), not replayed"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("free_of_unknown_id                2  first at event(s) 1, 2: event 1: "
+                         "free of unknown allocation id 5"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("double_free                       1  first at event(s) 4"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("alloc_of_live_id                  1  first at event(s) 6"),
+            std::string::npos)
+      << run.out;
+  std::string report = testing::ReadFile(json);
+  EXPECT_NE(report.find(R"("consistent": false)"), std::string::npos) << report;
+  EXPECT_NE(report.find(R"("kind": "free_of_unknown_id",
+      "count": 2,
+      "first_events": [
+        1,
+        2
+      ])"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find(R"("snapshot": null)"), std::string::npos) << report;
+}
+
 TEST(BadInput, UnknownFlagIsAUsageError) {
   testing::BinaryResult run = RunBucketsim({"compare", "--colour", "blue"});
   EXPECT_EQ(run.exit_code, 2);
@@ -141,7 +201,7 @@ TEST(BadInput, UnknownFlagIsAUsageError) {
 TEST(Validate, SummarisesAValidTrace) {
   testing::BinaryResult run = RunBucketsim({"validate", "traces/tiny-ws2.json"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(run.out.find("valid trace (schema_version 1)"), std::string::npos);
+  EXPECT_NE(run.out.find("consistent trace (schema_version 1)"), std::string::npos);
   EXPECT_NE(run.out.find("38 events, 2 iteration(s)"), std::string::npos);
   // Alive at the end: the params (368640 B) and the Adam state (737280 B).
   EXPECT_NE(run.out.find("360.00 KiB"), std::string::npos) << run.out;

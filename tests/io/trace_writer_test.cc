@@ -75,7 +75,7 @@ std::string Write(Trace& trace) {
 auto Fields(const Event& e) {
   return std::tie(e.kind, e.phase, e.category, e.dtype, e.cast_dtype, e.shard_mode, e.set_to_none,
                   e.stream, e.name, e.fsdp, e.param, e.slot, e.id, e.bytes, e.group, e.numel,
-                  e.dur_us, e.index);
+                  e.dur_us, e.time_us, e.has_totals, e.index);
 }
 
 void ExpectSameHeader(const TraceHeader& a, const TraceHeader& b) {
@@ -121,6 +121,90 @@ TEST(TraceWriter, RoundTripsHeaderAndEvents) {
   EXPECT_EQ(again.sink.events[5].dur_us, 1e-7);
   EXPECT_EQ(again.sink.events[4].dur_us, 1.0 / 3.0);
   EXPECT_EQ(again.header.names[again.sink.events[3].name], "fwd \"quoted\" \\ tab\t \u00e9 \u2603");
+}
+
+// Version 3: an imported snapshot's alloc_conf, times and observed events.
+constexpr std::string_view kSnapshotTrace = R"({
+  "schema_version": 3,
+  "world_size": 1,
+  "rank": 0,
+  "alloc_conf": "expandable_segments:True",
+  "streams": ["cuda stream 0x0", "deferred_free 0"],
+  "events": [
+    {"ev": "segment_map", "addr": 139887084830720, "bytes": 41943040, "stream": 0, "time_us": 1700000000000007},
+    {"ev": "alloc", "id": 139887084830720, "bytes": 1000, "stream": 0, "cat": "other", "time_us": 1700000000000014},
+    {"ev": "record_stream", "id": 139887084830720, "stream": 1},
+    {"ev": "free", "id": 139887084830720, "time_us": 1700000000000021},
+    {"ev": "snapshot", "bytes": 1024},
+    {"ev": "sync", "stream": 1},
+    {"ev": "oom", "bytes": 85899345920, "stream": 0, "device_free": 3145728},
+    {"ev": "segment_unmap", "addr": 139887084830720, "bytes": 20971520, "stream": 0},
+    {"ev": "empty_cache"},
+    {"ev": "segment_alloc", "addr": 4096, "bytes": 2097152, "stream": 0},
+    {"ev": "segment_free", "addr": 4096, "bytes": 2097152, "stream": 0},
+    {"ev": "snapshot", "bytes": 0, "allocated_bytes": 0, "reserved_bytes": 20971520, "requested_bytes": 0}
+  ]
+})";
+
+TEST(TraceWriter, RoundTripsTheObservedEventsOfVersion3) {
+  Trace original;
+  ReadFrom(kSnapshotTrace, original);
+  EXPECT_EQ(original.header.alloc_conf, "expandable_segments:True");
+  const std::vector<Event>& e = original.sink.events;
+  ASSERT_EQ(e.size(), 12u);
+  EXPECT_EQ(e[0].kind, EventKind::kSegmentMap);
+  EXPECT_EQ(e[0].id, 139887084830720u);  // the address
+  EXPECT_EQ(e[0].bytes, 41943040u);
+  EXPECT_EQ(e[0].time_us, 1700000000000007u);
+  EXPECT_EQ(e[3].time_us, 1700000000000021u);
+  EXPECT_EQ(e[6].kind, EventKind::kOom);
+  EXPECT_EQ(e[6].id, 3145728u);  // device_free
+  EXPECT_FALSE(e[4].has_totals);
+  EXPECT_TRUE(e[11].has_totals);
+  EXPECT_EQ(e[11].numel, 0u);
+  EXPECT_EQ(e[11].group, 20971520u);
+  std::string text = Write(original);
+  EXPECT_NE(text.find(R"("alloc_conf": "expandable_segments:True")"), std::string::npos);
+  Trace again;
+  ReadFrom(text, again);
+  ExpectSameHeader(original.header, again.header);
+  EXPECT_EQ(again.header.alloc_conf, original.header.alloc_conf);
+  ASSERT_EQ(again.sink.events.size(), e.size());
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    EXPECT_TRUE(Fields(e[i]) == Fields(again.sink.events[i])) << "event " << i;
+  }
+  EXPECT_EQ(Write(again), text);
+}
+
+TEST(TraceReader, Version3AdditionsAreRejectedInOlderTraces) {
+  auto error_of = [](std::string_view json) {
+    Trace t;
+    Status status = ReadTraceFromString(json, "t.json", t.header, t.sink);
+    EXPECT_FALSE(status.ok()) << json;
+    return status.message();
+  };
+  EXPECT_EQ(error_of(R"({"schema_version": 2, "world_size": 1, "rank": 0, "events": [
+      {"ev": "oom", "bytes": 1, "stream": 0, "device_free": 0}]})"),
+            "t.json: event 0: oom: 'oom' events need schema_version 3 (this trace has 2)");
+  EXPECT_EQ(error_of(R"({"schema_version": 1, "world_size": 1, "rank": 0, "events": [
+      {"ev": "alloc", "id": 1, "bytes": 1, "cat": "other", "time_us": 5}]})"),
+            "t.json: event 0: alloc: field 'time_us' needs schema_version 3 (this trace has 1)");
+  EXPECT_EQ(error_of(R"({"schema_version": 2, "world_size": 1, "rank": 0,
+      "alloc_conf": "expandable_segments:True", "events": []})"),
+            "t.json: header: key 'alloc_conf' needs schema_version 3 (this trace has 2)");
+  EXPECT_EQ(error_of(R"({"schema_version": 3, "world_size": 1, "rank": 0, "events": [
+      {"ev": "snapshot", "bytes": 1, "reserved_bytes": 2}]})"),
+            "t.json: event 0: snapshot: 'allocated_bytes', 'reserved_bytes' and "
+            "'requested_bytes' go together: give all three or none");
+  EXPECT_EQ(error_of(R"({"schema_version": 3, "world_size": 1, "rank": 0, "events": [
+      {"ev": "segment_alloc", "bytes": 1, "stream": 0}]})"),
+            "t.json: event 0: segment_alloc: missing field 'addr'");
+  EXPECT_EQ(error_of(R"({"schema_version": 3, "world_size": 1, "rank": 0, "events": [
+      {"ev": "segment_free", "addr": 1, "bytes": 1, "stream": 2}]})"),
+            "t.json: event 0: segment_free: stream 2 is not declared in the header (1 stream)");
+  EXPECT_EQ(error_of(R"({"schema_version": 3, "world_size": 1, "rank": 0, "events": [
+      {"ev": "segment_map", "addr": 1, "bytes": 1, "stream": 0, "device_free": 3}]})"),
+            "t.json: event 0: segment_map: unknown field 'device_free'");
 }
 
 TEST(TraceWriter, IsDeterministicAndAFixedPoint) {

@@ -67,6 +67,8 @@ TraceBuilder& TraceBuilder::Sync(StreamId stream) { return Add(SyncEvent(stream)
 
 TraceBuilder& TraceBuilder::EmptyCache() { return Add(EmptyCacheEvent()); }
 
+TraceBuilder& TraceBuilder::Observed(Event event) { return Add(event); }
+
 TraceSource TraceBuilder::Source() const {
   return [header = header_, events = events_](TraceHeader& out, EventSink& sink) -> Status {
     out = header;

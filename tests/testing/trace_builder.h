@@ -32,6 +32,8 @@ class TraceBuilder {
   TraceBuilder& RecordStream(std::uint64_t id, StreamId stream);
   TraceBuilder& Sync(StreamId stream);
   TraceBuilder& EmptyCache();
+  // An observed event of an imported snapshot (ObservedSegmentEvent, ObservedOomEvent, ...).
+  TraceBuilder& Observed(Event event);
 
   TraceSource Source() const;
 
