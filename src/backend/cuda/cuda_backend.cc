@@ -224,6 +224,7 @@ class CudaBackend final : public Backend {
   Status WaitForStreams();
   Status CollectVerification();
   Result<Micros> SinceOrigin(cudaEvent_t event) const;
+  Status MoveAnchor();
   void SampleDeviceMemory();
   void OnTimeout(const std::string& what);
 
@@ -244,7 +245,12 @@ class CudaBackend final : public Backend {
   std::unordered_map<GroupId, Communicator> comms_;
   double cycles_per_us_ = 0;
 
-  cudaEvent_t origin_ = nullptr;
+  // Span times are read against an anchor event recorded when the previous iteration ended,
+  // whose own time since the start is kept in double: cudaEventElapsedTime's float
+  // milliseconds would lose microseconds over a long run if read against the start itself.
+  cudaEvent_t anchor_ = nullptr;
+  cudaEvent_t next_anchor_ = nullptr;
+  Micros anchor_us_ = 0;
   std::vector<cudaEvent_t> events_;
   std::size_t next_event_ = 0;
   std::vector<PendingSpan> spans_;
@@ -281,7 +287,8 @@ CudaBackend::~CudaBackend() {
     (void)cudaFree(chunk.first_value);
   }
   for (cudaEvent_t event : events_) (void)cudaEventDestroy(event);
-  if (origin_ != nullptr) (void)cudaEventDestroy(origin_);
+  if (anchor_ != nullptr) (void)cudaEventDestroy(anchor_);
+  if (next_anchor_ != nullptr) (void)cudaEventDestroy(next_anchor_);
   (void)cudaDeviceSynchronize();
   for (cudaStream_t s : streams_) (void)cudaStreamDestroy(s);
 }
@@ -317,9 +324,10 @@ Status CudaBackend::Start(const TraceHeader& header) {
   device_used_before_ = total_bytes - free_bytes;
   device_used_peak_ = device_used_before_;
   BUCKETSIM_RETURN_IF_ERROR(Calibrate());
-  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&origin_));
-  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaEventRecord(origin_, streams_[0]));
-  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(origin_));
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&anchor_));
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&next_anchor_));
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaEventRecord(anchor_, streams_[0]));
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(anchor_));
   return Status::Ok();
 }
 
@@ -659,8 +667,18 @@ Status CudaBackend::CollectVerification() {
 
 Result<Micros> CudaBackend::SinceOrigin(cudaEvent_t event) const {
   float ms = 0;
-  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, origin_, event));
-  return static_cast<Micros>(ms) * 1000.0;
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, anchor_, event));
+  return anchor_us_ + static_cast<Micros>(ms) * 1000.0;
+}
+
+Status CudaBackend::MoveAnchor() {
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaEventRecord(next_anchor_, streams_[0]));
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(next_anchor_));
+  Result<Micros> now = SinceOrigin(next_anchor_);
+  if (!now.ok()) return now.status();
+  anchor_us_ = *now;
+  std::swap(anchor_, next_anchor_);
+  return Status::Ok();
 }
 
 void CudaBackend::SampleDeviceMemory() {
@@ -695,6 +713,7 @@ Result<IterationSpans> CudaBackend::EndIteration() {
   }
   spans_.clear();
   next_event_ = 0;
+  BUCKETSIM_RETURN_IF_ERROR(Fatal(MoveAnchor()));
   iteration_start_us_ = finished.end_us;
   return finished;
 }
