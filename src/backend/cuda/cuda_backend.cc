@@ -315,6 +315,10 @@ Status CudaBackend::Start(const TraceHeader& header) {
   std::uint64_t keep_all = std::numeric_limits<std::uint64_t>::max();
   BUCKETSIM_CUDA_RETURN_IF_ERROR(
       cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_all));
+  // The pool is the device's, shared with the replays of earlier policies in this process:
+  // what they left reserved goes back to the driver before this run measures anything.
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaMemPoolTrimTo(pool_, 0));
   std::uint64_t zero = 0;  // resets the high-water mark to the current reservation
   BUCKETSIM_CUDA_RETURN_IF_ERROR(
       cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &zero));
