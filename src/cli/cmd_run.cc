@@ -4,11 +4,13 @@
 // message before any collective starts. Policies run one after another. Rank 0 prints and
 // writes the report; --all-ranks makes every rank write its own.
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include <fmt/format.h>
 
-#include "backend/availability.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/host/host_backend.h"
 #include "backend/host/mpi_world.h"
 #include "backend/sim/sim_backend.h"
@@ -77,29 +79,50 @@ std::string ReportPathForRank(const std::string& path, int rank) {
   return fmt::format("{}.rank{}{}", path.substr(0, dot), rank, path.substr(dot));
 }
 
+// The cuda backend is made once here, so that a machine without a GPU (or a build without
+// CUDA) fails before the ranks agree, with the reason; each policy then gets its own.
+Result<std::function<std::unique_ptr<Backend>()>> CudaBackendFactory(
+    const RunFlags& flags, MpiWorld& world, std::function<void(const std::string&)> on_fatal) {
+  CudaBackendOptions options;
+  options.materialize_all = flags.materialize == "all";
+  options.verify = !flags.no_verify;
+  options.compute_scale = flags.compute_scale;
+  options.timeout_s = flags.timeout_s;
+  options.on_fatal = std::move(on_fatal);
+  Result<std::unique_ptr<Backend>> probe = MakeCudaBackend(world, options);
+  if (!probe.ok()) {
+    return Status(probe.status().code(),
+                  fmt::format("--backend cuda: {}", probe.status().message()));
+  }
+  auto first = std::make_shared<std::unique_ptr<Backend>>(std::move(*probe));
+  return std::function<std::unique_ptr<Backend>()>([&world, options, first] {
+    if (*first) return std::move(*first);
+    Result<std::unique_ptr<Backend>> backend = MakeCudaBackend(world, options);
+    if (!backend.ok()) options.on_fatal(backend.status().ToString());  // worked a moment ago
+    BUCKETSIM_CHECK(backend.ok());  // on_fatal ends the job; this is for a missing on_fatal
+    return std::move(*backend);
+  });
+}
+
 Result<std::function<std::unique_ptr<Backend>()>> BackendFactory(const RunFlags& flags,
                                                                  MpiWorld& world) {
   if (flags.backend == "sim") {
     return std::function<std::unique_ptr<Backend>()>([] { return std::make_unique<SimBackend>(); });
   }
-  if (flags.backend == "cuda") {
-    BackendAvailability cuda = ProbeCudaBackend();
-    if (!cuda.compiled) return NotCompiled("--backend cuda: this build has no CUDA support");
-    if (!cuda.usable) return DeviceError(fmt::format("--backend cuda: {}", cuda.detail));
-    return NotCompiled("--backend cuda: the cuda replay backend is not part of this build yet");
-  }
-  HostBackendOptions options;
-  options.materialize_all = flags.materialize == "all";
-  options.verify = !flags.no_verify;
-  options.compute_scale = flags.compute_scale;
-  options.timeout_s = flags.timeout_s;
   // A failure other ranks may be waiting on: say which rank and why, then end the whole job.
-  options.on_fatal = [&world](const std::string& message) {
+  auto on_fatal = [&world](const std::string& message) {
     std::fprintf(stderr, "bucketsim: rank %d: error: %s; aborting every rank\n", world.rank(),
                  message.c_str());
     std::fflush(stderr);
     world.Abort(kExitError);
   };
+  if (flags.backend == "cuda") return CudaBackendFactory(flags, world, on_fatal);
+  HostBackendOptions options;
+  options.materialize_all = flags.materialize == "all";
+  options.verify = !flags.no_verify;
+  options.compute_scale = flags.compute_scale;
+  options.timeout_s = flags.timeout_s;
+  options.on_fatal = on_fatal;
   return std::function<std::unique_ptr<Backend>()>(
       [&world, options] { return std::make_unique<HostBackend>(world, options); });
 }
