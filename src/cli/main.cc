@@ -14,6 +14,10 @@ namespace {
 constexpr std::array<CommandSpec, 6> kCommands = {{
     {"compare", "Replay a trace under several bucket policies and compare their memory",
      &AddCompareCommand},
+    {"sweep",
+     "Replay a trace under every (policy, bucket cap): memory against predicted time, the "
+     "Pareto set, the fastest configuration within a budget",
+     &AddSweepCommand},
     {"check", "Fail (exit 1) when a policy breaks a memory budget on a trace", &AddCheckCommand},
     {"run",
      "Execute a trace for real: real buffers and reduce-scatters on MPI (host) or NCCL (cuda), "

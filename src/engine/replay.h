@@ -21,6 +21,9 @@ namespace bucketsim {
 struct ReplayOptions {
   bool keep_collective_log = true;
   int largest_at_peak = 10;  // how many of the largest live allocations the peak lists
+  // Keep every iteration's spans, memory samples and instants in RunResult::timeline (for
+  // --chrome-trace); off by default, as it costs memory proportional to the trace.
+  bool keep_timeline = false;
 };
 
 class Replay final : public EventSink, private PolicyHost {
@@ -71,6 +74,9 @@ class Replay final : public EventSink, private PolicyHost {
   // Asks the backend for the iteration that ends here and times its collectives.
   Status FinishIteration();
   void RecordPeakIfNeeded();
+  // With keep_timeline: the memory counters now, at `stream`'s issue clock.
+  void SampleMemory(StreamId stream);
+  void AddInstant(std::string category, std::string name);
 
   PolicySpec spec_;
   std::unique_ptr<BucketPolicy> policy_;
