@@ -16,14 +16,19 @@ constexpr const char* kH100 = "traces/profiles/h100-8gpu-nvlink.json";
 TEST(Sweep, TableMarksTheParetoSetAndAnswersTheBudget) {
   testing::BinaryResult run = RunBucketsim(
       {"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "0.0625,0.25,1", "--policy",
-       "backward-only", "--policy", "unbucketed", "--profile", kH100, "--budget", "3MiB"});
+       "backward-only", "--policy", "unbucketed", "--profile", kH100, "--budget", "8MiB"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("4 configurations, time profile h100-8gpu-nvlink-derived"),
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("step time (ms)"), std::string::npos);
   EXPECT_NE(run.out.find("* Pareto-optimal"), std::string::npos);
-  EXPECT_NE(run.out.find("budget 3.00 MiB: fastest that fits is "), std::string::npos) << run.out;
+  // Cap 1 MiB reserves 8 MiB (2 MiB more than the others) and is the fastest: one flush of a
+  // larger bucket instead of several.
+  EXPECT_NE(run.out.find("budget 8.00 MiB: fastest that fits is backward-only at cap 1 MiB"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("uses 2.00 MiB more peak reserved memory"), std::string::npos) << run.out;
 }
 
 TEST(Sweep, JsonHasOnePointPerPolicyEntry) {

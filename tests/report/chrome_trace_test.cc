@@ -64,13 +64,17 @@ TEST(ChromeTrace, FollowsTheTraceEventFormatRules) {
     std::string track = ph == "X"   ? "X/" + std::to_string(e.at("tid").get<int>())
                         : ph == "C" ? "C/" + e.at("name").get<std::string>()
                                     : "i";
-    if (last_ts.count(track)) EXPECT_GE(ts, last_ts[track]) << e.dump();
+    if (last_ts.count(track)) {
+      EXPECT_GE(ts, last_ts[track]) << e.dump();
+    }
     last_ts[track] = ts;
     if (ph == "X") {
       double dur = e.at("dur");
       ASSERT_GE(dur, 0);
       int tid = e["tid"];
-      if (last_end.count(tid)) EXPECT_GE(ts + 1e-3, last_end[tid]) << "overlap: " << e.dump();
+      if (last_end.count(tid)) {
+        EXPECT_GE(ts + 1e-3, last_end[tid]) << "overlap: " << e.dump();
+      }
       last_end[tid] = ts + dur;
       ASSERT_TRUE(thread_names.count(tid)) << "slice on an unnamed track " << tid;
     }
@@ -78,7 +82,9 @@ TEST(ChromeTrace, FollowsTheTraceEventFormatRules) {
       ASSERT_TRUE(e.at("args").is_object());
       for (const auto& [key, value] : e["args"].items()) EXPECT_TRUE(value.is_number()) << key;
     }
-    if (ph == "i") EXPECT_EQ(e.at("s"), "p");
+    if (ph == "i") {
+      EXPECT_EQ(e.at("s"), "p");
+    }
   }
   EXPECT_EQ(thread_names[2], "stream 2: post_backward");
   EXPECT_EQ(thread_names[1], "stream 1: all_gather");
