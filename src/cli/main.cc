@@ -11,7 +11,7 @@
 namespace bucketsim {
 namespace {
 
-constexpr std::array<CommandSpec, 6> kCommands = {{
+constexpr std::array<CommandSpec, 7> kCommands = {{
     {"compare", "Replay a trace under several bucket policies and compare their memory",
      &AddCompareCommand},
     {"sweep",
