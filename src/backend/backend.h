@@ -87,6 +87,11 @@ class Backend {
   virtual Result<IterationSpans> EndIteration() = 0;
 
   virtual ExecutionFacts facts() const = 0;
+
+  // When work issued now on `stream` would start, on the backend's clock, for backends that
+  // know it at issue time (sim); the others run asynchronously and answer nullopt. The engine
+  // times memory samples and marks with it when a timeline is kept (ReplayOptions::keep_timeline).
+  virtual std::optional<Micros> IssueClock(StreamId /*stream*/) const { return std::nullopt; }
 };
 
 }  // namespace bucketsim

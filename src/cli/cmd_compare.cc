@@ -1,7 +1,10 @@
 // bucketsim compare [TRACE] [--policy P]... : the policies side by side.
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "cli/command.h"
+#include "report/chrome_trace.h"
 #include "report/console_table.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
@@ -14,15 +17,48 @@ struct CompareFlags {
   ReplayFlags replay;
   std::string format = "table";
   std::string html_path;
+  std::string chrome_trace_path;
+  std::string chrome_trace_policy;  // empty: the first policy
 };
+
+// The index of the policy --chrome-trace-policy names (as --policy wrote it), else the first.
+Result<std::size_t> TimelinePolicy(const CompareFlags& flags) {
+  Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(flags.replay, DefaultPolicies());
+  if (!policies.ok()) return policies.status();
+  if (flags.chrome_trace_policy.empty()) return std::size_t{0};
+  std::string names;
+  for (std::size_t i = 0; i < policies->size(); ++i) {
+    if ((*policies)[i].name == flags.chrome_trace_policy) return i;
+    names += (i ? ", " : "") + (*policies)[i].name;
+  }
+  return InvalidArgument(fmt::format("--chrome-trace-policy: '{}' is not one of the policies ({})",
+                                     flags.chrome_trace_policy, names));
+}
+
+Status WriteChromeTrace(const CompareFlags& flags, const ReplayOutcome& outcome,
+                        std::size_t policy) {
+  Result<std::string> text = ChromeTraceJson(outcome.runs[policy], outcome.header);
+  if (!text.ok()) return text.status();
+  return WriteTextFile(flags.chrome_trace_path, *text);
+}
 
 int RunCompare(const CompareFlags& flags, const CommandContext& context) {
   ReplayFlags replay = flags.replay;
   if (replay.trace.empty()) replay.trace = DefaultTracePath();
   Result<ReportContext> report_context = ContextFor(context, replay);
   if (!report_context.ok()) return ReportError(report_context.status());
-  Result<ReplayOutcome> outcome = RunReplays(replay, DefaultPolicies());
+  ReplayExtras extras;
+  if (!flags.chrome_trace_path.empty()) {
+    Result<std::size_t> policy = TimelinePolicy(flags);
+    if (!policy.ok()) return ReportError(policy.status());
+    extras.timeline_policy = *policy;
+  }
+  Result<ReplayOutcome> outcome = RunReplays(replay, DefaultPolicies(), extras);
   if (!outcome.ok()) return ReportError(outcome.status());
+  if (extras.timeline_policy) {
+    Status written = WriteChromeTrace(flags, *outcome, *extras.timeline_policy);
+    if (!written.ok()) return ReportError(written);
+  }
 
   // The JSON document is built only when it is asked for: on a long trace it is the largest
   // thing the command makes (every mark sample and every collective of every policy).
@@ -58,6 +94,10 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
     }
     if (!replay.json_path.empty()) std::printf("\nreport: %s\n", replay.json_path.c_str());
     if (!flags.html_path.empty()) std::printf("html report: %s\n", flags.html_path.c_str());
+    if (extras.timeline_policy) {
+      std::printf("chrome trace (%s): %s\n", outcome->runs[*extras.timeline_policy].policy.c_str(),
+                  flags.chrome_trace_path.c_str());
+    }
   }
   return kExitOk;
 }
@@ -72,6 +112,11 @@ void AddCompareCommand(CLI::App& command, CommandContext& context) {
       ->check(CLI::IsMember({"table", "json", "markdown"}));
   command.add_option("--html", flags->html_path,
                      "Also write the HTML report (charts inline, self-contained) to FILE");
+  command.add_option("--chrome-trace", flags->chrome_trace_path,
+                     "Write one replay as a Chrome trace-event / Perfetto JSON file (streams as "
+                     "tracks, collectives and copies as slices, memory counters)");
+  command.add_option("--chrome-trace-policy", flags->chrome_trace_policy,
+                     "The policy --chrome-trace shows, as --policy names it (default: the first)");
   command.footer(
       "With no TRACE, the shipped default trace is used; with no --policy, always-allocated,\n"
       "backward-only, per-group-dedup and unbucketed are compared.\n\n"

@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "backend/sim/sim_backend.h"
 #include "core/size_format.h"
+#include "io/time_profile_io.h"
 #include "io/trace_reader.h"
 
 namespace bucketsim {
@@ -16,19 +18,20 @@ void AddTraceArgument(CLI::App& command, std::string& trace, bool required) {
   if (required) option->required();
 }
 
-void AddReplayFlags(CLI::App& command, ReplayFlags& flags) {
+void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap) {
   command.add_option("--policy", flags.policies,
                      "Bucket policy: " + PolicyNamesHelp() + " (repeatable)");
-  command
-      .add_option("--bucket-cap-mb", flags.bucket_cap_mb,
-                  "Bucket cap in MiB for policies that do not fix their own "
-                  "(default: the trace's bucket_cap_mb; <= 0 disables bucketing)")
-      ->check(CLI::Validator(
-          [](const std::string& text) {
-            double cap = std::strtod(text.c_str(), nullptr);
-            return std::isfinite(cap) ? std::string() : std::string("must be a finite number");
-          },
-          "FINITE"));
+  if (with_cap) {
+    command
+        .add_option("--bucket-cap-mb", flags.bucket_cap_mb,
+                    "Bucket cap in MiB for policies that do not fix their own "
+                    "(default: the trace's bucket_cap_mb; <= 0 disables bucketing)")
+        ->check(FiniteNumber());
+  }
+  command.add_option("--profile", flags.profile_path,
+                     "Time profile (JSON, traces/profiles/) for the sim backend's time model: "
+                     "collective alpha-beta and copy bandwidth. Without it copies and "
+                     "collectives take no time");
   command.add_option("--json", flags.json_path, "Also write the JSON report to FILE");
   command
       .add_option("--allocator", flags.allocator,
@@ -44,16 +47,46 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags) {
                      "and retries when a segment does not fit, then fails with an OOM");
 }
 
-Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
-                                        const std::vector<PolicySpec>& default_policies) {
-  ReplayRequest request;
-  request.bucket_cap_mb = flags.bucket_cap_mb;
+Result<std::vector<PolicySpec>> ParsePolicyFlags(const ReplayFlags& flags,
+                                                 const std::vector<PolicySpec>& default_policies) {
+  std::vector<PolicySpec> policies;
   for (const std::string& name : flags.policies) {
     Result<PolicySpec> spec = ParsePolicySpec(name);
     if (!spec.ok()) return spec.status();
-    request.policies.push_back(*spec);
+    policies.push_back(*spec);
   }
-  if (request.policies.empty()) request.policies = default_policies;
+  if (policies.empty()) policies = default_policies;
+  return policies;
+}
+
+CLI::Validator FiniteNumber() {
+  return CLI::Validator(
+      [](const std::string& text) {
+        double value = std::strtod(text.c_str(), nullptr);
+        return std::isfinite(value) ? std::string() : std::string("must be a finite number");
+      },
+      "FINITE");
+}
+
+Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
+                                        const std::vector<PolicySpec>& default_policies,
+                                        ReplayExtras extras) {
+  ReplayRequest request;
+  request.bucket_cap_mb = flags.bucket_cap_mb;
+  request.timeline_policy = extras.timeline_policy;
+  if (extras.policies) {
+    request.policies = std::move(*extras.policies);
+  } else {
+    Result<std::vector<PolicySpec>> parsed = ParsePolicyFlags(flags, default_policies);
+    if (!parsed.ok()) return parsed.status();
+    request.policies = std::move(*parsed);
+  }
+  if (!flags.profile_path.empty()) {
+    Result<TimeProfile> profile = ReadTimeProfile(flags.profile_path);
+    if (!profile.ok()) return profile.status();
+    auto shared = std::make_shared<const TimeProfile>(std::move(*profile));
+    request.make_backend = [shared] { return std::make_unique<SimBackend>(shared); };
+  }
   MemoryModelOptions memory{flags.allocator, flags.alloc_conf, std::nullopt};
   if (!flags.device_memory.empty()) {
     Result<Bytes> capacity = ParseSizeFlag("--device-memory", flags.device_memory);
@@ -67,8 +100,9 @@ Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
 }
 
 Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
-                                 const std::vector<PolicySpec>& default_policies) {
-  Result<ReplayRequest> request = MakeReplayRequest(flags, default_policies);
+                                 const std::vector<PolicySpec>& default_policies,
+                                 ReplayExtras extras) {
+  Result<ReplayRequest> request = MakeReplayRequest(flags, default_policies, std::move(extras));
   if (!request.ok()) return request.status();
   const std::string& path = flags.trace;
   return ReplayPolicies(
@@ -79,6 +113,11 @@ Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
 Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlags& flags) {
   ReportContext report = MakeReportContext(context.argv);
   report.memory_model = flags.allocator;
+  if (!flags.profile_path.empty()) {
+    Result<TimeProfile> profile = ReadTimeProfile(flags.profile_path);
+    if (!profile.ok()) return profile.status();
+    report.time_profile = profile->name;
+  }
   BUCKETSIM_RETURN_IF_ERROR(DescribeTrace(flags.trace, report));
   return report;
 }

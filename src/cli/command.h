@@ -38,6 +38,7 @@ void AddGenCommand(CLI::App& command, CommandContext& context);
 void AddReportCommand(CLI::App& command, CommandContext& context);
 void AddVersionCommand(CLI::App& command, CommandContext& context);
 void AddRunCommand(CLI::App& command, CommandContext& context);
+void AddSweepCommand(CLI::App& command, CommandContext& context);
 
 // Flags shared by the commands that replay a trace.
 struct ReplayFlags {
@@ -48,21 +49,38 @@ struct ReplayFlags {
   std::string allocator = "caching";
   std::string alloc_conf;
   std::string device_memory;  // SIZE; empty: unlimited
+  std::string profile_path;   // --profile: the sim's time model; empty: copies and collectives free
 };
 void AddTraceArgument(CLI::App& command, std::string& trace, bool required);
-void AddReplayFlags(CLI::App& command, ReplayFlags& flags);
+// `with_cap`: also --bucket-cap-mb as one number (sweep defines its own list instead).
+void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap = true);
 
-// The policies, the cap override and the memory model the flags ask for.
+// What a command asks of a replay beyond the shared flags.
+struct ReplayExtras {
+  // Replaces the --policy flags when set (sweep's (policy, cap) pairs).
+  std::optional<std::vector<PolicySpec>> policies;
+  // The policy (an index into the policies) whose timeline is kept (--chrome-trace).
+  std::optional<std::size_t> timeline_policy;
+};
+// The policies, the cap override, the memory model and (with --profile) the sim's time model
+// the flags ask for.
 Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
-                                        const std::vector<PolicySpec>& default_policies);
+                                        const std::vector<PolicySpec>& default_policies,
+                                        ReplayExtras extras = {});
 // Parses the policies, reads the trace once and replays it under each of them.
 Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
-                                 const std::vector<PolicySpec>& default_policies);
+                                 const std::vector<PolicySpec>& default_policies,
+                                 ReplayExtras extras = {});
+// --policy values parsed, or `default_policies` when none was given.
+Result<std::vector<PolicySpec>> ParsePolicyFlags(const ReplayFlags& flags,
+                                                 const std::vector<PolicySpec>& default_policies);
 // The context block of a report about `trace` replayed with `flags`.
 Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlags& flags);
 
 // ParseSize for a flag's value; a failure's message names the flag.
 Result<Bytes> ParseSizeFlag(std::string_view flag, std::string_view text);
+// Accepts a finite number (the cap flags).
+CLI::Validator FiniteNumber();
 
 // Prints "bucketsim: error: <message>" on stderr and returns kExitError.
 int ReportError(const Status& status);

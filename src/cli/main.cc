@@ -11,9 +11,13 @@
 namespace bucketsim {
 namespace {
 
-constexpr std::array<CommandSpec, 7> kCommands = {{
+constexpr std::array<CommandSpec, 8> kCommands = {{
     {"compare", "Replay a trace under several bucket policies and compare their memory",
      &AddCompareCommand},
+    {"sweep",
+     "Replay a trace under every (policy, bucket cap): memory against predicted time, the "
+     "Pareto set, the fastest configuration within a budget",
+     &AddSweepCommand},
     {"check", "Fail (exit 1) when a policy breaks a memory budget on a trace", &AddCheckCommand},
     {"run",
      "Execute a trace for real: real buffers and reduce-scatters on MPI (host) or NCCL (cuda), "

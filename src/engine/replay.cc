@@ -21,6 +21,7 @@ Replay::Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryMode
   result_.bucket_cap_mb = bucket_cap_mb;
   result_.memory_model = std::string(memory_->name());
   result_.backend = std::string(backend_->name());
+  if (options_.keep_timeline) result_.stream_timeline.emplace();
 }
 
 Replay::~Replay() = default;
@@ -43,9 +44,11 @@ Status Replay::OnEvent(const Event& event) {
       in_iteration_ = true;
       iteration_ = event.id;
       ledger_.SetIteration(event.id);
+      if (options_.keep_timeline) AddInstant("iteration", fmt::format("iteration {}", event.id));
       return Status::Ok();
     case EventKind::kPhase:
       ledger_.BeginPhase(event.phase, event.index, memory_->reserved_bytes());
+      if (options_.keep_timeline) AddInstant("phase", std::string(PhaseName(event.phase)));
       return Status::Ok();
     case EventKind::kAlloc:
       return AllocateTrace(event);
@@ -58,6 +61,7 @@ Status Replay::OnEvent(const Event& event) {
       return Status::Ok();
     case EventKind::kMark:
       ledger_.Mark(header_->names[event.name], event.index, memory_->reserved_bytes());
+      if (options_.keep_timeline) AddInstant("mark", header_->names[event.name]);
       return Status::Ok();
     case EventKind::kReduceScatter: {
       ReduceScatterCall call{event, header_->FindGroup(event.group)};
@@ -114,6 +118,7 @@ Status Replay::FinishIteration() {
                   fmt::format("iteration {}: {}", iteration_, spans.status().message()));
   }
   result_.iterations.push_back(SummarizeIteration(*spans, iteration_));
+  if (options_.keep_timeline) result_.stream_timeline->iterations.push_back(*spans);
   // The iteration's collective spans are in issue order, as its log entries are.
   std::size_t next = untimed_collectives_;
   for (const TimedSpan& span : spans->spans) {
@@ -157,6 +162,7 @@ Status Replay::Charge(Allocation& allocation, BufferHandle handle, Bytes request
   backend_->Materialize(handle, requested, stream);
   ledger_.Charge(allocation.category, block->charged, current_event_);
   ledger_.ObserveReserved(memory_->reserved_bytes());
+  if (options_.keep_timeline) SampleMemory(stream);
   return Status::Ok();
 }
 
@@ -172,6 +178,7 @@ void Replay::Discharge(Allocation& allocation, BufferHandle handle) {
   }
   ledger_.Discharge(allocation.category, allocation.block.charged);
   allocation.refs = 0;
+  if (options_.keep_timeline) SampleMemory(allocation.stream);
 }
 
 Status Replay::AllocateTrace(const Event& event) {
@@ -226,6 +233,7 @@ void Replay::Relabel(BufferId id, Category category) {
   }
   ledger_.Move(buffer.category, category, buffer.block.charged);
   buffer.category = category;
+  if (options_.keep_timeline) SampleMemory(buffer.stream);
 }
 
 void Replay::FillGradient(const GradientFill& fill) {
@@ -314,6 +322,26 @@ void Replay::RecordPeakIfNeeded() {
     largest.push_back({a.category, a.block.charged, std::move(what), a.since});
   }
   ledger_.RecordPeakAllocations(std::move(largest), memory_->Fragmentation());
+}
+
+void Replay::SampleMemory(StreamId stream) {
+  std::optional<Micros> now = backend_->IssueClock(stream);
+  if (!now) return;  // the backend cannot tell when
+  // Program order: a sample is never earlier than the one before it, whichever stream it is on.
+  std::vector<MemorySample>& memory = result_.stream_timeline->memory;
+  Micros ts = memory.empty() ? *now : std::max(*now, memory.back().ts_us);
+  const CategoryBytes& by_category = ledger_.current_by_category();
+  memory.push_back({ts, ledger_.current_bytes(), memory_->reserved_bytes(),
+                    by_category[static_cast<std::size_t>(Category::kBucketData)] +
+                        by_category[static_cast<std::size_t>(Category::kBucketOutput)]});
+}
+
+void Replay::AddInstant(std::string category, std::string name) {
+  std::optional<Micros> now = backend_->IssueClock(kComputeStream);
+  if (!now) return;
+  std::vector<TimelineInstant>& instants = result_.stream_timeline->instants;
+  Micros ts = instants.empty() ? *now : std::max(*now, instants.back().ts_us);
+  instants.push_back({ts, std::move(category), std::move(name)});
 }
 
 }  // namespace bucketsim

@@ -23,6 +23,9 @@ struct ReplayOptions {
   int largest_at_peak = 10;  // how many of the largest live allocations the peak lists
   std::uint32_t timeline_points = MemoryTimeline::kDefaultMaxPoints;  // MemoryTimeline's bound
   std::uint32_t max_bucket_lifetimes = 1000;  // RunResult::bucket_lifetimes' bound
+  // Keep every iteration's spans, memory samples and instants in RunResult::timeline (for
+  // --chrome-trace); off by default, as it costs memory proportional to the trace.
+  bool keep_timeline = false;
 };
 
 class Replay final : public EventSink, private PolicyHost {
@@ -76,6 +79,9 @@ class Replay final : public EventSink, private PolicyHost {
   Status FinishIteration();
   void RecordPeakIfNeeded();
   std::uint32_t RecordLifetime(const Allocation& buffer);
+  // With keep_timeline: the memory counters now, at `stream`'s issue clock.
+  void SampleMemory(StreamId stream);
+  void AddInstant(std::string category, std::string name);
 
   PolicySpec spec_;
   std::unique_ptr<BucketPolicy> policy_;

@@ -13,13 +13,16 @@ class PolicyFanout final : public EventSink {
   explicit PolicyFanout(const ReplayRequest& request) : request_(request) {}
 
   Status OnHeader(const TraceHeader& header) override {
-    for (const PolicySpec& spec : request_.policies) {
+    for (std::size_t i = 0; i < request_.policies.size(); ++i) {
+      const PolicySpec& spec = request_.policies[i];
+      ReplayOptions options = request_.options;
+      options.keep_timeline = options.keep_timeline || request_.timeline_policy == i;
       replays_.push_back(std::make_unique<Replay>(
           spec, ResolveBucketCap(spec, request_.bucket_cap_mb, header),
           request_.make_memory_model ? request_.make_memory_model()
                                      : std::make_unique<ExactMemoryModel>(),
           request_.make_backend ? request_.make_backend() : std::make_unique<SimBackend>(),
-          request_.options));
+          options));
       BUCKETSIM_RETURN_IF_ERROR(replays_.back()->OnHeader(header));
     }
     return Status::Ok();

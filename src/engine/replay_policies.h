@@ -28,6 +28,8 @@ struct ReplayRequest {
   // --bucket-cap-mb: overrides the trace's cap for every policy that does not fix its own.
   std::optional<double> bucket_cap_mb;
   ReplayOptions options;
+  // Keep the timeline (ReplayOptions::keep_timeline) of this policy only: --chrome-trace.
+  std::optional<std::size_t> timeline_policy;
 };
 
 struct ReplayOutcome {

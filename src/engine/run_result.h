@@ -82,6 +82,31 @@ struct OomEvent {
   OomReport report;
 };
 
+// One point of the memory counters on the backend's clock (µs), kept with the timeline.
+struct MemorySample {
+  Micros ts_us = 0;
+  Bytes allocated_bytes = 0;
+  Bytes reserved_bytes = 0;
+  Bytes bucket_bytes = 0;  // bucket_data + bucket_output
+};
+
+// A named point in time: a mark or the start of a phase or an iteration.
+struct TimelineInstant {
+  Micros ts_us = 0;
+  std::string category;  // "mark", "phase" or "iteration"
+  std::string name;
+};
+
+// What a replay did when, kept only when asked for (ReplayOptions::keep_timeline): the spans of
+// every iteration as the backend returned them, and, where the backend knows the time at issue
+// (sim), the memory counters after every change and the instants. Memory samples and instants
+// are in program order, their times never decreasing.
+struct Timeline {
+  std::vector<IterationSpans> iterations;
+  std::vector<MemorySample> memory;
+  std::vector<TimelineInstant> instants;
+};
+
 struct RunResult {
   std::string policy;     // as the user named it
   std::string canonical;  // lifetime=...,key=...,cap=...
@@ -106,6 +131,7 @@ struct RunResult {
   std::string backend;
   std::vector<IterationTiming> iterations;
   ExecutionFacts execution;
+  std::optional<Timeline> stream_timeline;  // with ReplayOptions::keep_timeline
 };
 
 }  // namespace bucketsim

@@ -37,6 +37,7 @@ void WriteContext(JsonWriter& w, const ReportContext& context) {
   w.Field("git_sha", context.git_sha);
   w.Field("backend", context.backend);
   w.Field("memory_model", context.memory_model);
+  w.Field("time_profile", context.time_profile);
   w.Key("argv");
   w.BeginArray();
   for (const std::string& arg : context.argv) w.String(arg);
@@ -282,6 +283,39 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
   w.EndObject();
 }
 
+void WriteSweep(JsonWriter& w, const SweepSection& sweep) {
+  w.Key("sweep");
+  w.BeginObject();
+  w.Key("points");
+  w.BeginArray();
+  for (const SweepPoint& p : sweep.points) {
+    w.BeginObject();
+    w.Field("policy", p.policy);
+    w.Field("canonical", p.canonical);
+    w.Field("bucket_cap_mb", p.bucket_cap_mb);
+    w.Field("peak_allocated_bytes", p.peak_allocated_bytes);
+    w.Field("peak_reserved_bytes", p.peak_reserved_bytes);
+    w.Field("step_time_us", p.step_time_us);
+    w.Field("exposed_communication_us", p.exposed_communication_us);
+    w.Field("out_of_memory", p.out_of_memory);
+    w.Field("pareto", p.pareto);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("budget");
+  if (!sweep.budget) {
+    w.Null();
+  } else {
+    w.BeginObject();
+    w.Field("budget_bytes", sweep.budget->budget_bytes);
+    WriteOptionalIndex(w, "best", sweep.budget->best);
+    WriteOptionalIndex(w, "runner_up", sweep.budget->runner_up);
+    WriteOptionalIndex(w, "smallest", sweep.budget->smallest);
+    w.EndObject();
+  }
+  w.EndObject();
+}
+
 void WriteOptionalBytes(JsonWriter& w, std::string_view key, const std::optional<Bytes>& value) {
   w.Key(key);
   if (value) {
@@ -342,7 +376,8 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
 
 }  // namespace
 
-std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context) {
+std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context,
+                           const SweepSection* sweep) {
   JsonWriter w;
   w.BeginObject();
   w.Field("schema_version", kReportSchemaVersion);
@@ -352,6 +387,7 @@ std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& co
   w.BeginArray();
   for (const RunResult& run : outcome.runs) WriteRun(w, run);
   w.EndArray();
+  if (sweep) WriteSweep(w, *sweep);
   w.EndObject();
   return w.Finish();
 }

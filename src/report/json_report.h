@@ -8,12 +8,15 @@
 #include <string_view>
 
 #include "engine/replay_policies.h"
+#include "engine/sweep_summary.h"
 #include "report/report_context.h"
 
 namespace bucketsim {
 
-// The whole report, indented by two spaces, with a final newline.
-std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context);
+// The whole report, indented by two spaces, with a final newline; with `sweep`, its section
+// follows the policies (`bucketsim sweep`).
+std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context,
+                           const SweepSection* sweep = nullptr);
 // Writes `text` to `path`, creating missing parent directories.
 Status WriteTextFile(const std::string& path, std::string_view text);
 

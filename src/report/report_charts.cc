@@ -452,7 +452,7 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
   const double bottom = top + 320;
   Bytes most = 0;
   Micros slowest = 0;
-  for (const SweepPoint& p : doc.sweep) {
+  for (const ParetoPoint& p : doc.sweep) {
     most = std::max(most, p.peak_allocated_bytes);
     slowest = std::max(slowest, p.step_us);
   }
@@ -468,10 +468,10 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
   }
   svg.Text((kLeft + kWidth) / 2, bottom + 36, "step time (ms)", "middle", kFont);
   // The Pareto front: points no other point beats in both memory and time.
-  std::vector<const SweepPoint*> front;
-  for (const SweepPoint& p : doc.sweep) {
+  std::vector<const ParetoPoint*> front;
+  for (const ParetoPoint& p : doc.sweep) {
     bool dominated = false;
-    for (const SweepPoint& q : doc.sweep) {
+    for (const ParetoPoint& q : doc.sweep) {
       dominated = dominated ||
                   (q.peak_allocated_bytes <= p.peak_allocated_bytes && q.step_us <= p.step_us &&
                    (q.peak_allocated_bytes < p.peak_allocated_bytes || q.step_us < p.step_us));
@@ -479,14 +479,14 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
     if (!dominated) front.push_back(&p);
   }
   std::sort(front.begin(), front.end(),
-            [](const SweepPoint* a, const SweepPoint* b) { return a->step_us < b->step_us; });
+            [](const ParetoPoint* a, const ParetoPoint* b) { return a->step_us < b->step_us; });
   std::vector<double> line;
-  for (const SweepPoint* p : front) {
+  for (const ParetoPoint* p : front) {
     line.insert(line.end(),
                 {x(p->step_us / 1000.0), y(static_cast<double>(p->peak_allocated_bytes))});
   }
   if (line.size() >= 4) svg.Polyline(line, SeriesColor(1), 1.5, "4,3", "Pareto front");
-  for (const SweepPoint& p : doc.sweep) {
+  for (const ParetoPoint& p : doc.sweep) {
     const bool on_front = std::find(front.begin(), front.end(), &p) != front.end();
     svg.Circle(x(p.step_us / 1000.0), y(static_cast<double>(p.peak_allocated_bytes)), 4.5,
                on_front ? SeriesColor(1) : SeriesColor(0),

@@ -18,6 +18,7 @@ struct ReportContext {
   std::string git_sha;
   std::string backend = "sim";
   std::string memory_model = "exact";
+  std::string time_profile = "none";  // the sim's time profile (--profile), by its name
   std::vector<std::string> argv;
   std::string host;
   std::string trace_path;

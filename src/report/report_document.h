@@ -28,7 +28,7 @@ struct ReportTraceInfo {
 
 // One configuration of a sweep: its peak memory and step time, a point of the Pareto chart.
 // Nothing writes sweeps yet (the time model will); the page draws them when a report has them.
-struct SweepPoint {
+struct ParetoPoint {
   std::string label;  // the configuration, e.g. "backward-only cap=50"
   Bytes peak_allocated_bytes = 0;
   Micros step_us = 0;
@@ -41,7 +41,7 @@ struct ReportDocument {
   std::vector<RunResult> runs;
   // Reports written before the timeline existed have none: their charts say so.
   bool has_timeline = true;
-  std::vector<SweepPoint> sweep;
+  std::vector<ParetoPoint> sweep;
 };
 
 ReportDocument DocumentFromOutcome(const ReplayOutcome& outcome, const ReportContext& context);

@@ -70,6 +70,23 @@ TEST(Golden, CompareGeneralPolicyFormWithCapOverride) {
        "lifetime=always,key=members", "--policy", "backward-only", "--bucket-cap-mb", "0.125"});
 }
 
+// The time model: the H100 profile prices every collective and copy, so timing and the
+// collectives' start/duration/busbw are predictions (tests/backend/sim_backend_test.cc checks the
+// model by hand).
+TEST(Golden, CompareTinyTraceWithTheH100Profile) {
+  ExpectGolden("compare-tiny-ws2-h100.json",
+               {"compare", "traces/tiny-ws2.json", "--format", "json", "--profile",
+                "traces/profiles/h100-8gpu-nvlink.json"});
+}
+
+TEST(Golden, SweepDefaultTraceCapsAndPoliciesWithABudget) {
+  ExpectGolden(
+      "sweep-gpt-24l-h1024-ws8-h100.json",
+      {"sweep", "traces/gpt-24l-h1024-ws8.json", "--bucket-cap-mb", "1,5,25,100", "--policy",
+       "backward-only", "--policy", "always-allocated", "--policy", "unbucketed", "--profile",
+       "traces/profiles/h100-8gpu-nvlink.json", "--budget", "3GiB", "--format", "json"});
+}
+
 TEST(Compare, WritesTheJsonReportItPrints) {
   std::string path = testing::WriteTempFile("report.json", "");
   testing::BinaryResult run =
@@ -101,7 +118,7 @@ TEST(Compare, MarkdownHasTheTableAndThePeakComposition) {
 }
 
 TEST(Help, EveryCommandShowsAnExample) {
-  for (const char* command : {"compare", "check", "report", "validate", "version"}) {
+  for (const char* command : {"compare", "check", "report", "validate", "version", "sweep"}) {
     testing::BinaryResult run = RunBucketsim({command, "--help"});
     EXPECT_EQ(run.exit_code, 0) << command;
     EXPECT_NE(run.out.find("Example"), std::string::npos) << command;

@@ -4,6 +4,8 @@
 
 namespace bucketsim {
 
+SimBackend::SimBackend(std::shared_ptr<const TimeProfile> profile) : profile_(std::move(profile)) {}
+
 Status SimBackend::Start(const TraceHeader& header) {
   stream_clock_us_.assign(std::max<std::size_t>(header.streams.size(), 1), 0.0);
   return Status::Ok();
@@ -14,16 +16,42 @@ Micros& SimBackend::Clock(StreamId stream) {
   return stream_clock_us_[stream];
 }
 
-void SimBackend::ReduceScatter(const CollectiveRecord& /*record*/,
-                               const CollectiveBuffers& /*buffers*/, StreamId stream) {
-  Micros now = Clock(stream);
-  current_.spans.push_back({SpanKind::kCollective, stream, now, now});
+std::optional<Micros> SimBackend::IssueClock(StreamId stream) const {
+  return stream < stream_clock_us_.size() ? stream_clock_us_[stream] : current_.start_us;
+}
+
+void SimBackend::Occupy(SpanKind kind, StreamId stream, Micros duration) {
+  Micros& clock = Clock(stream);
+  current_.spans.push_back({kind, stream, clock, clock + duration});
+  clock += duration;
+}
+
+void SimBackend::FillGradient(const GradientFill& fill, StreamId stream) {
+  // torch.stack / torch.cat of the gradient's chunks: a copy of every byte of the result.
+  if (profile_)
+    Occupy(SpanKind::kCopy, stream,
+           profile_->CopyTime(fill.rows * fill.numel * ElementSize(fill.dtype)));
+}
+
+void SimBackend::Copy(const BufferCopy& copy, StreamId stream) {
+  if (profile_) {
+    Occupy(SpanKind::kCopy, stream,
+           profile_->CopyTime(copy.rows * copy.cols * ElementSize(copy.dtype)));
+  }
+}
+
+void SimBackend::ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& /*buffers*/,
+                               StreamId stream) {
+  Micros duration = 0;
+  if (profile_) {
+    duration = profile_->ReduceScatterTime(record.input_numel * ElementSize(record.dtype),
+                                           record.group_size);
+  }
+  Occupy(SpanKind::kCollective, stream, duration);
 }
 
 void SimBackend::Compute(StreamId stream, Micros duration) {
-  Micros& clock = Clock(stream);
-  current_.spans.push_back({SpanKind::kCompute, stream, clock, clock + duration});
-  clock += duration;
+  Occupy(SpanKind::kCompute, stream, duration);
 }
 
 void SimBackend::WaitStream(StreamId waiter, StreamId producer) {

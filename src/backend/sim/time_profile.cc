@@ -1,0 +1,75 @@
+#include "backend/sim/time_profile.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace bucketsim {
+
+Status TimeProfile::Validate() {
+  if (reduce_scatter.empty()) {
+    return InvalidArgument("profile: reduce_scatter needs at least one group size");
+  }
+  std::sort(reduce_scatter.begin(), reduce_scatter.end(),
+            [](const AlphaBeta& a, const AlphaBeta& b) { return a.group_size < b.group_size; });
+  for (std::size_t i = 0; i < reduce_scatter.size(); ++i) {
+    const AlphaBeta& entry = reduce_scatter[i];
+    if (entry.group_size < 1) {
+      return InvalidArgument(
+          fmt::format("profile: reduce_scatter group_size {} must be >= 1", entry.group_size));
+    }
+    if (i > 0 && reduce_scatter[i - 1].group_size == entry.group_size) {
+      return InvalidArgument(
+          fmt::format("profile: reduce_scatter group_size {} given twice", entry.group_size));
+    }
+    if (!std::isfinite(entry.alpha_us) || entry.alpha_us < 0) {
+      return InvalidArgument(fmt::format(
+          "profile: reduce_scatter group_size {}: alpha_us must be >= 0", entry.group_size));
+    }
+    if (!std::isfinite(entry.busbw_GBps) || entry.busbw_GBps <= 0) {
+      return InvalidArgument(fmt::format(
+          "profile: reduce_scatter group_size {}: busbw_GBps must be > 0", entry.group_size));
+    }
+  }
+  if (!std::isfinite(copy_GBps) || copy_GBps <= 0) {
+    return InvalidArgument("profile: copy_GBps must be > 0");
+  }
+  return Status::Ok();
+}
+
+AlphaBeta TimeProfile::ReduceScatterAt(int group_size) const {
+  BUCKETSIM_CHECK(!reduce_scatter.empty());
+  auto upper =
+      std::lower_bound(reduce_scatter.begin(), reduce_scatter.end(), group_size,
+                       [](const AlphaBeta& entry, int size) { return entry.group_size < size; });
+  // The figures of the nearest entry outside the listed sizes; the group size stays the asked
+  // one, which the (n-1)/n factor needs.
+  if (upper == reduce_scatter.end()) {
+    return {group_size, reduce_scatter.back().alpha_us, reduce_scatter.back().busbw_GBps};
+  }
+  if (upper->group_size == group_size || upper == reduce_scatter.begin()) {
+    return {group_size, upper->alpha_us, upper->busbw_GBps};
+  }
+  const AlphaBeta& lower = *(upper - 1);
+  double t = (std::log2(group_size) - std::log2(lower.group_size)) /
+             (std::log2(upper->group_size) - std::log2(lower.group_size));
+  return {group_size, lower.alpha_us + t * (upper->alpha_us - lower.alpha_us),
+          lower.busbw_GBps + t * (upper->busbw_GBps - lower.busbw_GBps)};
+}
+
+Micros AlphaBetaTime(const AlphaBeta& model, Bytes send_bytes) {
+  int n = std::max(model.group_size, 1);
+  double bus_bytes = static_cast<double>(send_bytes) * (n - 1) / n;
+  return model.alpha_us + bus_bytes / (model.busbw_GBps * 1e3);
+}
+
+Micros TimeProfile::ReduceScatterTime(Bytes send_bytes, int group_size) const {
+  return AlphaBetaTime(ReduceScatterAt(group_size), send_bytes);
+}
+
+Micros TimeProfile::CopyTime(Bytes bytes) const {
+  return static_cast<double>(bytes) / (copy_GBps * 1e3);
+}
+
+}  // namespace bucketsim

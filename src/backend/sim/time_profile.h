@@ -1,0 +1,58 @@
+// The cost model of the sim backend: how long a reduce-scatter and a copy take on some machine.
+// A collective costs alpha + (n-1)/n * S / busbw (the alpha-beta model with nccl-tests'
+// bus-bandwidth factor, reference/anchors.md §3.2), where S is the whole send buffer as
+// nccl-tests counts it and n the group size; a copy (bucket copy-in, .contiguous(), the
+// torch.stack/cat of a gradient) costs its bytes over a copy bandwidth, bytes counted once.
+// Profiles are read from JSON by io/time_profile_reader.h; this header is the plain model.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+
+namespace bucketsim {
+
+// alpha and busbw of one collective kind at one group size.
+struct AlphaBeta {
+  int group_size = 2;
+  Micros alpha_us = 0;
+  double busbw_GBps = 0;  // GB = 1e9 bytes, as nccl-tests prints it
+};
+
+// Where a profile's figures come from: `derived` from published figures (with the sources),
+// or `measured` by `bucketsim calibrate` (with the machine and backend it ran on).
+struct ProfileProvenance {
+  std::string kind;  // "derived" or "measured"
+  std::string description;
+  std::vector<std::string> sources;  // URLs or documents the figures come from
+  std::string host;
+  std::string backend;  // the backend that measured (host, cuda); empty when derived
+  int ranks = 0;        // processes that measured; 0 when derived
+  std::string tool_version;
+};
+
+struct TimeProfile {
+  ProfileProvenance provenance;
+  std::string name;                       // "h100-8gpu-nvlink-derived"
+  std::vector<AlphaBeta> reduce_scatter;  // sorted by group_size, sizes distinct
+  double copy_GBps = 0;  // bytes copied (counted once, not read + write) per second, in GB
+
+  // Sorts reduce_scatter by group size and checks the figures (positive bandwidths, alpha >= 0,
+  // distinct group sizes, at least one entry). Messages name the offending entry.
+  Status Validate();
+
+  // The reduce-scatter parameters at group size `n`: an entry's own figures; between two
+  // entries, alpha and busbw interpolated linearly in log2(group size); outside the listed
+  // sizes, those of the nearest entry (no extrapolation beyond what was measured or derived).
+  AlphaBeta ReduceScatterAt(int group_size) const;
+  // alpha + (n-1)/n * send_bytes / busbw; a group of one costs alpha (nothing crosses a link).
+  Micros ReduceScatterTime(Bytes send_bytes, int group_size) const;
+  Micros CopyTime(Bytes bytes) const;
+};
+
+// alpha + (n-1)/n * S / busbw with S in bytes, busbw in GB/s (1e3 bytes per µs).
+Micros AlphaBetaTime(const AlphaBeta& model, Bytes send_bytes);
+
+}  // namespace bucketsim

@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include "io/time_profile_io.h"
+
+namespace bucketsim {
+namespace {
+
+const char* kMeasured = R"({
+  "schema_version": 1, "name": "ci-mpi",
+  "context": {"provenance": "measured", "host": "ci", "backend": "host", "ranks": 4},
+  "copy_GBps": 5.5,
+  "collectives": {"reduce_scatter": [{"group_size": 4, "alpha_us": 30, "busbw_GBps": 2.5},
+                                     {"group_size": 2, "alpha_us": 12.5, "busbw_GBps": 3}]}
+})";
+
+TEST(TimeProfileIo, ReadsAMeasuredProfile) {
+  Result<TimeProfile> profile = ParseTimeProfile(kMeasured, "p.json");
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  EXPECT_EQ(profile->name, "ci-mpi");
+  EXPECT_EQ(profile->provenance.kind, "measured");
+  EXPECT_EQ(profile->provenance.ranks, 4);
+  EXPECT_DOUBLE_EQ(profile->copy_GBps, 5.5);
+  ASSERT_EQ(profile->reduce_scatter.size(), 2u);
+  EXPECT_EQ(profile->reduce_scatter[0].group_size, 2);  // sorted
+  EXPECT_DOUBLE_EQ(profile->reduce_scatter[0].alpha_us, 12.5);
+}
+
+TEST(TimeProfileIo, WriterOutputReadsBackTheSame) {
+  Result<TimeProfile> profile = ParseTimeProfile(kMeasured, "p.json");
+  ASSERT_TRUE(profile.ok());
+  Result<TimeProfile> again = ParseTimeProfile(TimeProfileJson(*profile), "again");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(TimeProfileJson(*again), TimeProfileJson(*profile));
+  EXPECT_EQ(again->reduce_scatter[1].busbw_GBps, 2.5);
+}
+
+TEST(TimeProfileIo, ShippedProfilesAreValidAndDerived) {
+  for (const char* name : {"h100-8gpu-nvlink.json", "h200-8gpu-nvlink.json"}) {
+    Result<TimeProfile> profile =
+        ReadTimeProfile(std::string(BUCKETSIM_SOURCE_DIR) + "/traces/profiles/" + name);
+    ASSERT_TRUE(profile.ok()) << profile.status().message();
+    EXPECT_EQ(profile->provenance.kind, "derived");
+    EXPECT_FALSE(profile->provenance.sources.empty());
+    EXPECT_EQ(profile->ReduceScatterAt(8).busbw_GBps, 362.93);
+  }
+}
+
+struct BadProfile {
+  const char* text;
+  const char* message;
+};
+
+TEST(TimeProfileIo, BadProfilesNameTheFileAndTheKey) {
+  const BadProfile cases[] = {
+      {"[1]", "p.json: expected a JSON object"},
+      {"{", "p.json: not JSON"},
+      {R"({"schema_version": 2})", "p.json: schema_version: 2 is not supported"},
+      {R"({"schema_version": 1, "name": "x"})", "p.json: context: missing"},
+      {R"({"schema_version": 1, "name": "x", "context": {"provenance": "guessed"}})",
+       "context.provenance: 'guessed' is neither derived nor measured"},
+      {R"({"schema_version": 1, "name": "x", "context": {"provenance": "derived"}})",
+       "context.sources: missing"},
+      {R"({"schema_version": 1, "name": "x", "context": {"provenance": "measured"},
+           "copy_GBps": "fast"})",
+       "p.json: copy_GBps: expected a number"},
+      {R"({"schema_version": 1, "name": "x", "context": {"provenance": "measured"},
+           "copy_GBps": 1, "collectives": {"all_gather": []}})",
+       "unknown collective kind 'all_gather'"},
+      {R"({"schema_version": 1, "name": "x", "context": {"provenance": "measured"},
+           "copy_GBps": 1, "collectives": {"reduce_scatter": [{"group_size": 2, "alpha_us": 1}]}})",
+       "collectives.reduce_scatter[0].busbw_GBps: missing"},
+      {R"({"schema_version": 1, "name": "x", "context": {"provenance": "measured"},
+           "copy_GBps": 1, "collectives": {"reduce_scatter": [
+             {"group_size": 2, "alpha_us": 1, "busbw_GBps": -3}]}})",
+       "busbw_GBps must be > 0"},
+  };
+  for (const BadProfile& bad : cases) {
+    Result<TimeProfile> profile = ParseTimeProfile(bad.text, "p.json");
+    ASSERT_FALSE(profile.ok()) << bad.text;
+    EXPECT_NE(profile.status().message().find(bad.message), std::string::npos)
+        << profile.status().message();
+  }
+}
+
+TEST(TimeProfileIo, MissingFileIsAnIoError) {
+  Result<TimeProfile> profile = ReadTimeProfile("/nonexistent/profile.json");
+  ASSERT_FALSE(profile.ok());
+  EXPECT_EQ(profile.status().code(), StatusCode::kIoError);
+}
+
+}  // namespace
+}  // namespace bucketsim
