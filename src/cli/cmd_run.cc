@@ -17,6 +17,7 @@
 #include "cli/command.h"
 #include "engine/trace_checker.h"
 #include "io/trace_reader.h"
+#include "report/chrome_trace.h"
 #include "report/console_table.h"
 #include "report/json_report.h"
 
@@ -31,6 +32,7 @@ struct RunFlags {
   bool all_ranks = false;
   double compute_scale = 1.0;
   double timeout_s = 300;
+  std::string chrome_trace_path;
 };
 
 // A trace read and checked once, replayed from memory for each policy.
@@ -146,6 +148,11 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
   if (loaded.ok() && !report_context.ok()) loaded = report_context.status();
   Result<std::function<std::unique_ptr<Backend>()>> factory = BackendFactory(flags, world);
   if (loaded.ok() && !factory.ok()) loaded = factory.status();
+  if (loaded.ok() && !replay.profile_path.empty() && flags.backend != "sim") {
+    loaded = InvalidArgument(
+        "--profile prices the sim backend's collectives and copies; with --backend " +
+        flags.backend + " they are measured, so the profile would not be used");
+  }
   Status agreed = world.Agree(loaded);
   if (!agreed.ok()) return FailAll(agreed, world, flags.all_ranks);
   report_context->backend = flags.backend;
@@ -160,6 +167,8 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
   for (const PolicySpec& spec : request->policies) {
     ReplayRequest one = *request;
     one.policies = {spec};
+    // --chrome-trace shows the first policy's replay, as compare's does by default.
+    if (!flags.chrome_trace_path.empty() && outcome.runs.empty()) one.timeline_policy = 0;
     one.make_backend = *factory;
     Result<ReplayOutcome> replayed = ReplayPolicies(source, one);
     agreed = world.Agree(replayed.status());
@@ -175,6 +184,11 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
     std::string path =
         flags.all_ranks ? ReportPathForRank(replay.json_path, world.rank()) : replay.json_path;
     Status written = WriteTextFile(path, ReportJsonText(outcome, *report_context));
+    if (!written.ok()) return ReportError(written);
+  }
+  if (!flags.chrome_trace_path.empty() && world.rank() == 0) {
+    Result<std::string> text = ChromeTraceJson(outcome.runs.front(), outcome.header);
+    Status written = text.ok() ? WriteTextFile(flags.chrome_trace_path, *text) : text.status();
     if (!written.ok()) return ReportError(written);
   }
   if (world.rank() == 0) {
@@ -245,6 +259,10 @@ void AddRunCommand(CLI::App& command, CommandContext& context) {
                   "Seconds one operation may run before every rank is aborted (0: never)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  command.add_option("--chrome-trace", flags->chrome_trace_path,
+                     "Write the first policy's replay on rank 0 as a Chrome trace-event / "
+                     "Perfetto JSON file (streams as tracks, compute, collectives and copies as "
+                     "slices, as measured)");
   command.footer(
       "TRACE may contain {rank}: each rank reads its own trace. Exit codes: 0 ok, 1 a reduced\n"
       "value was wrong, 2 error (on every rank, naming the rank that failed).\n\n"

@@ -207,3 +207,41 @@ TEST(HostRun, AWorldSizeMismatchIsAnErrorOnEveryRank) {
 
 }  // namespace
 }  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+TEST(HostRun, ChromeTraceShowsTheMeasuredStreams) {
+  std::string path = testing::WriteTempFile("host-chrome.json", "");
+  testing::BinaryResult run =
+      testing::RunBucketsimUnderMpi(2, {"run", "traces/tiny-ws2.json", "--policy", "backward-only",
+                                        "--compute-scale", "0.1", "--chrome-trace", path});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json trace = nlohmann::json::parse(testing::ReadFile(path));
+  const nlohmann::json& events = trace.is_object() ? trace["traceEvents"] : trace;
+  int compute = 0;
+  int collectives = 0;
+  for (const nlohmann::json& e : events) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "compute") {
+      ++compute;
+      EXPECT_EQ(e["tid"], 0);
+    }
+    if (e["cat"] == "reduce_scatter") {
+      ++collectives;
+      EXPECT_EQ(e["tid"], 1);
+    }
+  }
+  EXPECT_EQ(compute, 6);      // tiny-ws2: three compute spans per iteration, two iterations
+  EXPECT_EQ(collectives, 6);  // backward-only on tiny-ws2: three per iteration
+}
+
+TEST(HostRun, AProfileIsRefusedWhereTimesAreMeasured) {
+  testing::BinaryResult run = testing::RunBucketsim(
+      {"run", "traces/tiny-ws2.json", "--profile", "traces/profiles/h100-8gpu-nvlink.json"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--profile prices the sim backend"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace bucketsim
