@@ -38,6 +38,7 @@ void AddGenCommand(CLI::App& command, CommandContext& context);
 void AddReportCommand(CLI::App& command, CommandContext& context);
 void AddVersionCommand(CLI::App& command, CommandContext& context);
 void AddRunCommand(CLI::App& command, CommandContext& context);
+void AddCalibrateCommand(CLI::App& command, CommandContext& context);
 void AddSweepCommand(CLI::App& command, CommandContext& context);
 
 // Flags shared by the commands that replay a trace.

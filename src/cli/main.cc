@@ -11,7 +11,7 @@
 namespace bucketsim {
 namespace {
 
-constexpr std::array<CommandSpec, 8> kCommands = {{
+constexpr std::array<CommandSpec, 9> kCommands = {{
     {"compare", "Replay a trace under several bucket policies and compare their memory",
      &AddCompareCommand},
     {"sweep",
@@ -19,6 +19,10 @@ constexpr std::array<CommandSpec, 8> kCommands = {{
      "Pareto set, the fastest configuration within a budget",
      &AddSweepCommand},
     {"check", "Fail (exit 1) when a policy breaks a memory budget on a trace", &AddCheckCommand},
+    {"calibrate",
+     "Measure reduce-scatter and copy times on this machine (under mpirun) and write a time "
+     "profile for the sim",
+     &AddCalibrateCommand},
     {"run",
      "Execute a trace for real: real buffers and reduce-scatters on MPI (host) or NCCL (cuda), "
      "verified and timed (launch with mpirun)",

@@ -245,3 +245,36 @@ TEST(HostRun, AProfileIsRefusedWhereTimesAreMeasured) {
 
 }  // namespace
 }  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+// calibrate writes a measured profile that compare can price collectives with.
+TEST(Calibrate, TwoRanksWriteAMeasuredProfileThatCompareReads) {
+  std::string profile = testing::WriteTempFile("calibrated.json", "");
+  testing::BinaryResult calibrate = testing::RunBucketsimUnderMpi(
+      2, {"calibrate", "-o", profile, "--max-bytes", "16MiB", "--iterations", "5"});
+  ASSERT_EQ(calibrate.exit_code, 0) << calibrate.err;
+  nlohmann::json written = nlohmann::json::parse(testing::ReadFile(profile));
+  EXPECT_EQ(written["context"]["provenance"], "measured");
+  EXPECT_EQ(written["context"]["backend"], "host");
+  EXPECT_EQ(written["context"]["ranks"], 2);
+  const nlohmann::json& entries = written["collectives"]["reduce_scatter"];
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0]["group_size"], 2);
+  EXPECT_GT(entries[0]["busbw_GBps"].get<double>(), 0.0);
+  EXPECT_GT(written["copy_GBps"].get<double>(), 0.0);
+  testing::BinaryResult compare =
+      testing::RunBucketsim({"compare", "traces/tiny-ws2.json", "--profile", profile});
+  EXPECT_EQ(compare.exit_code, 0) << compare.err;
+}
+
+TEST(Calibrate, OneRankIsAUsageError) {
+  testing::BinaryResult calibrate =
+      testing::RunBucketsim({"calibrate", "-o", testing::WriteTempFile("one.json", "")});
+  EXPECT_EQ(calibrate.exit_code, 2);
+  EXPECT_NE(calibrate.err.find("2 or more ranks"), std::string::npos) << calibrate.err;
+}
+
+}  // namespace
+}  // namespace bucketsim
