@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstring>
 #include <new>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -90,7 +91,16 @@ void Sum16(void* in, void* inout, int* length, MPI_Datatype* /*type*/) {
   for (int i = 0; i < *length; ++i) b[i] = FromFloat(ToFloat(a[i]) + ToFloat(b[i]));
 }
 
-void Spin(StreamWorker::Clock::time_point until) {
+// A compute span stands for a kernel: the device is busy, the host is not. The worker sleeps
+// until shortly before the span ends and spins only the rest, so the time stays exact (a wake-up
+// is late by tens of microseconds) while the core stays free for the communication thread: on a
+// machine with a core per rank, a span that spun throughout would take the core from the
+// reduce-scatter it is meant to overlap, and the replay would measure the CPU, not the overlap.
+void WaitUntil(StreamWorker::Clock::time_point until) {
+  constexpr auto kSpinMargin = std::chrono::microseconds(200);
+  if (until - StreamWorker::Clock::now() > kSpinMargin) {
+    std::this_thread::sleep_until(until - kSpinMargin);
+  }
   while (StreamWorker::Clock::now() < until) {
   }
 }
@@ -358,14 +368,14 @@ void HostBackend::Verify(const CollectiveRecord& record, const std::vector<Reduc
 void HostBackend::Compute(StreamId stream, Micros duration) {
   Worker& worker = WorkerFor(stream);
   Micros scaled = duration * options_.compute_scale;
-  worker.stream.Enqueue(fmt::format("a compute span of {:.0f} us", scaled),
-                        [this, scaled, &worker] {
-                          auto begin = StreamWorker::Clock::now();
-                          Micros start = Now();
-                          Spin(begin + std::chrono::duration_cast<StreamWorker::Clock::duration>(
-                                           std::chrono::duration<double, std::micro>(scaled)));
-                          worker.spans.push_back({SpanKind::kCompute, 0, start, Now()});
-                        });
+  worker.stream.Enqueue(
+      fmt::format("a compute span of {:.0f} us", scaled), [this, scaled, &worker] {
+        auto begin = StreamWorker::Clock::now();
+        Micros start = Now();
+        WaitUntil(begin + std::chrono::duration_cast<StreamWorker::Clock::duration>(
+                              std::chrono::duration<double, std::micro>(scaled)));
+        worker.spans.push_back({SpanKind::kCompute, 0, start, Now()});
+      });
 }
 
 void HostBackend::WaitStream(StreamId waiter, StreamId producer) {

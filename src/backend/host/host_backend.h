@@ -3,7 +3,8 @@
 // .contiguous() temporaries, bypass outputs); the stacked gradients are filled with the
 // verification pattern, the bucket copy-in is a real copy, and every reduce-scatter is a real
 // MPI_Reduce_scatter_block on the communicator of its group object. Each trace stream is a
-// StreamWorker thread: compute spans run there as timed busy work while the post-backward
+// StreamWorker thread: compute spans run there as timed waits (the device is busy, the host
+// core is free) while the post-backward
 // stream's worker runs the copies and collectives, so communication overlaps compute as it does
 // on fairscale's post-backward CUDA stream.
 //
