@@ -1,22 +1,26 @@
-// mpirun -np N bucketsim calibrate --backend host -o PROFILE: measures reduce-scatter over a size
-// sweep through the host backend (the path `run` times) and the copy bandwidth of this machine,
-// fits the sim's alpha-beta model to them, and writes a time profile (traces/profiles/README.md)
+// mpirun -np N bucketsim calibrate --backend host|cuda -o PROFILE: measures reduce-scatter over a
+// size sweep and contiguous copies through the backend (the spans `run` times), fits the sim's
+// alpha-beta model to them (weighted by relative error, so that small buckets count as much as
+// large ones), and writes a time profile (traces/profiles/README.md)
 // marked "measured" with the machine, backend and ranks. One job measures one group size (its
 // world); --merge adds that size to an existing profile, so 2, 4 and 8 ranks make one file.
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <cstring>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/host/collective_sweep.h"
+#include "backend/host/host_backend.h"
 #include "backend/host/mpi_world.h"
 #include "backend/sim/alpha_beta_fit.h"
 #include "cli/command.h"
+#include "core/size_format.h"
 #include "io/time_profile_io.h"
 
 namespace bucketsim {
@@ -27,83 +31,124 @@ struct CalibrateFlags {
   std::string output;
   std::string merge;
   std::string max_bytes = "64MiB";
-  int iterations = 10;
+  int iterations = 20;
+  double timeout_s = 300;
 };
 
-// Copy bandwidth of this process: memcpy of 1 MiB to 64 MiB, the median of five copies each.
-std::vector<TimingSample> MeasureCopies() {
-  using Clock = std::chrono::steady_clock;
-  std::vector<TimingSample> samples;
-  for (Bytes bytes = kMiB; bytes <= 64 * kMiB; bytes *= 4) {
-    std::vector<char> src(bytes, 1);
-    std::vector<char> dst(bytes, 0);
-    std::vector<Micros> times;
-    for (int i = 0; i < 6; ++i) {
-      auto start = Clock::now();
-      std::memcpy(dst.data(), src.data(), bytes);
-      Micros us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-      if (i > 0) times.push_back(us);  // the first copy touches the pages
+// The backend to measure, made as `run` makes it (without verification: timing only).
+Result<std::unique_ptr<Backend>> MakeBackend(const CalibrateFlags& flags, MpiWorld& world) {
+  auto on_fatal = [&world](const std::string& message) {
+    std::fprintf(stderr, "bucketsim: rank %d: error: %s; aborting every rank\n", world.rank(),
+                 message.c_str());
+    std::fflush(stderr);
+    world.Abort(kExitError);
+  };
+  if (flags.backend == "cuda") {
+    CudaBackendOptions options;
+    options.verify = false;
+    options.timeout_s = flags.timeout_s;
+    options.on_fatal = on_fatal;
+    Result<std::unique_ptr<Backend>> backend = MakeCudaBackend(world, options);
+    if (!backend.ok()) {
+      return Status(backend.status().code(),
+                    fmt::format("--backend cuda: {}", backend.status().message()));
     }
-    std::nth_element(times.begin(), times.begin() + 2, times.end());
-    samples.push_back({bytes, times[2]});
+    return backend;
   }
+  HostBackendOptions options;
+  options.verify = false;
+  options.timeout_s = flags.timeout_s;
+  options.on_fatal = on_fatal;
+  return std::unique_ptr<Backend>(std::make_unique<HostBackend>(world, options));
+}
+
+std::vector<TimingSample> Samples(const std::vector<CollectiveSweepPoint>& points) {
+  std::vector<TimingSample> samples;
+  for (const CollectiveSweepPoint& p : points) samples.push_back({p.send_bytes, p.backend_us});
   return samples;
 }
 
 Result<TimeProfile> Calibrate(const CalibrateFlags& flags, MpiWorld& world) {
-  if (flags.backend != "host") {
-    return NotCompiled("calibrate --backend " + flags.backend +
-                       ": only the host backend can be calibrated in this version");
-  }
   if (world.size() < 2) {
     return InvalidArgument(
         "calibrate measures collectives: run it under mpirun with 2 or more ranks");
   }
   Result<Bytes> max_bytes = ParseSizeFlag("--max-bytes", flags.max_bytes);
   if (!max_bytes.ok()) return max_bytes.status();
-  CollectiveSweepOptions options;
-  options.send_bytes = DoublingSizes(kKiB, *max_bytes);
-  options.iterations = flags.iterations;
-  Result<std::vector<CollectiveSweepPoint>> points = RunCollectiveSweep(world, options);
-  if (!points.ok()) return points.status();
-  std::vector<TimingSample> samples;
-  for (const CollectiveSweepPoint& p : *points) samples.push_back({p.send_bytes, p.backend_us});
-  Result<AlphaBeta> fit = FitAlphaBeta(world.size(), samples);
-  if (!fit.ok()) return fit.status();
-  std::vector<TimingSample> copies = MeasureCopies();
-  Result<double> copy = FitCopyBandwidth(copies);
-  if (!copy.ok()) return copy.status();
-
+  if (*max_bytes < 2 * kKiB) return InvalidArgument("--max-bytes: the sweep needs 2KiB or more");
   TimeProfile profile;
   if (!flags.merge.empty()) {
     Result<TimeProfile> existing = ReadTimeProfile(flags.merge);
     if (!existing.ok()) return existing.status();
     profile = *existing;
-    std::erase_if(profile.reduce_scatter,
-                  [&](const AlphaBeta& e) { return e.group_size == world.size(); });
-  } else {
-    profile.name = "measured-host-mpi";
+    if (profile.provenance.kind != "measured" || profile.provenance.backend != flags.backend) {
+      return InvalidArgument(fmt::format(
+          "--merge {}: a {} profile of backend '{}' cannot take figures measured on backend {}",
+          flags.merge, profile.provenance.kind, profile.provenance.backend, flags.backend));
+    }
+  }
+  Result<std::unique_ptr<Backend>> backend = MakeBackend(flags, world);
+  // A backend that cannot start here (no GPU) fails every rank alike, before any collective.
+  BUCKETSIM_RETURN_IF_ERROR(world.Agree(backend.status()));
+  Result<TraceHeader> header = SweepHeader(world.size(), world.rank());
+  if (!header.ok()) return header.status();
+  BUCKETSIM_RETURN_IF_ERROR((*backend)->Start(*header));
+
+  CollectiveSweepOptions options;
+  options.send_bytes = DoublingSizes(kKiB, *max_bytes);
+  options.iterations = flags.iterations;
+  Result<std::vector<CollectiveSweepPoint>> collectives =
+      MeasureBackendCollectives(world, **backend, *header, options);
+  if (!collectives.ok()) return collectives.status();
+  options.send_bytes = DoublingSizes(kMiB, std::max(*max_bytes, kMiB));
+  Result<std::vector<CollectiveSweepPoint>> copies =
+      MeasureBackendCopies(world, **backend, *header, options);
+  if (!copies.ok()) return copies.status();
+
+  std::vector<TimingSample> samples = Samples(*collectives);
+  Result<AlphaBeta> fit = FitAlphaBeta(world.size(), samples, FitWeighting::kRelative);
+  if (!fit.ok()) return fit.status();
+  Result<double> copy = FitCopyBandwidth(Samples(*copies));
+  if (!copy.ok()) return copy.status();
+
+  if (flags.merge.empty()) {
+    profile.name = fmt::format("measured-{}", flags.backend);
     profile.provenance.kind = "measured";
-    profile.provenance.description =
-        "bucketsim calibrate --backend host: reduce-scatter through the host backend (median "
-        "of the slowest rank per size), alpha-beta least-squares fit; memcpy copy bandwidth";
-    profile.provenance.backend = "host";
+    profile.provenance.description = fmt::format(
+        "bucketsim calibrate --backend {}: reduce-scatters of 1 KiB to {} through the backend "
+        "(the span a replay times; median of {} after {} warm-up, slowest rank), alpha-beta "
+        "fit weighted by relative error; copy bandwidth of contiguous copies through the "
+        "backend's Copy, 1 MiB and up",
+        flags.backend, FormatBytes(*max_bytes), options.iterations, options.warmup);
+    profile.provenance.backend = flags.backend;
     profile.provenance.tool_version = BUCKETSIM_VERSION;
     char host[256] = {};
     if (gethostname(host, sizeof host - 1) == 0) profile.provenance.host = host;
     profile.copy_GBps = *copy;
   }
+  std::erase_if(profile.reduce_scatter,
+                [&](const AlphaBeta& e) { return e.group_size == world.size(); });
   profile.provenance.ranks = std::max(profile.provenance.ranks, world.size());
-  profile.reduce_scatter.push_back(*fit);
+  AlphaBeta entry = *fit;
+  entry.measured = samples;
+  profile.reduce_scatter.push_back(std::move(entry));
   BUCKETSIM_RETURN_IF_ERROR(profile.Validate());
   if (world.rank() == 0) {
     std::printf("reduce-scatter on %d ranks: alpha %.1f us, busbw %.3f GB/s; copy %.2f GB/s\n",
                 world.size(), fit->alpha_us, fit->busbw_GBps, *copy);
-    std::printf("%12s %14s %14s\n", "bytes", "measured (us)", "model (us)");
+    std::printf(
+        "%12s %14s %14s %8s  (the profile keeps the measurements; the line prices\n"
+        "%12s %14s %14s %8s   sizes beyond them and summarises the machine)\n",
+        "bytes", "measured (us)", "alpha-beta", "error", "", "", "(us)", "");
+    double worst = 0;
     for (const TimingSample& s : samples) {
-      std::printf("%12llu %14.1f %14.1f\n", static_cast<unsigned long long>(s.bytes), s.time_us,
-                  AlphaBetaTime(*fit, s.bytes));
+      Micros model = AlphaBetaTime(*fit, s.bytes);
+      double error = s.time_us > 0 ? model / s.time_us - 1 : 0;
+      worst = std::max(worst, std::abs(error));
+      std::printf("%12llu %14.1f %14.1f %+7.1f%%\n", static_cast<unsigned long long>(s.bytes),
+                  s.time_us, model, 100 * error);
     }
+    std::printf("largest alpha-beta error over the sweep: %.1f%%\n", 100 * worst);
   }
   return profile;
 }
@@ -126,7 +171,9 @@ int RunCalibrate(const CalibrateFlags& flags) {
 
 void AddCalibrateCommand(CLI::App& command, CommandContext& context) {
   auto flags = std::make_shared<CalibrateFlags>();
-  command.add_option("--backend", flags->backend, "The backend to measure (host)")
+  command
+      .add_option("--backend", flags->backend, "The backend to measure: host (MPI), cuda (NCCL)")
+      ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
   command.add_option("-o,--output", flags->output, "The profile to write")->required();
   command.add_option("--merge", flags->merge,
@@ -135,6 +182,11 @@ void AddCalibrateCommand(CLI::App& command, CommandContext& context) {
       ->capture_default_str();
   command.add_option("--iterations", flags->iterations, "Timed iterations per size")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      .add_option("--timeout", flags->timeout_s,
+                  "Seconds one operation may run before every rank is aborted (0: never)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command.footer(
       "Example (profiles for 2 and 4 ranks in one file):\n"

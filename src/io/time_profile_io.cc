@@ -115,7 +115,25 @@ Status ReadReduceScatter(const json& entries, const std::string& origin, TimePro
     if (!alpha.ok()) return alpha.status();
     Result<double> busbw = fields.Number("busbw_GBps");
     if (!busbw.ok()) return busbw.status();
-    out.reduce_scatter.push_back({(*size)->get<int>(), *alpha, *busbw});
+    AlphaBeta entry{(*size)->get<int>(), *alpha, *busbw, {}};
+    Result<const json*> measured = fields.Get("measured", json::value_t::array, false);
+    if (!measured.ok()) return measured.status();
+    for (std::size_t m = 0; *measured && m < (*measured)->size(); ++m) {
+      const json& point = (**measured)[m];
+      std::string where = fmt::format("collectives.reduce_scatter[{}].measured[{}]", i, m);
+      if (!point.is_object()) {
+        return InvalidArgument(fmt::format("{}: {}: expected an object", origin, where));
+      }
+      Fields point_fields(point, origin, where + ".");
+      Result<const json*> bytes =
+          point_fields.Get("send_bytes", json::value_t::number_integer, true);
+      if (!bytes.ok()) return bytes.status();
+      if (!(*bytes)->is_number_unsigned()) return point_fields.Error("send_bytes", "must be >= 0");
+      Result<double> time = point_fields.Number("time_us");
+      if (!time.ok()) return time.status();
+      entry.measured.push_back({(*bytes)->get<Bytes>(), *time});
+    }
+    out.reduce_scatter.push_back(std::move(entry));
   }
   return Status::Ok();
 }
@@ -191,8 +209,16 @@ std::string TimeProfileJson(const TimeProfile& profile) {
   doc["copy_GBps"] = profile.copy_GBps;
   ordered_json entries = ordered_json::array();
   for (const AlphaBeta& e : profile.reduce_scatter) {
-    entries.push_back(
-        {{"group_size", e.group_size}, {"alpha_us", e.alpha_us}, {"busbw_GBps", e.busbw_GBps}});
+    ordered_json entry = {
+        {"group_size", e.group_size}, {"alpha_us", e.alpha_us}, {"busbw_GBps", e.busbw_GBps}};
+    if (!e.measured.empty()) {
+      ordered_json measured = ordered_json::array();
+      for (const TimingSample& point : e.measured) {
+        measured.push_back({{"send_bytes", point.bytes}, {"time_us", point.time_us}});
+      }
+      entry["measured"] = std::move(measured);
+    }
+    entries.push_back(std::move(entry));
   }
   doc["collectives"]["reduce_scatter"] = std::move(entries);
   return doc.dump(2) + "\n";

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "backend/sim/alpha_beta_fit.h"
@@ -46,6 +47,38 @@ TEST(FitAlphaBeta, NegativeInterceptIsClampedAndRefittedThroughTheOrigin) {
   ASSERT_TRUE(fit.ok());
   EXPECT_EQ(fit->alpha_us, 0.0);
   EXPECT_NEAR(fit->busbw_GBps, 1.25, 1e-12);
+}
+
+// Sizes 1 KiB to 1 MiB on the line 10 us + x at 1 GB/s, and a 64 MiB point twice as slow (a
+// cache or page-fault cliff). Ordinary least squares follows the largest point and misses the
+// small sizes by a factor of nine (its intercept goes negative and is clamped); the relative fit
+// keeps every size but the outlier within 6%.
+TEST(FitAlphaBeta, RelativeWeightingKeepsSmallSizesOnTheLine) {
+  std::vector<TimingSample> samples;
+  for (Bytes bytes = kKiB; bytes <= kMiB; bytes *= 2) samples.push_back({bytes, 10 + bytes / 2e3});
+  samples.push_back({64 * kMiB, 2 * (10 + 64.0 * kMiB / 2e3)});
+  Result<AlphaBeta> relative = FitAlphaBeta(2, samples, FitWeighting::kRelative);
+  ASSERT_TRUE(relative.ok()) << relative.status().ToString();
+  EXPECT_NEAR(relative->alpha_us, 9.779, 1e-3);
+  EXPECT_NEAR(relative->busbw_GBps, 0.9475, 1e-4);
+  for (std::size_t i = 0; i + 1 < samples.size(); ++i) {
+    EXPECT_LT(std::abs(AlphaBetaTime(*relative, samples[i].bytes) / samples[i].time_us - 1), 0.06)
+        << samples[i].bytes;
+  }
+  Result<AlphaBeta> absolute = FitAlphaBeta(2, samples, FitWeighting::kAbsolute);
+  ASSERT_TRUE(absolute.ok());
+  EXPECT_EQ(absolute->alpha_us, 0);
+  EXPECT_GT(AlphaBetaTime(*absolute, kKiB) / samples.front().time_us, 0);
+  EXPECT_LT(AlphaBetaTime(*absolute, kKiB) / samples.front().time_us, 0.2);
+}
+
+TEST(FitAlphaBeta, RelativeWeightingNeedsPositiveTimes) {
+  std::vector<TimingSample> samples = {{kKiB, 0}, {kMiB, 100}};
+  Result<AlphaBeta> fit = FitAlphaBeta(2, samples, FitWeighting::kRelative);
+  ASSERT_FALSE(fit.ok());
+  EXPECT_NE(fit.status().message().find("sample 0: a relative fit needs a time > 0"),
+            std::string::npos)
+      << fit.status().message();
 }
 
 TEST(FitAlphaBeta, RejectsWhatCannotBeFitted) {

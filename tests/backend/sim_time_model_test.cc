@@ -19,7 +19,7 @@ constexpr StreamId kPost = 1;
 std::shared_ptr<const TimeProfile> TestProfile() {
   auto profile = std::make_shared<TimeProfile>();
   profile->name = "test";
-  profile->reduce_scatter = {{2, 10.0, 1.0}};
+  profile->reduce_scatter = {{2, 10.0, 1.0, {}}};
   profile->copy_GBps = 1.0;
   return profile;
 }

@@ -26,7 +26,7 @@ testing::TraceBuilder OneGradient() {
 
 RunResult ReplayTimed(const testing::TraceBuilder& trace, const char* policy) {
   auto profile = std::make_shared<TimeProfile>();
-  profile->reduce_scatter = {{2, 10.0, 1.0}};
+  profile->reduce_scatter = {{2, 10.0, 1.0, {}}};
   profile->copy_GBps = 1.0;
   ReplayRequest request;
   request.policies = {*ParsePolicySpec(policy)};

@@ -10,7 +10,9 @@ const char* kMeasured = R"({
   "context": {"provenance": "measured", "host": "ci", "backend": "host", "ranks": 4},
   "copy_GBps": 5.5,
   "collectives": {"reduce_scatter": [{"group_size": 4, "alpha_us": 30, "busbw_GBps": 2.5},
-                                     {"group_size": 2, "alpha_us": 12.5, "busbw_GBps": 3}]}
+                                     {"group_size": 2, "alpha_us": 12.5, "busbw_GBps": 3,
+                                      "measured": [{"send_bytes": 2048, "time_us": 14},
+                                                   {"send_bytes": 1024, "time_us": 13.5}]}]}
 })";
 
 TEST(TimeProfileIo, ReadsAMeasuredProfile) {
@@ -23,6 +25,10 @@ TEST(TimeProfileIo, ReadsAMeasuredProfile) {
   ASSERT_EQ(profile->reduce_scatter.size(), 2u);
   EXPECT_EQ(profile->reduce_scatter[0].group_size, 2);  // sorted
   EXPECT_DOUBLE_EQ(profile->reduce_scatter[0].alpha_us, 12.5);
+  ASSERT_EQ(profile->reduce_scatter[0].measured.size(), 2u);
+  EXPECT_EQ(profile->reduce_scatter[0].measured[0].bytes, 1024u);  // sorted
+  EXPECT_DOUBLE_EQ(profile->reduce_scatter[0].measured[1].time_us, 14);
+  EXPECT_TRUE(profile->reduce_scatter[1].measured.empty());
 }
 
 TEST(TimeProfileIo, WriterOutputReadsBackTheSame) {
@@ -73,6 +79,15 @@ TEST(TimeProfileIo, BadProfilesNameTheFileAndTheKey) {
            "copy_GBps": 1, "collectives": {"reduce_scatter": [
              {"group_size": 2, "alpha_us": 1, "busbw_GBps": -3}]}})",
        "busbw_GBps must be > 0"},
+      {R"({"schema_version": 1, "name": "x", "context": {"provenance": "measured"},
+           "copy_GBps": 1, "collectives": {"reduce_scatter": [
+             {"group_size": 2, "alpha_us": 1, "busbw_GBps": 3,
+              "measured": [{"send_bytes": -5, "time_us": 1}]}]}})",
+       "p.json: collectives.reduce_scatter[0].measured[0].send_bytes: must be >= 0"},
+      {R"({"schema_version": 1, "name": "x", "context": {"provenance": "measured"},
+           "copy_GBps": 1, "collectives": {"reduce_scatter": [
+             {"group_size": 2, "alpha_us": 1, "busbw_GBps": 3, "measured": [[1024, 3]]}]}})",
+       "p.json: collectives.reduce_scatter[0].measured[0]: expected an object"},
   };
   for (const BadProfile& bad : cases) {
     Result<TimeProfile> profile = ParseTimeProfile(bad.text, "p.json");

@@ -28,7 +28,7 @@ ReplayOutcome Replayed() {
     t.Flush().Free(10 + it).Phase(Phase::kStep).Compute(20).ZeroGrad();
   }
   auto profile = std::make_shared<TimeProfile>();
-  profile->reduce_scatter = {{2, 10.0, 1.0}};
+  profile->reduce_scatter = {{2, 10.0, 1.0, {}}};
   profile->copy_GBps = 1.0;
   ReplayRequest request;
   request.policies = {*ParsePolicySpec("backward-only"), *ParsePolicySpec("unbucketed")};

@@ -36,6 +36,44 @@ Result<Micros> Slowest(Micros mine) {
   return slowest;
 }
 
+// The median over the timed iterations of the slowest rank's span of `kind`, each iteration one
+// operation issued by `issue` and drained by EndIteration.
+template <typename Issue>
+Result<CollectiveSweepPoint> TimeSpans(MpiWorld& world, Backend& backend,
+                                       const CollectiveSweepOptions& options, SpanKind kind,
+                                       Issue issue) {
+  std::vector<Micros> spans;
+  std::vector<Micros> end_to_end;
+  for (int i = 0; i < options.warmup + options.iterations; ++i) {
+    BUCKETSIM_RETURN_IF_ERROR(world.Barrier());
+    auto start = Clock::now();
+    issue();
+    Result<IterationSpans> iteration = backend.EndIteration();
+    if (!iteration.ok()) return iteration.status();
+    Micros total = Since(start);
+    Micros span = 0;
+    for (const TimedSpan& s : iteration->spans) {
+      if (s.kind == kind) span = s.end_us - s.start_us;
+    }
+    Result<Micros> slowest_span = Slowest(span);
+    if (!slowest_span.ok()) return slowest_span.status();
+    Result<Micros> slowest_total = Slowest(total);
+    if (!slowest_total.ok()) return slowest_total.status();
+    if (i >= options.warmup) {
+      spans.push_back(*slowest_span);
+      end_to_end.push_back(*slowest_total);
+    }
+  }
+  CollectiveSweepPoint point;
+  point.ranks = world.size();
+  point.backend_us = Median(spans);
+  point.end_to_end_us = Median(end_to_end);
+  return point;
+}
+
+constexpr BufferHandle kInput = 0;
+constexpr BufferHandle kOutput = 1;
+
 }  // namespace
 
 std::vector<Bytes> DoublingSizes(Bytes from, Bytes to) {
@@ -44,43 +82,106 @@ std::vector<Bytes> DoublingSizes(Bytes from, Bytes to) {
   return sizes;
 }
 
-Result<std::vector<CollectiveSweepPoint>> RunCollectiveSweep(
-    MpiWorld& world, const CollectiveSweepOptions& options) {
-  const int ranks = world.size();
-  const Bytes element = ElementSize(options.dtype);
+Result<TraceHeader> SweepHeader(int world_size, int rank) {
   TraceHeader header;
-  header.world_size = ranks;
-  header.rank = world.rank();
+  header.world_size = world_size;
+  header.rank = rank;
   header.streams = {{"default"}, {"post_backward"}};
   ProcessGroup group;
   group.id = 1;
-  group.ranks.resize(static_cast<std::size_t>(ranks));
+  group.ranks.resize(static_cast<std::size_t>(world_size));
   std::iota(group.ranks.begin(), group.ranks.end(), 0);
   header.groups = {group};
   BUCKETSIM_RETURN_IF_ERROR(header.Finalize());
+  return header;
+}
 
-  HostBackendOptions backend_options;
-  backend_options.verify = false;
-  HostBackend backend(world, backend_options);
-  BUCKETSIM_RETURN_IF_ERROR(backend.Start(header));
+Result<std::vector<CollectiveSweepPoint>> MeasureBackendCollectives(
+    MpiWorld& world, Backend& backend, const TraceHeader& header,
+    const CollectiveSweepOptions& options) {
+  const int ranks = world.size();
+  const Bytes element = ElementSize(options.dtype);
   const StreamId stream = header.post_backward_stream();
-
-  // The bare loop runs on a communicator made the way the backend makes its own, so the two
-  // differ only by what bucketsim adds (MPI may pick other algorithms for MPI_COMM_WORLD).
-  GroupCommunicators bare_communicators(world.rank());
-  Result<MPI_Comm> bare_comm = bare_communicators.Get(group);
-  if (!bare_comm.ok()) return bare_comm.status();
-
+  const ProcessGroup& group = header.groups.front();
   std::vector<CollectiveSweepPoint> points;
   for (Bytes requested : options.send_bytes) {
     const Numel count = std::max<Numel>(requested / (element * ranks), 1);
     const Bytes send = count * ranks * element;
-    CollectiveSweepPoint point{send, ranks, 0, 0, 0};
+    // Materialized buffers and a filled input, as a replay's bucket flush has them.
+    backend.Materialize(kInput, send, stream);
+    backend.Materialize(kOutput, count * element, stream);
+    backend.FillGradient({kInput, 0, ranks, count, options.dtype}, stream);
+    Result<IterationSpans> settled = backend.EndIteration();
+    if (!settled.ok()) return settled.status();
+    CollectiveRecord record{
+        CollectiveKind::kBucketFlush, group.id, ranks, options.dtype, count * ranks, count, 1};
+    const ReducedSlice slice{0, 0, count};
+    Result<CollectiveSweepPoint> point =
+        TimeSpans(world, backend, options, SpanKind::kCollective, [&] {
+          backend.ReduceScatter(record, {kInput, kOutput, {&slice, 1}}, stream);
+        });
+    backend.Release(kInput, stream);
+    backend.Release(kOutput, stream);
+    if (!point.ok()) return point.status();
+    point->send_bytes = send;
+    points.push_back(*point);
+  }
+  Result<IterationSpans> drained = backend.EndIteration();
+  if (!drained.ok()) return drained.status();
+  return points;
+}
 
-    // Bare MPI on buffers of its own.
-    std::vector<std::byte> in(send, std::byte{0});
+Result<std::vector<CollectiveSweepPoint>> MeasureBackendCopies(
+    MpiWorld& world, Backend& backend, const TraceHeader& header,
+    const CollectiveSweepOptions& options) {
+  const Bytes element = ElementSize(options.dtype);
+  const StreamId stream = header.post_backward_stream();
+  std::vector<CollectiveSweepPoint> points;
+  for (Bytes requested : options.send_bytes) {
+    const Numel count = std::max<Numel>(requested / element, 1);
+    backend.Materialize(kInput, count * element, stream);
+    backend.Materialize(kOutput, count * element, stream);
+    backend.FillGradient({kInput, 0, 1, count, options.dtype}, stream);
+    Result<IterationSpans> settled = backend.EndIteration();
+    if (!settled.ok()) return settled.status();
+    const BufferCopy copy{kOutput, count, 0, kInput, count, 0, 1, count, options.dtype};
+    Result<CollectiveSweepPoint> point =
+        TimeSpans(world, backend, options, SpanKind::kCopy, [&] { backend.Copy(copy, stream); });
+    backend.Release(kInput, stream);
+    backend.Release(kOutput, stream);
+    if (!point.ok()) return point.status();
+    point->send_bytes = count * element;
+    points.push_back(*point);
+  }
+  Result<IterationSpans> drained = backend.EndIteration();
+  if (!drained.ok()) return drained.status();
+  return points;
+}
+
+Result<std::vector<CollectiveSweepPoint>> RunCollectiveSweep(
+    MpiWorld& world, const CollectiveSweepOptions& options) {
+  const int ranks = world.size();
+  const Bytes element = ElementSize(options.dtype);
+  Result<TraceHeader> header = SweepHeader(ranks, world.rank());
+  if (!header.ok()) return header.status();
+  HostBackendOptions backend_options;
+  backend_options.verify = false;
+  HostBackend backend(world, backend_options);
+  BUCKETSIM_RETURN_IF_ERROR(backend.Start(*header));
+  Result<std::vector<CollectiveSweepPoint>> points =
+      MeasureBackendCollectives(world, backend, *header, options);
+  if (!points.ok()) return points.status();
+
+  // The bare loop runs on a communicator made the way the backend makes its own, so the two
+  // differ only by what bucketsim adds (MPI may pick other algorithms for MPI_COMM_WORLD).
+  GroupCommunicators bare_communicators(world.rank());
+  Result<MPI_Comm> bare_comm = bare_communicators.Get(header->groups.front());
+  if (!bare_comm.ok()) return bare_comm.status();
+  MPI_Datatype type = options.dtype == DType::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
+  for (CollectiveSweepPoint& point : *points) {
+    const Numel count = point.send_bytes / (element * ranks);
+    std::vector<std::byte> in(point.send_bytes, std::byte{0});
     std::vector<std::byte> out(count * element);
-    MPI_Datatype type = options.dtype == DType::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
     std::vector<Micros> bare;
     for (int i = 0; i < options.warmup + options.iterations; ++i) {
       BUCKETSIM_RETURN_IF_ERROR(world.Barrier());
@@ -92,48 +193,7 @@ Result<std::vector<CollectiveSweepPoint>> RunCollectiveSweep(
       if (i >= options.warmup) bare.push_back(*slowest);
     }
     point.bare_us = Median(bare);
-
-    // The same through the backend: materialized buffers, a filled input, the worker's span.
-    constexpr BufferHandle kInput = 0;
-    constexpr BufferHandle kOutput = 1;
-    backend.Materialize(kInput, send, stream);
-    backend.Materialize(kOutput, count * element, stream);
-    backend.FillGradient({kInput, 0, ranks, count, options.dtype}, stream);
-    Result<IterationSpans> settled = backend.EndIteration();
-    if (!settled.ok()) return settled.status();
-    CollectiveRecord record{
-        CollectiveKind::kBucketFlush, group.id, ranks, options.dtype, count * ranks, count, 1};
-    const ReducedSlice slice{0, 0, count};
-    std::vector<Micros> spans;
-    std::vector<Micros> end_to_end;
-    for (int i = 0; i < options.warmup + options.iterations; ++i) {
-      BUCKETSIM_RETURN_IF_ERROR(world.Barrier());
-      auto start = Clock::now();
-      backend.ReduceScatter(record, {kInput, kOutput, {&slice, 1}}, stream);
-      Result<IterationSpans> iteration = backend.EndIteration();
-      if (!iteration.ok()) return iteration.status();
-      Micros total = Since(start);
-      Micros span = 0;
-      for (const TimedSpan& s : iteration->spans) {
-        if (s.kind == SpanKind::kCollective) span = s.end_us - s.start_us;
-      }
-      Result<Micros> slowest_span = Slowest(span);
-      if (!slowest_span.ok()) return slowest_span.status();
-      Result<Micros> slowest_total = Slowest(total);
-      if (!slowest_total.ok()) return slowest_total.status();
-      if (i >= options.warmup) {
-        spans.push_back(*slowest_span);
-        end_to_end.push_back(*slowest_total);
-      }
-    }
-    backend.Release(kInput, stream);
-    backend.Release(kOutput, stream);
-    point.backend_us = Median(spans);
-    point.end_to_end_us = Median(end_to_end);
-    points.push_back(point);
   }
-  Result<IterationSpans> drained = backend.EndIteration();
-  if (!drained.ok()) return drained.status();
   return points;
 }
 

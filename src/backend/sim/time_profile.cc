@@ -31,6 +31,22 @@ Status TimeProfile::Validate() {
       return InvalidArgument(fmt::format(
           "profile: reduce_scatter group_size {}: busbw_GBps must be > 0", entry.group_size));
     }
+    std::vector<TimingSample>& measured = reduce_scatter[i].measured;
+    std::sort(measured.begin(), measured.end(),
+              [](const TimingSample& a, const TimingSample& b) { return a.bytes < b.bytes; });
+    for (std::size_t m = 0; m < measured.size(); ++m) {
+      if (measured[m].bytes == 0 || (m > 0 && measured[m - 1].bytes == measured[m].bytes)) {
+        return InvalidArgument(fmt::format(
+            "profile: reduce_scatter group_size {}: measured send_bytes {} must be > 0 and "
+            "distinct",
+            entry.group_size, measured[m].bytes));
+      }
+      if (!std::isfinite(measured[m].time_us) || measured[m].time_us < 0) {
+        return InvalidArgument(fmt::format(
+            "profile: reduce_scatter group_size {}: measured time_us at {} bytes must be >= 0",
+            entry.group_size, measured[m].bytes));
+      }
+    }
   }
   if (!std::isfinite(copy_GBps) || copy_GBps <= 0) {
     return InvalidArgument("profile: copy_GBps must be > 0");
@@ -46,16 +62,18 @@ AlphaBeta TimeProfile::ReduceScatterAt(int group_size) const {
   // The figures of the nearest entry outside the listed sizes; the group size stays the asked
   // one, which the (n-1)/n factor needs.
   if (upper == reduce_scatter.end()) {
-    return {group_size, reduce_scatter.back().alpha_us, reduce_scatter.back().busbw_GBps};
+    return {group_size, reduce_scatter.back().alpha_us, reduce_scatter.back().busbw_GBps, {}};
   }
   if (upper->group_size == group_size || upper == reduce_scatter.begin()) {
-    return {group_size, upper->alpha_us, upper->busbw_GBps};
+    return {group_size, upper->alpha_us, upper->busbw_GBps, {}};
   }
   const AlphaBeta& lower = *(upper - 1);
   double t = (std::log2(group_size) - std::log2(lower.group_size)) /
              (std::log2(upper->group_size) - std::log2(lower.group_size));
-  return {group_size, lower.alpha_us + t * (upper->alpha_us - lower.alpha_us),
-          lower.busbw_GBps + t * (upper->busbw_GBps - lower.busbw_GBps)};
+  return {group_size,
+          lower.alpha_us + t * (upper->alpha_us - lower.alpha_us),
+          lower.busbw_GBps + t * (upper->busbw_GBps - lower.busbw_GBps),
+          {}};
 }
 
 Micros AlphaBetaTime(const AlphaBeta& model, Bytes send_bytes) {
@@ -64,7 +82,38 @@ Micros AlphaBetaTime(const AlphaBeta& model, Bytes send_bytes) {
   return model.alpha_us + bus_bytes / (model.busbw_GBps * 1e3);
 }
 
+namespace {
+
+Micros Interpolate(const AlphaBeta& entry, Bytes send_bytes) {
+  const std::vector<TimingSample>& points = entry.measured;
+  if (send_bytes <= points.front().bytes) return points.front().time_us;
+  auto upper =
+      std::lower_bound(points.begin(), points.end(), send_bytes,
+                       [](const TimingSample& point, Bytes bytes) { return point.bytes < bytes; });
+  if (upper != points.end()) {
+    const TimingSample& lower = *(upper - 1);
+    double t = static_cast<double>(send_bytes - lower.bytes) /
+               static_cast<double>(upper->bytes - lower.bytes);
+    return lower.time_us + t * (upper->time_us - lower.time_us);
+  }
+  const TimingSample& last = points.back();
+  const Bytes extra = send_bytes - last.bytes;
+  if (points.size() >= 2) {
+    const TimingSample& before = points[points.size() - 2];
+    double slope = (last.time_us - before.time_us) / static_cast<double>(last.bytes - before.bytes);
+    if (slope > 0) return last.time_us + slope * static_cast<double>(extra);
+  }
+  return last.time_us + AlphaBetaTime({entry.group_size, 0, entry.busbw_GBps, {}}, extra);
+}
+
+}  // namespace
+
 Micros TimeProfile::ReduceScatterTime(Bytes send_bytes, int group_size) const {
+  for (const AlphaBeta& entry : reduce_scatter) {
+    if (entry.group_size == group_size && !entry.measured.empty()) {
+      return Interpolate(entry, send_bytes);
+    }
+  }
   return AlphaBetaTime(ReduceScatterAt(group_size), send_bytes);
 }
 

@@ -14,11 +14,24 @@
 
 namespace bucketsim {
 
+// One timed operation: its bytes (a collective's whole send buffer, as nccl-tests counts it;
+// a copy's bytes copied) and how long it took (a median over repetitions).
+struct TimingSample {
+  Bytes bytes = 0;
+  Micros time_us = 0;
+};
+
 // alpha and busbw of one collective kind at one group size.
 struct AlphaBeta {
   int group_size = 2;
   Micros alpha_us = 0;
   double busbw_GBps = 0;  // GB = 1e9 bytes, as nccl-tests prints it
+  // What `calibrate` measured at this group size (sorted by bytes, distinct sizes). When present
+  // the model follows the measurements, and alpha and busbw only summarise them and price sizes
+  // beyond the largest: a machine whose bandwidth falls once messages outgrow a cache, or whose
+  // protocol changes with size, is not one straight line (reference/anchors.md §3.2: NCCL's own
+  // busbw ramps from 0.2 to 362 GB/s over the sizes buckets take).
+  std::vector<TimingSample> measured;
 };
 
 // Where a profile's figures come from: `derived` from published figures (with the sources),
@@ -47,7 +60,11 @@ struct TimeProfile {
   // entries, alpha and busbw interpolated linearly in log2(group size); outside the listed
   // sizes, those of the nearest entry (no extrapolation beyond what was measured or derived).
   AlphaBeta ReduceScatterAt(int group_size) const;
-  // alpha + (n-1)/n * send_bytes / busbw; a group of one costs alpha (nothing crosses a link).
+  // At a group size with measured points: the measurements, interpolated linearly in bytes
+  // between the two nearest; below the smallest, the smallest's time (latency bound); above the
+  // largest, the largest's time plus the extra bytes at the slope of the last two points (or at
+  // busbw when there is one point). Otherwise alpha + (n-1)/n * send_bytes / busbw of
+  // ReduceScatterAt; a group of one costs alpha (nothing crosses a link).
   Micros ReduceScatterTime(Bytes send_bytes, int group_size) const;
   Micros CopyTime(Bytes bytes) const;
 };
