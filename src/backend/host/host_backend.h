@@ -65,6 +65,7 @@ class HostBackend final : public Backend {
   struct Worker;
   Worker& WorkerFor(StreamId stream);
   Micros Now() const;
+  Micros Since(StreamWorker::Clock::time_point when) const;  // µs from the backend's epoch
   // The memory of a materialized buffer; null when it is not materialized. Operations resolve
   // their buffers when they are issued, so a handle the engine reuses later cannot mislead them.
   std::byte* Data(BufferHandle buffer) const;
