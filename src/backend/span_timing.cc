@@ -124,4 +124,8 @@ double BusBandwidthGBps(Bytes send_bytes, Micros duration, int ranks) {
   return AlgBandwidthGBps(send_bytes, duration) * (ranks - 1) / ranks;
 }
 
+double PredictionError(Micros predicted, Micros measured) {
+  return measured > 0 ? predicted / measured - 1 : 0;
+}
+
 }  // namespace bucketsim

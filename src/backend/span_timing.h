@@ -47,4 +47,8 @@ TimingTotals SumTimings(const std::vector<IterationTiming>& iterations,
 double AlgBandwidthGBps(Bytes send_bytes, Micros duration);
 double BusBandwidthGBps(Bytes send_bytes, Micros duration, int ranks);
 
+// How far a prediction is from a measurement: predicted / measured - 1 (+0.05: 5% slow, the
+// model over-predicts). 0 when nothing was measured.
+double PredictionError(Micros predicted, Micros measured);
+
 }  // namespace bucketsim

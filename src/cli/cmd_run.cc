@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "backend/sim/sim_backend.h"
 #include "cli/command.h"
 #include "engine/trace_checker.h"
+#include "io/time_profile_io.h"
 #include "io/trace_reader.h"
 #include "report/chrome_trace.h"
 #include "report/console_table.h"
@@ -106,11 +108,23 @@ Result<std::function<std::unique_ptr<Backend>()>> CudaBackendFactory(
   });
 }
 
+// The sim backend priced by --profile (none: copies and collectives cost nothing), compute
+// scaled as the real backends scale it.
+Result<std::function<std::unique_ptr<Backend>()>> SimFactory(const RunFlags& flags) {
+  std::shared_ptr<const TimeProfile> profile;
+  if (!flags.replay.profile_path.empty()) {
+    Result<TimeProfile> read = ReadTimeProfile(flags.replay.profile_path);
+    if (!read.ok()) return read.status();
+    profile = std::make_shared<const TimeProfile>(std::move(*read));
+  }
+  double scale = flags.compute_scale;
+  return std::function<std::unique_ptr<Backend>()>(
+      [profile, scale] { return std::make_unique<SimBackend>(profile, scale); });
+}
+
 Result<std::function<std::unique_ptr<Backend>()>> BackendFactory(const RunFlags& flags,
                                                                  MpiWorld& world) {
-  if (flags.backend == "sim") {
-    return std::function<std::unique_ptr<Backend>()>([] { return std::make_unique<SimBackend>(); });
-  }
+  if (flags.backend == "sim") return SimFactory(flags);
   // A failure other ranks may be waiting on: say which rank and why, then end the whole job.
   auto on_fatal = [&world](const std::string& message) {
     std::fprintf(stderr, "bucketsim: rank %d: error: %s; aborting every rank\n", world.rank(),
@@ -148,10 +162,12 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
   if (loaded.ok() && !report_context.ok()) loaded = report_context.status();
   Result<std::function<std::unique_ptr<Backend>()>> factory = BackendFactory(flags, world);
   if (loaded.ok() && !factory.ok()) loaded = factory.status();
+  // With a real backend, --profile adds the sim's prediction beside the measurement.
+  std::optional<std::function<std::unique_ptr<Backend>()>> predictor;
   if (loaded.ok() && !replay.profile_path.empty() && flags.backend != "sim") {
-    loaded = InvalidArgument(
-        "--profile prices the sim backend's collectives and copies; with --backend " +
-        flags.backend + " they are measured, so the profile would not be used");
+    Result<std::function<std::unique_ptr<Backend>()>> sim = SimFactory(flags);
+    if (sim.ok()) predictor = *sim;
+    loaded = sim.status();
   }
   Status agreed = world.Agree(loaded);
   if (!agreed.ok()) return FailAll(agreed, world, flags.all_ranks);
@@ -179,6 +195,18 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
     }
     outcome.runs.push_back(std::move(replayed->runs.front()));
   }
+  if (predictor) {
+    ReplayRequest predict = *request;
+    predict.make_backend = *predictor;
+    predict.timeline_policy.reset();
+    Result<ReplayOutcome> predicted = ReplayPolicies(source, predict);
+    agreed = world.Agree(predicted.status());
+    if (!agreed.ok()) return FailAll(agreed, world, flags.all_ranks);
+    for (std::size_t i = 0; i < outcome.runs.size(); ++i) {
+      outcome.runs[i].prediction =
+          TimePrediction{report_context->time_profile, std::move(predicted->runs[i].iterations)};
+    }
+  }
 
   if (!replay.json_path.empty() && (world.rank() == 0 || flags.all_ranks)) {
     std::string path =
@@ -198,6 +226,11 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
         static_cast<unsigned long long>(outcome.summary.events), flags.backend.c_str(),
         report_context->memory_model.c_str(), RenderText(BuildComparisonTable(outcome)).c_str(),
         RenderText(BuildTimingTable(outcome)).c_str());
+    if (predictor) {
+      std::printf("\npredicted by the sim with profile %s:\n%s",
+                  report_context->time_profile.c_str(),
+                  RenderText(BuildPredictionTable(outcome)).c_str());
+    }
     // Emulation is a property of the job (one rank for a larger world): say it once.
     if (outcome.runs.front().execution.emulated) {
       std::printf("\nemulated: %s\n", outcome.runs.front().execution.emulation_note.c_str());
@@ -264,7 +297,9 @@ void AddRunCommand(CLI::App& command, CommandContext& context) {
                      "Perfetto JSON file (streams as tracks, compute, collectives and copies as "
                      "slices, as measured)");
   command.footer(
-      "TRACE may contain {rank}: each rank reads its own trace. Exit codes: 0 ok, 1 a reduced\n"
+      "TRACE may contain {rank}: each rank reads its own trace. With --backend host|cuda,\n"
+      "--profile P also replays each policy on the sim priced by P and shows the prediction\n"
+      "beside the measurement (report: timing.prediction). Exit codes: 0 ok, 1 a reduced\n"
       "value was wrong, 2 error (on every rank, naming the rank that failed).\n\n"
       "Example:\n"
       "  mpirun -np 2 bucketsim run traces/tiny-ws2.json --backend host \\\n"

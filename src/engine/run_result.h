@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,12 @@ struct TimelineInstant {
   std::string name;
 };
 
+// What the sim backend priced by a time profile predicts for a run that was measured.
+struct TimePrediction {
+  std::string profile;  // the profile's name
+  std::vector<IterationTiming> iterations;
+};
+
 // What a replay did when, kept only when asked for (ReplayOptions::keep_timeline): the spans of
 // every iteration as the backend returned them, and, where the backend knows the time at issue
 // (sim), the memory counters after every change and the instants. Memory samples and instants
@@ -130,6 +137,10 @@ struct RunResult {
   // Time, on the backend that ran the replay: one entry per iteration of the trace.
   std::string backend;
   std::vector<IterationTiming> iterations;
+  // run --backend host|cuda --profile P: the sim's prediction of this run's time (the same trace,
+  // policy and memory model replayed by the sim backend priced by P), shown beside the
+  // measurement.
+  std::optional<TimePrediction> prediction;
   ExecutionFacts execution;
   std::optional<Timeline> stream_timeline;  // with ReplayOptions::keep_timeline
 };

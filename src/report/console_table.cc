@@ -116,6 +116,28 @@ Table BuildTimingTable(const ReplayOutcome& outcome) {
   return table;
 }
 
+Table BuildPredictionTable(const ReplayOutcome& outcome) {
+  Table table;
+  table.headers = {"policy",       "step (ms)",      "predicted (ms)", "error",
+                   "exposed (ms)", "predicted (ms)", "comm (ms)",      "predicted (ms)"};
+  table.right_aligned.assign(table.headers.size(), true);
+  table.right_aligned[0] = false;
+  for (const RunResult& run : outcome.runs) {
+    if (!run.prediction) continue;
+    TimingTotals measured = SumTimings(run.iterations, run.collectives);
+    TimingTotals predicted = SumTimings(run.prediction->iterations, run.collectives);
+    table.rows.push_back({run.policy, fmt::format("{:.3f}", measured.step_time_us / 1000.0),
+                          fmt::format("{:.3f}", predicted.step_time_us / 1000.0),
+                          fmt::format("{:+.1f}%", 100 * PredictionError(predicted.step_time_us,
+                                                                        measured.step_time_us)),
+                          fmt::format("{:.3f}", measured.exposed_communication_us / 1000.0),
+                          fmt::format("{:.3f}", predicted.exposed_communication_us / 1000.0),
+                          fmt::format("{:.3f}", measured.communication_us / 1000.0),
+                          fmt::format("{:.3f}", predicted.communication_us / 1000.0)});
+  }
+  return table;
+}
+
 Table BuildPeakCompositionTable(const RunResult& run) {
   Table table;
   table.headers = {"category", "bytes at peak (MiB)", "share"};

@@ -280,6 +280,22 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
     w.EndObject();
   }
   w.EndArray();
+  w.Key("prediction");
+  if (!run.prediction) {
+    w.Null();
+  } else {
+    TimingTotals predicted = SumTimings(run.prediction->iterations, run.collectives);
+    w.BeginObject();
+    w.Field("profile", run.prediction->profile);
+    w.Field("step_time_us", predicted.step_time_us);
+    w.Field("iteration_us", predicted.iteration_us);
+    w.Field("compute_us", predicted.compute_us);
+    w.Field("communication_us", predicted.communication_us);
+    w.Field("copy_us", predicted.copy_us);
+    w.Field("exposed_communication_us", predicted.exposed_communication_us);
+    w.Field("step_time_error", PredictionError(predicted.step_time_us, totals.step_time_us));
+    w.EndObject();
+  }
   w.EndObject();
 }
 

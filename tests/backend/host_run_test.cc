@@ -236,11 +236,43 @@ TEST(HostRun, ChromeTraceShowsTheMeasuredStreams) {
   EXPECT_EQ(collectives, 6);  // backward-only on tiny-ws2: three per iteration
 }
 
-TEST(HostRun, AProfileIsRefusedWhereTimesAreMeasured) {
-  testing::BinaryResult run = testing::RunBucketsim(
-      {"run", "traces/tiny-ws2.json", "--profile", "traces/profiles/h100-8gpu-nvlink.json"});
-  EXPECT_EQ(run.exit_code, 2);
-  EXPECT_NE(run.err.find("--profile prices the sim backend"), std::string::npos) << run.err;
+// With a real backend, --profile puts the sim's prediction beside the measurement: exactly the
+// timing the sim backend predicts for the same trace, policies and compute scale.
+TEST(HostRun, AProfileAddsTheSimPredictionBesideTheMeasurement) {
+  const std::string profile = "traces/profiles/h100-8gpu-nvlink.json";
+  std::string host_path = WriteTempFile("predicted-host.json", "");
+  std::string sim_path = WriteTempFile("predicted-sim.json", "");
+  const std::vector<std::string> common = {"--profile", profile,     "--compute-scale",
+                                           "0.5",       "--policy",  "backward-only",
+                                           "--policy",  "unbucketed"};
+  std::vector<std::string> host = {"run", "traces/tiny-ws2.json", "--json", host_path};
+  std::vector<std::string> sim = {"run",   "traces/tiny-ws2.json", "--backend", "sim", "--json",
+                                  sim_path};
+  host.insert(host.end(), common.begin(), common.end());
+  sim.insert(sim.end(), common.begin(), common.end());
+  testing::BinaryResult measured_run = RunBucketsimUnderMpi(2, host);
+  ASSERT_EQ(measured_run.exit_code, 0) << measured_run.out << measured_run.err;
+  EXPECT_NE(measured_run.out.find("predicted by the sim with profile h100-8gpu-nvlink-derived"),
+            std::string::npos)
+      << measured_run.out;
+  testing::BinaryResult sim_run = RunBucketsim(sim);
+  ASSERT_EQ(sim_run.exit_code, 0) << sim_run.err;
+  json h = ParseReport(host_path);
+  json s = ParseReport(sim_path);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const json& measured = h["policies"][i]["timing"];
+    const json& predicted = s["policies"][i]["timing"];
+    ASSERT_TRUE(measured["prediction"].is_object()) << measured.dump();
+    EXPECT_EQ(measured["prediction"]["profile"], "h100-8gpu-nvlink-derived");
+    for (const char* key : {"step_time_us", "iteration_us", "compute_us", "communication_us",
+                            "copy_us", "exposed_communication_us"}) {
+      EXPECT_EQ(measured["prediction"][key], predicted[key]) << key;
+    }
+    EXPECT_DOUBLE_EQ(
+        measured["prediction"]["step_time_error"].get<double>(),
+        predicted["step_time_us"].get<double>() / measured["step_time_us"].get<double>() - 1);
+    EXPECT_TRUE(predicted["prediction"].is_null());
+  }
 }
 
 }  // namespace
@@ -263,10 +295,35 @@ TEST(Calibrate, TwoRanksWriteAMeasuredProfileThatCompareReads) {
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries[0]["group_size"], 2);
   EXPECT_GT(entries[0]["busbw_GBps"].get<double>(), 0.0);
+  // Every size of the sweep is kept, 1 KiB to 16 MiB: the model follows the measurements.
+  const nlohmann::json& measured = entries[0]["measured"];
+  ASSERT_EQ(measured.size(), 15u);
+  EXPECT_EQ(measured.front()["send_bytes"], 1024);
+  EXPECT_EQ(measured.back()["send_bytes"], 16 * 1024 * 1024);
+  for (const nlohmann::json& point : measured) EXPECT_GT(point["time_us"].get<double>(), 0.0);
   EXPECT_GT(written["copy_GBps"].get<double>(), 0.0);
   testing::BinaryResult compare =
       testing::RunBucketsim({"compare", "traces/tiny-ws2.json", "--profile", profile});
   EXPECT_EQ(compare.exit_code, 0) << compare.err;
+}
+
+// A machine without a GPU: calibrate --backend cuda ends every rank with the runtime's reason.
+TEST(Calibrate, CudaWithoutAGpuFailsEveryRankWithTheReason) {
+  testing::BinaryResult calibrate = testing::RunBucketsimUnderMpi(
+      2, {"calibrate", "--backend", "cuda", "-o", testing::WriteTempFile("cuda.json", "")});
+  EXPECT_EQ(calibrate.exit_code, 2) << calibrate.out << calibrate.err;
+  EXPECT_NE(calibrate.err.find("--backend cuda: "), std::string::npos) << calibrate.err;
+}
+
+TEST(Calibrate, MergeRefusesAProfileOfAnotherKind) {
+  testing::BinaryResult calibrate = testing::RunBucketsimUnderMpi(
+      2, {"calibrate", "--merge", "traces/profiles/h100-8gpu-nvlink.json", "-o",
+          testing::WriteTempFile("merged.json", "")});
+  EXPECT_EQ(calibrate.exit_code, 2);
+  EXPECT_NE(calibrate.err.find("a derived profile of backend '' cannot take figures measured on "
+                               "backend host"),
+            std::string::npos)
+      << calibrate.err;
 }
 
 TEST(Calibrate, OneRankIsAUsageError) {

@@ -4,7 +4,8 @@
 
 namespace bucketsim {
 
-SimBackend::SimBackend(std::shared_ptr<const TimeProfile> profile) : profile_(std::move(profile)) {}
+SimBackend::SimBackend(std::shared_ptr<const TimeProfile> profile, double compute_scale)
+    : profile_(std::move(profile)), compute_scale_(compute_scale) {}
 
 Status SimBackend::Start(const TraceHeader& header) {
   stream_clock_us_.assign(std::max<std::size_t>(header.streams.size(), 1), 0.0);
@@ -51,7 +52,7 @@ void SimBackend::ReduceScatter(const CollectiveRecord& record, const CollectiveB
 }
 
 void SimBackend::Compute(StreamId stream, Micros duration) {
-  Occupy(SpanKind::kCompute, stream, duration);
+  Occupy(SpanKind::kCompute, stream, duration * compute_scale_);
 }
 
 void SimBackend::WaitStream(StreamId waiter, StreamId producer) {

@@ -34,8 +34,10 @@ namespace bucketsim {
 
 class SimBackend final : public Backend {
  public:
-  // A null profile: copies and collectives cost nothing.
-  explicit SimBackend(std::shared_ptr<const TimeProfile> profile = nullptr);
+  // A null profile: copies and collectives cost nothing. Compute spans last dur_us times
+  // `compute_scale` (run --compute-scale, so a prediction prices what the real backend ran).
+  explicit SimBackend(std::shared_ptr<const TimeProfile> profile = nullptr,
+                      double compute_scale = 1.0);
 
   std::string_view name() const override { return "sim"; }
   Status Start(const TraceHeader& header) override;
@@ -56,6 +58,7 @@ class SimBackend final : public Backend {
   void Occupy(SpanKind kind, StreamId stream, Micros duration);
 
   std::shared_ptr<const TimeProfile> profile_;
+  double compute_scale_ = 1.0;
   std::vector<Micros> stream_clock_us_;
   IterationSpans current_;
 };
