@@ -31,7 +31,8 @@ struct CalibrateFlags {
   std::string output;
   std::string merge;
   std::string max_bytes = "64MiB";
-  int iterations = 20;
+  int iterations = 10;
+  int passes = 3;
   double timeout_s = 300;
 };
 
@@ -95,8 +96,9 @@ Result<TimeProfile> Calibrate(const CalibrateFlags& flags, MpiWorld& world) {
   BUCKETSIM_RETURN_IF_ERROR((*backend)->Start(*header));
 
   CollectiveSweepOptions options;
-  options.send_bytes = DoublingSizes(kKiB, *max_bytes);
+  options.send_bytes = HalfOctaveSizes(kKiB, *max_bytes);
   options.iterations = flags.iterations;
+  options.passes = flags.passes;
   Result<std::vector<CollectiveSweepPoint>> collectives =
       MeasureBackendCollectives(world, **backend, *header, options);
   if (!collectives.ok()) return collectives.status();
@@ -116,10 +118,11 @@ Result<TimeProfile> Calibrate(const CalibrateFlags& flags, MpiWorld& world) {
     profile.provenance.kind = "measured";
     profile.provenance.description = fmt::format(
         "bucketsim calibrate --backend {}: reduce-scatters of 1 KiB to {} through the backend "
-        "(the span a replay times; median of {} after {} warm-up, slowest rank), alpha-beta "
+        "(the span a replay times; two sizes per octave; median of {} passes of {} after {} "
+        "warm-up, slowest rank, input refilled before each), alpha-beta "
         "fit weighted by relative error; copy bandwidth of contiguous copies through the "
         "backend's Copy, 1 MiB and up",
-        flags.backend, FormatBytes(*max_bytes), options.iterations, options.warmup);
+        flags.backend, FormatBytes(*max_bytes), options.passes, options.iterations, options.warmup);
     profile.provenance.backend = flags.backend;
     profile.provenance.tool_version = BUCKETSIM_VERSION;
     char host[256] = {};
@@ -180,7 +183,12 @@ void AddCalibrateCommand(CLI::App& command, CommandContext& context) {
                      "An existing profile to add this job's group size to (replacing it)");
   command.add_option("--max-bytes", flags->max_bytes, "Largest send buffer of the sweep (SIZE)")
       ->capture_default_str();
-  command.add_option("--iterations", flags->iterations, "Timed iterations per size")
+  command.add_option("--iterations", flags->iterations, "Timed iterations per size and pass")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      .add_option("--passes", flags->passes,
+                  "Sweeps over every size; each size's figure is the median of all its samples")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command

@@ -295,9 +295,10 @@ TEST(Calibrate, TwoRanksWriteAMeasuredProfileThatCompareReads) {
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries[0]["group_size"], 2);
   EXPECT_GT(entries[0]["busbw_GBps"].get<double>(), 0.0);
-  // Every size of the sweep is kept, 1 KiB to 16 MiB: the model follows the measurements.
+  // Every size of the sweep is kept, 1 KiB to 16 MiB, two per octave: the model follows them.
   const nlohmann::json& measured = entries[0]["measured"];
-  ASSERT_EQ(measured.size(), 15u);
+  ASSERT_EQ(measured.size(), 29u);
+  EXPECT_EQ(measured[1]["send_bytes"], 1536);
   EXPECT_EQ(measured.front()["send_bytes"], 1024);
   EXPECT_EQ(measured.back()["send_bytes"], 16 * 1024 * 1024);
   for (const nlohmann::json& point : measured) EXPECT_GT(point["time_us"].get<double>(), 0.0);

@@ -36,14 +36,16 @@ Result<Micros> Slowest(Micros mine) {
   return slowest;
 }
 
-// The median over the timed iterations of the slowest rank's span of `kind`, each iteration one
-// operation issued by `issue` and drained by EndIteration.
-template <typename Issue>
-Result<CollectiveSweepPoint> TimeSpans(MpiWorld& world, Backend& backend,
-                                       const CollectiveSweepOptions& options, SpanKind kind,
-                                       Issue issue) {
+// The timed iterations of one size: the slowest rank's span of `kind` and end-to-end time per
+// iteration, each iteration one operation group issued by `issue` and drained by EndIteration.
+struct SpanSamples {
   std::vector<Micros> spans;
   std::vector<Micros> end_to_end;
+};
+
+template <typename Issue>
+Status TimeSpans(MpiWorld& world, Backend& backend, const CollectiveSweepOptions& options,
+                 SpanKind kind, Issue issue, SpanSamples& samples) {
   for (int i = 0; i < options.warmup + options.iterations; ++i) {
     BUCKETSIM_RETURN_IF_ERROR(world.Barrier());
     auto start = Clock::now();
@@ -60,15 +62,32 @@ Result<CollectiveSweepPoint> TimeSpans(MpiWorld& world, Backend& backend,
     Result<Micros> slowest_total = Slowest(total);
     if (!slowest_total.ok()) return slowest_total.status();
     if (i >= options.warmup) {
-      spans.push_back(*slowest_span);
-      end_to_end.push_back(*slowest_total);
+      samples.spans.push_back(*slowest_span);
+      samples.end_to_end.push_back(*slowest_total);
     }
   }
-  CollectiveSweepPoint point;
-  point.ranks = world.size();
-  point.backend_us = Median(spans);
-  point.end_to_end_us = Median(end_to_end);
-  return point;
+  return Status::Ok();
+}
+
+// Sizes in the outer loop of each pass, passes outermost: a slow drift of the machine (another
+// job, a noisy neighbour of the VM) spreads over every size instead of skewing a few.
+template <typename MeasureOnce>
+Result<std::vector<CollectiveSweepPoint>> InPasses(const CollectiveSweepOptions& options, int ranks,
+                                                   MeasureOnce measure_once) {
+  std::vector<SpanSamples> samples(options.send_bytes.size());
+  std::vector<Bytes> bytes(options.send_bytes.size());
+  for (int pass = 0; pass < std::max(options.passes, 1); ++pass) {
+    for (std::size_t i = 0; i < options.send_bytes.size(); ++i) {
+      Result<Bytes> measured = measure_once(options.send_bytes[i], samples[i]);
+      if (!measured.ok()) return measured.status();
+      bytes[i] = *measured;
+    }
+  }
+  std::vector<CollectiveSweepPoint> points;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    points.push_back({bytes[i], ranks, 0, Median(samples[i].spans), Median(samples[i].end_to_end)});
+  }
+  return points;
 }
 
 constexpr BufferHandle kInput = 0;
@@ -79,6 +98,15 @@ constexpr BufferHandle kOutput = 1;
 std::vector<Bytes> DoublingSizes(Bytes from, Bytes to) {
   std::vector<Bytes> sizes;
   for (Bytes size = std::max<Bytes>(from, 1); size <= to; size *= 2) sizes.push_back(size);
+  return sizes;
+}
+
+std::vector<Bytes> HalfOctaveSizes(Bytes from, Bytes to) {
+  std::vector<Bytes> sizes;
+  for (Bytes size : DoublingSizes(from, to)) {
+    sizes.push_back(size);
+    if (size >= 2 && size + size / 2 <= to) sizes.push_back(size + size / 2);
+  }
   return sizes;
 }
 
@@ -103,34 +131,32 @@ Result<std::vector<CollectiveSweepPoint>> MeasureBackendCollectives(
   const Bytes element = ElementSize(options.dtype);
   const StreamId stream = header.post_backward_stream();
   const ProcessGroup& group = header.groups.front();
-  std::vector<CollectiveSweepPoint> points;
-  for (Bytes requested : options.send_bytes) {
-    const Numel count = std::max<Numel>(requested / (element * ranks), 1);
-    const Bytes send = count * ranks * element;
-    // Materialized buffers, and an input filled again before every collective, as a replay's
-    // collective reads a gradient stacked (or a bucket filled) just before: measured on the
-    // 2-core VM, a 2 MiB reduce-scatter of a just-written input takes 0.7 ms, of one written
-    // long before 0.4 ms (the peer reads the freshly written lines out of another core's cache),
-    // and replays see the former.
-    backend.Materialize(kInput, send, stream);
-    backend.Materialize(kOutput, count * element, stream);
-    backend.FillGradient({kInput, 0, ranks, count, options.dtype}, stream);
-    Result<IterationSpans> settled = backend.EndIteration();
-    if (!settled.ok()) return settled.status();
-    CollectiveRecord record{
-        CollectiveKind::kBucketFlush, group.id, ranks, options.dtype, count * ranks, count, 1};
-    const ReducedSlice slice{0, 0, count};
-    Result<CollectiveSweepPoint> point =
-        TimeSpans(world, backend, options, SpanKind::kCollective, [&] {
-          backend.FillGradient({kInput, 0, ranks, count, options.dtype}, stream);
-          backend.ReduceScatter(record, {kInput, kOutput, {&slice, 1}}, stream);
-        });
-    backend.Release(kInput, stream);
-    backend.Release(kOutput, stream);
-    if (!point.ok()) return point.status();
-    point->send_bytes = send;
-    points.push_back(*point);
-  }
+  Result<std::vector<CollectiveSweepPoint>> points =
+      InPasses(options, ranks, [&](Bytes requested, SpanSamples& samples) -> Result<Bytes> {
+        const Numel count = std::max<Numel>(requested / (element * ranks), 1);
+        const Bytes send = count * ranks * element;
+        // Materialized buffers, and an input filled again before every collective, as a
+        // replay's collective reads a gradient stacked (or a bucket filled) just before:
+        // measured on the 2-core VM, a 2 MiB reduce-scatter of a just-written input takes
+        // 0.7 ms, of one written long before 0.4 ms (the peer reads the freshly written lines
+        // out of another core's cache), and replays see the former.
+        backend.Materialize(kInput, send, stream);
+        backend.Materialize(kOutput, count * element, stream);
+        CollectiveRecord record{
+            CollectiveKind::kBucketFlush, group.id, ranks, options.dtype, count * ranks, count, 1};
+        const ReducedSlice slice{0, 0, count};
+        Status timed = TimeSpans(
+            world, backend, options, SpanKind::kCollective,
+            [&] {
+              backend.FillGradient({kInput, 0, ranks, count, options.dtype}, stream);
+              backend.ReduceScatter(record, {kInput, kOutput, {&slice, 1}}, stream);
+            },
+            samples);
+        backend.Release(kInput, stream);
+        backend.Release(kOutput, stream);
+        if (!timed.ok()) return timed;
+        return send;
+      });
   Result<IterationSpans> drained = backend.EndIteration();
   if (!drained.ok()) return drained.status();
   return points;
@@ -141,23 +167,20 @@ Result<std::vector<CollectiveSweepPoint>> MeasureBackendCopies(
     const CollectiveSweepOptions& options) {
   const Bytes element = ElementSize(options.dtype);
   const StreamId stream = header.post_backward_stream();
-  std::vector<CollectiveSweepPoint> points;
-  for (Bytes requested : options.send_bytes) {
-    const Numel count = std::max<Numel>(requested / element, 1);
-    backend.Materialize(kInput, count * element, stream);
-    backend.Materialize(kOutput, count * element, stream);
-    backend.FillGradient({kInput, 0, 1, count, options.dtype}, stream);
-    Result<IterationSpans> settled = backend.EndIteration();
-    if (!settled.ok()) return settled.status();
-    const BufferCopy copy{kOutput, count, 0, kInput, count, 0, 1, count, options.dtype};
-    Result<CollectiveSweepPoint> point =
-        TimeSpans(world, backend, options, SpanKind::kCopy, [&] { backend.Copy(copy, stream); });
-    backend.Release(kInput, stream);
-    backend.Release(kOutput, stream);
-    if (!point.ok()) return point.status();
-    point->send_bytes = count * element;
-    points.push_back(*point);
-  }
+  Result<std::vector<CollectiveSweepPoint>> points =
+      InPasses(options, world.size(), [&](Bytes requested, SpanSamples& samples) -> Result<Bytes> {
+        const Numel count = std::max<Numel>(requested / element, 1);
+        backend.Materialize(kInput, count * element, stream);
+        backend.Materialize(kOutput, count * element, stream);
+        backend.FillGradient({kInput, 0, 1, count, options.dtype}, stream);
+        const BufferCopy copy{kOutput, count, 0, kInput, count, 0, 1, count, options.dtype};
+        Status timed = TimeSpans(
+            world, backend, options, SpanKind::kCopy, [&] { backend.Copy(copy, stream); }, samples);
+        backend.Release(kInput, stream);
+        backend.Release(kOutput, stream);
+        if (!timed.ok()) return timed;
+        return count * element;
+      });
   Result<IterationSpans> drained = backend.EndIteration();
   if (!drained.ok()) return drained.status();
   return points;

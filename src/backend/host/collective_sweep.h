@@ -20,10 +20,11 @@ struct CollectiveSweepOptions {
   std::vector<Bytes> send_bytes;  // whole send buffers, as nccl-tests sizes a reduce-scatter
   int warmup = 3;
   int iterations = 20;
+  int passes = 1;  // sweeps over every size; a size's figure is the median of all its samples
   DType dtype = DType::kFloat32;
 };
 
-// One size. Times are medians over the iterations of the slowest rank's time.
+// One size. Times are medians over the iterations (of every pass) of the slowest rank's time.
 struct CollectiveSweepPoint {
   Bytes send_bytes = 0;
   int ranks = 1;
@@ -56,5 +57,7 @@ Result<std::vector<CollectiveSweepPoint>> RunCollectiveSweep(MpiWorld& world,
 
 // from, 2*from, 4*from, ... up to `to` (both included when `to` is on the way).
 std::vector<Bytes> DoublingSizes(Bytes from, Bytes to);
+// DoublingSizes with 1.5x each size in between: two points per octave, for a curve with bends.
+std::vector<Bytes> HalfOctaveSizes(Bytes from, Bytes to);
 
 }  // namespace bucketsim
