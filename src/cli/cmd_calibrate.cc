@@ -38,12 +38,7 @@ struct CalibrateFlags {
 
 // The backend to measure, made as `run` makes it (without verification: timing only).
 Result<std::unique_ptr<Backend>> MakeBackend(const CalibrateFlags& flags, MpiWorld& world) {
-  auto on_fatal = [&world](const std::string& message) {
-    std::fprintf(stderr, "bucketsim: rank %d: error: %s; aborting every rank\n", world.rank(),
-                 message.c_str());
-    std::fflush(stderr);
-    world.Abort(kExitError);
-  };
+  auto on_fatal = AbortEveryRank(world);
   if (flags.backend == "cuda") {
     CudaBackendOptions options;
     options.verify = false;
@@ -191,11 +186,7 @@ void AddCalibrateCommand(CLI::App& command, CommandContext& context) {
                   "Sweeps over every size; each size's figure is the median of all its samples")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command
-      .add_option("--timeout", flags->timeout_s,
-                  "Seconds one operation may run before every rank is aborted (0: never)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  AddTimeoutFlag(command, flags->timeout_s);
   command.footer(
       "Example (profiles for 2 and 4 ranks in one file):\n"
       "  mpirun -np 2 bucketsim calibrate -o profile.json\n"

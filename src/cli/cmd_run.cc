@@ -126,12 +126,7 @@ Result<std::function<std::unique_ptr<Backend>()>> BackendFactory(const RunFlags&
                                                                  MpiWorld& world) {
   if (flags.backend == "sim") return SimFactory(flags);
   // A failure other ranks may be waiting on: say which rank and why, then end the whole job.
-  auto on_fatal = [&world](const std::string& message) {
-    std::fprintf(stderr, "bucketsim: rank %d: error: %s; aborting every rank\n", world.rank(),
-                 message.c_str());
-    std::fflush(stderr);
-    world.Abort(kExitError);
-  };
+  auto on_fatal = AbortEveryRank(world);
   if (flags.backend == "cuda") return CudaBackendFactory(flags, world, on_fatal);
   HostBackendOptions options;
   options.materialize_all = flags.materialize == "all";
@@ -287,11 +282,7 @@ void AddRunCommand(CLI::App& command, CommandContext& context) {
                   "Run compute spans for dur_us times this (0: skip them)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  command
-      .add_option("--timeout", flags->timeout_s,
-                  "Seconds one operation may run before every rank is aborted (0: never)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  AddTimeoutFlag(command, flags->timeout_s);
   command.add_option("--chrome-trace", flags->chrome_trace_path,
                      "Write the first policy's replay on rank 0 as a Chrome trace-event / "
                      "Perfetto JSON file (streams as tracks, compute, collectives and copies as "

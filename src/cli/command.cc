@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/host/mpi_world.h"
 #include "backend/sim/sim_backend.h"
 #include "core/size_format.h"
 #include "io/time_profile_io.h"
@@ -127,6 +128,23 @@ Result<Bytes> ParseSizeFlag(std::string_view flag, std::string_view text) {
   if (!size.ok())
     return Status(size.status().code(), fmt::format("{}: {}", flag, size.status().message()));
   return size;
+}
+
+std::function<void(const std::string&)> AbortEveryRank(MpiWorld& world) {
+  return [&world](const std::string& message) {
+    std::fprintf(stderr, "bucketsim: rank %d: error: %s; aborting every rank\n", world.rank(),
+                 message.c_str());
+    std::fflush(stderr);
+    world.Abort(kExitError);
+  };
+}
+
+void AddTimeoutFlag(CLI::App& command, double& timeout_s) {
+  command
+      .add_option("--timeout", timeout_s,
+                  "Seconds one operation may run before every rank is aborted (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 }
 
 int ReportError(const Status& status) {

@@ -4,6 +4,7 @@
 // 0 success or budget kept, 1 a budget broken, 2 bad usage or bad input (never a pass).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -85,6 +86,13 @@ CLI::Validator FiniteNumber();
 
 // Prints "bucketsim: error: <message>" on stderr and returns kExitError.
 int ReportError(const Status& status);
+
+class MpiWorld;
+// For a real backend's on_fatal (a failure other ranks may be blocked on): prints
+// "bucketsim: rank R: error: MESSAGE; aborting every rank" and ends the whole job.
+std::function<void(const std::string&)> AbortEveryRank(MpiWorld& world);
+// --timeout SECONDS for commands that run a real backend (the watchdog; 0: never).
+void AddTimeoutFlag(CLI::App& command, double& timeout_s);
 // The trace `compare` replays when none is given.
 std::string DefaultTracePath();
 
