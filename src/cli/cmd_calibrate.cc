@@ -30,6 +30,7 @@ struct CalibrateFlags {
   std::string backend = "host";
   std::string output;
   std::string merge;
+  std::string name;
   std::string max_bytes = "64MiB";
   int iterations = 10;
   int passes = 3;
@@ -109,7 +110,7 @@ Result<TimeProfile> Calibrate(const CalibrateFlags& flags, MpiWorld& world) {
   if (!copy.ok()) return copy.status();
 
   if (flags.merge.empty()) {
-    profile.name = fmt::format("measured-{}", flags.backend);
+    profile.name = flags.name.empty() ? fmt::format("measured-{}", flags.backend) : flags.name;
     profile.provenance.kind = "measured";
     profile.provenance.description = fmt::format(
         "bucketsim calibrate --backend {}: reduce-scatters of 1 KiB to {} through the backend "
@@ -174,6 +175,9 @@ void AddCalibrateCommand(CLI::App& command, CommandContext& context) {
       ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
   command.add_option("-o,--output", flags->output, "The profile to write")->required();
+  command.add_option("--name", flags->name,
+                     "The profile's name, quoted by reports (default measured-BACKEND; kept by "
+                     "--merge)");
   command.add_option("--merge", flags->merge,
                      "An existing profile to add this job's group size to (replacing it)");
   command.add_option("--max-bytes", flags->max_bytes, "Largest send buffer of the sweep (SIZE)")

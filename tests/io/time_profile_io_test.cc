@@ -51,6 +51,31 @@ TEST(TimeProfileIo, ShippedProfilesAreValidAndDerived) {
   }
 }
 
+// The CI machine's profile: measured by calibrate (traces/profiles/README.md) at 2, 4 and 8
+// ranks, every size of the sweep kept, and the model following those measurements.
+TEST(TimeProfileIo, ShippedCiProfileIsMeasuredAtTwoFourAndEightRanks) {
+  Result<TimeProfile> profile = ReadTimeProfile(std::string(BUCKETSIM_SOURCE_DIR) +
+                                                "/traces/profiles/ci-2core-mpi.json");
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  EXPECT_EQ(profile->name, "ci-2core-mpi-measured");
+  EXPECT_EQ(profile->provenance.kind, "measured");
+  EXPECT_EQ(profile->provenance.backend, "host");
+  EXPECT_EQ(profile->provenance.ranks, 8);
+  ASSERT_EQ(profile->reduce_scatter.size(), 3u);
+  int group_size = 2;
+  for (const AlphaBeta& entry : profile->reduce_scatter) {
+    EXPECT_EQ(entry.group_size, group_size);
+    group_size *= 2;
+    // 1 KiB to 64 MiB, two sizes per octave.
+    ASSERT_EQ(entry.measured.size(), 33u);
+    EXPECT_EQ(entry.measured.front().bytes, 1024u);
+    EXPECT_EQ(entry.measured.back().bytes, 64u << 20);
+    for (const TimingSample& point : entry.measured) {
+      EXPECT_DOUBLE_EQ(profile->ReduceScatterTime(point.bytes, entry.group_size), point.time_us);
+    }
+  }
+}
+
 struct BadProfile {
   const char* text;
   const char* message;
