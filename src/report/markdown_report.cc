@@ -22,7 +22,7 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
   }
   if (doc.sweep) {
     out += fmt::format("\n{}# Sweep\n\n", h) + RenderMarkdown(BuildSweepTable(*doc.sweep));
-    out += fmt::format("\n{}\n", kSweepParetoNote);
+    out += fmt::format("\n\\{}\n", kSweepParetoNote);  // "\*": not a list item
     if (doc.sweep->budget) {
       out += fmt::format("\n{}\n", DescribeBudget(doc.sweep->points, *doc.sweep->budget));
     }
