@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the example reports in reports/examples/ with the built binary: for each shipped
 # trace the JSON report of `bucketsim compare` (every default policy, caching allocator model)
-# and the page `bucketsim report` makes of it (report.html, report.md, charts/*.svg). The context
+# and the page `bucketsim report` makes of it (report.html, report.md, charts/*.svg); and one
+# `bucketsim sweep` (sweep.json) with its page, which leads with the Pareto chart. The context
 # block is made deterministic (BUCKETSIM_DETERMINISTIC_CONTEXT=1: no host, no git sha, argv[0]
 # "bucketsim") and every path in it is relative, so the files are the same bytes on any machine.
 # With --check, writes them to a temporary directory instead and fails when they differ from
@@ -39,6 +40,14 @@ rm -rf "$out/gpt-default-vs-expandable/charts"
 (cd "$out/gpt-default-vs-expandable" &&
   "$bin" report ../gpt-24l-h1024-ws8/compare.json ../gpt-24l-h1024-ws8-expandable/compare.json \
     -o . >/dev/null)
+# A sweep: the default policies at four bucket caps, timed with the H100 profile, and the
+# fastest configuration within a budget.
+mkdir -p "$out/sweep-gpt-4l-h256-ws4"
+rm -rf "$out/sweep-gpt-4l-h256-ws4/charts"
+"$bin" sweep traces/gpt-4l-h256-ws4.json --bucket-cap-mb 1,5,25,100 \
+  --profile traces/profiles/h100-8gpu-nvlink.json --budget 256MiB --format json \
+  >"$out/sweep-gpt-4l-h256-ws4/sweep.json"
+(cd "$out/sweep-gpt-4l-h256-ws4" && "$bin" report sweep.json -o . >/dev/null)
 
 if ((check)); then
   if ! diff -r "$out" "$root/reports/examples" >/dev/null; then

@@ -17,7 +17,7 @@
 #include "cli/command.h"
 #include "engine/budget_check.h"
 #include "io/budget_file.h"
-#include "io/report_figures.h"
+#include "io/report_reader.h"
 #include "report/check_report.h"
 #include "report/json_report.h"
 #include "report/junit_writer.h"
@@ -73,8 +73,17 @@ Result<PolicyBudget> FlagBudget(const CheckFlags& flags) {
 struct CheckPlan {
   std::vector<std::string> policies;
   std::vector<PolicyBudget> budgets;  // by policy
-  std::optional<ReportFigures> baseline;
+  std::optional<ReportDocument> baseline;
+  std::vector<PolicyFigures> baseline_figures;  // of baseline->runs, in order
   Tolerance tolerance;
+
+  // The baseline's figures of the policy `policy` (as the user named it), or null.
+  const PolicyFigures* BaselineOf(std::string_view policy) const {
+    for (const PolicyFigures& figures : baseline_figures) {
+      if (figures.policy == policy) return &figures;
+    }
+    return nullptr;
+  }
 };
 
 Result<CheckPlan> Plan(const CheckFlags& flags) {
@@ -94,9 +103,12 @@ Result<CheckPlan> Plan(const CheckFlags& flags) {
     return InvalidArgument("--tolerance needs --baseline REPORT.json");
   }
   if (!flags.baseline_path.empty()) {
-    Result<ReportFigures> read = ReadReportFigures(flags.baseline_path);
+    Result<ReportDocument> read = ReadReportFile(flags.baseline_path, ReportContent::kFigures);
     if (!read.ok()) return read.status();
     plan.baseline = std::move(*read);
+    for (std::size_t i = 0; i < plan.baseline->runs.size(); ++i) {
+      plan.baseline_figures.push_back(FiguresOf(*plan.baseline, i));
+    }
   }
   plan.policies = flags.replay.policies;
   if (plan.policies.empty() && file) {
@@ -167,7 +179,7 @@ class CheckRun {
       outcomes_.insert(outcomes_.end(), budget->begin(), budget->end());
       if (plan->baseline) {
         std::vector<CheckOutcome> growth =
-            CheckBaseline(figures, plan->baseline->Find(run.policy), plan->tolerance);
+            CheckBaseline(figures, plan->BaselineOf(run.policy), plan->tolerance);
         outcomes_.insert(outcomes_.end(), growth.begin(), growth.end());
       }
     }
@@ -200,17 +212,17 @@ class CheckRun {
   // Reports produced under another memory model count other bytes: comparing them would
   // pass or fail on the model, not on the change. A different trace is worth a note only: the
   // baseline's purpose is to catch what a change (to the trace or to the code) does.
-  Status Comparable(const ReportFigures& baseline) {
-    if (baseline.memory_model != flags_.replay.allocator) {
+  Status Comparable(const ReportDocument& baseline) {
+    if (baseline.context.memory_model != flags_.replay.allocator) {
       return InvalidArgument(
           fmt::format("{}: the baseline was replayed with memory model '{}', this check uses '{}' "
                       "(--allocator): their figures are not comparable",
-                      baseline.path, baseline.memory_model, flags_.replay.allocator));
+                      baseline.source, baseline.context.memory_model, flags_.replay.allocator));
     }
-    if (baseline.trace_digest != report_context_.trace_digest) {
+    if (baseline.context.trace_digest != report_context_.trace_digest) {
       notes_.push_back(fmt::format(
           "NOTE: the baseline {} was replayed from another trace (digest {}, this trace {})",
-          baseline.path, baseline.trace_digest, report_context_.trace_digest));
+          baseline.source, baseline.context.trace_digest, report_context_.trace_digest));
     }
     return Status::Ok();
   }

@@ -56,7 +56,8 @@ int RunReport(const ReportFlags& flags) {
 
 void AddReportCommand(CLI::App& command, CommandContext& context) {
   auto flags = std::make_shared<ReportFlags>();
-  command.add_option("reports", flags->reports, "JSON reports (from compare/check --json)")
+  command
+      .add_option("reports", flags->reports, "JSON reports (from compare, check or sweep --json)")
       ->required();
   command.add_option("-o,--out", flags->out_dir, "Directory to write report.html and report.md")
       ->required();
@@ -65,7 +66,9 @@ void AddReportCommand(CLI::App& command, CommandContext& context) {
       "(the same content in Markdown) and DIR/charts/*.svg (the charts report.md shows).\n\n"
       "Example:\n"
       "  bucketsim compare traces/tiny-ws2.json --json out/compare.json\n"
-      "  bucketsim report out/compare.json -o out/report");
+      "  bucketsim report out/compare.json -o out/report\n"
+      "  bucketsim sweep traces/tiny-ws2.json --bucket-cap-mb 0.25,1 --json out/sweep.json\n"
+      "  bucketsim report out/sweep.json -o out/sweep   # the Pareto chart and the sweep table");
   command.callback([flags, &context] { context.exit_code = RunReport(*flags); });
 }
 

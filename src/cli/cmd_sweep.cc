@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "report/html_report.h"
 #include "report/json_report.h"
+#include "report/report_text.h"
 #include "report/sweep_report.h"
 
 namespace bucketsim {
@@ -16,6 +18,7 @@ struct SweepFlags {
   std::vector<double> caps_mb;
   std::string budget;  // SIZE; empty: no budget question
   std::string format = "table";
+  std::string html_path;
 };
 
 // Each policy at each cap; a policy that fixes its own cap (unbucketed) is replayed once.
@@ -53,6 +56,12 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
 
   SweepSection sweep{SummarizeSweep(outcome->runs), std::nullopt};
   if (budget) sweep.budget = ChooseUnderBudget(sweep.points, *budget);
+  if (!flags.html_path.empty()) {
+    const std::vector<ReportDocument> docs = {
+        DocumentFromOutcome(*outcome, *report_context, &sweep)};
+    Status written = WriteTextFile(flags.html_path, FormatHtmlReport(docs, PageCharts(docs)));
+    if (!written.ok()) return ReportError(written);
+  }
   if (!flags.replay.json_path.empty() || flags.format == "json") {
     std::string report = ReportJsonText(*outcome, *report_context, &sweep);
     if (!flags.replay.json_path.empty()) {
@@ -67,10 +76,8 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
               report_context->trace_name.c_str(), sweep.points.size(),
               report_context->time_profile.c_str(), report_context->memory_model.c_str(),
-              RenderText(BuildSweepTable(sweep.points)).c_str());
-  std::printf(
-      "\n* Pareto-optimal: no other configuration has both less peak reserved memory and "
-      "a shorter step.\n");
+              RenderText(BuildSweepTable(sweep)).c_str());
+  std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
   if (report_context->time_profile == "none") {
     std::printf(
         "No --profile: copies and collectives cost nothing, so step times are compute "
@@ -80,6 +87,7 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   if (!flags.replay.json_path.empty()) {
     std::printf("\nreport: %s\n", flags.replay.json_path.c_str());
   }
+  if (!flags.html_path.empty()) std::printf("html report: %s\n", flags.html_path.c_str());
   return kExitOk;
 }
 
@@ -100,6 +108,9 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
                      "configuration that fits, and what it costs against the runner-up");
   command.add_option("--format", flags->format, "Output on stdout: table or json")
       ->check(CLI::IsMember({"table", "json"}));
+  command.add_option("--html", flags->html_path,
+                     "Also write the HTML report (the Pareto chart and the sweep table inline, "
+                     "self-contained) to FILE");
   command.footer(
       "Every --policy (default: the four of compare) is replayed at every cap, in one pass over\n"
       "the trace; a policy with its own cap (unbucketed) once. Step times come from the sim's\n"
@@ -107,7 +118,8 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
       "Example:\n"
       "  bucketsim sweep traces/gpt-24l-h1024-ws8.json --bucket-cap-mb 1,5,25,100 \\\n"
       "      --policy backward-only --policy always-allocated \\\n"
-      "      --profile traces/profiles/h100-8gpu-nvlink.json --budget 3GiB --json out/sweep.json");
+      "      --profile traces/profiles/h100-8gpu-nvlink.json --budget 3GiB --json out/sweep.json\n"
+      "  bucketsim report out/sweep.json -o out/sweep-page   # or --html out/sweep.html");
   command.callback([flags, &context] { context.exit_code = RunSweep(*flags, context); });
 }
 

@@ -53,6 +53,10 @@ std::vector<SweepPoint> SummarizeSweep(const std::vector<RunResult>& runs) {
   return points;
 }
 
+bool FitsBudget(const SweepPoint& point, Bytes budget_bytes) {
+  return !point.out_of_memory && point.peak_reserved_bytes <= budget_bytes;
+}
+
 BudgetAnswer ChooseUnderBudget(const std::vector<SweepPoint>& points, Bytes budget_bytes) {
   BudgetAnswer answer;
   answer.budget_bytes = budget_bytes;
@@ -63,7 +67,7 @@ BudgetAnswer ChooseUnderBudget(const std::vector<SweepPoint>& points, Bytes budg
         points[i].peak_reserved_bytes < points[*answer.smallest].peak_reserved_bytes) {
       answer.smallest = i;
     }
-    if (points[i].peak_reserved_bytes <= budget_bytes) fitting.push_back(i);
+    if (FitsBudget(points[i], budget_bytes)) fitting.push_back(i);
   }
   std::sort(fitting.begin(), fitting.end(),
             [&](std::size_t a, std::size_t b) { return Preferred(points, a, b); });

@@ -29,6 +29,9 @@ struct SweepPoint {
 // are excluded from it). Points with identical figures are all marked.
 std::vector<SweepPoint> SummarizeSweep(const std::vector<RunResult>& runs);
 
+// Whether a point fits a peak reserved budget; one that ran out of memory fits none.
+bool FitsBudget(const SweepPoint& point, Bytes budget_bytes);
+
 // --budget: the fastest point whose peak reserved fits (ties: less reserved memory, then the
 // earlier point), and the next fastest that fits, to say what the choice costs against it.
 // When nothing fits, `best` is unset and `smallest` is the point with the least peak reserved.

@@ -87,6 +87,12 @@ Result<double> JsonDocument::Number(const Pointer& at) const {
   return number;
 }
 
+Result<bool> JsonDocument::Bool(const Pointer& at) const {
+  Result<const Json*> value = Typed(at, &Json::is_boolean, "true or false");
+  if (!value.ok()) return value.status();
+  return (*value)->get<bool>();
+}
+
 Result<int> JsonDocument::SchemaVersion(int min, int max) const {
   const Pointer at("/schema_version");
   if (!root_.is_object()) {

@@ -38,6 +38,7 @@ class JsonDocument {
   Result<std::string> String(const Pointer& at) const;
   Result<std::uint64_t> Unsigned(const Pointer& at) const;  // an integer >= 0
   Result<double> Number(const Pointer& at) const;           // any finite JSON number
+  Result<bool> Bool(const Pointer& at) const;               // true or false
   bool Has(const Pointer& at) const { return root_.contains(at); }
 
   // `schema_version` at the top level must be an integer in [min, max]; a clear message

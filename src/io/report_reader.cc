@@ -1,73 +1,70 @@
 #include "io/report_reader.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <limits>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+
+#include "io/json_document.h"
 
 namespace bucketsim {
 namespace {
 
-using nlohmann::json;
+using Json = JsonDocument::Json;
+using Pointer = JsonDocument::Pointer;
 
-// A report that does not read as the format says; caught in ParseReport, which adds the file.
+constexpr std::string_view kKind = "report";
+
+// A report that does not read as the format says; caught in FromDocument, which returns it.
 struct BadReport {
-  std::string message;
+  Status status;
 };
 
-// One JSON value and the path that leads to it, for the error messages.
+template <typename T>
+T Get(Result<T> result) {
+  if (!result.ok()) throw BadReport{result.status()};
+  return std::move(*result);
+}
+
+// One value of the report and the JSON pointer that leads to it; a typed read that fails
+// throws the document's message ("FILE: POINTER: what").
 class Node {
  public:
-  Node(const json& value, std::string path) : value_(value), path_(std::move(path)) {}
+  Node(const JsonDocument& doc, Pointer at) : doc_(doc), at_(std::move(at)) {}
 
-  [[noreturn]] void Fail(std::string_view what) const {
-    throw BadReport{fmt::format("{}: {}", path_.empty() ? "(top level)" : path_, what)};
-  }
+  [[noreturn]] void Fail(std::string_view what) const { throw BadReport{doc_.Error(at_, what)}; }
+  // Present and not null.
   bool Has(std::string_view key) const {
-    return value_.is_object() && value_.contains(key) && !value_.at(std::string(key)).is_null();
+    const Pointer at = at_ / std::string(key);
+    return doc_.Has(at) && !doc_.root().at(at).is_null();
   }
   Node operator[](std::string_view key) const {
-    if (!value_.is_object()) Fail("expected an object");
-    auto it = value_.find(key);
-    std::string path = path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
-    if (it == value_.end()) throw BadReport{fmt::format("{}: missing", path)};
-    return Node(*it, std::move(path));
+    Get(doc_.Object(at_));
+    return Node(doc_, at_ / std::string(key));
   }
   std::vector<Node> Items() const {
-    if (!value_.is_array()) Fail("expected an array");
+    const std::size_t size = Get(doc_.Array(at_))->size();
     std::vector<Node> items;
-    for (std::size_t i = 0; i < value_.size(); ++i) {
-      items.emplace_back(value_[i], fmt::format("{}[{}]", path_, i));
-    }
+    for (std::size_t i = 0; i < size; ++i) items.emplace_back(doc_, at_ / i);
     return items;
   }
-  std::uint64_t Uint() const {
-    if (!value_.is_number_unsigned()) Fail("expected an integer >= 0");
-    return value_.get<std::uint64_t>();
-  }
+  std::uint64_t Uint() const { return Get(doc_.Unsigned(at_)); }
   int Int() const {
-    if (!value_.is_number_integer()) Fail("expected an integer");
-    return value_.get<int>();
+    std::uint64_t value = Uint();
+    if (value > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) Fail("too large");
+    return static_cast<int>(value);
   }
-  double Number() const {
-    if (!value_.is_number()) Fail("expected a number");
-    return value_.get<double>();
-  }
-  std::string String() const {
-    if (!value_.is_string()) Fail("expected a string");
-    return value_.get<std::string>();
-  }
+  double Number() const { return Get(doc_.Number(at_)); }
+  bool Bool() const { return Get(doc_.Bool(at_)); }
+  std::string String() const { return Get(doc_.String(at_)); }
+  // null: unset.
   std::optional<std::uint64_t> OptionalUint() const {
-    if (value_.is_null()) return std::nullopt;
+    if (doc_.Has(at_) && doc_.root().at(at_).is_null()) return std::nullopt;
     return Uint();
   }
 
  private:
-  const json& value_;
-  std::string path_;
+  const JsonDocument& doc_;
+  Pointer at_;
 };
 
 Category ReadCategory(const Node& node) {
@@ -102,8 +99,13 @@ CategoryBytes ReadCategories(const Node& node) {
   return bytes;
 }
 
-ReportContext ReadContext(const Node& node) {
-  ReportContext context;
+// What tells whether a run is comparable with the report: read first, in every case.
+void ReadComparability(const Node& node, ReportContext& context) {
+  context.memory_model = node["memory_model"].String();
+  context.trace_digest = node["trace_digest"].String();
+}
+
+void ReadContext(const Node& node, ReportContext& context) {
   // The volatile keys are optional (reports/README.md, `context`).
   auto optional = [&node](std::string_view key) {
     return node.Has(key) ? node[key].String() : std::string();
@@ -116,10 +118,7 @@ ReportContext ReadContext(const Node& node) {
     for (const Node& arg : node["argv"].Items()) context.argv.push_back(arg.String());
   }
   context.backend = node["backend"].String();
-  context.memory_model = node["memory_model"].String();
   context.trace_name = node["trace_name"].String();
-  context.trace_digest = node["trace_digest"].String();
-  return context;
 }
 
 ReportTraceInfo ReadTraceInfo(const Node& node) {
@@ -154,11 +153,7 @@ std::optional<FragmentationInfo> ReadFragmentation(const Node& peak) {
   return f;
 }
 
-PeakInfo ReadPeak(const Node& run) {
-  Node node = run["peak"];
-  PeakInfo peak;
-  peak.allocated_bytes = run["peak_allocated_bytes"].Uint();
-  peak.reserved_bytes = run["peak_reserved_bytes"].Uint();
+void ReadPeakDetails(const Node& node, PeakInfo& peak) {
   peak.event_index = node["event_index"].Uint();
   peak.iteration = node["iteration"].Uint();
   peak.phase = ReadPhase(node["phase"]);
@@ -168,7 +163,6 @@ PeakInfo ReadPeak(const Node& run) {
                             a["since_event"].Uint()});
   }
   peak.fragmentation = ReadFragmentation(node);
-  return peak;
 }
 
 std::optional<OomEvent> ReadOom(const Node& run) {
@@ -188,26 +182,16 @@ std::optional<OomEvent> ReadOom(const Node& run) {
   return oom;
 }
 
-RunResult ReadRun(const Node& node, const ReportTraceInfo& trace, bool& has_timeline) {
-  RunResult run;
-  run.policy = node["policy"].String();
-  run.canonical = node["canonical"].String();
-  run.bucket_cap_mb = node["bucket_cap_mb"].Number();
-  run.memory_model = node["memory_model"].String();
-  run.peak = ReadPeak(node);
-  run.peak_bucket_bytes = node["peak_bucket_bytes"].Uint();
-  run.final_allocated_bytes = node["final_allocated_bytes"].Uint();
-  run.counters.buckets = node["buckets"].Uint();
-  run.counters.flushes = node["flushes"].Uint();
-  run.counters.bypasses = node["bypassed_requests"].Uint();
-  run.counters.bucketed = node["bucketed_requests"].Uint();
-  run.compute_us = node["compute_us"].Number();
-  run.oom = ReadOom(node);
-  for (const Node& m : node["marks"].Items()) {
-    run.marks.push_back({m["name"].String(), m["iteration"].Uint(), m["event_index"].Uint(),
-                         m["allocated_bytes"].Uint(), m["reserved_bytes"].Uint(),
-                         ReadCategories(m["by_category"])});
-  }
+// timing.step_time_us when the report has timing (older ones do not) and it timed an iteration
+// (a trace without iteration events has none).
+std::optional<Micros> ReadStepTime(const Node& run) {
+  if (!run.Has("timing")) return std::nullopt;
+  Node timing = run["timing"];
+  if (timing["iterations"].Items().empty()) return std::nullopt;
+  return timing["step_time_us"].Number();
+}
+
+void ReadPhases(const Node& node, const ReportTraceInfo& trace, RunResult& run) {
   std::vector<Node> phases = node["phases"].Items();
   for (std::size_t i = 0; i < phases.size(); ++i) {
     const Node& p = phases[i];
@@ -227,84 +211,178 @@ RunResult ReadRun(const Node& node, const ReportTraceInfo& trace, bool& has_time
                                           : trace.events;
     run.phases.push_back(s);
   }
-  if (node.Has("timeline")) {
-    Node timeline = node["timeline"];
-    run.timeline.span_events = timeline["span_events"].Uint();
-    if (run.timeline.span_events == 0) timeline["span_events"].Fail("expected an integer >= 1");
-    for (const Node& p : timeline["points"].Items()) {
-      run.timeline.points.push_back(
-          {p["first_event"].Uint(), p["allocated_bytes"].Uint(), p["reserved_bytes"].Uint()});
-    }
-  } else {
-    has_timeline = false;
+}
+
+// Whether the run has a timeline: reports written before it existed have none.
+bool ReadTimeline(const Node& node, RunResult& run) {
+  if (!node.Has("timeline")) return false;
+  Node timeline = node["timeline"];
+  run.timeline.span_events = timeline["span_events"].Uint();
+  if (run.timeline.span_events == 0) timeline["span_events"].Fail("expected an integer >= 1");
+  for (const Node& p : timeline["points"].Items()) {
+    run.timeline.points.push_back(
+        {p["first_event"].Uint(), p["allocated_bytes"].Uint(), p["reserved_bytes"].Uint()});
   }
-  if (node.Has("bucket_lifetimes")) {
-    for (const Node& b : node["bucket_lifetimes"].Items()) {
-      run.bucket_lifetimes.push_back(
-          {ReadCategory(b["category"]), ReadDType(b["dtype"]), b["group"].Uint(), b["bytes"].Uint(),
-           b["allocated_event"].Uint(), b["retired_event"].OptionalUint(),
-           b["freed_event"].OptionalUint()});
+  return true;
+}
+
+void ReadBucketLifetimes(const Node& node, RunResult& run) {
+  if (!node.Has("bucket_lifetimes")) return;
+  for (const Node& b : node["bucket_lifetimes"].Items()) {
+    run.bucket_lifetimes.push_back({ReadCategory(b["category"]), ReadDType(b["dtype"]),
+                                    b["group"].Uint(), b["bytes"].Uint(),
+                                    b["allocated_event"].Uint(), b["retired_event"].OptionalUint(),
+                                    b["freed_event"].OptionalUint()});
+  }
+  run.bucket_lifetimes_dropped = node["bucket_lifetimes_dropped"].Uint();
+}
+
+// The figures of one policy every reader needs: its name, peaks, mark samples and OOM.
+RunResult ReadRunFigures(const Node& node, ReportContent content) {
+  RunResult run;
+  run.policy = node["policy"].String();
+  run.peak.allocated_bytes = node["peak_allocated_bytes"].Uint();
+  run.peak.reserved_bytes = node["peak_reserved_bytes"].Uint();
+  run.oom = ReadOom(node);
+  for (const Node& m : node["marks"].Items()) {
+    MarkSample sample;
+    sample.name = m["name"].String();
+    sample.allocated_bytes = m["allocated_bytes"].Uint();
+    if (content == ReportContent::kPage) {
+      sample.iteration = m["iteration"].Uint();
+      sample.event_index = m["event_index"].Uint();
+      sample.reserved_bytes = m["reserved_bytes"].Uint();
+      sample.by_category = ReadCategories(m["by_category"]);
     }
-    run.bucket_lifetimes_dropped = node["bucket_lifetimes_dropped"].Uint();
+    run.marks.push_back(std::move(sample));
   }
   return run;
 }
 
-ReportDocument ReadDocument(const json& root) {
-  Node top(root, "");
-  if (!root.is_object()) top.Fail("expected a JSON object (a bucketsim report)");
-  if (root.contains("events") && !root.contains("policies")) {
+// The rest of what a page draws of one policy.
+void ReadRunDetails(const Node& node, const ReportTraceInfo& trace, RunResult& run,
+                    bool& has_timeline) {
+  run.canonical = node["canonical"].String();
+  run.bucket_cap_mb = node["bucket_cap_mb"].Number();
+  run.memory_model = node["memory_model"].String();
+  ReadPeakDetails(node["peak"], run.peak);
+  run.peak_bucket_bytes = node["peak_bucket_bytes"].Uint();
+  run.final_allocated_bytes = node["final_allocated_bytes"].Uint();
+  run.counters.buckets = node["buckets"].Uint();
+  run.counters.flushes = node["flushes"].Uint();
+  run.counters.bypasses = node["bypassed_requests"].Uint();
+  run.counters.bucketed = node["bucketed_requests"].Uint();
+  run.compute_us = node["compute_us"].Number();
+  ReadPhases(node, trace, run);
+  if (!ReadTimeline(node, run)) has_timeline = false;
+  ReadBucketLifetimes(node, run);
+}
+
+std::optional<std::size_t> ReadIndex(const Node& node, std::size_t points) {
+  std::optional<std::uint64_t> index = node.OptionalUint();
+  if (index && *index >= points) {
+    node.Fail(fmt::format("expected the index of a point (0..{}) or null", points - 1));
+  }
+  return index;
+}
+
+// The `sweep` section of `bucketsim sweep`: one point per policy entry, in the same order.
+SweepSection ReadSweep(const Node& node, const std::vector<RunResult>& runs) {
+  SweepSection sweep;
+  std::vector<Node> points = node["points"].Items();
+  if (points.size() != runs.size()) {
+    node["points"].Fail(fmt::format("{} point(s) for {} policy entries: expected one per entry",
+                                    points.size(), runs.size()));
+  }
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const Node& p = points[i];
+    SweepPoint point;
+    point.policy = p["policy"].String();
+    if (point.policy != runs[i].policy) {
+      p["policy"].Fail(
+          fmt::format("'{}' but policies[{}] is '{}'", point.policy, i, runs[i].policy));
+    }
+    point.canonical = p["canonical"].String();
+    point.bucket_cap_mb = p["bucket_cap_mb"].Number();
+    point.peak_allocated_bytes = p["peak_allocated_bytes"].Uint();
+    point.peak_reserved_bytes = p["peak_reserved_bytes"].Uint();
+    point.step_time_us = p["step_time_us"].Number();
+    point.exposed_communication_us = p["exposed_communication_us"].Number();
+    point.out_of_memory = p["out_of_memory"].Bool();
+    point.pareto = p["pareto"].Bool();
+    sweep.points.push_back(std::move(point));
+  }
+  if (node.Has("budget")) {
+    Node budget = node["budget"];
+    BudgetAnswer answer;
+    answer.budget_bytes = budget["budget_bytes"].Uint();
+    answer.best = ReadIndex(budget["best"], points.size());
+    answer.runner_up = ReadIndex(budget["runner_up"], points.size());
+    answer.smallest = ReadIndex(budget["smallest"], points.size());
+    sweep.budget = answer;
+  }
+  return sweep;
+}
+
+ReportDocument ReadDocument(const JsonDocument& json, ReportContent content) {
+  const Json& root = json.root();
+  const Node top(json, Pointer());
+  if (root.is_object() && root.contains("events") && !root.contains("policies")) {
     top.Fail(
         "a trace, not a report; make the report with 'bucketsim compare TRACE --json "
         "REPORT.json'");
   }
-  if (!root.contains("schema_version")) {
+  if (root.is_object() && !root.contains("schema_version")) {
     top.Fail("no schema_version: not a bucketsim report (reports/README.md)");
   }
-  int version = top["schema_version"].Int();
-  if (version < kOldestReadableReportSchema || version > kNewestReadableReportSchema) {
-    top["schema_version"].Fail(
-        fmt::format("report schema_version {} is not supported; this "
-                    "bucketsim reads versions {}..{}",
-                    version, kOldestReadableReportSchema, kNewestReadableReportSchema));
-  }
+  Get(json.SchemaVersion(kOldestReadableReportSchema, kNewestReadableReportSchema));
   ReportDocument doc;
-  doc.context = ReadContext(top["context"]);
-  doc.trace = ReadTraceInfo(top["trace"]);
+  doc.source = json.path();
+  ReadComparability(top["context"], doc.context);
+  if (content == ReportContent::kPage) {
+    ReadContext(top["context"], doc.context);
+    doc.trace = ReadTraceInfo(top["trace"]);
+  }
   std::vector<Node> runs = top["policies"].Items();
-  if (runs.empty()) top["policies"].Fail("expected at least one policy");
-  for (const Node& run : runs) doc.runs.push_back(ReadRun(run, doc.trace, doc.has_timeline));
+  if (runs.empty()) top["policies"].Fail("the report has no policy");
+  for (const Node& node : runs) {
+    RunResult run = ReadRunFigures(node, content);
+    if (content == ReportContent::kFigures) {
+      for (const RunResult& earlier : doc.runs) {
+        if (earlier.policy == run.policy) {
+          node["policy"].Fail(fmt::format("policy '{}' appears twice", run.policy));
+        }
+      }
+    } else {
+      ReadRunDetails(node, doc.trace, run, doc.has_timeline);
+    }
+    doc.step_time_us.push_back(ReadStepTime(node));
+    doc.runs.push_back(std::move(run));
+  }
+  if (content == ReportContent::kPage && top.Has("sweep")) {
+    doc.sweep = ReadSweep(top["sweep"], doc.runs);
+  }
   return doc;
+}
+
+Result<ReportDocument> FromDocument(Result<JsonDocument> json, ReportContent content) {
+  if (!json.ok()) return json.status();
+  try {
+    return ReadDocument(*json, content);
+  } catch (const BadReport& bad) {
+    return bad.status;
+  }
 }
 
 }  // namespace
 
-Result<ReportDocument> ParseReport(const std::string& text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return InvalidArgument(
-        fmt::format("{}: not valid JSON (byte {}): {}", source, e.byte, e.what()));
-  }
-  try {
-    ReportDocument doc = ReadDocument(root);
-    doc.source = source;
-    return doc;
-  } catch (const BadReport& e) {
-    return InvalidArgument(fmt::format("{}: {}", source, e.message));
-  } catch (const json::exception& e) {
-    return InvalidArgument(fmt::format("{}: {}", source, e.what()));
-  }
+Result<ReportDocument> ParseReport(const std::string& text, const std::string& source,
+                                   ReportContent content) {
+  return FromDocument(JsonDocument::Parse(source, kKind, text), content);
 }
 
-Result<ReportDocument> ReadReportFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError(fmt::format("cannot open report '{}': {}", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return IoError(fmt::format("cannot read report '{}'", path));
-  return ParseReport(text.str(), path);
+Result<ReportDocument> ReadReportFile(const std::string& path, ReportContent content) {
+  return FromDocument(JsonDocument::Read(path, kKind), content);
 }
 
 }  // namespace bucketsim

@@ -1,8 +1,10 @@
-// Reads a JSON report (reports/README.md, schema_version 1) back into a ReportDocument, for
-// `bucketsim report`. Only the figures the page reporters use are read; every one of them is
-// checked for presence and type, and a bad file is an error naming the file and the JSON path
-// ("report.json: policies[2].peak.by_category.param: expected an unsigned integer"). Keys added
-// after the first v1 reports (the timeline, bucket lifetimes, phase end events) may be absent.
+// Reads a JSON report (reports/README.md, schema_version 1) back into a ReportDocument: the one
+// reader of reports, for `bucketsim report` (the pages) and `check --baseline` (the figures a
+// gate compares). Every figure read is checked for presence and type, and a bad file is an error
+// naming the file and the JSON pointer of the bad field ("report.json:
+// /policies/2/peak/by_category/param: expected an integer >= 0, got \"x\""). Keys added after the
+// first v1 reports (the timeline, bucket lifetimes, phase end events, timing, the sweep) may be
+// absent.
 #pragma once
 
 #include <string>
@@ -15,8 +17,16 @@ namespace bucketsim {
 inline constexpr int kOldestReadableReportSchema = 1;
 inline constexpr int kNewestReadableReportSchema = 1;
 
-Result<ReportDocument> ReadReportFile(const std::string& path);
+// What the reader needs of a report. kPage: every figure a page draws. kFigures: only what a
+// baseline is compared by (context.memory_model and trace_digest; per policy its name, peaks,
+// mark samples (name and allocated bytes), out-of-memory event and step time), so a baseline
+// cut to those reads; a policy named twice is then an error (a baseline names each once).
+enum class ReportContent { kPage, kFigures };
+
+Result<ReportDocument> ReadReportFile(const std::string& path,
+                                      ReportContent content = ReportContent::kPage);
 // `source` names the text in error messages.
-Result<ReportDocument> ParseReport(const std::string& text, const std::string& source);
+Result<ReportDocument> ParseReport(const std::string& text, const std::string& source,
+                                   ReportContent content = ReportContent::kPage);
 
 }  // namespace bucketsim

@@ -5,6 +5,7 @@
 #include "report/console_table.h"
 #include "report/report_text.h"
 #include "report/svg_chart.h"
+#include "report/sweep_report.h"
 
 namespace bucketsim {
 namespace {
@@ -50,6 +51,14 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
                          Esc(run.policy), Esc(DescribeOom(*run.oom)));
     }
   }
+  if (doc.sweep) {
+    out += fmt::format("<h{0}>Sweep</h{0}>\n", h) + HtmlTable(BuildSweepTable(*doc.sweep));
+    out += fmt::format("<p>{}</p>\n", Esc(kSweepParetoNote));
+    if (doc.sweep->budget) {
+      out += fmt::format("<p>{}</p>\n", Esc(DescribeBudget(doc.sweep->points, *doc.sweep->budget)));
+    }
+  }
+  if (!doc.has_timeline) out += fmt::format("<p>{}</p>\n", Esc(kNoTimelineNote));
   for (const ReportChart& chart : charts) {
     out += fmt::format(
         "<section class=\"chart\" id=\"{0}\">\n<h{1}>{2}</h{1}>\n<figure>\n{3}<figcaption>{4}"

@@ -4,6 +4,7 @@
 
 #include "report/console_table.h"
 #include "report/report_text.h"
+#include "report/sweep_report.h"
 
 namespace bucketsim {
 namespace {
@@ -19,6 +20,14 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
       out +=
           fmt::format("\n**{}**: {}; its figures stop there.\n", run.policy, DescribeOom(*run.oom));
   }
+  if (doc.sweep) {
+    out += fmt::format("\n{}# Sweep\n\n", h) + RenderMarkdown(BuildSweepTable(*doc.sweep));
+    out += fmt::format("\n\\{}\n", kSweepParetoNote);  // "\*": not a list item
+    if (doc.sweep->budget) {
+      out += fmt::format("\n{}\n", DescribeBudget(doc.sweep->points, *doc.sweep->budget));
+    }
+  }
+  if (!doc.has_timeline) out += fmt::format("\n{}\n", kNoTimelineNote);
   if (charts != nullptr) {
     for (const ReportChart& chart : *charts) {
       out += fmt::format("\n{}# {}\n\n![{}]({}/{}.svg)\n\n{}\n", h, chart.title, chart.title,

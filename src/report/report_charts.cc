@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "core/size_format.h"
+#include "report/report_text.h"
 #include "report/svg_chart.h"
 
 namespace bucketsim {
@@ -161,15 +163,17 @@ std::string_view CategoryColor(Category category) {
   return "#000000";
 }
 
-ReportChart MemoryOverTimeChart(const ReportDocument& doc) {
+std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc) {
+  if (!doc.has_timeline) return std::nullopt;
   const double top = 30;
   const double plot_h = 300;
   const double bottom = top + plot_h;
   std::vector<std::string> legend;
   bool any_reserved = false;
   Bytes most = 0;
-  for (const RunResult& run : doc.runs) {
-    legend.push_back(run.policy);
+  for (std::size_t i = 0; i < doc.runs.size(); ++i) {
+    const RunResult& run = doc.runs[i];
+    legend.push_back(RunLabel(doc.runs, i));
     most = std::max({most, run.peak.allocated_bytes, run.peak.reserved_bytes});
     any_reserved = any_reserved || run.peak.reserved_bytes != run.peak.allocated_bytes ||
                    run.memory_model == "caching";
@@ -192,12 +196,9 @@ ReportChart MemoryOverTimeChart(const ReportDocument& doc) {
     svg.Text(mx - 3, bottom - 6, fmt::format("{} (it {})", m.name, m.iteration), "start", 10, -90);
   }
 
-  if (!doc.has_timeline) {
-    svg.Text((kLeft + kWidth) / 2, top + plot_h / 2,
-             "this report has no timeline (written by an older bucketsim)", "middle", 14);
-  }
   for (std::size_t i = 0; i < doc.runs.size(); ++i) {
     const RunResult& run = doc.runs[i];
+    const std::string name = RunLabel(doc.runs, i);
     const MemoryTimelineData& t = run.timeline;
     std::vector<double> allocated;
     std::vector<double> reserved;
@@ -214,13 +215,13 @@ ReportChart MemoryOverTimeChart(const ReportDocument& doc) {
     const std::string_view color = SeriesColor(i);
     if (!allocated.empty()) {
       if (any_reserved) {
-        svg.Polyline(reserved, color, 1.5, "6,4", fmt::format("{}: reserved", run.policy));
+        svg.Polyline(reserved, color, 1.5, "6,4", fmt::format("{}: reserved", name));
       }
-      svg.Polyline(allocated, color, 2, {}, fmt::format("{}: allocated", run.policy));
+      svg.Polyline(allocated, color, 2, {}, fmt::format("{}: allocated", name));
     }
     svg.Circle(x(static_cast<double>(run.peak.event_index)),
                y(static_cast<double>(run.peak.allocated_bytes)), 4.5, color,
-               fmt::format("{}: peak {} allocated at event {} (iteration {}, {})", run.policy,
+               fmt::format("{}: peak {} allocated at event {} (iteration {}, {})", name,
                            MibText(run.peak.allocated_bytes), run.peak.event_index,
                            run.peak.iteration, PhaseName(run.peak.phase)));
   }
@@ -241,7 +242,7 @@ ReportChart MemoryOverTimeChart(const ReportDocument& doc) {
       "largest figure within a span of {} event(s), so no peak is lost. Shaded bands are the "
       "phases, dotted lines the named marks, dots the peaks.",
       any_reserved ? " (solid) and reserved (dashed)" : "", doc.runs.front().timeline.span_events);
-  return {"memory-over-time", "Memory over time", caption, svg.Finish()};
+  return ReportChart{"memory-over-time", "Memory over time", caption, svg.Finish()};
 }
 
 ReportChart PeakCompositionChart(const ReportDocument& doc) {
@@ -277,8 +278,9 @@ ReportChart PeakCompositionChart(const ReportDocument& doc) {
            fmt::format("alive at the peak ({})", axis.unit), "middle", kFont);
   for (std::size_t i = 0; i < doc.runs.size(); ++i) {
     const RunResult& run = doc.runs[i];
+    const std::string name = RunLabel(doc.runs, i);
     const double y0 = top + static_cast<double>(i) * (bar_h + gap);
-    svg.Text(left - 8, y0 + bar_h / 2 + 4, run.policy, "end", kFont);
+    svg.Text(left - 8, y0 + bar_h / 2 + 4, name, "end", kFont);
     Bytes sum = 0;
     for (Category c : shown) {
       const Bytes bytes = run.peak.by_category[static_cast<int>(c)];
@@ -287,7 +289,7 @@ ReportChart PeakCompositionChart(const ReportDocument& doc) {
       sum += bytes;
       svg.Rect(x0, y0, x(static_cast<double>(sum)) - x0, bar_h, CategoryColor(c),
                "stroke=\"#ffffff\" stroke-width=\"0.5\"",
-               fmt::format("{}: {} {}", run.policy, CategoryName(c), MibText(bytes)));
+               fmt::format("{}: {} {}", name, CategoryName(c), MibText(bytes)));
     }
     svg.Text(x(static_cast<double>(sum)) + 6, y0 + bar_h / 2 + 4, MibText(sum), "start", kFont);
   }
@@ -303,6 +305,7 @@ ReportChart PeakCompositionChart(const ReportDocument& doc) {
 std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::size_t index) {
   const RunResult& run = doc.runs[index];
   if (run.bucket_lifetimes.empty()) return std::nullopt;
+  const std::string name = RunLabel(doc.runs, index);
   constexpr std::size_t kMaxLanes = 48;
   const double left = 150;
   const double top = 24;
@@ -335,7 +338,7 @@ std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::
   const EventIndex span = EventSpan(doc);
   const LinearScale x{0, static_cast<double>(span), left, kWidth - kRight};
   SvgBuilder svg(kWidth, bottom + 84, kChartClass,
-                 fmt::format("Bucket buffer lifetimes: {}", run.policy));
+                 fmt::format("Bucket buffer lifetimes: {}", name));
   DrawPhaseBands(svg, doc, x, top, plot_h);
   DrawEventAxis(svg, x, span, bottom);
   for (std::size_t lane = 0; lane < lane_names.size(); ++lane) {
@@ -351,7 +354,7 @@ std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::
     const EventIndex live_end = b.retired_event.value_or(end);
     const double x0 = x(static_cast<double>(b.allocated_event));
     const std::string tip = fmt::format(
-        "{}: {} {} group {}, {}, allocated at event {}{}{}", run.policy, CategoryName(b.category),
+        "{}: {} {} group {}, {}, allocated at event {}{}{}", name, CategoryName(b.category),
         DTypeName(b.dtype), b.group, MibText(b.bytes), b.allocated_event,
         b.retired_event ? fmt::format(", retired at {}", *b.retired_event) : std::string(),
         b.freed_event ? fmt::format(", freed at {}", *b.freed_event)
@@ -387,7 +390,7 @@ std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::
   }
   if (lanes_dropped > 0) caption += fmt::format(" {} more lane(s) not drawn.", lanes_dropped);
   return ReportChart{fmt::format("bucket-lifetimes-{}", index + 1),
-                     fmt::format("Bucket lifetimes: {}", run.policy), caption, svg.Finish()};
+                     fmt::format("Bucket lifetimes: {}", name), caption, svg.Finish()};
 }
 
 std::optional<ReportChart> FragmentationChart(const ReportDocument& doc) {
@@ -419,9 +422,10 @@ std::optional<ReportChart> FragmentationChart(const ReportDocument& doc) {
   const std::vector<std::string_view> colors = {"#0072B2", "#D55E00", "#E69F00"};
   for (std::size_t row = 0; row < runs.size(); ++row) {
     const RunResult& run = doc.runs[runs[row]];
+    const std::string name = RunLabel(doc.runs, runs[row]);
     const FragmentationInfo& f = *run.peak.fragmentation;
     const double y0 = top + static_cast<double>(row) * (bar_h + gap);
-    svg.Text(left - 8, y0 + bar_h / 2 + 4, run.policy, "end", kFont);
+    svg.Text(left - 8, y0 + bar_h / 2 + 4, name, "end", kFont);
     const Bytes parts[] = {run.peak.allocated_bytes, f.inactive_split_bytes,
                            f.reserved_minus_allocated_bytes - f.inactive_split_bytes};
     const char* names[] = {"allocated", "free pieces of split blocks", "other cached free"};
@@ -430,8 +434,8 @@ std::optional<ReportChart> FragmentationChart(const ReportDocument& doc) {
       const double x0 = x(static_cast<double>(sum));
       sum += parts[k];
       svg.Rect(x0, y0, x(static_cast<double>(sum)) - x0, bar_h, colors[k], {},
-               fmt::format("{}: {} {}; largest free block {}", run.policy, names[k],
-                           MibText(parts[k]), MibText(f.largest_free_block_bytes)));
+               fmt::format("{}: {} {}; largest free block {}", name, names[k], MibText(parts[k]),
+                           MibText(f.largest_free_block_bytes)));
     }
     svg.Text(x(static_cast<double>(sum)) + 6, y0 + bar_h / 2 + 4, MibText(sum), "start", kFont);
   }
@@ -447,65 +451,141 @@ std::optional<ReportChart> FragmentationChart(const ReportDocument& doc) {
 }
 
 std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
-  if (doc.sweep.empty()) return std::nullopt;
+  if (!doc.sweep || doc.sweep->points.empty()) return std::nullopt;
+  const std::vector<SweepPoint>& points = doc.sweep->points;
+  const std::optional<BudgetAnswer>& budget = doc.sweep->budget;
   const double top = 20;
-  const double bottom = top + 320;
-  Bytes most = 0;
+  const double plot_h = 340;
+  const double bottom = top + plot_h;
+  const double plot_right = kWidth - kRight - 150;  // room for the labels of the rightmost points
+  Bytes most = budget ? budget->budget_bytes : 0;
   Micros slowest = 0;
-  for (const ParetoPoint& p : doc.sweep) {
-    most = std::max(most, p.peak_allocated_bytes);
-    slowest = std::max(slowest, p.step_us);
-  }
-  const ByteAxis axis = MakeByteAxis(most, 6);
-  const std::vector<double> time_ticks = NiceTicks(0, slowest / 1000.0, 8);
-  const LinearScale x{0, time_ticks.back(), kLeft, kWidth - kRight};
-  const LinearScale y{0, axis.top_bytes(), bottom, top};
-  SvgBuilder svg(kWidth, bottom + 50, kChartClass, "Peak memory versus step time (sweep)");
-  DrawByteAxis(svg, axis, y, kLeft, kWidth - kRight, "peak allocated");
-  for (double tick : time_ticks) {
-    svg.Line(x(tick), bottom, x(tick), bottom + 5, "#444444");
-    svg.Text(x(tick), bottom + 18, FormatTick(tick), "middle", kFont);
-  }
-  svg.Text((kLeft + kWidth) / 2, bottom + 36, "step time (ms)", "middle", kFont);
-  // The Pareto front: points no other point beats in both memory and time.
-  std::vector<const ParetoPoint*> front;
-  for (const ParetoPoint& p : doc.sweep) {
-    bool dominated = false;
-    for (const ParetoPoint& q : doc.sweep) {
-      dominated = dominated ||
-                  (q.peak_allocated_bytes <= p.peak_allocated_bytes && q.step_us <= p.step_us &&
-                   (q.peak_allocated_bytes < p.peak_allocated_bytes || q.step_us < p.step_us));
+  std::size_t out_of_memory = 0;
+  for (const SweepPoint& p : points) {
+    if (p.out_of_memory) {
+      ++out_of_memory;
+      continue;
     }
-    if (!dominated) front.push_back(&p);
+    most = std::max(most, p.peak_reserved_bytes);
+    slowest = std::max(slowest, p.step_time_us);
   }
-  std::sort(front.begin(), front.end(),
-            [](const ParetoPoint* a, const ParetoPoint* b) { return a->step_us < b->step_us; });
+  const ByteAxis axis = MakeByteAxis(most, 8);
+  const std::vector<double> time_ticks = NiceTicks(0, slowest / 1000.0, 6);
+  const LinearScale x{0, axis.top_bytes(), kLeft, plot_right};
+  const LinearScale y{0, time_ticks.back(), bottom, top};
+  SvgBuilder svg(kWidth, bottom + 76, kChartClass,
+                 "Peak reserved memory versus step time, one point per configuration of the sweep");
+  for (double tick : time_ticks) {
+    svg.Line(kLeft, y(tick), plot_right, y(tick), tick == 0 ? "#444444" : "#d0d0d0", 1);
+    svg.Text(kLeft - 6, y(tick) + 4, FormatTick(tick), "end", kFont);
+  }
+  svg.Text(16, (top + bottom) / 2, "predicted step time (ms)", "middle", kFont, -90);
+  for (double tick : axis.ticks_bytes) {
+    svg.Line(x(tick), bottom, x(tick), bottom + 5, "#444444");
+    svg.Text(x(tick), bottom + 18, axis.Label(tick), "middle", kFont);
+  }
+  svg.Text((kLeft + plot_right) / 2, bottom + 36, fmt::format("peak reserved ({})", axis.unit),
+           "middle", kFont);
+  if (budget) {
+    const double bx = x(static_cast<double>(budget->budget_bytes));
+    svg.Line(bx, top, bx, bottom, "#444444", 1.5, "6,4");
+    svg.Text(bx + 4, top + 12, fmt::format("budget {}", MibText(budget->budget_bytes)), "start",
+             kFont);
+  }
+  // The Pareto front as the engine marked it (engine/sweep_summary.h), from the least memory
+  // to the most: along it, each step buys time with memory.
+  std::vector<const SweepPoint*> front;
+  for (const SweepPoint& p : points) {
+    if (p.pareto) front.push_back(&p);
+  }
+  std::stable_sort(front.begin(), front.end(), [](const SweepPoint* a, const SweepPoint* b) {
+    return std::tie(a->peak_reserved_bytes, a->step_time_us) <
+           std::tie(b->peak_reserved_bytes, b->step_time_us);
+  });
   std::vector<double> line;
-  for (const ParetoPoint* p : front) {
+  for (const SweepPoint* p : front) {
     line.insert(line.end(),
-                {x(p->step_us / 1000.0), y(static_cast<double>(p->peak_allocated_bytes))});
+                {x(static_cast<double>(p->peak_reserved_bytes)), y(p->step_time_us / 1000.0)});
   }
-  if (line.size() >= 4) svg.Polyline(line, SeriesColor(1), 1.5, "4,3", "Pareto front");
-  for (const ParetoPoint& p : doc.sweep) {
-    const bool on_front = std::find(front.begin(), front.end(), &p) != front.end();
-    svg.Circle(x(p.step_us / 1000.0), y(static_cast<double>(p.peak_allocated_bytes)), 4.5,
-               on_front ? SeriesColor(1) : SeriesColor(0),
-               fmt::format("{}: {} peak, {:.3f} ms", p.label, MibText(p.peak_allocated_bytes),
-                           p.step_us / 1000.0));
+  svg.Polyline(line, SeriesColor(1), 1.5, {}, "Pareto front");
+  if (budget && budget->best) {
+    const SweepPoint& chosen = points[*budget->best];
+    svg.Circle(x(static_cast<double>(chosen.peak_reserved_bytes)), y(chosen.step_time_us / 1000.0),
+               10, "#000000",
+               fmt::format("chosen within the budget: {}",
+                           PolicyAtCap(chosen.policy, chosen.bucket_cap_mb)));
   }
-  return ReportChart{"pareto", "Memory versus time (sweep)",
-                     "Each dot is one configuration of the sweep; the dashed line joins those no "
-                     "other configuration beats in both peak memory and step time.",
-                     svg.Finish()};
+  for (const SweepPoint& p : points) {
+    if (p.out_of_memory) continue;
+    svg.Circle(x(static_cast<double>(p.peak_reserved_bytes)), y(p.step_time_us / 1000.0), 5,
+               p.pareto ? SeriesColor(1) : SeriesColor(0),
+               fmt::format("{}: peak reserved {}, step {:.3f} ms, exposed communication {:.3f} "
+                           "ms{}",
+                           PolicyAtCap(p.policy, p.bucket_cap_mb), MibText(p.peak_reserved_bytes),
+                           p.step_time_us / 1000.0, p.exposed_communication_us / 1000.0,
+                           p.pareto ? " (Pareto-optimal)" : ""));
+  }
+  // Labels go right of their dot, moved down past any label already placed: configurations with
+  // the same or nearly the same figures (a policy whose cap does not matter) stay legible.
+  struct Box {
+    double x0, x1, y;
+  };
+  std::vector<Box> placed;
+  for (const SweepPoint& p : points) {
+    if (p.out_of_memory) continue;
+    const std::string label = PolicyAtCap(p.policy, p.bucket_cap_mb);
+    const double px = x(static_cast<double>(p.peak_reserved_bytes));
+    Box box{px + 8, px + 8 + 5.6 * static_cast<double>(label.size()),
+            y(p.step_time_us / 1000.0) - 6};
+    auto overlaps = [&box](const Box& other) {
+      return box.x0 < other.x1 && other.x0 < box.x1 && std::abs(box.y - other.y) < 11;
+    };
+    while (std::any_of(placed.begin(), placed.end(), overlaps)) box.y += 11;
+    placed.push_back(box);
+    svg.Text(box.x0, box.y, label, "start", 10);
+  }
+  const double legend_top = bottom + 60;
+  svg.Circle(kLeft + 6, legend_top, 5, SeriesColor(1));
+  svg.Text(kLeft + 16, legend_top + 4, "Pareto-optimal (joined)", "start", kFont);
+  svg.Circle(kLeft + 206, legend_top, 5, SeriesColor(0));
+  svg.Text(kLeft + 216, legend_top + 4, "dominated", "start", kFont);
+  if (budget) {
+    svg.Line(kLeft + 316, legend_top, kLeft + 338, legend_top, "#444444", 1.5, "6,4");
+    svg.Text(kLeft + 344, legend_top + 4, "--budget", "start", kFont);
+    svg.Circle(kLeft + 430, legend_top, 8, "#000000");
+    svg.Text(kLeft + 444, legend_top + 4, "fastest that fits", "start", kFont);
+  }
+  std::string caption =
+      "Each dot is one (policy, bucket cap) configuration of the sweep: its peak reserved memory "
+      "against its predicted step time. The Pareto-optimal ones (no other configuration has "
+      "both less peak reserved memory and a shorter step) are joined, from the least memory to "
+      "the most.";
+  if (budget) {
+    caption += budget->best
+                   ? fmt::format(
+                         " The dashed line is the budget ({}); the ringed dot the "
+                         "fastest configuration within it.",
+                         MibText(budget->budget_bytes))
+                   : fmt::format(" The dashed line is the budget ({}); nothing fits within it.",
+                                 MibText(budget->budget_bytes));
+  }
+  if (out_of_memory > 0) {
+    caption += fmt::format(" {} configuration(s) ran out of device memory and are not drawn.",
+                           out_of_memory);
+  }
+  return ReportChart{"pareto", "Memory versus step time (sweep)", caption, svg.Finish()};
 }
 
 std::vector<ReportChart> ReportCharts(const ReportDocument& doc, const std::string& prefix) {
-  std::vector<ReportChart> charts = {MemoryOverTimeChart(doc), PeakCompositionChart(doc)};
+  std::vector<ReportChart> charts;
+  // A sweep's question is the trade-off: its chart comes first.
+  if (auto chart = ParetoChart(doc)) charts.push_back(std::move(*chart));
+  if (auto chart = MemoryOverTimeChart(doc)) charts.push_back(std::move(*chart));
+  charts.push_back(PeakCompositionChart(doc));
   if (auto chart = FragmentationChart(doc)) charts.push_back(std::move(*chart));
   for (std::size_t i = 0; i < doc.runs.size(); ++i) {
     if (auto chart = BucketLifetimesChart(doc, i)) charts.push_back(std::move(*chart));
   }
-  if (auto chart = ParetoChart(doc)) charts.push_back(std::move(*chart));
   for (ReportChart& chart : charts) chart.id = prefix + chart.id;
   return charts;
 }

@@ -1,8 +1,8 @@
 // The charts of the report page, each an SVG document drawn from a ReportDocument with the kit
 // in svg_chart.h: memory over time (every policy on one chart, phase bands, marks, the peaks),
 // the composition of each policy's peak (stacked by category), bucket lifetimes as lanes, the
-// caching allocator's fragmentation at the peak, and the memory-versus-time Pareto chart of a
-// sweep. html_report.h inlines them; markdown_report.h links them as files.
+// caching allocator's fragmentation at the peak, and the memory-versus-step-time Pareto chart of
+// a sweep. html_report.h inlines them; markdown_report.h links them as files.
 #pragma once
 
 #include <optional>
@@ -23,13 +23,18 @@ struct ReportChart {
 // Every chart <svg> carries this class; the browser test counts them.
 inline constexpr std::string_view kChartClass = "bucketsim-chart";
 
-ReportChart MemoryOverTimeChart(const ReportDocument& doc);
+// Unset when the report has no memory timeline (one written before the timeline existed): no
+// empty chart.
+std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc);
 ReportChart PeakCompositionChart(const ReportDocument& doc);
 // Unset when the policy made no bucket buffers (unbucketed).
 std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::size_t run);
 // Unset unless some policy ran under the caching model.
 std::optional<ReportChart> FragmentationChart(const ReportDocument& doc);
-// Unset without sweep points (no command writes a sweep yet).
+// A sweep's trade-off (`bucketsim sweep`, doc.sweep): peak reserved memory (x) against predicted
+// step time (y), one dot per (policy, cap) that ran to the end, the Pareto-optimal ones joined
+// from the least memory to the most, labelled "policy @ cap MB"; with a budget, its line and the
+// configuration chosen within it ringed. Unset for a report that is not a sweep.
 std::optional<ReportChart> ParetoChart(const ReportDocument& doc);
 
 // All of a document's charts in page order; `prefix` makes the ids unique across documents.

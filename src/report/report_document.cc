@@ -2,7 +2,8 @@
 
 namespace bucketsim {
 
-ReportDocument DocumentFromOutcome(const ReplayOutcome& outcome, const ReportContext& context) {
+ReportDocument DocumentFromOutcome(const ReplayOutcome& outcome, const ReportContext& context,
+                                   const SweepSection* sweep) {
   const TraceHeader& h = outcome.header;
   ReportDocument doc;
   doc.context = context;
@@ -18,7 +19,15 @@ ReportDocument DocumentFromOutcome(const ReplayOutcome& outcome, const ReportCon
   doc.trace.process_groups = h.groups.size();
   doc.trace.compute_us = outcome.summary.compute_us;
   doc.runs = outcome.runs;
+  for (const RunResult& run : doc.runs) doc.step_time_us.push_back(FiguresOf(run).step_time_us);
+  if (sweep) doc.sweep = *sweep;
   return doc;
+}
+
+PolicyFigures FiguresOf(const ReportDocument& doc, std::size_t run) {
+  PolicyFigures figures = FiguresOf(doc.runs[run]);
+  figures.step_time_us = doc.step_time_us[run];
+  return figures;
 }
 
 }  // namespace bucketsim

@@ -1,12 +1,16 @@
-// A JSON report as the page reporters read it: the context block, the trace summary and one
-// RunResult per policy. `bucketsim report` fills it from report files (io/report_reader.h);
-// `compare --html` fills it from the replay it just ran, so both render the same figures.
+// A JSON report as its readers see it: the context block, the trace summary, one RunResult per
+// policy and, for a sweep, its Pareto points. `bucketsim report` and `check --baseline` fill it
+// from report files (io/report_reader.h); `compare --html` and `sweep --html` from the replay
+// they just ran, so both render the same figures.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/budget.h"
 #include "engine/replay_policies.h"
+#include "engine/sweep_summary.h"
 #include "report/report_context.h"
 
 namespace bucketsim {
@@ -26,24 +30,25 @@ struct ReportTraceInfo {
   Micros compute_us = 0;
 };
 
-// One configuration of a sweep: its peak memory and step time, a point of the Pareto chart.
-// Nothing writes sweeps yet (the time model will); the page draws them when a report has them.
-struct ParetoPoint {
-  std::string label;  // the configuration, e.g. "backward-only cap=50"
-  Bytes peak_allocated_bytes = 0;
-  Micros step_us = 0;
-};
-
 struct ReportDocument {
   std::string source;  // the report file it was read from; empty for a replay just run
   ReportContext context;
   ReportTraceInfo trace;
   std::vector<RunResult> runs;
+  // timing.step_time_us of runs[i]; unset where no iteration was timed. A report keeps its
+  // iterations' totals, not their spans, so a document read back carries the figure itself.
+  std::vector<std::optional<Micros>> step_time_us;
   // Reports written before the timeline existed have none: their charts say so.
   bool has_timeline = true;
-  std::vector<ParetoPoint> sweep;
+  // `bucketsim sweep`'s section: points[i] is runs[i] (engine/sweep_summary.h).
+  std::optional<SweepSection> sweep;
 };
 
-ReportDocument DocumentFromOutcome(const ReplayOutcome& outcome, const ReportContext& context);
+ReportDocument DocumentFromOutcome(const ReplayOutcome& outcome, const ReportContext& context,
+                                   const SweepSection* sweep = nullptr);
+
+// What `check --baseline` compares against: the figures of runs[i] (engine/budget.h), its
+// step time the one the report states.
+PolicyFigures FiguresOf(const ReportDocument& doc, std::size_t run);
 
 }  // namespace bucketsim

@@ -54,4 +54,18 @@ std::string DocumentTitle(const ReportDocument& doc) {
   return fmt::format("{} ({} memory model)", doc.context.trace_name, doc.context.memory_model);
 }
 
+std::string PolicyAtCap(std::string_view policy, double bucket_cap_mb) {
+  if (bucket_cap_mb <= 0) return std::string(policy);
+  return fmt::format("{} @ {:g} MB", policy, bucket_cap_mb);
+}
+
+std::string RunLabel(const std::vector<RunResult>& runs, std::size_t i) {
+  for (std::size_t j = 0; j < runs.size(); ++j) {
+    if (j != i && runs[j].policy == runs[i].policy) {
+      return PolicyAtCap(runs[i].policy, runs[i].bucket_cap_mb);
+    }
+  }
+  return runs[i].policy;
+}
+
 }  // namespace bucketsim

@@ -4,12 +4,22 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "report/report_document.h"
 
 namespace bucketsim {
+
+// Under a sweep table: what its "pareto" column means.
+inline constexpr std::string_view kSweepParetoNote =
+    "* Pareto-optimal: no other configuration has both less peak reserved memory and a shorter "
+    "step.";
+// In place of the memory-over-time chart of a report without a timeline.
+inline constexpr std::string_view kNoTimelineNote =
+    "This report has no memory timeline (written by an older bucketsim): no memory-over-time "
+    "chart.";
 
 // "World size 8, rank 0, 26 FSDP instances, ... memory model caching, backend sim."
 std::string TraceSummaryText(const ReportDocument& doc);
@@ -19,6 +29,11 @@ std::string PeakText(const RunResult& run);
 std::optional<std::string> FragmentationText(const RunResult& run);
 // The context block as (label, value) pairs; values empty in the report are left out.
 std::vector<std::pair<std::string, std::string>> ContextItems(const ReportDocument& doc);
+// "backward-only @ 25 MB": a policy at one bucket cap (a sweep replays a policy at several caps);
+// without the cap when it is <= 0 (unbucketed).
+std::string PolicyAtCap(std::string_view policy, double bucket_cap_mb);
+// The name of runs[i] in a chart: its policy, and its cap when another run has the same policy.
+std::string RunLabel(const std::vector<RunResult>& runs, std::size_t i);
 // The heading of one document: the trace's name and the memory model.
 std::string DocumentTitle(const ReportDocument& doc);
 

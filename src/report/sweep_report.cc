@@ -20,7 +20,7 @@ std::string MemoryDelta(Bytes a, Bytes b) {
 
 }  // namespace
 
-Table BuildSweepTable(const std::vector<SweepPoint>& points) {
+Table BuildSweepTable(const SweepSection& sweep) {
   Table table;
   table.headers = {"policy",
                    "cap (MiB)",
@@ -30,11 +30,22 @@ Table BuildSweepTable(const std::vector<SweepPoint>& points) {
                    "exposed comm (ms)",
                    "pareto"};
   table.right_aligned = {false, true, true, true, true, true, false};
-  for (const SweepPoint& p : points) {
-    table.rows.push_back(
-        {p.policy, fmt::format("{:g}", p.bucket_cap_mb), Mib(p.peak_allocated_bytes),
-         Mib(p.peak_reserved_bytes), p.out_of_memory ? "OOM" : Ms(p.step_time_us),
-         p.out_of_memory ? "OOM" : Ms(p.exposed_communication_us), p.pareto ? "*" : ""});
+  if (sweep.budget) {
+    table.headers.push_back(fmt::format("fits {} MiB", Mib(sweep.budget->budget_bytes)));
+    table.right_aligned.push_back(false);
+  }
+  for (const SweepPoint& p : sweep.points) {
+    std::vector<std::string> row = {p.policy,
+                                    fmt::format("{:g}", p.bucket_cap_mb),
+                                    Mib(p.peak_allocated_bytes),
+                                    Mib(p.peak_reserved_bytes),
+                                    p.out_of_memory ? "OOM" : Ms(p.step_time_us),
+                                    p.out_of_memory ? "OOM" : Ms(p.exposed_communication_us),
+                                    p.pareto ? "*" : ""};
+    if (sweep.budget) {
+      row.emplace_back(FitsBudget(p, sweep.budget->budget_bytes) ? "yes" : "no");
+    }
+    table.rows.push_back(std::move(row));
   }
   return table;
 }

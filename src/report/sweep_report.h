@@ -1,5 +1,6 @@
-// The sweep as the terminal shows it: one row per (policy, cap) with peak memory, predicted step
-// time and exposed communication, the Pareto-optimal rows marked, and the budget answer in words.
+// The sweep as the terminal and the report pages show it: one row per (policy, cap) with peak
+// memory, predicted step time and exposed communication, the Pareto-optimal rows marked, and the
+// budget answer in words.
 #pragma once
 
 #include <string>
@@ -10,8 +11,9 @@
 
 namespace bucketsim {
 
-// Columns: policy, cap, peak allocated, peak reserved, step time, exposed communication, Pareto.
-Table BuildSweepTable(const std::vector<SweepPoint>& points);
+// Columns: policy, cap, peak allocated, peak reserved, step time, exposed communication, Pareto,
+// and with a budget whether the point fits it. The terminal, Markdown and HTML show this table.
+Table BuildSweepTable(const SweepSection& sweep);
 
 // "fastest within 40.00 MiB: backward-only cap 25 MiB (...); against the runner-up ... it uses
 // X MiB more/less and is Y ms faster", or what is the least that would fit.

@@ -2,6 +2,7 @@
 // pages of the tiny trace compared exactly with reviewed copies in tests/golden/ (the context
 // block made deterministic with BUCKETSIM_DETERMINISTIC_CONTEXT=1), and bad input.
 // BUCKETSIM_UPDATE_GOLDENS=1 ctest --test-dir build -R Golden rewrites the goldens.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -111,7 +112,7 @@ TEST_F(ReportCommand, BadInputIsAnErrorWithExitCode2) {
   BinaryResult missing = RunBucketsim({"report", "/nonexistent/r.json", "-o", out});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(missing.err,
-            "bucketsim: error: cannot open report '/nonexistent/r.json': No such file or "
+            "bucketsim: error: cannot read report '/nonexistent/r.json': No such file or "
             "directory\n");
 
   BinaryResult trace = RunBucketsim({"report", "traces/tiny-ws2.json", "-o", out});
@@ -123,10 +124,79 @@ TEST_F(ReportCommand, BadInputIsAnErrorWithExitCode2) {
   std::string truncated = testing::WriteTempFile("truncated.json", "{\"schema_version\": 1,");
   BinaryResult bad = RunBucketsim({"report", truncated, "-o", out});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find(truncated + ": not valid JSON"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find(truncated + ": not a valid report: parse error"), std::string::npos)
+      << bad.err;
 
   EXPECT_EQ(RunBucketsim({"report", TinyReport()}).exit_code, 2);  // no -o
   EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// A sweep of the tiny trace (tests/cli/time_commands_test.cc): backward-only at three caps and
+// unbucketed, the H100 profile, a budget of 8 MiB that cap 1 MiB (8 MiB reserved) just fits.
+std::vector<std::string> TinySweep(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"sweep",           "traces/tiny-ws2.json",
+                                   "--bucket-cap-mb", "0.0625,0.25,1",
+                                   "--policy",        "backward-only",
+                                   "--policy",        "unbucketed",
+                                   "--profile",       "traces/profiles/h100-8gpu-nvlink.json",
+                                   "--budget",        "8MiB"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST_F(ReportCommand, ASweepReportGetsItsTableAndParetoChart) {
+  std::string json = testing::WriteTempFile("sweep.json", "");
+  ASSERT_EQ(RunBucketsim(TinySweep({"--json", json})).exit_code, 0);
+  std::string out = std::filesystem::path(json).parent_path().string() + "/sweep-page";
+  BinaryResult run = RunBucketsim({"report", json, "-o", out});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string md = ReadFile(out + "/report.md");
+  // One row per (policy, cap), the Pareto set marked, which fit the budget.
+  const std::string heading = "# Sweep\n\n";
+  std::size_t table = md.find(
+      heading +
+      "| policy | cap (MiB) | peak alloc (MiB) | peak reserved (MiB) | step time (ms) | exposed "
+      "comm (ms) | pareto | fits 8.00 MiB |\n");
+  ASSERT_NE(table, std::string::npos) << md;
+  table += heading.size();
+  std::string rows = md.substr(table, md.find("\n\n", table) + 1 - table);
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 6) << rows;  // header, rule, 4 rows
+  // cap 0.25 MiB: no faster than 0.0625 with the same reserved memory, so not optimal.
+  EXPECT_NE(rows.find("\n| backward-only | 0.25 | 3.11 | 6.00 | 0.615 | 0.264 |  | yes |\n"),
+            std::string::npos)
+      << rows;
+  EXPECT_NE(rows.find("\n| backward-only | 1 | 5.17 | 8.00 | 0.528 | 0.176 | * | yes |\n"),
+            std::string::npos)
+      << rows;
+  EXPECT_NE(md.find("budget 8.00 MiB: fastest that fits is backward-only at cap 1 MiB"),
+            std::string::npos)
+      << md;
+  // The Pareto chart first, then the others.
+  std::size_t pareto = md.find(
+      "# Memory versus step time (sweep)\n\n![Memory versus step time "
+      "(sweep)](charts/pareto.svg)");
+  ASSERT_NE(pareto, std::string::npos) << md;
+  EXPECT_LT(pareto, md.find("# Memory over time"));
+  std::string svg = ReadFile(out + "/charts/pareto.svg");
+  EXPECT_NE(svg.find("<title>chosen within the budget: backward-only @ 1 MB</title>"),
+            std::string::npos);
+  EXPECT_NE(svg.find(">unbucketed</text>"), std::string::npos);
+  EXPECT_NE(ReadFile(out + "/report.html").find("<h2>Sweep</h2>"), std::string::npos);
+}
+
+TEST_F(ReportCommand, SweepHtmlIsThePageOfItsOwnReport) {
+  std::string html = testing::WriteTempFile("sweep.html", "");
+  std::string json = testing::WriteTempFile("sweep-html.json", "");
+  BinaryResult run = RunBucketsim(TinySweep({"--html", html, "--json", json}));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("html report: " + html), std::string::npos);
+  std::string out = std::filesystem::path(json).parent_path().string() + "/sweep-from-json";
+  ASSERT_EQ(RunBucketsim({"report", json, "-o", out}).exit_code, 0);
+  std::string from_json = ReadFile(out + "/report.html");
+  std::string entry = "<dt>report file</dt><dd>" + json + "</dd>\n";
+  ASSERT_NE(from_json.find(entry), std::string::npos);
+  from_json.erase(from_json.find(entry), entry.size());
+  EXPECT_EQ(ReadFile(html), from_json);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 
 Usage: browser_test.py BUCKETSIM_BINARY SOURCE_DIR
 
-1. Writes a fresh report: `bucketsim compare traces/tiny-ws2.json --json` then `bucketsim report`.
+1. Writes fresh reports: `bucketsim compare traces/tiny-ws2.json --json` and a `bucketsim sweep`
+   of the same trace with a budget, then `bucketsim report` of both (one page, two sections).
 2. The page is self-contained: no <script>, <link>, <img>, @import or url() that could fetch
    anything, and no http(s) URL outside the SVG namespace declaration.
 3. chromium --dump-dom loads it with every host name unresolvable and a dead proxy, logging the
@@ -160,9 +161,14 @@ def main():
 
     with tempfile.TemporaryDirectory(prefix="bucketsim-browser-") as tmp:
         report_json = os.path.join(tmp, "compare.json")
+        sweep_json = os.path.join(tmp, "sweep.json")
         out_dir = os.path.join(tmp, "page")
         for args in (["compare", "traces/tiny-ws2.json", "--json", report_json],
-                     ["report", report_json, "-o", out_dir]):
+                     ["sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "0.0625,1", "--policy",
+                      "backward-only", "--policy", "unbucketed", "--profile",
+                      "traces/profiles/h100-8gpu-nvlink.json", "--budget", "8MiB", "--json",
+                      sweep_json],
+                     ["report", report_json, sweep_json, "-o", out_dir]):
             run = subprocess.run([binary] + args, cwd=source_dir, capture_output=True, text=True)
             if run.returncode != 0:
                 fail(f"bucketsim {' '.join(args)} exited {run.returncode}: {run.stderr}")
@@ -177,10 +183,13 @@ def main():
         if urls:
             fail(f"report.html names URLs: {sorted(urls)[:5]}")
         expected_charts = len(CHART.findall(html))
-        # tiny-ws2, caching model, four policies: memory over time, peak composition,
-        # fragmentation, and bucket lifetimes for the three bucketing policies.
-        if expected_charts != 6:
-            fail(f"report.html has {expected_charts} charts, expected 6")
+        # The compare of tiny-ws2, caching model, four policies: memory over time, peak
+        # composition, fragmentation, and bucket lifetimes for the three bucketing policies (6);
+        # the sweep (backward-only at two caps, unbucketed): the Pareto chart, memory over time,
+        # peak composition, fragmentation, and bucket lifetimes for backward-only at 1 MB (at
+        # 0.0625 MB every gradient is larger than the bucket and bypasses it) (5).
+        if expected_charts != 11:
+            fail(f"report.html has {expected_charts} charts, expected 11")
 
         profile = os.path.join(tmp, "profile")
         # 3. Loaded from disk: no network or console errors, every chart in the rendered DOM.
@@ -192,7 +201,8 @@ def main():
         if rendered_charts != expected_charts:
             fail(f"the rendered DOM has {rendered_charts} charts, the file {expected_charts}")
         for needle in ("Memory over time", "Composition of the peak", "backward-only",
-                       "peak alloc (MiB)", "<polyline"):
+                       "peak alloc (MiB)", "<polyline", "Memory versus step time (sweep)",
+                       "Pareto front", "backward-only @ 1 MB"):
             if needle not in dom:
                 fail(f"the rendered DOM lacks {needle!r}")
 

@@ -1,8 +1,12 @@
 #include "report/report_charts.h"
 
+#include <regex>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "engine/replay_policies.h"
+#include "engine/sweep_summary.h"
 #include "io/trace_reader.h"
 #include "memory/make_memory_model.h"
 
@@ -44,13 +48,13 @@ TEST(ReportCharts, OneChartPerViewInPageOrder) {
 TEST(ReportCharts, TheExactModelHasNoFragmentationChartNorReservedLines) {
   ReportDocument doc = TinyDocument("exact");
   EXPECT_FALSE(FragmentationChart(doc).has_value());
-  ReportChart memory = MemoryOverTimeChart(doc);
+  ReportChart memory = *MemoryOverTimeChart(doc);
   EXPECT_EQ(Count(memory.svg, "stroke-dasharray=\"6,4\""), 0u);
   EXPECT_EQ(Count(memory.svg, "<polyline"), 4u);  // one allocated line per policy
 }
 
 TEST(ReportCharts, MemoryChartMarksEachPeakWithItsFigures) {
-  ReportChart memory = MemoryOverTimeChart(TinyDocument("exact"));
+  ReportChart memory = *MemoryOverTimeChart(TinyDocument("exact"));
   // tests/engine/tiny_trace_test.cc: always-allocated peaks at 3507200 B (3.34 MiB), event 27.
   EXPECT_NE(memory.svg.find("<title>always-allocated: peak 3.34 MiB allocated at event 27 "
                             "(iteration 1, backward)</title>"),
@@ -82,15 +86,120 @@ TEST(ReportCharts, SeveralDocumentsGetPrefixedIds) {
   EXPECT_EQ(charts[1].size(), 6u);
 }
 
-TEST(ReportCharts, ParetoChartDrawsTheFrontOfASweep) {
-  ReportDocument doc = TinyDocument("exact");
-  EXPECT_FALSE(ParetoChart(doc).has_value());
-  doc.sweep = {{"a", 4 * kMiB, 1000}, {"b", 2 * kMiB, 3000}, {"c", 5 * kMiB, 4000}};
-  std::optional<ReportChart> chart = ParetoChart(doc);
+// A run of a sweep whose single iteration takes `step_ms`, peaking at `reserved_mib`.
+RunResult SweepRun(const char* policy, double cap, Bytes reserved_mib, double step_ms) {
+  RunResult run;
+  run.policy = policy;
+  run.bucket_cap_mb = cap;
+  run.peak.reserved_bytes = reserved_mib * kMiB;
+  run.peak.allocated_bytes = run.peak.reserved_bytes / 2;
+  IterationTiming it;
+  it.iteration_us = step_ms * 1000;
+  run.iterations = {it};
+  return run;
+}
+
+struct Mark {
+  std::string cx, cy, title;
+};
+
+// The dots of the configurations (their tooltips name the step time), in document order.
+std::vector<Mark> PointMarks(const std::string& svg) {
+  static const std::regex kCircle(
+      "<circle cx=\"([^\"]+)\" cy=\"([^\"]+)\" r=\"5\"[^>]*><title>([^<]*, step [^<]*)</title>");
+  std::vector<Mark> marks;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), kCircle);
+       it != std::sregex_iterator(); ++it) {
+    marks.push_back({(*it)[1], (*it)[2], (*it)[3]});
+  }
+  return marks;
+}
+
+// The vertices of the Pareto front's polyline.
+std::vector<std::string> FrontVertices(const std::string& svg) {
+  static const std::regex kFront("<polyline points=\"([^\"]*)\"[^>]*><title>Pareto front</title>");
+  std::smatch match;
+  if (!std::regex_search(svg, match, kFront)) return {};
+  std::vector<std::string> vertices;
+  std::istringstream in(match[1].str());
+  for (std::string vertex; in >> vertex;) vertices.push_back(vertex);
+  return vertices;
+}
+
+ReportDocument SweepDocument(std::optional<Bytes> budget_mib) {
+  // (peak reserved MiB, step ms): a (100, 50), b (200, 30), c (300, 30) beaten by b, d (150, 60)
+  // beaten by a, e (120, 40), f out of memory. The front from the least memory: a, e, b.
+  std::vector<RunResult> runs = {SweepRun("p", 1, 100, 50),  SweepRun("p", 5, 200, 30),
+                                 SweepRun("p", 25, 300, 30), SweepRun("q", 1, 150, 60),
+                                 SweepRun("q", 5, 120, 40),  SweepRun("q", 25, 10, 1)};
+  runs[5].oom = OomEvent{};
+  ReportDocument doc;
+  doc.runs = runs;
+  SweepSection sweep{SummarizeSweep(runs), std::nullopt};
+  if (budget_mib) sweep.budget = ChooseUnderBudget(sweep.points, *budget_mib * kMiB);
+  doc.sweep = sweep;
+  return doc;
+}
+
+TEST(ReportCharts, ParetoChartHasOneDotPerConfigurationAndJoinsExactlyTheFront) {
+  EXPECT_FALSE(ParetoChart(TinyDocument("exact")).has_value());  // not a sweep
+  std::optional<ReportChart> chart = ParetoChart(SweepDocument(std::nullopt));
   ASSERT_TRUE(chart.has_value());
-  EXPECT_EQ(Count(chart->svg, "<circle"), 3u);
-  EXPECT_EQ(Count(chart->svg, "fill=\"#D55E00\""), 2u);  // a and b are on the front; c is not
-  EXPECT_NE(chart->svg.find("<title>c: 5.00 MiB peak, 4.000 ms</title>"), std::string::npos);
+  EXPECT_EQ(chart->id, "pareto");
+  std::vector<Mark> marks = PointMarks(chart->svg);
+  ASSERT_EQ(marks.size(), 5u);  // the one that ran out of memory is not drawn
+  EXPECT_EQ(marks[0].title,
+            "p @ 1 MB: peak reserved 100.00 MiB, step 50.000 ms, exposed communication 0.000 ms "
+            "(Pareto-optimal)");
+  EXPECT_EQ(marks[2].title,
+            "p @ 25 MB: peak reserved 300.00 MiB, step 30.000 ms, exposed communication 0.000 ms");
+  EXPECT_NE(chart->svg.find(">q @ 5 MB</text>"), std::string::npos);  // the label beside it
+  EXPECT_EQ(Count(chart->svg, "<polyline"), 1u);
+  auto vertex = [&](std::size_t i) { return marks[i].cx + "," + marks[i].cy; };
+  EXPECT_EQ(FrontVertices(chart->svg),
+            (std::vector<std::string>{vertex(0), vertex(4), vertex(1)}));  // a, e, b
+  // a (100 MiB, 50 ms) against e (120 MiB, 40 ms): more memory to the right, more time upwards
+  // (SVG's y grows downwards).
+  EXPECT_LT(std::stod(marks[0].cx), std::stod(marks[4].cx));
+  EXPECT_LT(std::stod(marks[0].cy), std::stod(marks[4].cy));
+  EXPECT_NE(chart->caption.find("1 configuration(s) ran out of device memory"), std::string::npos);
+  EXPECT_EQ(chart->svg.find("budget"), std::string::npos);
+}
+
+TEST(ReportCharts, ParetoChartDrawsTheBudgetAndRingsTheChoice) {
+  std::optional<ReportChart> chart = ParetoChart(SweepDocument(250));
+  ASSERT_TRUE(chart.has_value());
+  // b (200 MiB, 30 ms) is the fastest within 250 MiB.
+  EXPECT_NE(chart->svg.find("<title>chosen within the budget: p @ 5 MB</title>"),
+            std::string::npos);
+  EXPECT_NE(chart->svg.find(">budget 250.00 MiB</text>"), std::string::npos);
+  EXPECT_EQ(PointMarks(chart->svg).size(), 5u);
+  EXPECT_NE(chart->caption.find("the ringed dot the fastest configuration within it"),
+            std::string::npos);
+  std::optional<ReportChart> none = ParetoChart(SweepDocument(50));
+  EXPECT_EQ(none->svg.find("chosen within the budget"), std::string::npos);
+  EXPECT_NE(none->caption.find("nothing fits within it"), std::string::npos);
+}
+
+TEST(ReportCharts, ASweepComesFirstAndNamesEachRunWithItsCap) {
+  ReportDocument doc = TinyDocument("exact");
+  doc.runs.push_back(doc.runs[1]);  // backward-only again, at another cap
+  doc.runs.back().bucket_cap_mb = 5;
+  doc.step_time_us.push_back(std::nullopt);
+  doc.sweep = SweepSection{SummarizeSweep(doc.runs), std::nullopt};
+  std::vector<ReportChart> charts = ReportCharts(doc, "");
+  ASSERT_GE(charts.size(), 2u);
+  EXPECT_EQ(charts[0].id, "pareto");
+  EXPECT_EQ(charts[1].id, "memory-over-time");
+  EXPECT_NE(charts[1].svg.find(">backward-only @ 5 MB</text>"), std::string::npos);
+  EXPECT_NE(charts[1].svg.find(">always-allocated</text>"), std::string::npos);  // one cap only
+}
+
+TEST(ReportCharts, NoTimelineNoMemoryOverTimeChart) {
+  ReportDocument doc = TinyDocument("exact");
+  doc.has_timeline = false;
+  EXPECT_FALSE(MemoryOverTimeChart(doc).has_value());
+  for (const ReportChart& chart : ReportCharts(doc, "")) EXPECT_NE(chart.id, "memory-over-time");
 }
 
 }  // namespace
