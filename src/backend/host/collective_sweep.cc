@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -209,10 +210,15 @@ Result<std::vector<CollectiveSweepPoint>> RunCollectiveSweep(
   for (CollectiveSweepPoint& point : *points) {
     const Numel count = point.send_bytes / (element * ranks);
     std::vector<std::byte> in(point.send_bytes, std::byte{0});
+    std::vector<std::byte> source(point.send_bytes, std::byte{0});
     std::vector<std::byte> out(count * element);
     std::vector<Micros> bare;
     for (int i = 0; i < options.warmup + options.iterations; ++i) {
+      // Refilled after the barrier and before each call, as the backend's input is
+      // (MeasureBackendCollectives): both time the collective from when their own rank's fill
+      // ended, so both include waiting for a peer whose fill ended later.
       BUCKETSIM_RETURN_IF_ERROR(world.Barrier());
+      std::memcpy(in.data(), source.data(), in.size());
       auto start = Clock::now();
       BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Reduce_scatter_block(
           in.data(), out.data(), static_cast<int>(count), type, MPI_SUM, *bare_comm));
