@@ -224,7 +224,7 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
     if (predictor) {
       std::printf("\npredicted by the sim with profile %s:\n%s",
                   report_context->time_profile.c_str(),
-                  RenderText(BuildPredictionTable(outcome)).c_str());
+                  RenderText(BuildPredictionTable(PredictionRows(outcome.runs))).c_str());
     }
     // Emulation is a property of the job (one rank for a larger world): say it once.
     if (outcome.runs.front().execution.emulated) {

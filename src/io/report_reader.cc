@@ -191,6 +191,21 @@ std::optional<Micros> ReadStepTime(const Node& run) {
   return timing["step_time_us"].Number();
 }
 
+// timing.prediction beside timing (run --profile on a real backend), when the report has one.
+std::optional<PredictionRow> ReadPrediction(const Node& run) {
+  if (!run.Has("timing") || !run["timing"].Has("prediction")) return std::nullopt;
+  Node timing = run["timing"];
+  Node predicted = timing["prediction"];
+  return PredictionRow{run["policy"].String(),
+                       predicted["profile"].String(),
+                       timing["step_time_us"].Number(),
+                       predicted["step_time_us"].Number(),
+                       timing["exposed_communication_us"].Number(),
+                       predicted["exposed_communication_us"].Number(),
+                       timing["communication_us"].Number(),
+                       predicted["communication_us"].Number()};
+}
+
 void ReadPhases(const Node& node, const ReportTraceInfo& trace, RunResult& run) {
   std::vector<Node> phases = node["phases"].Items();
   for (std::size_t i = 0; i < phases.size(); ++i) {
@@ -355,6 +370,7 @@ ReportDocument ReadDocument(const JsonDocument& json, ReportContent content) {
       }
     } else {
       ReadRunDetails(node, doc.trace, run, doc.has_timeline);
+      if (std::optional<PredictionRow> row = ReadPrediction(node)) doc.predictions.push_back(*row);
     }
     doc.step_time_us.push_back(ReadStepTime(node));
     doc.runs.push_back(std::move(run));

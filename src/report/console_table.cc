@@ -116,24 +116,19 @@ Table BuildTimingTable(const ReplayOutcome& outcome) {
   return table;
 }
 
-Table BuildPredictionTable(const ReplayOutcome& outcome) {
+Table BuildPredictionTable(const std::vector<PredictionRow>& rows) {
   Table table;
-  table.headers = {"policy",       "step (ms)",      "predicted (ms)", "error",
-                   "exposed (ms)", "predicted (ms)", "comm (ms)",      "predicted (ms)"};
+  table.headers = {"policy",           "step (ms)",      "predicted (ms)", "error",
+                   "exposed sum (ms)", "predicted (ms)", "comm sum (ms)",  "predicted (ms)"};
   table.right_aligned.assign(table.headers.size(), true);
   table.right_aligned[0] = false;
-  for (const RunResult& run : outcome.runs) {
-    if (!run.prediction) continue;
-    TimingTotals measured = SumTimings(run.iterations, run.collectives);
-    TimingTotals predicted = SumTimings(run.prediction->iterations, run.collectives);
-    table.rows.push_back({run.policy, fmt::format("{:.3f}", measured.step_time_us / 1000.0),
-                          fmt::format("{:.3f}", predicted.step_time_us / 1000.0),
-                          fmt::format("{:+.1f}%", 100 * PredictionError(predicted.step_time_us,
-                                                                        measured.step_time_us)),
-                          fmt::format("{:.3f}", measured.exposed_communication_us / 1000.0),
-                          fmt::format("{:.3f}", predicted.exposed_communication_us / 1000.0),
-                          fmt::format("{:.3f}", measured.communication_us / 1000.0),
-                          fmt::format("{:.3f}", predicted.communication_us / 1000.0)});
+  auto ms = [](Micros us) { return fmt::format("{:.3f}", us / 1000.0); };
+  for (const PredictionRow& row : rows) {
+    table.rows.push_back({row.policy, ms(row.measured_step_us), ms(row.predicted_step_us),
+                          fmt::format("{:+.1f}%", 100 * PredictionError(row.predicted_step_us,
+                                                                        row.measured_step_us)),
+                          ms(row.measured_exposed_us), ms(row.predicted_exposed_us),
+                          ms(row.measured_communication_us), ms(row.predicted_communication_us)});
   }
   return table;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/replay_policies.h"
+#include "report/report_document.h"
 
 namespace bucketsim {
 
@@ -24,9 +25,10 @@ Table BuildComparisonTable(const std::vector<RunResult>& runs);
 // Time per policy on the backend that ran it: step time, compute, communication, exposed
 // communication, copies, collectives with their bus bandwidth, and what was verified.
 Table BuildTimingTable(const ReplayOutcome& outcome);
-// run --profile on a real backend: measured against predicted step, exposed communication and
-// communication time per policy, and the step time's error (predicted / measured - 1).
-Table BuildPredictionTable(const ReplayOutcome& outcome);
+// run --profile on a real backend: measured against predicted step time (median after the first
+// iteration) with its error (predicted / measured - 1), and exposed communication and
+// communication time summed over the iterations.
+Table BuildPredictionTable(const std::vector<PredictionRow>& rows);
 // The composition of one policy's peak: bytes per non-empty category.
 Table BuildPeakCompositionTable(const RunResult& run);
 // The largest allocations alive at one policy's peak (empty rows when it listed none).

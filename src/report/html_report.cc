@@ -51,6 +51,11 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
                          Esc(run.policy), Esc(DescribeOom(*run.oom)));
     }
   }
+  if (!doc.predictions.empty()) {
+    out += fmt::format("<h{0}>Measured against predicted</h{0}>\n<p>{1}</p>\n", h,
+                       Esc(PredictionText(doc.predictions)));
+    out += HtmlTable(BuildPredictionTable(doc.predictions));
+  }
   if (doc.sweep) {
     out += fmt::format("<h{0}>Sweep</h{0}>\n", h) + HtmlTable(BuildSweepTable(*doc.sweep));
     out += fmt::format("<p>{}</p>\n", Esc(kSweepParetoNote));

@@ -20,6 +20,11 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
       out +=
           fmt::format("\n**{}**: {}; its figures stop there.\n", run.policy, DescribeOom(*run.oom));
   }
+  if (!doc.predictions.empty()) {
+    out += fmt::format("\n{}# Measured against predicted\n\n{}\n\n", h,
+                       PredictionText(doc.predictions));
+    out += RenderMarkdown(BuildPredictionTable(doc.predictions));
+  }
   if (doc.sweep) {
     out += fmt::format("\n{}# Sweep\n\n", h) + RenderMarkdown(BuildSweepTable(*doc.sweep));
     out += fmt::format("\n\\{}\n", kSweepParetoNote);  // "\*": not a list item

@@ -20,8 +20,23 @@ ReportDocument DocumentFromOutcome(const ReplayOutcome& outcome, const ReportCon
   doc.trace.compute_us = outcome.summary.compute_us;
   doc.runs = outcome.runs;
   for (const RunResult& run : doc.runs) doc.step_time_us.push_back(FiguresOf(run).step_time_us);
+  doc.predictions = PredictionRows(doc.runs);
   if (sweep) doc.sweep = *sweep;
   return doc;
+}
+
+std::vector<PredictionRow> PredictionRows(const std::vector<RunResult>& runs) {
+  std::vector<PredictionRow> rows;
+  for (const RunResult& run : runs) {
+    if (!run.prediction) continue;
+    TimingTotals measured = SumTimings(run.iterations, run.collectives);
+    TimingTotals predicted = SumTimings(run.prediction->iterations, run.collectives);
+    rows.push_back({run.policy, run.prediction->profile, measured.step_time_us,
+                    predicted.step_time_us, measured.exposed_communication_us,
+                    predicted.exposed_communication_us, measured.communication_us,
+                    predicted.communication_us});
+  }
+  return rows;
 }
 
 PolicyFigures FiguresOf(const ReportDocument& doc, std::size_t run) {

@@ -30,6 +30,22 @@ struct ReportTraceInfo {
   Micros compute_us = 0;
 };
 
+// run --backend host|cuda --profile P: one policy's measured time beside the sim's prediction of
+// it (timing and timing.prediction of the report).
+struct PredictionRow {
+  std::string policy;
+  std::string profile;  // the profile's name
+  Micros measured_step_us = 0;
+  Micros predicted_step_us = 0;
+  Micros measured_exposed_us = 0;
+  Micros predicted_exposed_us = 0;
+  Micros measured_communication_us = 0;
+  Micros predicted_communication_us = 0;
+};
+
+// The rows of the runs that carry a prediction, in order.
+std::vector<PredictionRow> PredictionRows(const std::vector<RunResult>& runs);
+
 struct ReportDocument {
   std::string source;  // the report file it was read from; empty for a replay just run
   ReportContext context;
@@ -40,6 +56,8 @@ struct ReportDocument {
   std::vector<std::optional<Micros>> step_time_us;
   // Reports written before the timeline existed have none: their charts say so.
   bool has_timeline = true;
+  // Measured against predicted, for the runs that have a prediction (run --profile).
+  std::vector<PredictionRow> predictions;
   // `bucketsim sweep`'s section: points[i] is runs[i] (engine/sweep_summary.h).
   std::optional<SweepSection> sweep;
 };

@@ -68,4 +68,20 @@ std::string RunLabel(const std::vector<RunResult>& runs, std::size_t i) {
   return runs[i].policy;
 }
 
+std::string PredictionText(const std::vector<PredictionRow>& rows) {
+  double lowest = 0;
+  double highest = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    double error = PredictionError(rows[i].predicted_step_us, rows[i].measured_step_us);
+    lowest = i == 0 ? error : std::min(lowest, error);
+    highest = i == 0 ? error : std::max(highest, error);
+  }
+  return fmt::format(
+      "Each policy was also replayed by the sim priced by the profile {}; its step time is "
+      "{:+.1f}% to {:+.1f}% off the measured one (predicted / measured - 1; the step is the "
+      "median iteration after the first). Exposed and communication time are sums over every "
+      "iteration, the first included: measured, it creates the communicators.",
+      rows.empty() ? "" : rows.front().profile, 100 * lowest, 100 * highest);
+}
+
 }  // namespace bucketsim

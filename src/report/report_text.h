@@ -36,5 +36,7 @@ std::string PolicyAtCap(std::string_view policy, double bucket_cap_mb);
 std::string RunLabel(const std::vector<RunResult>& runs, std::size_t i);
 // The heading of one document: the trace's name and the memory model.
 std::string DocumentTitle(const ReportDocument& doc);
+// What the measured-against-predicted table shows: the profile, and the step time's error range.
+std::string PredictionText(const std::vector<PredictionRow>& rows);
 
 }  // namespace bucketsim

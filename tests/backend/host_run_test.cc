@@ -3,6 +3,7 @@
 // (order, sizes, groups), verify every reduced element, and fail every rank cleanly when one
 // rank cannot go on.
 #include <chrono>
+#include <cstdio>
 #include <regex>
 #include <string>
 #include <vector>
@@ -273,6 +274,23 @@ TEST(HostRun, AProfileAddsTheSimPredictionBesideTheMeasurement) {
         predicted["step_time_us"].get<double>() / measured["step_time_us"].get<double>() - 1);
     EXPECT_TRUE(predicted["prediction"].is_null());
   }
+  // The report page puts them side by side: one row per policy, measured then predicted.
+  std::string pages = host_path + ".pages";
+  testing::BinaryResult report = RunBucketsim({"report", host_path, "-o", pages});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  std::string markdown = ReadFile(pages + "/report.md");
+  EXPECT_NE(markdown.find("## Measured against predicted"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("priced by the profile h100-8gpu-nvlink-derived"), std::string::npos);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const json& timing = h["policies"][i]["timing"];
+    char row[256];
+    std::snprintf(row, sizeof row, "| %s | %.3f | %.3f |",
+                  h["policies"][i]["policy"].get<std::string>().c_str(),
+                  timing["step_time_us"].get<double>() / 1000,
+                  timing["prediction"]["step_time_us"].get<double>() / 1000);
+    EXPECT_NE(markdown.find(row), std::string::npos) << row << "\n" << markdown;
+  }
+  EXPECT_NE(ReadFile(pages + "/report.html").find("Measured against predicted"), std::string::npos);
 }
 
 }  // namespace
