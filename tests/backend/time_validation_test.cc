@@ -107,30 +107,12 @@ class TimeValidation : public ::testing::Test {
 
 std::string* TimeValidation::profile_ = nullptr;
 
-// Compute-bound: every policy's predicted step time within 10% of the measured one (observed
-// on the 2-core CI VM: -4.2% to +1.8%).
-TEST_F(TimeValidation, ComputeBoundStepTimeWithinTenPercent) {
-  Replayed replayed =
-      ReplayWithPrediction(GenerateTraces("compute-bound", "0.2"), *profile_, "compute-bound");
-  const json& policies = replayed.measured["policies"];
-  ASSERT_EQ(policies.size(), kPolicies.size());
-  for (const json& policy : policies) {
-    const json& timing = policy["timing"];
-    ASSERT_TRUE(timing["prediction"].is_object());
-    double error = timing["prediction"]["step_time_error"].get<double>();
-    EXPECT_LE(std::abs(error), 0.10)
-        << policy["policy"] << ": measured " << timing["step_time_us"] << " us, predicted "
-        << timing["prediction"]["step_time_us"] << " us";
-  }
-}
-
-// Comm-bound: the collectives' measured times on this VM vary by a quarter between runs at the
-// 2-8 MiB sizes of these buckets, so the bound is loose (60%; observed -46% to +5%), and the
-// test also asserts that the profile's collective and copy times bring every prediction closer
-// to the measurement than compute alone does (-76% here): the model adds what it claims to.
-TEST_F(TimeValidation, CommBoundStepTimeWithinSixtyPercentAndBetterThanComputeAlone) {
-  Replayed replayed =
-      ReplayWithPrediction(GenerateTraces("comm-bound", "2"), *profile_, "comm-bound");
+// Every policy's predicted step time within `bound` of the measured one, and closer to it than
+// compute alone (the sim without a profile): the profile's collective and copy times add what
+// they claim to.
+void ExpectPredictedWithin(const std::string& name, const std::string& tflops, double bound,
+                           const std::string& profile) {
+  Replayed replayed = ReplayWithPrediction(GenerateTraces(name, tflops), profile, name);
   const json& policies = replayed.measured["policies"];
   ASSERT_EQ(policies.size(), kPolicies.size());
   for (const json& policy : policies) {
@@ -139,12 +121,31 @@ TEST_F(TimeValidation, CommBoundStepTimeWithinSixtyPercentAndBetterThanComputeAl
     double measured = timing["step_time_us"].get<double>();
     double error = timing["prediction"]["step_time_error"].get<double>();
     double compute_alone = replayed.unpriced_step_us / measured - 1;
-    EXPECT_LE(std::abs(error), 0.60) << policy["policy"] << ": measured " << measured
-                                     << " us, predicted " << timing["prediction"]["step_time_us"];
+    EXPECT_LE(std::abs(error), bound) << policy["policy"] << ": measured " << measured
+                                      << " us, predicted " << timing["prediction"]["step_time_us"];
     EXPECT_LT(std::abs(error), std::abs(compute_alone))
         << policy["policy"] << ": with the profile " << error << ", compute alone "
         << compute_alone;
   }
+}
+
+// Compute-bound (about 37 ms of compute and 5 ms of collectives per iteration): within 10%
+// (observed on the 2-core CI VM with a fresh calibration: -1.6% to -1.3%; compute alone is
+// about -10%).
+TEST_F(TimeValidation, ComputeBoundStepTimeWithinTenPercent) {
+  ExpectPredictedWithin("compute-bound", "0.2", 0.10, *profile_);
+}
+
+// Mixed (15 ms : 5 ms): within 15% (observed -3.1% to -2.2%; compute alone about -23%).
+TEST_F(TimeValidation, MixedStepTimeWithinFifteenPercent) {
+  ExpectPredictedWithin("mixed", "0.5", 0.15, *profile_);
+}
+
+// Comm-bound (3.7 ms : 5 ms): collectives inside a replay run slower than calibrate measures them
+// on this VM (README, "How good the time model is here"), so the bound is loose: 60% (observed
+// -26% to -18%; compute alone about -76%).
+TEST_F(TimeValidation, CommBoundStepTimeWithinSixtyPercent) {
+  ExpectPredictedWithin("comm-bound", "2", 0.60, *profile_);
 }
 
 }  // namespace
