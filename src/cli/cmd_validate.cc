@@ -32,18 +32,15 @@ int RunValidate(const ValidateFlags& flags) {
     if (!parsed.ok()) return ReportError(parsed.status());
     capacity = *parsed;
   }
+  MemoryModelOptions options{"caching", std::nullopt, capacity};
+  if (flags.alloc_conf_given) options.alloc_conf = flags.alloc_conf;
+  Result<MemoryModelFactory> factory = MakeMemoryModelFactory(options);
+  if (!factory.ok()) return ReportError(factory.status());
   std::string alloc_conf_used;
-  SnapshotComparison comparison(
-      [&](const TraceHeader& header) -> Result<std::unique_ptr<MemoryModel>> {
-        alloc_conf_used = flags.alloc_conf_given ? flags.alloc_conf : header.alloc_conf;
-        Result<MemoryModelFactory> factory =
-            MakeMemoryModelFactory({"caching", alloc_conf_used, capacity});
-        if (!factory.ok()) {
-          if (flags.alloc_conf_given) return factory.status();
-          return InvalidTrace(fmt::format("header: alloc_conf: {}", factory.status().message()));
-        }
-        return (*factory)();
-      });
+  SnapshotComparison comparison([&](const TraceHeader& header) {
+    alloc_conf_used = AllocConfFor(options, header);
+    return (*factory)(header);
+  });
   TraceHeader header;
   TraceChecker checker(&comparison, CheckerMode::kReport);
   Status status = ReadTrace(flags.trace, header, checker);

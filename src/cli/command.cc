@@ -42,7 +42,8 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap) {
       ->capture_default_str();
   command.add_option("--alloc-conf", flags.alloc_conf,
                      "Caching allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax, e.g. "
-                     "'expandable_segments:True,max_split_size_mb:128'");
+                     "'expandable_segments:True,max_split_size_mb:128' (default: the trace's "
+                     "alloc_conf, recorded by an imported snapshot; '' for PyTorch's defaults)");
   command.add_option("--device-memory", flags.device_memory,
                      "Device capacity (SIZE, e.g. 80GiB): the caching allocator frees its cache "
                      "and retries when a segment does not fit, then fails with an OOM");
@@ -114,6 +115,19 @@ Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
 Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlags& flags) {
   ReportContext report = MakeReportContext(context.argv);
   report.memory_model = flags.allocator;
+  // The caching model's settings, when they are not PyTorch's defaults, and where they came
+  // from: a report (and a baseline's comparability) must say what was modelled.
+  if (flags.allocator == "caching") {
+    if (flags.alloc_conf && !flags.alloc_conf->empty()) {
+      report.memory_model += ", alloc_conf " + *flags.alloc_conf;
+    } else if (!flags.alloc_conf && flags.trace != "-") {
+      Result<TraceHeader> header = ReadTraceHeader(flags.trace);
+      if (!header.ok()) return header.status();
+      if (!header->alloc_conf.empty()) {
+        report.memory_model += ", alloc_conf " + header->alloc_conf + " (the trace's)";
+      }
+    }
+  }
   if (!flags.profile_path.empty()) {
     Result<TimeProfile> profile = ReadTimeProfile(flags.profile_path);
     if (!profile.ok()) return profile.status();

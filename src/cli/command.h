@@ -49,9 +49,9 @@ struct ReplayFlags {
   std::optional<double> bucket_cap_mb;
   std::string json_path;
   std::string allocator = "caching";
-  std::string alloc_conf;
-  std::string device_memory;  // SIZE; empty: unlimited
-  std::string profile_path;   // --profile: the sim's time model; empty: copies and collectives free
+  std::optional<std::string> alloc_conf;  // unset: the trace's; "": PyTorch's defaults
+  std::string device_memory;              // SIZE; empty: unlimited
+  std::string profile_path;  // --profile: the sim's time model; empty: copies and collectives free
 };
 void AddTraceArgument(CLI::App& command, std::string& trace, bool required);
 // `with_cap`: also --bucket-cap-mb as one number (sweep defines its own list instead).

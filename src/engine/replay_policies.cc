@@ -17,10 +17,14 @@ class PolicyFanout final : public EventSink {
       const PolicySpec& spec = request_.policies[i];
       ReplayOptions options = request_.options;
       options.keep_timeline = options.keep_timeline || request_.timeline_policy == i;
+      std::unique_ptr<MemoryModel> memory = std::make_unique<ExactMemoryModel>();
+      if (request_.make_memory_model) {
+        Result<std::unique_ptr<MemoryModel>> made = request_.make_memory_model(header);
+        if (!made.ok()) return made.status();
+        memory = std::move(*made);
+      }
       replays_.push_back(std::make_unique<Replay>(
-          spec, ResolveBucketCap(spec, request_.bucket_cap_mb, header),
-          request_.make_memory_model ? request_.make_memory_model()
-                                     : std::make_unique<ExactMemoryModel>(),
+          spec, ResolveBucketCap(spec, request_.bucket_cap_mb, header), std::move(memory),
           request_.make_backend ? request_.make_backend() : std::make_unique<SimBackend>(),
           options));
       BUCKETSIM_RETURN_IF_ERROR(replays_.back()->OnHeader(header));

@@ -1546,4 +1546,30 @@ Status ReadTrace(const std::string& path, TraceHeader& header, EventSink& sink) 
   return status;
 }
 
+namespace {
+
+// Ends the read at the header: OnHeader answers with an error the caller recognises by `stopped`.
+class HeaderOnly final : public EventSink {
+ public:
+  Status OnHeader(const TraceHeader& /*header*/) override {
+    stopped = true;
+    return Status(StatusCode::kInternal, "header read; events not wanted");
+  }
+  Status OnEvent(const Event& /*event*/) override { return Status::Ok(); }
+  Status OnEnd() override { return Status::Ok(); }
+  bool stopped = false;
+};
+
+}  // namespace
+
+Result<TraceHeader> ReadTraceHeader(const std::string& path) {
+  if (path == "-") return InvalidArgument("the header of standard input cannot be read ahead");
+  TraceHeader header;
+  HeaderOnly sink;
+  Status status = ReadTrace(path, header, sink);
+  if (sink.stopped) return header;
+  if (!status.ok()) return status;
+  return header;
+}
+
 }  // namespace bucketsim

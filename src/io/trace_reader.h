@@ -25,6 +25,10 @@ namespace bucketsim {
 // front of its message. Never throws.
 Status ReadTrace(const std::string& path, TraceHeader& header, EventSink& sink);
 
+// The header alone (checked and Finalize()d): the reading stops before the first event, so a
+// large trace costs no more than its header. Not for "-" (stdin can be read once).
+Result<TraceHeader> ReadTraceHeader(const std::string& path);
+
 // Same, from memory; `display_name` is used in messages in place of the path.
 Status ReadTraceFromString(std::string_view json, std::string_view display_name,
                            TraceHeader& header, EventSink& sink);

@@ -8,24 +8,38 @@
 
 namespace bucketsim {
 
+std::string AllocConfFor(const MemoryModelOptions& options, const TraceHeader& header) {
+  return options.alloc_conf ? *options.alloc_conf : header.alloc_conf;
+}
+
 Result<MemoryModelFactory> MakeMemoryModelFactory(const MemoryModelOptions& options) {
   if (options.allocator == "exact") {
-    if (!options.alloc_conf.empty() || options.device_memory) {
+    if ((options.alloc_conf && !options.alloc_conf->empty()) || options.device_memory) {
       return InvalidArgument(
           "--alloc-conf and --device-memory describe the caching allocator: use them with "
           "--allocator caching");
     }
-    return MemoryModelFactory([] { return std::make_unique<ExactMemoryModel>(); });
+    return MemoryModelFactory([](const TraceHeader&) -> Result<std::unique_ptr<MemoryModel>> {
+      return std::unique_ptr<MemoryModel>(std::make_unique<ExactMemoryModel>());
+    });
   }
   if (options.allocator != "caching") {
     return InvalidArgument(
         fmt::format("unknown allocator '{}' (known: exact, caching)", options.allocator));
   }
-  Result<AllocConf> conf = ParseAllocConf(options.alloc_conf);
-  if (!conf.ok()) return conf.status();
-  std::optional<Bytes> capacity = options.device_memory;
+  if (options.alloc_conf) {
+    Result<AllocConf> given = ParseAllocConf(*options.alloc_conf);
+    if (!given.ok()) return given.status();
+  }
   return MemoryModelFactory(
-      [conf = *conf, capacity] { return std::make_unique<CachingAllocatorModel>(conf, capacity); });
+      [options](const TraceHeader& header) -> Result<std::unique_ptr<MemoryModel>> {
+        Result<AllocConf> conf = ParseAllocConf(AllocConfFor(options, header));
+        if (!conf.ok()) {
+          return InvalidTrace(fmt::format("header: alloc_conf: {}", conf.status().message()));
+        }
+        return std::unique_ptr<MemoryModel>(
+            std::make_unique<CachingAllocatorModel>(*conf, options.device_memory));
+      });
 }
 
 }  // namespace bucketsim

@@ -128,5 +128,44 @@ TEST(SnapshotImport, AnImportedSnapshotReplaysAsAnAllocatorWhatIf) {
   EXPECT_NE(small.out.find("out of memory at event 7"), std::string::npos) << small.out;
 }
 
+// compare models the allocator settings the snapshot was recorded under unless told otherwise,
+// and the report says which: the expandable fixture peaks at 80 MiB reserved with
+// expandable_segments, 70 MiB with PyTorch's defaults (--alloc-conf '').
+TEST(SnapshotImport, CompareDefaultsToTheTracesAllocConf) {
+  std::string trace = ImportedTraces() + "/expandable.json";
+  struct Case {
+    std::vector<std::string> flags;
+    const char* memory_model;
+    std::uint64_t peak_reserved;
+  };
+  for (const Case& c : {
+           Case{{}, "caching, alloc_conf expandable_segments:True (the trace's)", 80 * kMiB},
+           Case{{"--alloc-conf", "expandable_segments:True"},
+                "caching, alloc_conf expandable_segments:True",
+                80 * kMiB},
+           Case{{"--alloc-conf", ""}, "caching", 70 * kMiB},
+       }) {
+    std::string json = trace + ".compare.json";
+    std::vector<std::string> args = {"compare", trace, "--policy", "unbucketed", "--json", json};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    testing::BinaryResult run = RunBucketsim(args);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    nlohmann::json report = nlohmann::json::parse(testing::ReadFile(json));
+    EXPECT_EQ(report["context"]["memory_model"], c.memory_model);
+    EXPECT_EQ(report["policies"][0]["peak_reserved_bytes"], c.peak_reserved) << c.memory_model;
+  }
+}
+
+TEST(SnapshotImport, ABadAllocConfInTheTraceIsAnInputError) {
+  std::string text = testing::ReadFile(ImportedTraces() + "/expandable.json");
+  std::string from = "\"expandable_segments:True\"";
+  ASSERT_NE(text.find(from), std::string::npos);
+  text.replace(text.find(from), from.size(), "\"no_such_setting:1\"");
+  std::string path = testing::WriteTempFile("bad-alloc-conf.json", text);
+  testing::BinaryResult run = RunBucketsim({"compare", path, "--policy", "unbucketed"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("header: alloc_conf: "), std::string::npos) << run.err;
+}
+
 }  // namespace
 }  // namespace bucketsim

@@ -251,6 +251,30 @@ class ReadTraceFile : public testing::Test {
   }
 };
 
+// ReadTraceHeader stops before the events: a trace whose third event is malformed still gives
+// its header, while reading it whole fails at that event.
+TEST_F(ReadTraceFile, HeaderAloneStopsBeforeTheEvents) {
+  std::string path =
+      Write("header-only.json", Trace(R"({"ev": "mark", "name": "a"}, {"ev": "mark", "name": "b"},
+                                    {"ev": "no-such-event"})"));
+  Result<TraceHeader> header = ReadTraceHeader(path);
+  ASSERT_TRUE(header.ok()) << header.status().message();
+  EXPECT_EQ(header->world_size, 8);
+  EXPECT_EQ(header->groups.size(), 2u);
+  TraceHeader whole;
+  RecordingSink sink;
+  EXPECT_FALSE(ReadTrace(path, whole, sink).ok());
+  // A header error is still an error, and so is a missing file.
+  EXPECT_NE(ReadTraceHeader(Write("bad-header.json", R"({"schema_version": 1, "world_size": 0,
+      "rank": 0, "events": []})"))
+                .status()
+                .message()
+                .find("bad-header.json"),
+            std::string::npos);
+  EXPECT_EQ(ReadTraceHeader("/nonexistent/trace.json").status().code(), StatusCode::kIoError);
+  EXPECT_EQ(ReadTraceHeader("-").status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(ReadTraceFile, ReadsAFileLargerThanOneChunk) {
   std::string events;
   constexpr int kEvents = 40000;  // ~2 MiB: crosses the reader's 1 MiB chunks
