@@ -2,7 +2,8 @@
 // over the ~1.5M-event bench trace, with the derived H100 time profile (so every copy and
 // collective is priced) and each memory model; with the measured CI profile (collective times
 // interpolated between measured points instead of the alpha-beta line); and without a profile,
-// for the cost of the time model. The time per configuration is the pass's wall time over `configs` (16).
+// for the cost of the time model. The time per configuration is the pass's wall time over `configs`
+// (16).
 #include <benchmark/benchmark.h>
 
 #include "backend/sim/sim_backend.h"

@@ -54,8 +54,8 @@ TEST(TimeProfileIo, ShippedProfilesAreValidAndDerived) {
 // The CI machine's profile: measured by calibrate (traces/profiles/README.md) at 2, 4 and 8
 // ranks, every size of the sweep kept, and the model following those measurements.
 TEST(TimeProfileIo, ShippedCiProfileIsMeasuredAtTwoFourAndEightRanks) {
-  Result<TimeProfile> profile = ReadTimeProfile(std::string(BUCKETSIM_SOURCE_DIR) +
-                                                "/traces/profiles/ci-2core-mpi.json");
+  Result<TimeProfile> profile =
+      ReadTimeProfile(std::string(BUCKETSIM_SOURCE_DIR) + "/traces/profiles/ci-2core-mpi.json");
   ASSERT_TRUE(profile.ok()) << profile.status().message();
   EXPECT_EQ(profile->name, "ci-2core-mpi-measured");
   EXPECT_EQ(profile->provenance.kind, "measured");
