@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -14,10 +13,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/host/host_backend.h"
 #include "backend/host/mpi_world.h"
-#include "backend/sim/sim_backend.h"
 #include "cli/command.h"
 #include "engine/trace_checker.h"
-#include "io/time_profile_io.h"
 #include "io/trace_reader.h"
 #include "report/chrome_trace.h"
 #include "report/console_table.h"
@@ -108,23 +105,9 @@ Result<std::function<std::unique_ptr<Backend>()>> CudaBackendFactory(
   });
 }
 
-// The sim backend priced by --profile (none: copies and collectives cost nothing), compute
-// scaled as the real backends scale it.
-Result<std::function<std::unique_ptr<Backend>()>> SimFactory(const RunFlags& flags) {
-  std::shared_ptr<const TimeProfile> profile;
-  if (!flags.replay.profile_path.empty()) {
-    Result<TimeProfile> read = ReadTimeProfile(flags.replay.profile_path);
-    if (!read.ok()) return read.status();
-    profile = std::make_shared<const TimeProfile>(std::move(*read));
-  }
-  double scale = flags.compute_scale;
-  return std::function<std::unique_ptr<Backend>()>(
-      [profile, scale] { return std::make_unique<SimBackend>(profile, scale); });
-}
-
+// The real backend of --backend host|cuda; the sim is the request's own (MakeReplayRequest).
 Result<std::function<std::unique_ptr<Backend>()>> BackendFactory(const RunFlags& flags,
                                                                  MpiWorld& world) {
-  if (flags.backend == "sim") return SimFactory(flags);
   // A failure other ranks may be waiting on: say which rank and why, then end the whole job.
   auto on_fatal = AbortEveryRank(world);
   if (flags.backend == "cuda") return CudaBackendFactory(flags, world, on_fatal);
@@ -151,19 +134,22 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
   // Every rank loads its trace; the ranks agree before anything is executed.
   LoadedTrace trace;
   Status loaded = LoadTrace(replay.trace, trace);
-  Result<ReplayRequest> request = MakeReplayRequest(replay, DefaultPolicies());
+  ReplayExtras extras;
+  extras.compute_scale = flags.compute_scale;
+  Result<ReplayRequest> request = MakeReplayRequest(replay, DefaultPolicies(), extras);
   if (loaded.ok() && !request.ok()) loaded = request.status();
   Result<ReportContext> report_context = ContextFor(context, replay);
   if (loaded.ok() && !report_context.ok()) loaded = report_context.status();
-  Result<std::function<std::unique_ptr<Backend>()>> factory = BackendFactory(flags, world);
+  // The request's own backend is the sim (priced by --profile, compute scaled as run scales it):
+  // with --backend sim it runs the replays; with a real backend and --profile it predicts them
+  // beside the measurement.
+  std::function<std::unique_ptr<Backend>()> sim;
+  if (request.ok()) sim = request->make_backend;
+  const bool predict = flags.backend != "sim" && !replay.profile_path.empty();
+  Result<std::function<std::unique_ptr<Backend>()>> factory =
+      flags.backend == "sim" ? Result<std::function<std::unique_ptr<Backend>()>>(sim)
+                             : BackendFactory(flags, world);
   if (loaded.ok() && !factory.ok()) loaded = factory.status();
-  // With a real backend, --profile adds the sim's prediction beside the measurement.
-  std::optional<std::function<std::unique_ptr<Backend>()>> predictor;
-  if (loaded.ok() && !replay.profile_path.empty() && flags.backend != "sim") {
-    Result<std::function<std::unique_ptr<Backend>()>> sim = SimFactory(flags);
-    if (sim.ok()) predictor = *sim;
-    loaded = sim.status();
-  }
   Status agreed = world.Agree(loaded);
   if (!agreed.ok()) return FailAll(agreed, world, flags.all_ranks);
   report_context->backend = flags.backend;
@@ -190,11 +176,11 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
     }
     outcome.runs.push_back(std::move(replayed->runs.front()));
   }
-  if (predictor) {
-    ReplayRequest predict = *request;
-    predict.make_backend = *predictor;
-    predict.timeline_policy.reset();
-    Result<ReplayOutcome> predicted = ReplayPolicies(source, predict);
+  if (predict) {
+    ReplayRequest prediction = *request;
+    prediction.make_backend = sim;
+    prediction.timeline_policy.reset();
+    Result<ReplayOutcome> predicted = ReplayPolicies(source, prediction);
     agreed = world.Agree(predicted.status());
     if (!agreed.ok()) return FailAll(agreed, world, flags.all_ranks);
     for (std::size_t i = 0; i < outcome.runs.size(); ++i) {
@@ -221,7 +207,7 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
         static_cast<unsigned long long>(outcome.summary.events), flags.backend.c_str(),
         report_context->memory_model.c_str(), RenderText(BuildComparisonTable(outcome)).c_str(),
         RenderText(BuildTimingTable(outcome)).c_str());
-    if (predictor) {
+    if (predict) {
       std::printf("\npredicted by the sim with profile %s:\n%s",
                   report_context->time_profile.c_str(),
                   RenderText(BuildPredictionTable(PredictionRows(outcome.runs))).c_str());

@@ -50,8 +50,9 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   if (!policies.ok()) return ReportError(policies.status());
   Result<ReportContext> report_context = ContextFor(context, flags.replay);
   if (!report_context.ok()) return ReportError(report_context.status());
-  Result<ReplayOutcome> outcome = RunReplays(
-      flags.replay, DefaultPolicies(), {SweepPolicies(*policies, flags.caps_mb), std::nullopt});
+  Result<ReplayOutcome> outcome =
+      RunReplays(flags.replay, DefaultPolicies(),
+                 {SweepPolicies(*policies, flags.caps_mb), std::nullopt, 1.0});
   if (!outcome.ok()) return ReportError(outcome.status());
 
   SweepSection sweep{SummarizeSweep(outcome->runs), std::nullopt};

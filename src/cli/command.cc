@@ -83,12 +83,15 @@ Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
     if (!parsed.ok()) return parsed.status();
     request.policies = std::move(*parsed);
   }
+  std::shared_ptr<const TimeProfile> profile;
   if (!flags.profile_path.empty()) {
-    Result<TimeProfile> profile = ReadTimeProfile(flags.profile_path);
-    if (!profile.ok()) return profile.status();
-    auto shared = std::make_shared<const TimeProfile>(std::move(*profile));
-    request.make_backend = [shared] { return std::make_unique<SimBackend>(shared); };
+    Result<TimeProfile> read = ReadTimeProfile(flags.profile_path);
+    if (!read.ok()) return read.status();
+    profile = std::make_shared<const TimeProfile>(std::move(*read));
   }
+  request.make_backend = [profile, scale = extras.compute_scale] {
+    return std::make_unique<SimBackend>(profile, scale);
+  };
   MemoryModelOptions memory{flags.allocator, flags.alloc_conf, std::nullopt};
   if (!flags.device_memory.empty()) {
     Result<Bytes> capacity = ParseSizeFlag("--device-memory", flags.device_memory);

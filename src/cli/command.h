@@ -63,9 +63,11 @@ struct ReplayExtras {
   std::optional<std::vector<PolicySpec>> policies;
   // The policy (an index into the policies) whose timeline is kept (--chrome-trace).
   std::optional<std::size_t> timeline_policy;
+  // The sim's compute spans last dur_us times this (run --compute-scale; 1 elsewhere).
+  double compute_scale = 1.0;
 };
-// The policies, the cap override, the memory model and (with --profile) the sim's time model
-// the flags ask for.
+// The policies, the cap override, the memory model and the sim backend (priced by --profile, if
+// given) the flags ask for.
 Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
                                         const std::vector<PolicySpec>& default_policies,
                                         ReplayExtras extras = {});
