@@ -1,0 +1,575 @@
+#!/usr/bin/env python3
+"""Records a real PyTorch model's program for bucketsim (traces/program-v1.schema.json).
+
+    /usr/bin/python3 tools/record_program.py my_models.py:build_model \
+        --batch my_models.py:make_batch --wrap TransformerBlock [--wrap-policy FILE.py:FN] \
+        [--device cpu|cuda|meta] [--optimizer sgd|sgd-momentum|adam] -o model.json
+    bucketsim gen program model.json --world-size 64 ... -o trace.json
+
+It imports the user's code, builds the model (build_model() -> nn.Module) and its batch
+(make_batch() -> a tensor or a tuple of the forward's arguments), and runs the forward and the
+loss of one training step in one process. The loss is the model's output when that is a scalar,
+else its mean. What it writes:
+
+  instances  the FSDP instances: the root (the whole model) first, then every module whose class
+             name is given to --wrap, or for which the --wrap-policy function FN(module, name)
+             returns True, in named_modules() order. Each owns the parameters of its module that
+             no nested instance owns, as one flat parameter (fairscale's flatten_parameters).
+  forward    module forward hooks give `gather` / `end_forward` around each instance's forward;
+             every ATen op (a TorchDispatchMode below autograd) that makes new storage is a `run`:
+             its inputs and outputs by storage (a view or an in-place result is the tensor it
+             aliases, not a new one), the instances whose parameters it reads (`uses`), FLOPs of
+             matmuls and convolutions from their shapes (other ops: one per output element).
+  saves      after the forward, the autograd graph from the loss is walked: what every node
+             saved (its SavedVariables, deduplicated by storage: the real sizes) becomes the
+             saves of the run whose output the node produced, so bucketsim releases each at that
+             run's backward, as autograd does (Node::release_variables). Parameters saved by a
+             node are not activations and are left out. saved_tensors_hooks count every packed
+             tensor, so a save the walk could not attribute is reported, never lost silently.
+  checkpoint torch.utils.checkpoint.checkpoint(fn, *args) calls become checkpoint_begin (saves:
+             the region's tensor arguments) ... checkpoint_end; while recording, the region runs
+             with grad enabled so that its saves (what the recompute keeps) are seen.
+  measured   on cpu or cuda, a second, unhooked run of the whole step (forward, backward,
+             optimizer step, zero_grad) measures the live bytes at every mark and each phase's
+             peak (tools/torch_memory.py); bucketsim shows them beside its prediction.
+
+--device meta builds the model and batch on the meta device (factory calls get device='meta'
+unless they name a device) and records without computing anything: sizes come from shapes, so a
+7B-class model records in seconds on any machine. An op that the installed torch has no meta
+kernel for is run on the CPU on zero-filled inputs of the same shapes and its outputs moved back
+to meta; the ops this happened to are listed on stderr and in the description. Nothing is
+measured on meta.
+
+Exit status: 0 written; 2 bad usage (a FILE:FN that does not load, a --wrap class the model does
+not have, a batch that is not tensors, a model that fails to run: the message says which).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+import torch.utils.checkpoint  # noqa: E402
+from torch.overrides import TorchFunctionMode  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_flatten, tree_map  # noqa: E402
+
+import torch_memory  # noqa: E402
+
+DTYPES = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16",
+          torch.bfloat16: "bf16", torch.int64: "int64", torch.int32: "int32",
+          torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool"}
+
+
+class UsageError(Exception):
+    """Bad usage or a user model that cannot be recorded: the message says what."""
+
+
+# --- torch.utils.checkpoint, seen by the recorder -------------------------------------------
+
+_original_checkpoint = torch.utils.checkpoint.checkpoint
+_active_recorder = None
+
+
+def _checkpoint(function, *args, **kwargs):
+    """torch.utils.checkpoint.checkpoint, unchanged unless a recording is under way."""
+    if _active_recorder is None:
+        return _original_checkpoint(function, *args, **kwargs)
+    return _active_recorder.checkpoint_region(function, args, kwargs)
+
+
+# Installed before the user's code is imported, so `from torch.utils.checkpoint import
+# checkpoint` binds this one too.
+torch.utils.checkpoint.checkpoint = _checkpoint
+
+
+# --- meta device ------------------------------------------------------------------------------
+
+_FACTORIES = {torch.empty, torch.zeros, torch.ones, torch.full, torch.rand, torch.randn,
+              torch.randint, torch.arange, torch.tensor, torch.empty_strided, torch.eye,
+              torch.linspace, torch.randperm, torch.as_tensor, torch.zeros_like,
+              torch.ones_like, torch.empty_like, torch.rand_like, torch.randn_like,
+              torch.full_like}
+
+
+class _OnMeta(TorchFunctionMode):
+    """Factory calls that name no device make meta tensors (what torch 2's
+    `with torch.device('meta')` does; torch 1.13 has no such context)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in _FACTORIES and kwargs.get("device") is None:
+            kwargs["device"] = "meta"
+            if func is torch.as_tensor or func is torch.tensor:
+                kwargs.pop("device")
+                return func(*args, **kwargs).to("meta")
+        return func(*args, **kwargs)
+
+
+def _meta_fallback(func, args, kwargs):
+    """Runs an op without a meta kernel on CPU zeros of its inputs' shapes."""
+    def to_cpu(t):
+        if isinstance(t, torch.Tensor) and t.device.type == "meta":
+            return torch.zeros(t.shape, dtype=t.dtype)
+        return t
+
+    def to_meta(t):
+        if isinstance(t, torch.Tensor):
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+        return t
+
+    out = func(*tree_map(to_cpu, args), **tree_map(to_cpu, kwargs))
+    if func._schema.is_mutable and args and isinstance(args[0], torch.Tensor):
+        return args[0]
+    return tree_map(to_meta, out)
+
+
+# --- the recording ----------------------------------------------------------------------------
+
+def storage_key(t):
+    return t.storage()._cdata
+
+
+def storage_bytes(t):
+    return t.storage().nbytes()
+
+
+def dtype_name(dtype):
+    if dtype not in DTYPES:
+        raise UsageError(f"a tensor of dtype {dtype} is not expressible in a program")
+    return DTYPES[dtype]
+
+
+def op_flops(func, args, outs):
+    """Forward FLOPs from shapes: 2 per multiply-add of matmuls and convolutions, else one per
+    output element."""
+    name = func.__name__ if hasattr(func, "__name__") else str(func)
+    base = name.split(".")[0]
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    out_numel = sum(o.numel() for o in outs)
+    try:
+        if base in ("mm", "bmm", "matmul"):
+            a, b = tensors[0], tensors[1]
+            return 2.0 * a.numel() * b.shape[-1]
+        if base in ("addmm", "baddbmm", "addbmm"):
+            a, b = tensors[1], tensors[2]
+            return 2.0 * a.numel() * b.shape[-1]
+        if base in ("convolution", "_convolution", "conv2d", "conv1d", "conv3d",
+                    "mkldnn_convolution", "_slow_conv2d_forward", "thnn_conv2d"):
+            w = tensors[1]
+            return 2.0 * outs[0].numel() * (w.numel() // w.shape[0])
+    except (IndexError, AttributeError):
+        pass
+    return float(out_numel)
+
+
+class Recorder(TorchDispatchMode):
+    def __init__(self, model, instance_modules, meta):
+        super().__init__()
+        self.meta = meta
+        self.fallback_ops = set()
+        self.program_ops = []       # the forward program, gather/end_forward/run/checkpoint_*
+        self.tensors = {}           # storage key -> program tensor id
+        self.keep = []              # every tensor seen: storage keys stay unique while recording
+        self.producer = {}          # storage key -> index in program_ops of the run that made it
+        self.param_instance = {}    # storage key of a parameter -> instance index
+        self.module_stack = []
+        self.pending = []           # (op index, output tensors) awaiting their grad_fn
+        self.node_run = {}          # autograd node -> op index
+        self.packed = {}            # storage key -> bytes, every tensor saved (pack hook)
+        self.next_id = 0
+        names = {m: n for n, m in model.named_modules()}
+        self.instance_names = [names[m] or "root" for m in instance_modules]
+        for f, module in enumerate(instance_modules):
+            module.register_forward_pre_hook(self._gather_hook(f))
+            module.register_forward_hook(self._end_hook(f))
+        for name, module in model.named_modules():
+            module.register_forward_pre_hook(self._enter(name or "root"))
+            module.register_forward_hook(self._leave())
+        # The innermost instance owns a parameter (instances are in named_modules order, so a
+        # nested one comes after its parent and overrides it).
+        self.instance_numel = [0] * len(instance_modules)
+        owner = {}
+        for f, module in enumerate(instance_modules):
+            for p in module.parameters():
+                owner[p] = f
+        for p, f in owner.items():
+            self.instance_numel[f] += p.numel()
+            self.param_instance[storage_key(p)] = f
+            self.keep.append(p)
+
+    # module hooks
+    def _gather_hook(self, f):
+        def hook(module, inputs):
+            self._settle()
+            self.program_ops.append({"op": "gather", "instance": self.instance_names[f]})
+        return hook
+
+    def _end_hook(self, f):
+        def hook(module, inputs, output):
+            self._settle()
+            self.program_ops.append({"op": "end_forward", "instance": self.instance_names[f]})
+        return hook
+
+    def _enter(self, name):
+        def hook(module, inputs):
+            self.module_stack.append(name)
+        return hook
+
+    def _leave(self):
+        def hook(module, inputs, output):
+            self.module_stack.pop()
+        return hook
+
+    def new_tensor(self, t, name=None):
+        tid = f"t{self.next_id}"
+        self.next_id += 1
+        key = storage_key(t)
+        self.tensors[key] = tid
+        self.keep.append(t)
+        entry = {"id": tid, "bytes": storage_bytes(t), "dtype": dtype_name(t.dtype),
+                 "shape": list(t.shape)}
+        if name:
+            entry["name"] = name
+        return entry
+
+    def add_input(self, t, name):
+        return self.new_tensor(t, name)
+
+    # checkpoint regions
+    def checkpoint_region(self, function, args, kwargs):
+        self._settle()
+        saves = []
+        for a in args:
+            if isinstance(a, torch.Tensor) and storage_key(a) in self.tensors:
+                saves.append({"tensor": self.tensors[storage_key(a)]})
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("use_reentrant", "preserve_rng_state")}
+        self.program_ops.append({"op": "checkpoint_begin", "saves": saves})
+        out = function(*args, **kwargs)
+        self._settle()
+        self.program_ops.append({"op": "checkpoint_end"})
+        return out
+
+    # every ATen op
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self._settle()
+        if self.meta:
+            try:
+                out = func(*args, **kwargs)
+            except (NotImplementedError, RuntimeError) as e:
+                if "meta" not in str(e).lower():
+                    raise
+                self.fallback_ops.add(str(func.overloadpacket.__name__))
+                out = _meta_fallback(func, args, kwargs)
+        else:
+            out = func(*args, **kwargs)
+        in_tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+        out_tensors = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        inputs, uses = [], []
+        for a in in_tensors:
+            if a.layout != torch.strided:
+                continue
+            key = storage_key(a)
+            if key in self.param_instance:
+                f = self.instance_names[self.param_instance[key]]
+                if f not in uses:
+                    uses.append(f)
+            elif key in self.tensors and self.tensors[key] not in inputs:
+                inputs.append(self.tensors[key])
+        outputs, aliases = [], []
+        for o in out_tensors:
+            if o.layout != torch.strided:
+                continue
+            key = storage_key(o)
+            if key in self.tensors or key in self.param_instance:
+                aliases.append(o)
+            elif storage_bytes(o) > 0 or o.numel() == 0:
+                outputs.append((o, self.new_tensor(o)))
+        op_name = func.overloadpacket.__name__
+        where = self.module_stack[-1] if self.module_stack else "root"
+        if outputs:
+            run = {"op": "run", "name": f"{where}:{op_name}",
+                   "flops": op_flops(func, args, [o for o, _ in outputs]),
+                   "uses": uses, "inputs": [i for i in inputs
+                                            if i not in {e["id"] for _, e in outputs}],
+                   "outputs": [e for _, e in outputs], "saves": []}
+            index = len(self.program_ops)
+            self.program_ops.append(run)
+            for o, e in outputs:
+                self.producer[storage_key(o)] = index
+            self.pending.append((index, [o for o, _ in outputs] + aliases))
+        elif aliases:
+            # A view or an in-place op: its node (if any) belongs to the run that made the
+            # storage it aliases; an in-place op's work is charged there too.
+            producer = self.producer.get(storage_key(aliases[0]))
+            if producer is not None:
+                if func._schema.is_mutable:
+                    self.program_ops[producer]["flops"] += float(aliases[0].numel())
+                    for f in uses:
+                        if f not in self.program_ops[producer]["uses"]:
+                            self.program_ops[producer]["uses"].append(f)
+                self.pending.append((producer, aliases))
+        return out
+
+    def _settle(self):
+        """Reads the autograd node of the previous ops' outputs: autograd sets grad_fn when the
+        op returns through it, so it is known once the next op starts."""
+        for index, outs in self.pending:
+            for o in outs:
+                node = o.grad_fn
+                if node is not None and node not in self.node_run:
+                    self.node_run[node] = index
+        self.pending = []
+
+    # after the forward
+    def attribute_saves(self, loss):
+        self._settle()
+        seen, stack = set(), [loss.grad_fn] if loss.grad_fn is not None else []
+        unattributed = 0
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            stack.extend(n for n, _ in node.next_functions)
+            saved = saved_tensors_of(node)
+            if not saved:
+                continue
+            index = self.node_run.get(node)
+            if index is None:
+                # A node no recorded op produced (e.g. a composite's own node): its saves go to
+                # the run that made what it saved, released at that run's backward.
+                keys = [storage_key(t) for t in saved if storage_key(t) in self.producer]
+                index = self.producer.get(keys[0]) if keys else None
+            if index is None:
+                unattributed += len(saved)
+                continue
+            run = self.program_ops[index]
+            have = {s.get("tensor") for s in run["saves"]}
+            for t in saved:
+                key = storage_key(t)
+                if key in self.param_instance:
+                    continue
+                if key in self.tensors:
+                    tid = self.tensors[key]
+                    if tid not in have:
+                        run["saves"].append({"tensor": tid})
+                        have.add(tid)
+                else:  # made by autograd itself for saving: only the backward keeps it
+                    self.keep.append(t)
+                    self.tensors[key] = f"saved{len(self.tensors)}"
+                    run["saves"].append({"bytes": storage_bytes(t),
+                                         "dtype": dtype_name(t.dtype), "shape": list(t.shape)})
+        return unattributed
+
+
+def saved_tensors_of(node):
+    out = []
+    names = [n for n in dir(node) if n.startswith("_saved_")]
+    for n in names:
+        try:
+            v = getattr(node, n)
+        except RuntimeError:
+            continue
+        vs = v if isinstance(v, (tuple, list)) else [v]
+        out.extend(t for t in vs if isinstance(t, torch.Tensor) and t.layout == torch.strided)
+    if not names and hasattr(node, "saved_tensors"):  # a custom autograd.Function's ctx
+        try:
+            out.extend(t for t in node.saved_tensors if isinstance(t, torch.Tensor))
+        except RuntimeError:
+            pass
+    return out
+
+
+# --- instances --------------------------------------------------------------------------------
+
+def choose_instances(model, wrap, policy):
+    modules = [model]
+    classes_seen = {type(m).__name__ for m in model.modules()}
+    missing = [c for c in wrap if c not in classes_seen]
+    if missing:
+        raise UsageError(f"--wrap {', '.join(missing)}: the model has no module of that class "
+                         f"(its classes: {', '.join(sorted(classes_seen))})")
+    for name, module in model.named_modules():
+        if module is model:
+            continue
+        chosen = type(module).__name__ in wrap
+        if policy is not None:
+            try:
+                chosen = chosen or bool(policy(module, name))
+            except Exception as e:
+                raise UsageError(f"--wrap-policy failed on module '{name}': "
+                                 f"{type(e).__name__}: {e}")
+        if chosen:
+            modules.append(module)
+    return modules
+
+
+# --- the whole recording ----------------------------------------------------------------------
+
+def call_user(fn, what):
+    try:
+        return fn()
+    except Exception as e:
+        raise UsageError(f"{what} raised {type(e).__name__}: {e}")
+
+
+def record(build_model, make_batch, wrap, policy, device, description):
+    global _active_recorder
+    meta = device == "meta"
+    mode = _OnMeta() if meta else None
+    if mode:
+        mode.__enter__()
+    try:
+        model = call_user(build_model, "build_model()")
+        batch = call_user(make_batch, "make_batch()")
+    finally:
+        if mode:
+            mode.__exit__(None, None, None)
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"build_model() returned {type(model).__name__}, not a torch.nn.Module")
+    batch = torch_memory.as_args(batch)
+    if not all(isinstance(b, torch.Tensor) for b in batch):
+        raise UsageError("make_batch() must return a tensor or a tuple of tensors")
+    if not meta:
+        model = model.to(device)
+        batch = [b.to(device) for b in batch]
+    model.train()
+    instances = choose_instances(model, wrap, policy)
+    rec = Recorder(model, instances, meta)
+    inputs = [rec.add_input(b, f"batch[{i}]") for i, b in enumerate(batch)]
+    packed = {}
+
+    def pack(t):
+        if t.layout == torch.strided:
+            packed[storage_key(t)] = storage_bytes(t)
+        return t
+
+    _active_recorder = rec
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with rec:
+                loss = torch_memory.to_loss(model(*batch))
+    except UsageError:
+        raise
+    except Exception as e:
+        raise UsageError(f"the model's forward raised {type(e).__name__}: {e}")
+    finally:
+        _active_recorder = None
+    if loss.grad_fn is None:
+        raise UsageError("the loss does not require grad: nothing to train")
+    unattributed = rec.attribute_saves(loss)
+    loss_key = storage_key(loss)
+    if loss_key not in rec.tensors:
+        raise UsageError("the loss is not a tensor the forward made")
+    saved_keys = set()
+    for op in rec.program_ops:
+        for s in op.get("saves", []):
+            saved_keys.add(s.get("tensor"))
+    missing_packs = [k for k in packed if k not in rec.param_instance and k not in rec.tensors]
+    if unattributed or missing_packs:
+        print(f"record_program: warning: {unattributed + len(missing_packs)} saved tensor(s) "
+              "could not be attributed to a run and are left out", file=sys.stderr)
+    # Outputs require grad as the real tensors say (known now that autograd has run).
+    req = {}
+    for t in rec.keep:
+        if isinstance(t, torch.Tensor):
+            req[storage_key(t)] = req.get(storage_key(t), False) or t.requires_grad
+    id_req = {rec.tensors[k]: v for k, v in req.items() if k in rec.tensors}
+    for op in rec.program_ops:
+        if op["op"] == "run":
+            for e in op["outputs"]:
+                e["requires_grad"] = bool(id_req.get(e["id"], False)) and \
+                    e["dtype"] in ("fp64", "fp32", "fp16", "bf16")
+    program = {
+        "format": "bucketsim-program",
+        "schema_version": 1,
+        "description": description,
+        "instances": [{"name": n, "params": ([{"name": "flat_param_0", "numel": numel}]
+                                             if numel else [])}
+                      for n, numel in zip(rec.instance_names, rec.instance_numel)],
+        "inputs": inputs,
+        "forward": [prune(op) for op in rec.program_ops],
+        "loss": rec.tensors[loss_key],
+    }
+    return program, rec
+
+
+def prune(op):
+    """Drops a run's empty lists and zero FLOPs (the format's defaults)."""
+    return {k: v for k, v in op.items() if not (isinstance(v, list) and not v and k != "outputs")}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Record a real PyTorch model's program for `bucketsim gen program`.",
+        epilog="Example: /usr/bin/python3 tools/record_program.py "
+               "tools/examples/tiny_gpt.py:build_model --batch "
+               "tools/examples/tiny_gpt.py:make_batch --wrap Block -o tiny-gpt.json")
+    parser.add_argument("model", help="FILE.py:FUNCTION returning the nn.Module")
+    parser.add_argument("--batch", required=True,
+                        help="FILE.py:FUNCTION returning the forward's input(s)")
+    parser.add_argument("--wrap", action="append", default=[], metavar="CLASS",
+                        help="a module class name to wrap in its own FSDP instance (repeatable)")
+    parser.add_argument("--wrap-policy", metavar="FILE.py:FN",
+                        help="FN(module, name) -> bool: wrap this module in its own instance")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "meta"])
+    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "sgd-momentum", "adam"],
+                        help="the optimizer of the measured step (default sgd)")
+    parser.add_argument("--no-measure", action="store_true",
+                        help="do not run the measured step (cpu, cuda)")
+    parser.add_argument("-o", "--output", required=True)
+    args = parser.parse_args(argv)
+    try:
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise UsageError("--device cuda: this torch sees no CUDA device")
+        build = load(args.model, "model")
+        batch = load(args.batch, "--batch")
+        policy = load(args.wrap_policy, "--wrap-policy") if args.wrap_policy else None
+        description = (f"recorded by tools/record_program.py from {args.model} on "
+                       f"{args.device}, torch {torch.__version__}")
+        program, rec = record(build, batch, args.wrap, policy, args.device, description)
+        if rec.fallback_ops:
+            ops = ", ".join(sorted(rec.fallback_ops))
+            program["description"] += f"; run on CPU for want of a meta kernel: {ops}"
+            print(f"record_program: note: no meta kernel in torch {torch.__version__} for: {ops}; "
+                  "they ran on CPU zeros of the same shapes", file=sys.stderr)
+        if args.device != "meta" and not args.no_measure:
+            measured, _ = torch_memory.measure_step(build, batch, args.optimizer, args.device)
+            measured["note"] += f"; optimizer {args.optimizer}"
+            program["measured"] = measured
+    except UsageError as e:
+        print(f"record_program: error: {e}", file=sys.stderr)
+        return 2
+    except SystemExit as e:  # load_function's messages
+        print(f"record_program: error: {e}", file=sys.stderr)
+        return 2
+    tmp = args.output + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(program, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, args.output)
+    except OSError as e:
+        print(f"record_program: error: cannot write '{args.output}': {e.strerror}",
+              file=sys.stderr)
+        return 2
+    runs = sum(1 for op in program["forward"] if op["op"] == "run")
+    print(f"record_program: {args.output}: {len(program['instances'])} instance(s), {runs} runs, "
+          f"{sum(i['params'][0]['numel'] for i in program['instances'] if i['params']):,} "
+          f"parameters" + (", measured on " + args.device if "measured" in program else ""))
+    return 0
+
+
+def load(spec, what):
+    return torch_memory.load_function(spec, what)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
