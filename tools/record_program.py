@@ -202,6 +202,13 @@ class Recorder(TorchDispatchMode):
             self.instance_numel[f] += p.numel()
             self.param_instance[storage_key(p)] = f
             self.keep.append(p)
+        # Buffers (BatchNorm's running statistics, ...) are not sharded by FSDP and live all
+        # run: the program's inputs. Like parameters they are neither activations nor saves.
+        self.buffers = {}
+        for name, b in model.named_buffers():
+            if b.layout == torch.strided and storage_key(b) not in self.buffers:
+                self.buffers[storage_key(b)] = (name, b)
+                self.keep.append(b)
 
     # module hooks
     def _gather_hook(self, f):
@@ -280,6 +287,8 @@ class Recorder(TorchDispatchMode):
                 f = self.instance_names[self.param_instance[key]]
                 if f not in uses:
                     uses.append(f)
+            elif key in self.buffers:
+                continue
             elif key in self.tensors and self.tensors[key] not in inputs:
                 inputs.append(self.tensors[key])
         outputs, aliases = [], []
@@ -287,9 +296,9 @@ class Recorder(TorchDispatchMode):
             if o.layout != torch.strided:
                 continue
             key = storage_key(o)
-            if key in self.tensors or key in self.param_instance:
+            if key in self.tensors or key in self.param_instance or key in self.buffers:
                 aliases.append(o)
-            elif storage_bytes(o) > 0 or o.numel() == 0:
+            elif storage_bytes(o) > 0:  # an empty tensor holds no memory
                 outputs.append((o, self.new_tensor(o)))
         op_name = func.overloadpacket.__name__
         where = self.module_stack[-1] if self.module_stack else "root"
@@ -354,7 +363,7 @@ class Recorder(TorchDispatchMode):
             have = {s.get("tensor") for s in run["saves"]}
             for t in saved:
                 key = storage_key(t)
-                if key in self.param_instance:
+                if key in self.param_instance or key in self.buffers:
                     continue
                 if key in self.tensors:
                     tid = self.tensors[key]
@@ -443,7 +452,8 @@ def record(build_model, make_batch, wrap, policy, device, description):
     model.train()
     instances = choose_instances(model, wrap, policy)
     rec = Recorder(model, instances, meta)
-    inputs = [rec.add_input(b, f"batch[{i}]") for i, b in enumerate(batch)]
+    inputs = [rec.add_input(b, f"buffer {name}") for name, b in rec.buffers.values()]
+    inputs += [rec.add_input(b, f"batch[{i}]") for i, b in enumerate(batch)]
     packed = {}
 
     def pack(t):
@@ -472,7 +482,8 @@ def record(build_model, make_batch, wrap, policy, device, description):
     for op in rec.program_ops:
         for s in op.get("saves", []):
             saved_keys.add(s.get("tensor"))
-    missing_packs = [k for k in packed if k not in rec.param_instance and k not in rec.tensors]
+    missing_packs = [k for k in packed if k not in rec.param_instance and k not in rec.tensors
+                     and k not in rec.buffers]
     if unattributed or missing_packs:
         print(f"record_program: warning: {unattributed + len(missing_packs)} saved tensor(s) "
               "could not be attributed to a run and are left out", file=sys.stderr)

@@ -20,8 +20,9 @@ from torch.utils.checkpoint import checkpoint
 # layers, hidden, heads, seq, micro-batch, vocab, MLP hidden (0: 4 x hidden), dropout
 CONFIG = dict(layers=2, hidden=128, heads=4, seq=64, batch=2, vocab=512, ffn=0, dropout=0.1,
               checkpointing=False)
-# A 7B-class configuration (Llama-2-7B's sizes with GPT's MLP): for --device meta only.
-CONFIG_7B = dict(layers=32, hidden=4096, heads=32, seq=4096, batch=1, vocab=32000, ffn=11008,
+# A 7B-class configuration (GPT-3 6.7B: 32 layers, hidden 4096, MLP 4 x hidden; seq 4096,
+# checkpointed blocks): 6.7e9 parameters, for --device meta only.
+CONFIG_7B = dict(layers=32, hidden=4096, heads=32, seq=4096, batch=1, vocab=32000, ffn=0,
                  dropout=0.1, checkpointing=True)
 
 
