@@ -14,7 +14,8 @@ else its mean. What it writes:
   instances  the FSDP instances: the root (the whole model) first, then every module whose class
              name is given to --wrap, or for which the --wrap-policy function FN(module, name)
              returns True, in named_modules() order. Each owns the parameters of its module that
-             no nested instance owns, as one flat parameter (fairscale's flatten_parameters).
+             no nested instance owns, as one flat parameter (fairscale's flatten_parameters;
+             --no-flatten: each parameter its own).
   forward    module forward hooks give `gather` / `end_forward` around each instance's forward;
              every ATen op (a TorchDispatchMode below autograd) that makes new storage is a `run`:
              its inputs and outputs by storage (a view or an in-place result is the tensor it
@@ -169,9 +170,10 @@ def op_flops(func, args, outs):
 
 
 class Recorder(TorchDispatchMode):
-    def __init__(self, model, instance_modules, meta):
+    def __init__(self, model, instance_modules, device):
         super().__init__()
-        self.meta = meta
+        self.device = device
+        self.meta = device == "meta"
         self.fallback_ops = set()
         self.program_ops = []       # the forward program, gather/end_forward/run/checkpoint_*
         self.tensors = {}           # storage key -> program tensor id
@@ -193,13 +195,13 @@ class Recorder(TorchDispatchMode):
             module.register_forward_hook(self._leave())
         # The innermost instance owns a parameter (instances are in named_modules order, so a
         # nested one comes after its parent and overrides it).
-        self.instance_numel = [0] * len(instance_modules)
+        self.instance_params = [[] for _ in instance_modules]  # (name, numel) per instance
         owner = {}
         for f, module in enumerate(instance_modules):
-            for p in module.parameters():
-                owner[p] = f
-        for p, f in owner.items():
-            self.instance_numel[f] += p.numel()
+            for name, p in module.named_parameters():
+                owner[p] = (f, name)
+        for p, (f, name) in owner.items():
+            self.instance_params[f].append((name, p.numel()))
             self.param_instance[storage_key(p)] = f
             self.keep.append(p)
         # Buffers (BatchNorm's running statistics, ...) are not sharded by FSDP and live all
@@ -255,6 +257,13 @@ class Recorder(TorchDispatchMode):
         for a in args:
             if isinstance(a, torch.Tensor) and storage_key(a) in self.tensors:
                 saves.append({"tensor": self.tensors[storage_key(a)]})
+        # torch.utils.checkpoint keeps torch.get_rng_state() (a CPU uint8 tensor) for the
+        # recompute unless preserve_rng_state=False: device memory only when recording on CPU.
+        # (The CUDA generators' states it also keeps are CPU tensors too.)
+        if kwargs.get("preserve_rng_state", True) and self.device == "cpu":
+            state = torch.get_rng_state()
+            saves.append({"bytes": state.numel() * state.element_size(), "dtype": "uint8",
+                          "shape": list(state.shape), "name": "cpu rng state"})
         kwargs = {k: v for k, v in kwargs.items() if k not in ("use_reentrant", "preserve_rng_state")}
         self.program_ops.append({"op": "checkpoint_begin", "saves": saves})
         out = function(*args, **kwargs)
@@ -365,6 +374,10 @@ class Recorder(TorchDispatchMode):
                 key = storage_key(t)
                 if key in self.param_instance or key in self.buffers:
                     continue
+                # A CPU scalar of a CUDA (or meta) op (a Python number wrapped as a tensor)
+                # is not the device's memory.
+                if t.device.type != self.device:
+                    continue
                 if key in self.tensors:
                     tid = self.tensors[key]
                     if tid not in have:
@@ -429,7 +442,7 @@ def call_user(fn, what):
         raise UsageError(f"{what} raised {type(e).__name__}: {e}")
 
 
-def record(build_model, make_batch, wrap, policy, device, description):
+def record(build_model, make_batch, wrap, policy, device, description, flatten=True):
     global _active_recorder
     meta = device == "meta"
     mode = _OnMeta() if meta else None
@@ -451,7 +464,7 @@ def record(build_model, make_batch, wrap, policy, device, description):
         batch = [b.to(device) for b in batch]
     model.train()
     instances = choose_instances(model, wrap, policy)
-    rec = Recorder(model, instances, meta)
+    rec = Recorder(model, instances, device)
     inputs = [rec.add_input(b, f"buffer {name}") for name, b in rec.buffers.values()]
     inputs += [rec.add_input(b, f"batch[{i}]") for i, b in enumerate(batch)]
     packed = {}
@@ -502,14 +515,23 @@ def record(build_model, make_batch, wrap, policy, device, description):
         "format": "bucketsim-program",
         "schema_version": 1,
         "description": description,
-        "instances": [{"name": n, "params": ([{"name": "flat_param_0", "numel": numel}]
-                                             if numel else [])}
-                      for n, numel in zip(rec.instance_names, rec.instance_numel)],
+        "instances": [{"name": n, "params": instance_params(params, flatten)}
+                      for n, params in zip(rec.instance_names, rec.instance_params)],
         "inputs": inputs,
         "forward": [prune(op) for op in rec.program_ops],
         "loss": rec.tensors[loss_key],
     }
     return program, rec
+
+
+def instance_params(params, flatten):
+    """fairscale's flatten_parameters=True (its default): one flat parameter; else the
+    module's own, each its own allocation."""
+    if not params:
+        return []
+    if flatten:
+        return [{"name": "flat_param_0", "numel": sum(numel for _, numel in params)}]
+    return [{"name": name, "numel": numel} for name, numel in params]
 
 
 def prune(op):
@@ -530,6 +552,10 @@ def main(argv=None):
                         help="a module class name to wrap in its own FSDP instance (repeatable)")
     parser.add_argument("--wrap-policy", metavar="FILE.py:FN",
                         help="FN(module, name) -> bool: wrap this module in its own instance")
+    parser.add_argument("--no-flatten", action="store_true",
+                        help="each module parameter is its own FSDP parameter "
+                             "(flatten_parameters=False); default: one flat parameter per "
+                             "instance, fairscale's default")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "meta"])
     parser.add_argument("--optimizer", default="sgd", choices=["sgd", "sgd-momentum", "adam"],
                         help="the optimizer of the measured step (default sgd)")
@@ -545,7 +571,8 @@ def main(argv=None):
         policy = load(args.wrap_policy, "--wrap-policy") if args.wrap_policy else None
         description = (f"recorded by tools/record_program.py from {args.model} on "
                        f"{args.device}, torch {torch.__version__}")
-        program, rec = record(build, batch, args.wrap, policy, args.device, description)
+        program, rec = record(build, batch, args.wrap, policy, args.device, description,
+                              flatten=not args.no_flatten)
         if rec.fallback_ops:
             ops = ", ".join(sorted(rec.fallback_ops))
             program["description"] += f"; run on CPU for want of a meta kernel: {ops}"
@@ -572,8 +599,9 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     runs = sum(1 for op in program["forward"] if op["op"] == "run")
+    numel = sum(p["numel"] for i in program["instances"] for p in i["params"])
     print(f"record_program: {args.output}: {len(program['instances'])} instance(s), {runs} runs, "
-          f"{sum(i['params'][0]['numel'] for i in program['instances'] if i['params']):,} "
+          f"{numel:,} "
           f"parameters" + (", measured on " + args.device if "measured" in program else ""))
     return 0
 
