@@ -161,7 +161,7 @@ def measure_step(build_model, make_batch, optimizer="sgd", device="cpu"):
     if device == "cpu":
         marks, peaks = _measure_cpu(build_model, make_batch, optimizer)
         note = ("CPU, torch.profiler(profile_memory=True): every allocation rounded up to 512 B as "
-                "torch.cuda.memory_allocated counts it; 'raw' has the unrounded sums")
+                "torch.cuda.memory_allocated counts it")
     elif device == "cuda":
         marks, peaks = _measure_cuda(build_model, make_batch, optimizer)
         note = ("CUDA: torch.cuda.memory_allocated at each mark, max_memory_allocated since the "
