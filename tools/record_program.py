@@ -17,10 +17,14 @@ else its mean. What it writes:
              no nested instance owns, as one flat parameter (fairscale's flatten_parameters;
              --no-flatten: each parameter its own).
   forward    module forward hooks give `gather` / `end_forward` around each instance's forward;
-             every ATen op (a TorchDispatchMode below autograd) that makes new storage is a `run`:
-             its inputs and outputs by storage (a view or an in-place result is the tensor it
-             aliases, not a new one), the instances whose parameters it reads (`uses`), FLOPs of
-             matmuls and convolutions from their shapes (other ops: one per output element).
+             every ATen op (a TorchDispatchMode below autograd) on activations is a `run`: its
+             inputs and outputs (a view or an in-place result is an output with `alias`: the
+             storage it shares, no memory of its own), what its backward gives each input
+             (`pass` for views, clone, sum and same-shape add/expand, whose gradient is the
+             output's own or a view of it; `none` for detach; else a new tensor: autograd's
+             derivative formulas, tools/autograd/derivatives.yaml), the instances whose parameters
+             it reads (`uses`), FLOPs of matmuls and convolutions from their shapes (other ops:
+             one per output element).
   saves      after the forward, the autograd graph from the loss is walked: what every node
              saved (its SavedVariables, deduplicated by storage: the real sizes) becomes the
              saves of the run whose output the node produced, so bucketsim releases each at that
@@ -185,6 +189,9 @@ class Recorder(TorchDispatchMode):
         self.node_run = {}          # autograd node -> op index
         self.packed = {}            # storage key -> bytes, every tensor saved (pack hook)
         self.next_id = 0
+        self.ids = {}               # TensorImpl (t._cdata) -> program tensor id
+        self.latest = {}            # storage key -> its newest program tensor id
+        self.id_storage = {}        # program tensor id -> storage key
         names = {m: n for n, m in model.named_modules()}
         self.instance_names = [names[m] or "root" for m in instance_modules]
         for f, module in enumerate(instance_modules):
@@ -235,20 +242,35 @@ class Recorder(TorchDispatchMode):
             self.module_stack.pop()
         return hook
 
-    def new_tensor(self, t, name=None):
+    def new_tensor(self, t, name=None, alias=None):
+        """A program tensor for `t`: new storage, or (alias) a view or an in-place result of
+        the program tensor `alias`, which shares its storage (its bytes are its gradient's)."""
         tid = f"t{self.next_id}"
         self.next_id += 1
         key = storage_key(t)
-        self.tensors[key] = tid
+        self.ids[t._cdata] = tid
+        self.latest[key] = tid
+        self.id_storage[tid] = key
         self.keep.append(t)
-        entry = {"id": tid, "bytes": storage_bytes(t), "dtype": dtype_name(t.dtype),
-                 "shape": list(t.shape)}
+        if alias is None:
+            self.tensors[key] = tid
+            size = storage_bytes(t)
+        else:
+            size = t.numel() * t.element_size()
+        entry = {"id": tid, "bytes": size, "dtype": dtype_name(t.dtype), "shape": list(t.shape)}
         if name:
             entry["name"] = name
+        if alias is not None:
+            entry["alias"] = alias
         return entry
 
     def add_input(self, t, name):
         return self.new_tensor(t, name)
+
+    def id_of(self, t):
+        """The program tensor `t` is: itself, else the newest one of its storage."""
+        tid = self.ids.get(t._cdata)
+        return tid if tid is not None else self.latest.get(storage_key(t))
 
     # checkpoint regions
     def checkpoint_region(self, function, args, kwargs):
@@ -256,7 +278,7 @@ class Recorder(TorchDispatchMode):
         saves = []
         for a in args:
             if isinstance(a, torch.Tensor) and storage_key(a) in self.tensors:
-                saves.append({"tensor": self.tensors[storage_key(a)]})
+                saves.append({"tensor": self.id_of(a)})
         # torch.utils.checkpoint keeps torch.get_rng_state() (a CPU uint8 tensor) for the
         # recompute unless preserve_rng_state=False: device memory only when recording on CPU.
         # (The CUDA generators' states it also keeps are CPU tensors too.)
@@ -287,7 +309,7 @@ class Recorder(TorchDispatchMode):
             out = func(*args, **kwargs)
         in_tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
         out_tensors = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        inputs, uses = [], []
+        inputs, uses = [], []  # (id, tensor)
         for a in in_tensors:
             if a.layout != torch.strided:
                 continue
@@ -298,41 +320,41 @@ class Recorder(TorchDispatchMode):
                     uses.append(f)
             elif key in self.buffers:
                 continue
-            elif key in self.tensors and self.tensors[key] not in inputs:
-                inputs.append(self.tensors[key])
-        outputs, aliases = [], []
+            else:
+                tid = self.id_of(a)
+                if tid is not None and tid not in [i for i, _ in inputs]:
+                    inputs.append((tid, a))
+        outputs = []  # (tensor, entry)
         for o in out_tensors:
             if o.layout != torch.strided:
                 continue
             key = storage_key(o)
-            if key in self.tensors or key in self.param_instance or key in self.buffers:
-                aliases.append(o)
+            if key in self.param_instance or key in self.buffers:
+                continue  # a view of a parameter (weight.t()), a buffer updated in place
+            if key in self.tensors:  # a view or an in-place result: same storage
+                same = [i for i, a in inputs if storage_key(a) == key]
+                outputs.append((o, self.new_tensor(o, alias=same[0] if same
+                                                   else self.latest[key])))
             elif storage_bytes(o) > 0:  # an empty tensor holds no memory
                 outputs.append((o, self.new_tensor(o)))
-        op_name = func.overloadpacket.__name__
-        where = self.module_stack[-1] if self.module_stack else "root"
         if outputs:
+            op_name = func.overloadpacket.__name__
+            where = self.module_stack[-1] if self.module_stack else "root"
+            new_outputs = [o for o, e in outputs if "alias" not in e]
+            out_ids = {e["id"] for _, e in outputs}
             run = {"op": "run", "name": f"{where}:{op_name}",
-                   "flops": op_flops(func, args, [o for o, _ in outputs]),
-                   "uses": uses, "inputs": [i for i in inputs
-                                            if i not in {e["id"] for _, e in outputs}],
+                   "flops": op_flops(func, args, new_outputs) if new_outputs or
+                   func._schema.is_mutable else 0.0,
+                   "uses": uses,
+                   "inputs": [input_ref(tid, grad_kind(op_name, a, out_tensors[0]))
+                              for tid, a in inputs if tid not in out_ids],
                    "outputs": [e for _, e in outputs], "saves": []}
             index = len(self.program_ops)
             self.program_ops.append(run)
             for o, e in outputs:
-                self.producer[storage_key(o)] = index
-            self.pending.append((index, [o for o, _ in outputs] + aliases))
-        elif aliases:
-            # A view or an in-place op: its node (if any) belongs to the run that made the
-            # storage it aliases; an in-place op's work is charged there too.
-            producer = self.producer.get(storage_key(aliases[0]))
-            if producer is not None:
-                if func._schema.is_mutable:
-                    self.program_ops[producer]["flops"] += float(aliases[0].numel())
-                    for f in uses:
-                        if f not in self.program_ops[producer]["uses"]:
-                            self.program_ops[producer]["uses"].append(f)
-                self.pending.append((producer, aliases))
+                if "alias" not in e:
+                    self.producer[storage_key(o)] = index
+            self.pending.append((index, [o for o, _ in outputs]))
         return out
 
     def _settle(self):
@@ -379,7 +401,12 @@ class Recorder(TorchDispatchMode):
                 if t.device.type != self.device:
                     continue
                 if key in self.tensors:
-                    tid = self.tensors[key]
+                    # The run's own input or output of that storage, else the storage's first
+                    # tensor: a save names a tensor made by this run or an earlier one.
+                    own = [i if isinstance(i, str) else i["tensor"] for i in run["inputs"]]
+                    own += [e["id"] for e in run["outputs"]]
+                    same = [i for i in own if self.id_storage.get(i) == key]
+                    tid = same[0] if same else self.tensors[key]
                     if tid not in have:
                         run["saves"].append({"tensor": tid})
                         have.add(tid)
@@ -389,6 +416,29 @@ class Recorder(TorchDispatchMode):
                     run["saves"].append({"bytes": storage_bytes(t),
                                          "dtype": dtype_name(t.dtype), "shape": list(t.shape)})
         return unattributed
+
+
+# Ops whose backward hands an input the gradient of their output itself or a view of it (no
+# new memory; tools/autograd derivatives.yaml of torch 1.13): views, clone, and add/sub's `self`
+# (add's `other` too with alpha 1) when no broadcasting shrinks it, sum (an expand of the
+# output's gradient). A detached tensor gets none. All others: a new tensor (the default).
+PASS_OPS = {"view", "_unsafe_view", "_reshape_alias", "reshape", "t", "transpose", "permute",
+            "unsqueeze", "squeeze", "alias", "clone", "contiguous", "add", "add_", "sum",
+            "flatten", "view_as", "expand", "expand_as"}
+SAME_SHAPE_PASS_OPS = {"add", "add_", "expand", "expand_as"}  # else summed down: new
+NO_GRAD_OPS = {"detach", "detach_"}
+
+
+def grad_kind(op_name, a, out):
+    if op_name in NO_GRAD_OPS:
+        return "none"
+    if op_name in SAME_SHAPE_PASS_OPS and tuple(a.shape) != tuple(out.shape):
+        return "new"  # broadcast: autograd sums the gradient down to the input's shape
+    return "pass" if op_name in PASS_OPS else "new"
+
+
+def input_ref(tid, kind):
+    return tid if kind == "new" else {"tensor": tid, "grad": kind}
 
 
 def saved_tensors_of(node):
@@ -501,11 +551,11 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
         print(f"record_program: warning: {unattributed + len(missing_packs)} saved tensor(s) "
               "could not be attributed to a run and are left out", file=sys.stderr)
     # Outputs require grad as the real tensors say (known now that autograd has run).
-    req = {}
+    id_req = {}
     for t in rec.keep:
-        if isinstance(t, torch.Tensor):
-            req[storage_key(t)] = req.get(storage_key(t), False) or t.requires_grad
-    id_req = {rec.tensors[k]: v for k, v in req.items() if k in rec.tensors}
+        tid = rec.ids.get(t._cdata)
+        if tid is not None:
+            id_req[tid] = id_req.get(tid, False) or t.requires_grad
     for op in rec.program_ops:
         if op["op"] == "run":
             for e in op["outputs"]:
@@ -519,7 +569,7 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
                       for n, params in zip(rec.instance_names, rec.instance_params)],
         "inputs": inputs,
         "forward": [prune(op) for op in rec.program_ops],
-        "loss": rec.tensors[loss_key],
+        "loss": rec.id_of(loss),
     }
     return program, rec
 
