@@ -189,6 +189,7 @@ class Recorder(TorchDispatchMode):
         self.node_run = {}          # autograd node -> op index
         self.packed = {}            # storage key -> bytes, every tensor saved (pack hook)
         self.next_id = 0
+        self.held = []              # tensors alive until the loss is dropped
         self.ids = {}               # TensorImpl (t._cdata) -> program tensor id
         self.latest = {}            # storage key -> its newest program tensor id
         self.id_storage = {}        # program tensor id -> storage key
@@ -279,13 +280,22 @@ class Recorder(TorchDispatchMode):
         for a in args:
             if isinstance(a, torch.Tensor) and storage_key(a) in self.tensors:
                 saves.append({"tensor": self.id_of(a)})
-        # torch.utils.checkpoint keeps torch.get_rng_state() (a CPU uint8 tensor) for the
-        # recompute unless preserve_rng_state=False: device memory only when recording on CPU.
-        # (The CUDA generators' states it also keeps are CPU tensors too.)
+        # torch.utils.checkpoint keeps torch.get_rng_state() (a CPU uint8 tensor) on its ctx
+        # for the recompute unless preserve_rng_state=False. It is a Python attribute, not a
+        # saved variable: it lives as long as the graph, i.e. until the loss is dropped (held).
+        # Device memory only when recording on CPU: the CUDA generators' states are CPU
+        # tensors too.
         if kwargs.get("preserve_rng_state", True) and self.device == "cpu":
             state = torch.get_rng_state()
-            saves.append({"bytes": state.numel() * state.element_size(), "dtype": "uint8",
-                          "shape": list(state.shape), "name": "cpu rng state"})
+            where = self.module_stack[-1] if self.module_stack else "root"
+            tid = f"t{self.next_id}"
+            self.next_id += 1
+            self.program_ops.append({"op": "run", "name": f"{where}:checkpoint rng state",
+                                     "outputs": [{"id": tid, "bytes": state.numel(),
+                                                  "dtype": "uint8", "shape": list(state.shape),
+                                                  "name": "cpu rng state",
+                                                  "requires_grad": False}]})
+            self.held.append(tid)
         kwargs = {k: v for k, v in kwargs.items() if k not in ("use_reentrant", "preserve_rng_state")}
         self.program_ops.append({"op": "checkpoint_begin", "saves": saves})
         out = function(*args, **kwargs)
@@ -571,6 +581,8 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
         "forward": [prune(op) for op in rec.program_ops],
         "loss": rec.id_of(loss),
     }
+    if rec.held:
+        program["held"] = rec.held
     return program, rec
 
 

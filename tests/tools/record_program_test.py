@@ -152,15 +152,19 @@ class Program(RecorderCase):
     def test_checkpoint_region(self):
         p = self.record("build_checkpointed", "--wrap", "Head", "--no-measure")
         ops = [op["op"] for op in p["forward"]]
-        self.assertEqual(ops, ["gather", "run", "run", "checkpoint_begin", "gather", "run",
-                               "end_forward", "checkpoint_end", "end_forward", "run"])
-        # The region keeps its input, the relu's result, and (recorded on CPU) the CPU RNG
-        # state, torch.get_rng_state(): 5056 B of Mersenne Twister state; inside, the head's
-        # addmm saves the input too (what the recompute keeps).
-        self.assertEqual(p["forward"][3]["saves"], [
-            {"tensor": "t2"},
-            {"bytes": 5056, "dtype": "uint8", "shape": [5056], "name": "cpu rng state"}])
-        self.assertEqual(p["forward"][5]["saves"], [{"tensor": "t2"}])
+        self.assertEqual(ops, ["gather", "run", "run", "run", "checkpoint_begin", "gather",
+                               "run", "end_forward", "checkpoint_end", "end_forward", "run"])
+        # Recorded on CPU, checkpoint keeps the CPU RNG state, torch.get_rng_state(): 5056 B
+        # of Mersenne Twister state on its ctx, alive until the loss is dropped (held).
+        self.assertEqual(p["forward"][3], {
+            "op": "run", "name": "root:checkpoint rng state",
+            "outputs": [{"id": "t3", "bytes": 5056, "dtype": "uint8", "shape": [5056],
+                         "name": "cpu rng state", "requires_grad": False}]})
+        self.assertEqual(p["held"], ["t3"])
+        # The region keeps its input, the relu's result; inside, the head's addmm saves it
+        # too (what the recompute keeps).
+        self.assertEqual(p["forward"][4]["saves"], [{"tensor": "t2"}])
+        self.assertEqual(p["forward"][6]["saves"], [{"tensor": "t2"}])
 
     def test_examples_validate_against_the_schema(self):
         import jsonschema
