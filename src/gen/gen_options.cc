@@ -42,6 +42,8 @@ std::string_view GroupLayoutName(GroupLayout layout) {
       return "shared";
     case GroupLayout::kPerInstance:
       return "per-instance";
+    case GroupLayout::kSharedBnOwn:
+      return "shared-bn-own";
     case GroupLayout::kHsdp:
       return "hsdp";
   }
@@ -149,10 +151,13 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                                 {"adam", OptimizerKind::kAdam}}));
   params.push_back(ChoiceParam("groups",
                                "Process-group objects: shared (one cached group, fairscale #678), "
-                               "per-instance (a new group per FSDP instance, #633), hsdp",
+                               "per-instance (a new group per FSDP instance, #633), shared-bn-own "
+                               "(one group for the main instances, one per auto_wrap_bn wrapper: "
+                               "the memory test at #633/#650), hsdp",
                                o.group_layout,
                                {{"shared", GroupLayout::kShared},
                                 {"per-instance", GroupLayout::kPerInstance},
+                                {"shared-bn-own", GroupLayout::kSharedBnOwn},
                                 {"hsdp", GroupLayout::kHsdp}}));
   params.push_back(IntParam("hsdp-shard-size",
                             "With --groups hsdp: ranks per shard group (consecutive ranks)",
@@ -164,6 +169,23 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
   params.push_back(NumberParam(
       "device-tflops", "Sustained TFLOP/s of one device, for compute spans", o.device_tflops));
   return params;
+}
+
+PresetParam AutocastParam(std::optional<DType>& autocast) {
+  return ChoiceParam("autocast",
+                     "torch.autocast dtype of forward and loss (none: off): activations and the "
+                     "per-op weight copies (saved for backward) in it, parameters gathered in "
+                     "--param-dtype",
+                     autocast,
+                     {{"none", std::nullopt}, {"fp16", DType::kFloat16}, {"bf16", DType::kBFloat16}});
+}
+
+Status ValidateAutocast(const std::optional<DType>& autocast) {
+  if (autocast && *autocast != DType::kFloat16 && *autocast != DType::kBFloat16) {
+    return InvalidArgument(
+        fmt::format("autocast must be fp16 or bf16 (got {})", DTypeName(*autocast)));
+  }
+  return Status::Ok();
 }
 
 }  // namespace bucketsim
