@@ -15,9 +15,9 @@ The target is every mark within 0.5% and each phase's peak within 2%. Where a so
 meet it, TOLERANCES says what it meets and why (the cause is in the comment), so that a change
 that makes it worse fails.
 
-Run by ctest (Tools.Oracle) with /usr/bin/python3, which has Debian's python3-torch
-(tools/setup.sh); BUCKETSIM names the binary. Exit code 77 (ctest: skipped) when torch is
-missing.
+Run by ctest (Tools.Oracle) as `/usr/bin/python3 oracle_test.py` (Debian's python3-torch,
+tools/setup.sh); BUCKETSIM names the binary. Exit code 77 (ctest: skipped) when torch is
+missing or when the binary's emitter refuses world size 1.
 """
 
 import json
@@ -43,7 +43,16 @@ import predicted_vs_measured as pvm  # noqa: E402
 
 BUCKETSIM = os.environ.get("BUCKETSIM", os.path.join(ROOT, "build", "bucketsim"))
 OPTIMIZER = "sgd-momentum"
-COMMON = ["--world-size", "1", "--iterations", "1", "--optimizer", OPTIMIZER]
+COMMON = ["--world-size", "1", "--iterations", "1", "--optimizer", OPTIMIZER,
+          "--param-dtype", "fp32"]
+
+
+def world_size_one_supported():
+    """The emitter of this build may refuse world size 1 (fairscale does not shard there)."""
+    probe = subprocess.run([BUCKETSIM, "gen", "fairscale-convnet", *COMMON, "-o", os.devnull],
+                           capture_output=True, text=True)
+    return probe.returncode == 0, probe.stderr.strip()
+
 
 # model file, build function, recorder wrap flags, preset command (None: no preset)
 CASES = {
@@ -58,16 +67,46 @@ CASES = {
                       "2", "--activation-checkpointing"]),
     "gpt": ("tiny_gpt.py", "build_model", ["--wrap", "Block"],
             ["transformer", "--layers", "2", "--hidden", "128", "--heads", "4", "--seq", "64",
-             "--micro-batch", "2", "--vocab", "512", "--param-dtype", "fp32"]),
+             "--micro-batch", "2", "--vocab", "512"]),
     "gpt-ckpt": ("tiny_gpt.py", "build_model_checkpointed", ["--wrap", "Block"],
                  ["transformer", "--layers", "2", "--hidden", "128", "--heads", "4", "--seq",
-                  "64", "--micro-batch", "2", "--vocab", "512", "--param-dtype", "fp32",
-                  "--activation-checkpointing"]),
+                  "64", "--micro-batch", "2", "--vocab", "512", "--activation-checkpointing"]),
 }
 
 TARGET = {"marks": 0.005, "forward": 0.02, "backward": 0.02}
-# What each (case, source) meets where it is not the target, with the cause.
-TOLERANCES = {}
+
+# What each (case, source) meets where it is not the target (measured gap, rounded up), with
+# the cause. Measured 2026-12-01 with torch 1.13 on CPU and the emitter of branch gen d7e0086
+# with world size 1 allowed:
+#   FSDP  at world size 1 the emitter still all-gathers a full fp32 copy of each instance's
+#         parameters while it runs (the root's for the whole forward and backward) and keeps the
+#         full gradient apart from the reduced one; fairscale at world size 1 does not shard (its
+#         parameters are the full ones), and neither does the single-process oracle. The
+#         recorder's marks are exact, and the peaks' excess is consistent with those copies:
+#         the MLP's forward peak is +1,708,544 B, the root's 657,664 B and one Layer's
+#         1,050,624 B of parameters.
+#   ONEDNN  CPU convolutions (mkldnn_convolution) reorder their input and output into blocked
+#         layouts: transient copies (the first block conv's 1.97 MB input) that no program
+#         shows; on a GPU cuDNN's workspace plays this part.
+#   BUF   the fairscale-convnet preset has no BatchNorm buffers (running mean, var, count) and
+#         flattens parameters (one 512 B rounding per instance instead of per tensor).
+#   KORTH the transformer preset's per-layer activations follow Korthikanti et al. (1-byte
+#         dropout masks, no scores before masking, ...): the real fp32 CPU model keeps fp32
+#         dropout masks and the masked scores.
+TOLERANCES = {
+    ("mlp", "recorder"): {"forward": 0.30, "backward": 0.28},            # FSDP
+    ("mlp-ckpt", "recorder"): {"forward": 0.30, "backward": 0.32},       # FSDP
+    ("convnet", "recorder"): {"forward": 0.03, "backward": 0.055},       # FSDP, ONEDNN
+    ("convnet-ckpt", "recorder"): {"forward": 0.105, "backward": 0.055},  # ONEDNN, FSDP
+    ("gpt", "recorder"): {"forward": 0.14, "backward": 0.34},            # FSDP
+    ("gpt-ckpt", "recorder"): {"forward": 0.375, "backward": 0.40},      # FSDP
+    ("convnet", "preset"): {"marks": 0.016, "forward": 0.03, "backward": 0.025},  # BUF, FSDP
+    ("convnet-ckpt", "preset"): {"marks": 0.016, "forward": 0.105,
+                                 "backward": 0.025},                     # BUF, ONEDNN, FSDP
+    ("gpt", "preset"): {"marks": 0.025, "forward": 0.023, "backward": 0.146},  # KORTH, FSDP
+    ("gpt-ckpt", "preset"): {"marks": 0.094, "forward": 0.19,
+                             "backward": 0.213},                         # KORTH, FSDP
+}
 
 
 def run(cmd):
@@ -145,4 +184,9 @@ for _case in CASES:
 
 
 if __name__ == "__main__":
+    supported, why = world_size_one_supported()
+    if not supported:
+        print(f"oracle_test: this bucketsim cannot generate a world-size-1 trace ({why}): "
+              "skipped")
+        sys.exit(77)
     unittest.main()
