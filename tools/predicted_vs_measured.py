@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bucketsim's prediction for a world-size-1 trace beside what real PyTorch measured.
 
-    tools/predicted_vs_measured.py TRACE --measured MODEL.json [--bucketsim build/bucketsim] [--json]
+    tools/predicted_vs_measured.py TRACE --measured MODEL.json [--bucketsim BIN] [--json]
 
 TRACE is a trace of one iteration at world size 1 (`bucketsim gen program MODEL.json
 --world-size 1 --iterations 1 ...` or a preset with the same options); MODEL.json is the

@@ -51,7 +51,6 @@ not have, a batch that is not tensors, a model that fails to run: the message sa
 
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -296,7 +295,8 @@ class Recorder(TorchDispatchMode):
                                                   "name": "cpu rng state",
                                                   "requires_grad": False}]})
             self.held.append(tid)
-        kwargs = {k: v for k, v in kwargs.items() if k not in ("use_reentrant", "preserve_rng_state")}
+        kwargs = {k: v for k, v in kwargs.items()
+                  if k not in ("use_reentrant", "preserve_rng_state")}
         self.program_ops.append({"op": "checkpoint_begin", "saves": saves})
         out = function(*args, **kwargs)
         self._settle()
@@ -548,13 +548,8 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
     if loss.grad_fn is None:
         raise UsageError("the loss does not require grad: nothing to train")
     unattributed = rec.attribute_saves(loss)
-    loss_key = storage_key(loss)
-    if loss_key not in rec.tensors:
+    if rec.id_of(loss) is None:
         raise UsageError("the loss is not a tensor the forward made")
-    saved_keys = set()
-    for op in rec.program_ops:
-        for s in op.get("saves", []):
-            saved_keys.add(s.get("tensor"))
     missing_packs = [k for k in packed if k not in rec.param_instance and k not in rec.tensors
                      and k not in rec.buffers]
     if unattributed or missing_packs:
