@@ -41,8 +41,10 @@ else its mean. What it writes:
 --device meta builds the model and batch on the meta device (factory calls get device='meta'
 unless they name a device) and records without computing anything: sizes come from shapes, so a
 7B-class model records in seconds on any machine. An op that the installed torch has no meta
-kernel for is run on the CPU on zero-filled inputs of the same shapes and its outputs moved back
-to meta; the ops this happened to are listed on stderr and in the description. Nothing is
+kernel for is run on the CPU on all-ones inputs of the same shapes and its outputs moved back
+to meta; the ops this happened to are listed on stderr and in the description. Where such an
+op's output size depends on values (nonzero, masked_select, repeat_interleave), the size is a
+guess: record such a model on cpu or cuda. Nothing is
 measured on meta.
 
 Exit status: 0 written; 2 bad usage (a FILE:FN that does not load, a --wrap class the model does
@@ -116,10 +118,12 @@ class _OnMeta(TorchFunctionMode):
 
 
 def _meta_fallback(func, args, kwargs):
-    """Runs an op without a meta kernel on CPU zeros of its inputs' shapes."""
+    """Runs an op without a meta kernel on CPU ones of its inputs' shapes. Meta tensors have no
+    values: where an output's size depends on them (nonzero, masked_select, repeat_interleave's
+    repeats, unique) it is that of all-ones inputs: everything selected, every repeat 1."""
     def to_cpu(t):
         if isinstance(t, torch.Tensor) and t.device.type == "meta":
-            return torch.zeros(t.shape, dtype=t.dtype)
+            return torch.ones(t.shape, dtype=t.dtype)
         return t
 
     def to_meta(t):
@@ -634,7 +638,9 @@ def main(argv=None):
             ops = ", ".join(sorted(rec.fallback_ops))
             program["description"] += f"; run on CPU for want of a meta kernel: {ops}"
             print(f"record_program: note: no meta kernel in torch {torch.__version__} for: {ops}; "
-                  "they ran on CPU zeros of the same shapes", file=sys.stderr)
+                  "they ran on CPU ones of the same shapes: where an output's size depends on "
+                  "values (nonzero, masked_select, repeat_interleave, unique) it and all that "
+                  "follows from it are guesses; record on cpu or cuda", file=sys.stderr)
         if args.device != "meta" and not args.no_measure:
             measured, _ = torch_memory.measure_step(build, batch, args.optimizer, args.device)
             measured["note"] += f"; optimizer {args.optimizer}"

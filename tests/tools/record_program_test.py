@@ -65,8 +65,15 @@ MODEL = textwrap.dedent('''
     def wrap_head(module, name):
         return name == "head"
 
-    def not_a_function_value():
-        pass
+    class Repeat(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+        def forward(self, x):
+            return self.fc(x.repeat_interleave(2, dim=0))
+
+    def build_repeat():
+        return Repeat()
 
     NOT_CALLABLE = 3
 ''')
@@ -148,6 +155,25 @@ class Program(RecorderCase):
         self.assertNotIn("measured", meta)
         self.assertEqual(meta["forward"], cpu["forward"])
         self.assertEqual(meta["instances"], cpu["instances"])
+
+    def test_meta_runs_an_op_without_a_meta_kernel_on_cpu_and_says_so(self):
+        # torch 1.13 has no meta kernel for repeat_interleave without output_size.
+        out = os.path.join(self.dir.name, "repeat.json")
+        run = subprocess.run([sys.executable, TOOL, f"{self.model}:build_repeat", "--batch",
+                              f"{self.model}:make_batch", "--device", "meta", "-o", out],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("record_program: note: no meta kernel in torch", run.stderr)
+        self.assertIn("for: repeat_interleave; they ran on CPU ones of the same shapes: where "
+                      "an output's size depends on values", run.stderr)
+        with open(out) as f:
+            p = json.load(f)
+        self.assertIn("run on CPU for want of a meta kernel: repeat_interleave",
+                      p["description"])
+        # The repeats are values meta does not have: all ones, the linear layer sees a 2x8
+        # batch (2*2*8*4 FLOPs), not the real 4x8. The stderr note says so.
+        addmm = [op for op in p["forward"] if op.get("name") == "fc:addmm"]
+        self.assertEqual(addmm[0]["flops"], 128.0)
 
     def test_checkpoint_region(self):
         p = self.record("build_checkpointed", "--wrap", "Head", "--no-measure")
