@@ -31,6 +31,11 @@ else its mean. What it writes:
              run's backward, as autograd does (Node::release_variables). Parameters saved by a
              node are not activations and are left out. saved_tensors_hooks count every packed
              tensor, so a save the walk could not attribute is reported, never lost silently.
+  gradients on cpu and cuda, the backward is run with a hook on every program tensor that
+             requires grad (torch.Tensor.register_hook): an input that one run reads gets `pass`
+             where its gradient shares the storage of the run's output's gradient, else `new`
+             (a view of a transposed gradient copies, for one). Inputs read by several runs,
+             and every input on meta, keep the kind from autograd's formulas above.
   checkpoint torch.utils.checkpoint.checkpoint(fn, *args) calls become checkpoint_begin (saves:
              the region's tensor arguments) ... checkpoint_end; while recording, the region runs
              with grad enabled so that its saves (what the recompute keeps) are seen.
@@ -381,6 +386,44 @@ class Recorder(TorchDispatchMode):
                     self.node_run[node] = index
         self.pending = []
 
+    def measure_grad_kinds(self, loss):
+        """Runs the backward with a hook on every program tensor that requires grad and sets
+        each run input's gradient kind from what autograd did: `pass` where the input's
+        gradient shares the storage of the run's first output's gradient, else `new`. Only for
+        inputs that one run reads (a tensor read by several gets the sum of their gradients,
+        a new tensor whatever each did): the others keep the table's kind (grad_kind).
+        Returns how many kinds were measured and how many of those the table had wrong."""
+        grads = {}
+        tensors = {}
+        for t in self.keep:
+            tid = self.ids.get(t._cdata)
+            if tid is not None and t.requires_grad and tid not in tensors:
+                tensors[tid] = t
+        for tid, t in tensors.items():
+            # The grads are kept: a freed gradient's storage could be reused by the next one.
+            t.register_hook(lambda g, tid=tid: grads.__setitem__(tid, g))
+        loss.backward()
+        readers = {}
+        for op in self.program_ops:
+            for i in op.get("inputs", []):
+                tid = i if isinstance(i, str) else i["tensor"]
+                readers[tid] = readers.get(tid, 0) + 1
+        measured = wrong = 0
+        for op in self.program_ops:
+            if op["op"] != "run" or not op["outputs"]:
+                continue
+            out_grad = grads.get(op["outputs"][0]["id"])
+            for k, i in enumerate(op.get("inputs", [])):
+                tid = i if isinstance(i, str) else i["tensor"]
+                table = "new" if isinstance(i, str) else i["grad"]
+                if out_grad is None or tid not in grads or readers[tid] != 1 or table == "none":
+                    continue
+                kind = ("pass" if storage_key(grads[tid]) == storage_key(out_grad) else "new")
+                measured += 1
+                wrong += kind != table
+                op["inputs"][k] = input_ref(tid, kind)
+        return measured, wrong
+
     # after the forward
     def attribute_saves(self, loss):
         self._settle()
@@ -554,6 +597,12 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
     unattributed = rec.attribute_saves(loss)
     if rec.id_of(loss) is None:
         raise UsageError("the loss is not a tensor the forward made")
+    rec.grad_kinds = (0, 0)
+    if not meta:  # backward on meta tensors fails for convolutions in torch 1.13
+        try:
+            rec.grad_kinds = rec.measure_grad_kinds(loss)
+        except Exception as e:
+            raise UsageError(f"the model's backward raised {type(e).__name__}: {e}")
     missing_packs = [k for k in packed if k not in rec.param_instance and k not in rec.tensors
                      and k not in rec.buffers]
     if unattributed or missing_packs:
