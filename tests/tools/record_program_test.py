@@ -175,6 +175,27 @@ class Program(RecorderCase):
         addmm = [op for op in p["forward"] if op.get("name") == "fc:addmm"]
         self.assertEqual(addmm[0]["flops"], 128.0)
 
+    def test_gradient_kinds_are_measured_on_cpu(self):
+        # The GPT's Q, K and V are viewed as (b, s, a, d) and transposed: ViewBackward then
+        # reshapes a transposed gradient, which copies for Q and V. The formulas say pass (what
+        # meta records); the hooked backward on CPU says new.
+        path = os.path.join(EXAMPLES, "tiny_gpt.py")
+        programs = {}
+        for device in ("cpu", "meta"):
+            out = os.path.join(self.dir.name, f"gpt-{device}.json")
+            run = subprocess.run([sys.executable, TOOL, f"{path}:build_model", "--batch",
+                                  f"{path}:make_batch", "--device", device, "--no-measure",
+                                  "-o", out], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            with open(out) as f:
+                programs[device] = [op["inputs"][0] for op in json.load(f)["forward"]
+                                    if op.get("name") == "blocks.0.attn:view"]
+        self.assertEqual(len(programs["cpu"]), 3)  # q, k and v
+        self.assertEqual([i["grad"] for i in programs["meta"]], ["pass"] * 3)
+        # K is transposed again for Q K^T: its gradient arrives in view-compatible layout.
+        kinds = ["new" if isinstance(i, str) else i["grad"] for i in programs["cpu"]]
+        self.assertEqual(kinds, ["new", "pass", "new"])
+
     def test_checkpoint_region(self):
         p = self.record("build_checkpointed", "--wrap", "Head", "--no-measure")
         ops = [op["op"] for op in p["forward"]]
