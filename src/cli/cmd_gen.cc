@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
-#include "gen/preset.h"
 #include "gen/fsdp_program.h"
+#include "gen/preset.h"
 #include "io/program_file.h"
 #include "io/trace_writer.h"
 
@@ -54,7 +54,8 @@ int RunPreset(const Preset& preset, const std::string& output, bool output_given
   return WriteTrace(*program, preset.options(), output);
 }
 
-int RunProgram(const std::string& model_path, const GenOptions& options, const std::string& output) {
+int RunProgram(const std::string& model_path, const GenOptions& options,
+               const std::string& output) {
   Result<FsdpModel> program = ReadProgramFile(model_path);
   if (!program.ok()) return ReportError(program.status());
   return WriteTrace(*program, options, output);
@@ -108,7 +109,8 @@ void AddPreset(CLI::App& gen, CommandContext& context, std::shared_ptr<Preset> p
 // gen program MODEL.json: the common FSDP options of every preset, no model options.
 void AddProgramCommand(CLI::App& gen, CommandContext& context) {
   CLI::App* command = gen.add_subcommand(
-      "program", "A trace from a model program (a preset's --emit-program, tools/record_program.py)");
+      "program",
+      "A trace from a model program (a preset's --emit-program, tools/record_program.py)");
   auto options = std::make_shared<GenOptions>();
   auto model = std::make_shared<std::string>();
   command->add_option("MODEL", *model, "The model program (JSON)")->required();

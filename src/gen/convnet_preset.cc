@@ -96,9 +96,9 @@ class ConvnetBuilder {
     // Flatten returns a view, whose gradient is a view of the head's input gradient.
     program_.Run("blocks.9", static_cast<double>(SaturatingProduct({n_, hd, spatial_, spatial_})),
                  {}, {In(x)}, {Tensor("blocks.9.out", SaturatingProduct({e_, n_, hd}), Dtype())});
-    program_.Run("blocks.10", 0, {}, {In("blocks.9.out", InputGrad::kPass)},
-                 {Tensor("blocks.10.out", SaturatingProduct({e_, n_, hd}), Dtype(),
-                         "blocks.9.out")});
+    program_.Run(
+        "blocks.10", 0, {}, {In("blocks.9.out", InputGrad::kPass)},
+        {Tensor("blocks.10.out", SaturatingProduct({e_, n_, hd}), Dtype(), "blocks.9.out")});
     x = "blocks.10.out";
     if (config_.activation_checkpointing) program_.CheckpointEnd();
     program_.EndForward(blocks_instance);
@@ -121,13 +121,12 @@ class ConvnetBuilder {
 
  private:
   std::string Describe() const {
-    return fmt::format("fairscale FSDP memory-test convnet, hidden_dim {}, input {}x3x{}x{}{}{}; {}",
-                       config_.hidden_dim, config_.batch, config_.image_size, config_.image_size,
-                       config_.activation_checkpointing ? ", checkpointed blocks" : "",
-                       config_.autocast
-                           ? fmt::format(", autocast {}", DTypeName(*config_.autocast))
-                           : "",
-                       DescribeGenOptions(config_));
+    return fmt::format(
+        "fairscale FSDP memory-test convnet, hidden_dim {}, input {}x3x{}x{}{}{}; {}",
+        config_.hidden_dim, config_.batch, config_.image_size, config_.image_size,
+        config_.activation_checkpointing ? ", checkpointed blocks" : "",
+        config_.autocast ? fmt::format(", autocast {}", DTypeName(*config_.autocast)) : "",
+        DescribeGenOptions(config_));
   }
 
   std::string_view Dtype() const { return DTypeName(activation_dtype_); }
@@ -137,7 +136,10 @@ class ConvnetBuilder {
     return SaturatingProduct({group.out_channels, group.in_channels * group.kernel * group.kernel});
   }
   static Numel ConvNumel(const ConvGroup& group) {
-    return ConvWeightNumel(group) + group.out_channels;
+    Numel numel = 0;
+    return __builtin_add_overflow(ConvWeightNumel(group), group.out_channels, &numel)
+               ? std::numeric_limits<Numel>::max()
+               : numel;
   }
   static std::vector<Numel> ConvNumels(const std::vector<ConvGroup>& groups) {
     std::vector<Numel> numels;
@@ -159,9 +161,12 @@ class ConvnetBuilder {
   std::vector<std::size_t> AddBatchNorms(const std::vector<ConvGroup>& groups) {
     std::vector<std::size_t> instances;
     for (const ConvGroup& group : groups) {
-      instances.push_back(program_.AddInstance(
-          {group.bn_name, {{"weight", group.out_channels}, {"bias", group.out_channels}}, false,
-           false, true}));
+      instances.push_back(
+          program_.AddInstance({group.bn_name,
+                                {{"weight", group.out_channels}, {"bias", group.out_channels}},
+                                false,
+                                false,
+                                true}));
     }
     return instances;
   }

@@ -1,10 +1,10 @@
 #include "gen/fsdp_program.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
-#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
@@ -122,9 +122,7 @@ Status ValidateTensor(const std::string& pointer, Bytes bytes, std::string_view 
 class ProgramChecker {
  public:
   explicit ProgramChecker(const FsdpModel& model)
-      : model_(model),
-        gathered_(model.instances.size(), 0),
-        ended_(model.instances.size(), 0) {}
+      : model_(model), gathered_(model.instances.size(), 0), ended_(model.instances.size(), 0) {}
 
   Status Check() {
     BUCKETSIM_RETURN_IF_ERROR(ValidateSizes(model_));
@@ -141,8 +139,8 @@ class ProgramChecker {
       const std::string pointer = fmt::format("/inputs/{}", i);
       BUCKETSIM_RETURN_IF_ERROR(ValidateTensor(pointer, t.bytes, t.dtype, t.id));
       if (!t.alias.empty() || t.requires_grad.value_or(false)) {
-        return InvalidArgument(fmt::format(
-            "{}: an input is a tensor of its own that does not require grad", pointer));
+        return InvalidArgument(
+            fmt::format("{}: an input is a tensor of its own that does not require grad", pointer));
       }
       BUCKETSIM_RETURN_IF_ERROR(Define(pointer + "/id", t.id, /*is_input=*/true));
     }
@@ -155,9 +153,9 @@ class ProgramChecker {
     }
     for (std::size_t f = 0; f < model_.instances.size(); ++f) {
       if (!model_.instances[f].params.empty() && gathered_[f] == 0) {
-        return InvalidArgument(fmt::format(
-            "/instances/{}: '{}' has parameters but the forward never gathers it", f,
-            model_.instances[f].name));
+        return InvalidArgument(
+            fmt::format("/instances/{}: '{}' has parameters but the forward never gathers it", f,
+                        model_.instances[f].name));
       }
     }
     const auto loss = tensors_.find(model_.loss);
@@ -180,7 +178,8 @@ class ProgramChecker {
   };
 
   Status Define(const std::string& pointer, const std::string& id, bool is_input) {
-    if (id.empty()) return InvalidArgument(fmt::format("{}: a tensor id must not be empty", pointer));
+    if (id.empty())
+      return InvalidArgument(fmt::format("{}: a tensor id must not be empty", pointer));
     if (tensors_.contains(id)) {
       return InvalidArgument(fmt::format("{}: tensor '{}' is defined twice", pointer, id));
     }
@@ -193,8 +192,8 @@ class ProgramChecker {
   Status Reference(const std::string& pointer, const std::string& id) {
     const auto it = tensors_.find(id);
     if (it == tensors_.end()) {
-      return InvalidArgument(fmt::format(
-          "{}: tensor '{}' is not defined by an earlier run or input", pointer, id));
+      return InvalidArgument(
+          fmt::format("{}: tensor '{}' is not defined by an earlier run or input", pointer, id));
     }
     if (region_begin_ && !it->second.is_input && it->second.region != region_begin_ &&
         !region_keeps_.contains(id)) {
@@ -221,8 +220,8 @@ class ProgramChecker {
       case OpKind::kGather:
         BUCKETSIM_RETURN_IF_ERROR(CheckInstance(pointer + "/instance", op.instance));
         if (gathered_[op.instance]++ != 0) {
-          return InvalidArgument(fmt::format("{}: instance '{}' is gathered a second time",
-                                             pointer, model_.instances[op.instance].name));
+          return InvalidArgument(fmt::format("{}: instance '{}' is gathered a second time", pointer,
+                                             model_.instances[op.instance].name));
         }
         return Status::Ok();
       case OpKind::kEndForward:
@@ -235,9 +234,9 @@ class ProgramChecker {
         return Status::Ok();
       case OpKind::kCheckpointBegin:
         if (region_begin_) {
-          return InvalidArgument(fmt::format(
-              "{}: checkpoint regions do not nest (one begins at /forward/{})", pointer,
-              *region_begin_));
+          return InvalidArgument(
+              fmt::format("{}: checkpoint regions do not nest (one begins at /forward/{})", pointer,
+                          *region_begin_));
         }
         for (std::size_t k = 0; k < op.saves.size(); ++k) {
           BUCKETSIM_RETURN_IF_ERROR(CheckSave(fmt::format("{}/saves/{}", pointer, k), op.saves[k]));
@@ -247,7 +246,8 @@ class ProgramChecker {
         return Status::Ok();
       case OpKind::kCheckpointEnd:
         if (!region_begin_) {
-          return InvalidArgument(fmt::format("{}: checkpoint_end without checkpoint_begin", pointer));
+          return InvalidArgument(
+              fmt::format("{}: checkpoint_end without checkpoint_begin", pointer));
         }
         region_begin_.reset();
         region_keeps_.clear();
@@ -264,9 +264,10 @@ class ProgramChecker {
   }
 
   Status CheckRun(const std::string& pointer, const ForwardOp& op) {
-    if (op.name.empty()) return InvalidArgument(fmt::format("{}/name: a run needs a name", pointer));
-    if (!std::isfinite(op.flops) || op.flops < 0 ||
-        !std::isfinite(op.BackwardFlops()) || op.BackwardFlops() < 0) {
+    if (op.name.empty())
+      return InvalidArgument(fmt::format("{}/name: a run needs a name", pointer));
+    if (!std::isfinite(op.flops) || op.flops < 0 || !std::isfinite(op.BackwardFlops()) ||
+        op.BackwardFlops() < 0) {
       return InvalidArgument(
           fmt::format("{}: flops and backward_flops must be finite and not negative", pointer));
     }
@@ -424,10 +425,10 @@ class FsdpTrace {
     Bytes bytes = 0;
     bool requires_grad = false;
     std::optional<std::size_t> alias;
-    std::size_t forward_reads = 0;     // runs that read it in forward
-    std::size_t recompute_reads = 0;   // runs of its own checkpointed region that read it
-    bool region_output = false;        // made in a region, needed after it
-    bool held = false;                 // the loss or a `held` tensor
+    std::size_t forward_reads = 0;    // runs that read it in forward
+    std::size_t recompute_reads = 0;  // runs of its own checkpointed region that read it
+    bool region_output = false;       // made in a region, needed after it
+    bool held = false;                // the loss or a `held` tensor
   };
   struct Storage {
     std::uint64_t alloc_id = 0;
@@ -522,6 +523,8 @@ class FsdpTrace {
     // fresh (view or cast), never accumulated.
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kZeroGrad));
     BUCKETSIM_RETURN_IF_ERROR(Emit(ZeroGradEvent(/*set_to_none=*/true)));
+    for (std::uint64_t grad : kept_grads_) BUCKETSIM_RETURN_IF_ERROR(Free(grad));
+    kept_grads_.clear();
     // The loop's own references (the loss, `held`) go when the iteration's variables do.
     for (std::size_t storage : iteration_holds_) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
     iteration_holds_.clear();
@@ -769,7 +772,12 @@ class FsdpTrace {
     // every parameter is still reduced once.
     BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
     for (std::size_t p = 0; p < params.size(); ++p) {
-      BUCKETSIM_RETURN_IF_ERROR(Free(std::exchange(full_param_ids_[f][p], 0)));
+      const std::uint64_t full_param = std::exchange(full_param_ids_[f][p], 0);
+      if (full_param != 0) BUCKETSIM_RETURN_IF_ERROR(Free(full_param));
+      if (Unsharded()) {
+        BUCKETSIM_RETURN_IF_ERROR(KeepGradient(f, p));
+        continue;
+      }
       BUCKETSIM_RETURN_IF_ERROR(ReduceScatter(f, p));
       BUCKETSIM_RETURN_IF_ERROR(Free(grad_ids_[f][p]));
     }
@@ -806,6 +814,22 @@ class FsdpTrace {
   Status ReleaseGrad(std::size_t& grad) {
     if (grad == kNone) return Status::Ok();
     return Release(std::exchange(grad, kNone));
+  }
+
+  // One rank: the post-reduction hook gets the full gradient itself and keeps it as the
+  // gradient until zero_grad; with mixed precision it is cast to fp32 first (a new tensor of
+  // numel x 4, the compute-dtype gradient then dies).
+  Status KeepGradient(std::size_t f, std::size_t p) {
+    std::uint64_t grad = grad_ids_[f][p];
+    if (MixedPrecision(f)) {
+      std::uint64_t fp32 = 0;
+      BUCKETSIM_RETURN_IF_ERROR(Alloc(model_.instances[f].params[p].numel * kFp32Size,
+                                      kPostBackwardStream, Category::kGrad, fp32));
+      BUCKETSIM_RETURN_IF_ERROR(Free(grad));
+      grad = fp32;
+    }
+    kept_grads_.push_back(grad);
+    return Status::Ok();
   }
 
   // The post_backward-stream part of the hook: fp32 copy, chunk_and_pad, the request.
@@ -845,6 +869,7 @@ class FsdpTrace {
   Status AllGather(std::size_t f) {
     const std::vector<GenParam>& params = model_.instances[f].params;
     if (!full_param_ids_[f].empty()) return Status::Ok();
+    if (Unsharded()) return UseFullParams(f);
     for (const GenParam& param : params) {
       const Numel shard_numel = ShardNumel(param);
       std::uint64_t cast_shard = 0;
@@ -862,8 +887,27 @@ class FsdpTrace {
   }
 
   Status FreeFullParams(std::size_t f) {
-    for (std::uint64_t id : full_param_ids_[f]) BUCKETSIM_RETURN_IF_ERROR(Free(id));
+    for (std::uint64_t id : full_param_ids_[f]) {
+      if (id != 0) BUCKETSIM_RETURN_IF_ERROR(Free(id));
+    }
     full_param_ids_[f].clear();
+    return Status::Ok();
+  }
+
+  // One rank: fairscale does not shard (reference §2.8: "ws = 1, so the params are not
+  // sharded and the reducer is not used"). The fp32 parameter is used as it is (id 0: nothing
+  // allocated); with mixed precision it is cast to the compute dtype, a full-size copy that
+  // lives as the gathered parameter would.
+  bool Unsharded() const { return shard_group_size_ == 1; }
+  Status UseFullParams(std::size_t f) {
+    for (const GenParam& param : model_.instances[f].params) {
+      std::uint64_t id = 0;
+      if (MixedPrecision(f)) {
+        BUCKETSIM_RETURN_IF_ERROR(
+            Alloc(param.numel * ComputeSize(f), kAllGatherStream, Category::kAllGather, id));
+      }
+      full_param_ids_[f].push_back(id);
+    }
     return Status::Ok();
   }
 
@@ -948,17 +992,18 @@ class FsdpTrace {
   std::uint64_t next_alloc_id_ = 1;
   std::vector<std::vector<std::uint64_t>> full_param_ids_;  // per instance; empty: resharded
   std::vector<std::vector<std::uint64_t>> grad_ids_;  // per instance, while backward holds them
-  std::vector<std::vector<std::size_t>> saved_;  // per forward op: the storages it saved
+  std::vector<std::uint64_t> kept_grads_;             // one rank: the gradients, until zero_grad
+  std::vector<std::vector<std::size_t>> saved_;       // per forward op: the storages it saved
   std::map<std::string, std::size_t, std::less<>> index_;  // tensor id -> index
   std::vector<TensorInfo> tensors_;
-  std::vector<Storage> storages_;  // every storage ever made; freed ones have no refs
+  std::vector<Storage> storages_;        // every storage ever made; freed ones have no refs
   std::vector<std::size_t> storage_of_;  // per tensor: its storage now, kNone before it is made
   std::vector<std::size_t> grad_of_;     // per tensor: its gradient's storage in backward
   std::vector<std::uint64_t> epoch_of_;  // per tensor: the forward or recompute that made it
   std::uint64_t epoch_ = 0;
   std::vector<std::size_t> iteration_holds_;  // the loop's references, released after zero_grad
-  std::vector<std::size_t> region_holds_;  // a region backward's recomputed outputs
-  std::set<std::size_t> region_grads_;     // ... and the gradients of its outputs it keeps
+  std::vector<std::size_t> region_holds_;     // a region backward's recomputed outputs
+  std::set<std::size_t> region_grads_;        // ... and the gradients of its outputs it keeps
 };
 
 }  // namespace

@@ -86,9 +86,9 @@ struct SavedTensor {
 
 struct ForwardOp {
   OpKind kind = OpKind::kRun;
-  std::size_t instance = 0;  // kGather, kEndForward
-  std::string name;          // kRun: "block0" gives spans "forward block0", ...
-  double flops = 0;          // kRun: forward FLOPs
+  std::size_t instance = 0;              // kGather, kEndForward
+  std::string name;                      // kRun: "block0" gives spans "forward block0", ...
+  double flops = 0;                      // kRun: forward FLOPs
   std::optional<double> backward_flops;  // kRun: unset: twice `flops`
   std::vector<std::size_t> uses;         // kRun: instances whose parameters it computes with
   std::vector<RunInput> inputs;          // kRun

@@ -55,12 +55,12 @@ Status ValidateGenOptions(const GenOptions& options) {
     return InvalidArgument(
         fmt::format("iterations must be at least 1 (got {})", options.iterations));
   }
-  // With one rank fairscale does not shard: no all-gather, no reduce-scatter, the full
-  // gradient is the gradient. That is a different trace, not these presets.
-  if (options.world_size < 2) {
+  // With one rank fairscale does not shard: the emitter then makes the unsharded trace (no
+  // all-gather, no reduce-scatter, the full gradient kept as the gradient), which is also plain
+  // PyTorch's, the trace real runs are checked against.
+  if (options.world_size < 1) {
     return InvalidArgument(
-        fmt::format("world_size must be at least 2 (got {}): a single rank is not sharded by FSDP",
-                    options.world_size));
+        fmt::format("world_size must be at least 1 (got {})", options.world_size));
   }
   // The header lists every member rank; TraceHeader::Finalize rejects more than 2^20 anyway,
   // but only after the list is built.
@@ -172,12 +172,12 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
 }
 
 PresetParam AutocastParam(std::optional<DType>& autocast) {
-  return ChoiceParam("autocast",
-                     "torch.autocast dtype of forward and loss (none: off): activations and the "
-                     "per-op weight copies (saved for backward) in it, parameters gathered in "
-                     "--param-dtype",
-                     autocast,
-                     {{"none", std::nullopt}, {"fp16", DType::kFloat16}, {"bf16", DType::kBFloat16}});
+  return ChoiceParam(
+      "autocast",
+      "torch.autocast dtype of forward and loss (none: off): activations and the "
+      "per-op weight copies (saved for backward) in it, parameters gathered in "
+      "--param-dtype",
+      autocast, {{"none", std::nullopt}, {"fp16", DType::kFloat16}, {"bf16", DType::kBFloat16}});
 }
 
 Status ValidateAutocast(const std::optional<DType>& autocast) {

@@ -119,8 +119,8 @@ class TransformerBuilder {
                           true,
                           !config_.tied_embeddings});
     program_.Gather(kEmbedding);
-    program_.Run("embedding", 2 * tokens * static_cast<double>(d_.h), {kEmbedding},
-                 {In("tokens")}, {Hidden("embedding.out")}, {Keep("tokens")});
+    program_.Run("embedding", 2 * tokens * static_cast<double>(d_.h), {kEmbedding}, {In("tokens")},
+                 {Hidden("embedding.out")}, {Keep("tokens")});
     if (!config_.tied_embeddings) program_.EndForward(kEmbedding);
 
     std::string x = "embedding.out";
@@ -167,9 +167,7 @@ class TransformerBuilder {
 
  private:
   // Bytes of an activation of sb x `width` elements in the activation dtype.
-  Bytes Act(std::uint64_t width) const {
-    return SaturatingProduct({d_.e, d_.s, d_.b, width});
-  }
+  Bytes Act(std::uint64_t width) const { return SaturatingProduct({d_.e, d_.s, d_.b, width}); }
   ProgramTensor Hidden(std::string id) const { return Tensor(std::move(id), Act(d_.h), dtype_); }
 
   // Under autocast a matmul casts its weight (weight_numel) to the autocast dtype and saves the
@@ -179,7 +177,8 @@ class TransformerBuilder {
     if (!config_.autocast) return;
     const Bytes e = ElementSize(*config_.autocast);
     op.saves.push_back(Fresh(SaturatingProduct({e, weight_numel}), dtype_, "weight cast"));
-    op.workspace.push_back(Workspace(SaturatingProduct({e, param_numel}), dtype_, "weight cast grad"));
+    op.workspace.push_back(
+        Workspace(SaturatingProduct({e, param_numel}), dtype_, "weight cast grad"));
   }
 
   // A LayerNorm run: saves its input and its per-token mean and rstd (fp32).
@@ -201,23 +200,24 @@ class TransformerBuilder {
         {fmt::format("block{}", i), {{"flat_param_0", BlockNumel(d_)}}, true, true});
     const std::string p = fmt::format("block{}.", i);
     const auto tokens = static_cast<double>(d_.tokens());
-    const auto flops = [&](std::uint64_t params) { return 2 * tokens * static_cast<double>(params); };
+    const auto flops = [&](std::uint64_t params) {
+      return 2 * tokens * static_cast<double>(params);
+    };
     const std::uint64_t qkv_width = d_.h + 2 * d_.h_kv;
     const Bytes scores = SaturatingProduct({d_.e, d_.a, d_.s, d_.s, d_.b});
     const Bytes score_mask = SaturatingProduct({kMaskSize, d_.a, d_.s, d_.s, d_.b});
     // QK^T and scores x V: 2bs²h FLOPs each (per query head, so GQA does not change them).
-    const double attention_flops =
-        2.0 * static_cast<double>(d_.b) * static_cast<double>(d_.s) * static_cast<double>(d_.s) *
-        static_cast<double>(d_.h);
+    const double attention_flops = 2.0 * static_cast<double>(d_.b) * static_cast<double>(d_.s) *
+                                   static_cast<double>(d_.s) * static_cast<double>(d_.h);
 
     program_.Gather(f);
     // torch.utils.checkpoint saves the block's input (e per sbh element) and nothing else:
     // L blocks keep e·sbh·L, Korthikanti et al. §5's 2sbhL with 16-bit activations.
     if (config_.activation_checkpointing) program_.CheckpointBegin({Keep(x)});
     LayerNorm(p + "ln1", x, {f});
-    ForwardOp& qkv = program_.Run(p + "qkv", flops((d_.h + 1) * qkv_width), {f},
-                                  {In(p + "ln1.out")}, {Tensor(p + "qkv.out", Act(qkv_width), dtype_)},
-                                  {Keep(p + "ln1.out")});
+    ForwardOp& qkv =
+        program_.Run(p + "qkv", flops((d_.h + 1) * qkv_width), {f}, {In(p + "ln1.out")},
+                     {Tensor(p + "qkv.out", Act(qkv_width), dtype_)}, {Keep(p + "ln1.out")});
     Linear(qkv, d_.h * qkv_width, (d_.h + 1) * qkv_width);
     program_.Run(p + "qkv.split", 0, {}, {In(p + "qkv.out")},
                  {Tensor(p + "q", Act(d_.h), dtype_, p + "qkv.out"),
@@ -230,11 +230,14 @@ class TransformerBuilder {
     Dropout(p + "attn.dropout", p + "probs", scores, score_mask);
     program_.Run(p + "attn.context", attention_flops, {}, {In(p + "attn.dropout.out"), In(p + "v")},
                  {Hidden(p + "context")}, {Keep(p + "attn.dropout.out"), Keep(p + "v")});
-    ForwardOp& proj = program_.Run(p + "attn.proj", flops((d_.h + 1) * d_.h), {f},
-                                   {In(p + "context")}, {Hidden(p + "proj")}, {Keep(p + "context")});
+    ForwardOp& proj =
+        program_.Run(p + "attn.proj", flops((d_.h + 1) * d_.h), {f}, {In(p + "context")},
+                     {Hidden(p + "proj")}, {Keep(p + "context")});
     Linear(proj, d_.h * d_.h, (d_.h + 1) * d_.h);
-    Dropout(p + "attn.proj.drop", p + "proj", Act(d_.h), SaturatingProduct({kMaskSize, d_.s, d_.b, d_.h}));
-    program_.Run(p + "residual1", 0, {}, {In(x, InputGrad::kPass), In(p + "attn.proj.drop.out", InputGrad::kPass)},
+    Dropout(p + "attn.proj.drop", p + "proj", Act(d_.h),
+            SaturatingProduct({kMaskSize, d_.s, d_.b, d_.h}));
+    program_.Run(p + "residual1", 0, {},
+                 {In(x, InputGrad::kPass), In(p + "attn.proj.drop.out", InputGrad::kPass)},
                  {Hidden(p + "x2")});
     LayerNorm(p + "ln2", p + "x2", {f});
     ForwardOp& fc1 = program_.Run(p + "mlp.fc1", flops((d_.h + 1) * d_.f), {f}, {In(p + "ln2.out")},
@@ -246,7 +249,8 @@ class TransformerBuilder {
                                   {Hidden(p + "fc2")}, {Keep(p + "gelu")});
     Linear(fc2, d_.f * d_.h, (d_.f + 1) * d_.h);
     Dropout(p + "mlp.drop", p + "fc2", Act(d_.h), SaturatingProduct({kMaskSize, d_.s, d_.b, d_.h}));
-    program_.Run(p + "residual2", 0, {}, {In(p + "x2", InputGrad::kPass), In(p + "mlp.drop.out", InputGrad::kPass)},
+    program_.Run(p + "residual2", 0, {},
+                 {In(p + "x2", InputGrad::kPass), In(p + "mlp.drop.out", InputGrad::kPass)},
                  {Hidden(p + "out")});
     if (config_.activation_checkpointing) program_.CheckpointEnd();
     program_.EndForward(f);

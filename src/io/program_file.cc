@@ -21,11 +21,11 @@ constexpr std::string_view kKind = "model program";
 constexpr std::string_view kFormat = "bucketsim-program";
 
 // Assigns the value of a Result expression or returns its error.
-#define PROGRAM_ASSIGN(lhs, expr)             \
-  do {                                        \
-    auto result_ = (expr);                    \
+#define PROGRAM_ASSIGN(lhs, expr)               \
+  do {                                          \
+    auto result_ = (expr);                      \
     if (!result_.ok()) return result_.status(); \
-    lhs = std::move(*result_);                \
+    lhs = std::move(*result_);                  \
   } while (0)
 
 class ProgramReader {
@@ -36,8 +36,9 @@ class ProgramReader {
     const Pointer top;
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(top).status());
     if (!doc_.Has(Pointer("/format")) && doc_.Has(Pointer("/events"))) {
-      return doc_.Error(top, "this is a trace, not a model program (no 'format' key); "
-                             "bucketsim gen program reads programs");
+      return doc_.Error(top,
+                        "this is a trace, not a model program (no 'format' key); "
+                        "bucketsim gen program reads programs");
     }
     std::string format;
     PROGRAM_ASSIGN(format, doc_.String(Pointer("/format")));
@@ -47,9 +48,9 @@ class ProgramReader {
     }
     BUCKETSIM_RETURN_IF_ERROR(
         doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
-    BUCKETSIM_RETURN_IF_ERROR(Keys(top, {"format", "schema_version", "description", "autocast",
-                                         "instances", "inputs", "forward", "loss", "held",
-                                         "measured"}));
+    BUCKETSIM_RETURN_IF_ERROR(
+        Keys(top, {"format", "schema_version", "description", "autocast", "instances", "inputs",
+                   "forward", "loss", "held", "measured"}));
     if (doc_.Has(Pointer("/description"))) {
       PROGRAM_ASSIGN(model_.description, doc_.String(Pointer("/description")));
     }
@@ -181,8 +182,8 @@ class ProgramReader {
       }
       return it->second;
     }
-    return doc_.Error(at, fmt::format("expected an instance index or name, got {}",
-                                      JsonExcerpt(value)));
+    return doc_.Error(
+        at, fmt::format("expected an instance index or name, got {}", JsonExcerpt(value)));
   }
 
   Result<std::optional<std::vector<std::uint64_t>>> Shape(const Pointer& at) const {
@@ -367,9 +368,8 @@ class ProgramReader {
     PROGRAM_ASSIGN(measured.note, MaybeString(at / "note"));
     PROGRAM_ASSIGN(measured.world_size, OptionalUnsigned(at / "world_size"));
     PROGRAM_ASSIGN(measured.iterations, OptionalUnsigned(at / "iterations"));
-    BUCKETSIM_RETURN_IF_ERROR(List(at / "marks", measured.marks, [&](const Pointer& p) {
-      return ReadMark(p);
-    }));
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(at / "marks", measured.marks, [&](const Pointer& p) { return ReadMark(p); }));
     BUCKETSIM_RETURN_IF_ERROR(List(at / "phase_peaks", measured.phase_peaks,
                                    [&](const Pointer& p) { return ReadPhasePeak(p); }));
     return measured;
@@ -436,7 +436,8 @@ Json NewTensorJson(const NewTensor& t) {
 Json SavesJson(const std::vector<SavedTensor>& saves) {
   Json array = Json::array();
   for (const SavedTensor& save : saves) {
-    array.push_back(save.tensor.empty() ? NewTensorJson(save.fresh) : Json{{"tensor", save.tensor}});
+    array.push_back(save.tensor.empty() ? NewTensorJson(save.fresh)
+                                        : Json{{"tensor", save.tensor}});
   }
   return array;
 }
@@ -533,7 +534,8 @@ Result<FsdpModel> ReadProgramFile(const std::string& path) {
 }
 
 void WriteProgram(const FsdpModel& model, std::ostream& out) {
-  Json head = {{"format", kFormat}, {"schema_version", kProgramSchemaVersion},
+  Json head = {{"format", kFormat},
+               {"schema_version", kProgramSchemaVersion},
                {"description", model.description}};
   if (model.autocast) head["autocast"] = std::string(DTypeName(*model.autocast));
   Json instances = Json::array();
@@ -552,14 +554,16 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   for (const ProgramTensor& t : model.inputs) inputs.push_back(TensorJson(t));
 
   out << "{\n";
-  for (const auto& [key, value] : head.items()) out << "  \"" << key << "\": " << value.dump() << ",\n";
+  for (const auto& [key, value] : head.items())
+    out << "  \"" << key << "\": " << value.dump() << ",\n";
   out << "  \"instances\": [\n";
   for (std::size_t f = 0; f < instances.size(); ++f) {
     out << "    " << instances[f].dump() << (f + 1 < instances.size() ? ",\n" : "\n");
   }
   out << "  ],\n  \"inputs\": " << inputs.dump() << ",\n  \"forward\": [\n";
   for (std::size_t i = 0; i < model.forward.size(); ++i) {
-    out << "    " << OpJson(model.forward[i]).dump() << (i + 1 < model.forward.size() ? ",\n" : "\n");
+    out << "    " << OpJson(model.forward[i]).dump()
+        << (i + 1 < model.forward.size() ? ",\n" : "\n");
   }
   out << "  ],\n  \"loss\": " << Json(model.loss).dump();
   if (!model.held.empty()) out << ",\n  \"held\": " << Json(model.held).dump();

@@ -62,10 +62,12 @@ FsdpModel TinyModel(bool checkpoint) {
 
 TEST(FsdpProgram, BackwardMakesActivationGradientsAsAutograd) {
   const std::vector<std::string> expected = {
-      "alloc 1 8 s0 param",  // lin's fp32 shard
+      "alloc 1 8 s0 param",         // lin's fp32 shard
       "alloc 2 100 s0 activation",  // x, alive all run
-      "iteration 0", "phase forward",
-      "alloc 3 16 s1 all_gather", "compute forward lin",
+      "iteration 0",
+      "phase forward",
+      "alloc 3 16 s1 all_gather",
+      "compute forward lin",
       "alloc 4 200 s0 activation",  // h: read by act and add
       "free 3",                     // lin reshards
       "compute forward act",
@@ -74,38 +76,48 @@ TEST(FsdpProgram, BackwardMakesActivationGradientsAsAutograd) {
       "alloc 6 200 s0 activation",  // s
       "free 4",                     // h: add was its last reader, nothing saves it
       "compute forward loss",
-      "alloc 7 4 s0 activation",    // the loss, held by the loop
-      "free 6",                     // s: only the loss read it
-      "mark after fwd",             // live: 8 + 100 + 200 (a) + 4 = 312
+      "alloc 7 4 s0 activation",  // the loss, held by the loop
+      "free 6",                   // s: only the loss read it
+      "mark after fwd",           // live: 8 + 100 + 200 (a) + 4 = 312
       "phase backward",
-      "alloc 8 4 s0 grad",          // ones_like(loss)
+      "alloc 8 4 s0 grad",  // ones_like(loss)
       "compute backward loss",
-      "alloc 9 200 s0 grad",        // grad s (MeanBackward0 materialises it)
-      "free 8",                     // the loss's gradient goes when the node returns
-      "compute backward add",       // grad h and grad a are grad s itself: nothing new
+      "alloc 9 200 s0 grad",   // grad s (MeanBackward0 materialises it)
+      "free 8",                // the loss's gradient goes when the node returns
+      "compute backward add",  // grad h and grad a are grad s itself: nothing new
       "compute backward act",
-      "alloc 10 200 s0 grad",       // act's gradient for h
-      "free 5",                     // a released (grad a, i.e. grad s, still held as grad h)
-      "alloc 11 200 s0 grad",       // grad h = (grad s) + (act's gradient): a new tensor
-      "free 9", "free 10",
+      "alloc 10 200 s0 grad",  // act's gradient for h
+      "free 5",                // a released (grad a, i.e. grad s, still held as grad h)
+      "alloc 11 200 s0 grad",  // grad h = (grad s) + (act's gradient): a new tensor
+      "free 9",
+      "free 10",
       "alloc 12 16 s1 all_gather",  // lin's pre-backward re-gather
       "compute backward lin",
-      "alloc 13 16 s0 grad",        // lin's full gradient; x needs none
-      "free 11",                    // grad h goes; x is released (still the batch)
-      "free 12", "rs 1.0 g1 fp32 2 view", "free 13",
-      "flush", "mark after bwd",
-      "phase step", "compute optimizer step", "mark after step",
-      "phase zero_grad", "zero_grad",
-      "free 7",                     // the loss
+      "alloc 13 16 s0 grad",  // lin's full gradient; x needs none
+      "free 11",              // grad h goes; x is released (still the batch)
+      "free 12",
+      "rs 1.0 g1 fp32 2 view",
+      "free 13",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 7",  // the loss
   };
   EXPECT_EQ(Emit(TinyModel(false), TinyOptions()), expected);
 }
 
 TEST(FsdpProgram, CheckpointedRegionRecomputesAndHoldsItsOutputGradient) {
   const std::vector<std::string> expected = {
-      "alloc 1 8 s0 param", "alloc 2 100 s0 activation",
-      "iteration 0", "phase forward",
-      "alloc 3 16 s1 all_gather", "compute forward lin",
+      "alloc 1 8 s0 param",
+      "alloc 2 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 3 16 s1 all_gather",
+      "compute forward lin",
       "alloc 4 200 s0 activation",  // h, kept by the region
       "free 3",
       "compute forward act",
@@ -116,26 +128,40 @@ TEST(FsdpProgram, CheckpointedRegionRecomputesAndHoldsItsOutputGradient) {
       "compute forward loss",
       "alloc 7 4 s0 activation",
       "free 6",
-      "mark after fwd",             // live: 8 + 100 + 200 (h) + 4
+      "mark after fwd",  // live: 8 + 100 + 200 (h) + 4
       "phase backward",
-      "alloc 8 4 s0 grad", "compute backward loss", "alloc 9 200 s0 grad", "free 8",
+      "alloc 8 4 s0 grad",
+      "compute backward loss",
+      "alloc 9 200 s0 grad",
+      "free 8",
       "compute recompute act",
       "alloc 10 200 s0 activation",  // a again, saved this time
       "compute recompute add",
       "alloc 11 200 s0 activation",  // s again, held by the region's backward
       "compute backward add",
       "compute backward act",
-      "alloc 12 200 s0 grad",        // act's gradient for h
-      "free 10",                     // a released
-      "alloc 13 200 s0 grad",        // grad h summed; grad s stays: the region's argument
+      "alloc 12 200 s0 grad",  // act's gradient for h
+      "free 10",               // a released
+      "alloc 13 200 s0 grad",  // grad h summed; grad s stays: the region's argument
       "free 12",
-      "free 9",                      // the region returns: grad s, recomputed s, kept h
-      "free 11", "free 4",
-      "alloc 14 16 s1 all_gather", "compute backward lin", "alloc 15 16 s0 grad", "free 13",
-      "free 14", "rs 1.0 g1 fp32 2 view", "free 15",
-      "flush", "mark after bwd",
-      "phase step", "compute optimizer step", "mark after step",
-      "phase zero_grad", "zero_grad", "free 7",
+      "free 9",  // the region returns: grad s, recomputed s, kept h
+      "free 11",
+      "free 4",
+      "alloc 14 16 s1 all_gather",
+      "compute backward lin",
+      "alloc 15 16 s0 grad",
+      "free 13",
+      "free 14",
+      "rs 1.0 g1 fp32 2 view",
+      "free 15",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 7",
   };
   EXPECT_EQ(Emit(TinyModel(true), TinyOptions()), expected);
 }
@@ -158,31 +184,44 @@ TEST(FsdpProgram, WorkspaceAliasesAndNonDifferentiableInputs) {
   program.EndForward(lin);
   program.SetLoss("loss");
   const std::vector<std::string> expected = {
-      "alloc 1 8 s0 param", "alloc 2 64 s0 activation",
-      "iteration 0", "phase forward",
-      "alloc 3 16 s1 all_gather", "compute forward lin",
+      "alloc 1 8 s0 param",
+      "alloc 2 64 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 3 16 s1 all_gather",
+      "compute forward lin",
       "alloc 4 8 s0 activation",    // the weight copy, saved
       "alloc 5 100 s0 activation",  // h
       "compute forward view",       // v is h's storage
       "compute forward loss",
       "alloc 6 2 s0 activation",
-      "free 5",                     // h and v: nothing saves them
-      "free 3", "mark after fwd",
+      "free 5",  // h and v: nothing saves them
+      "free 3",
+      "mark after fwd",
       "phase backward",
       "alloc 7 2 s0 grad",
-      "alloc 8 16 s1 all_gather",   // lin's pre-backward hook (its forward ended last)
-      "compute backward loss", "alloc 9 100 s0 grad", "free 7",
-      "compute backward view",      // grad h is grad v
+      "alloc 8 16 s1 all_gather",  // lin's pre-backward hook (its forward ended last)
+      "compute backward loss",
+      "alloc 9 100 s0 grad",
+      "free 7",
+      "compute backward view",  // grad h is grad v
       "compute backward lin",
-      "alloc 10 16 s0 grad",        // full gradient
-      "alloc 11 10 s0 grad",        // the weight copy's gradient; ids get none
-      "free 9",                     // grad h
-      "free 4",                     // the weight copy (ids stay: the batch)
-      "free 11",                    // cast into the full gradient
-      "free 8", "rs 1.0 g1 fp32 2 view", "free 10",
-      "flush", "mark after bwd",
-      "phase step", "compute optimizer step", "mark after step",
-      "phase zero_grad", "zero_grad", "free 6",
+      "alloc 10 16 s0 grad",  // full gradient
+      "alloc 11 10 s0 grad",  // the weight copy's gradient; ids get none
+      "free 9",               // grad h
+      "free 4",               // the weight copy (ids stay: the batch)
+      "free 11",              // cast into the full gradient
+      "free 8",
+      "rs 1.0 g1 fp32 2 view",
+      "free 10",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 6",
   };
   EXPECT_EQ(Emit(program.Take(), TinyOptions()), expected);
 }

@@ -49,7 +49,8 @@ TEST(ProgramFile, TransformerProgramsRoundTrip) {
   config.device_tflops = 3.3;  // spans that are not round numbers
   for (bool checkpointing : {false, true}) {
     for (bool tied : {false, true}) {
-      for (std::optional<DType> autocast : {std::optional<DType>(), std::optional(DType::kFloat16)}) {
+      for (std::optional<DType> autocast :
+           {std::optional<DType>(), std::optional(DType::kFloat16)}) {
         config.activation_checkpointing = checkpointing;
         config.tied_embeddings = tied;
         config.autocast = autocast;
@@ -137,12 +138,16 @@ TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
   EXPECT_EQ(ErrorOf(std::string("{") + kHead + R"(, "forward": [{"op": "jump"}], "loss": "l"})"),
             "m.json: /forward/0/op: unknown op 'jump' (expected gather, end_forward, run, "
             "checkpoint_begin or checkpoint_end)");
-  EXPECT_EQ(ErrorOf(std::string("{") + kHead +
-                    R"(, "forward": [{"op": "run", "name": "a", "outputs": [{"id": "t", "bytes": -1, "dtype": "fp32"}]}], "loss": "t"})"),
-            "m.json: /forward/0/outputs/0/bytes: expected an integer >= 0, got -1");
-  EXPECT_EQ(ErrorOf(std::string("{") + kHead +
-                    R"(, "forward": [{"op": "run", "name": "a", "inputs": [{"tensor": "t", "grad": "maybe"}]}], "loss": "t"})"),
-            "m.json: /forward/0/inputs/0/grad: expected \"new\", \"pass\" or \"none\", got \"maybe\"");
+  EXPECT_EQ(
+      ErrorOf(
+          std::string("{") + kHead +
+          R"(, "forward": [{"op": "run", "name": "a", "outputs": [{"id": "t", "bytes": -1, "dtype": "fp32"}]}], "loss": "t"})"),
+      "m.json: /forward/0/outputs/0/bytes: expected an integer >= 0, got -1");
+  EXPECT_EQ(
+      ErrorOf(
+          std::string("{") + kHead +
+          R"(, "forward": [{"op": "run", "name": "a", "inputs": [{"tensor": "t", "grad": "maybe"}]}], "loss": "t"})"),
+      "m.json: /forward/0/inputs/0/grad: expected \"new\", \"pass\" or \"none\", got \"maybe\"");
   // References are checked after the structure, with the same pointers.
   EXPECT_EQ(ErrorOf(std::string("{") + kHead +
                     R"(, "forward": [{"op": "run", "name": "a", "inputs": ["t"]}], "loss": "t"})"),
