@@ -171,7 +171,7 @@ recorder_check() {
       "$python" tools/predicted_vs_measured.py "$out/$name.trace.json" --measured "$out/$name.json" \
         --bucketsim "$build/bucketsim" || say "recorder: $name: comparison failed"
     else
-      say "recorder: $name: recording or gen program failed (see above; an emitter that refuses world size 1 cannot predict a single-process run)"
+      say "recorder: $name: recording or gen program failed (see above)"
     fi
   done <<'CASES'
 mlp mlp.py:build_model --wrap Layer
