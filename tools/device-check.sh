@@ -164,7 +164,7 @@ recorder_check() {
   while read -r name model wrap; do
     # shellcheck disable=SC2086 # $wrap is a list of flags
     if "$python" tools/record_program.py "$examples/$model" --batch "$examples/${model%%:*}:make_batch" \
-        $wrap --device cuda --optimizer sgd-momentum -o "$out/$name.json" &&
+        $wrap --no-flatten --device cuda --optimizer sgd-momentum -o "$out/$name.json" &&
       "$build/bucketsim" gen program "$out/$name.json" --world-size 1 --iterations 1 --param-dtype fp32 \
         --optimizer sgd-momentum -o "$out/$name.trace.json"; then
       echo "-- $name"
