@@ -4,11 +4,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for name in $(tools/fuzz.sh --list); do
-  # The whole replay costs most per input (a replay per policy); the parsers are cheap.
+  # Sized for about half a minute each on the 2-core CI machine: the whole replay costs most
+  # per input (a replay per policy), then the readers of large JSON files; SIZE and alloc_conf
+  # are cheap.
   case "$name" in
-    replay | trace_reader) runs=${FUZZ_RUNS:-20000} ;;
-    *) runs=${FUZZ_RUNS:-50000} ;;
+    replay) runs=2000 ;;
+    trace_reader | report_reader) runs=5000 ;;
+    budget_file | time_profile) runs=20000 ;;
+    *) runs=50000 ;;
   esac
+  runs=${FUZZ_RUNS:-$runs}
   start=$SECONDS
   if ! out=$(tools/fuzz.sh "$name" --runs "$runs" 2>&1); then
     echo "$out" | tail -60
