@@ -55,30 +55,6 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
   }
   Result<ReplayOutcome> outcome = RunReplays(replay, DefaultPolicies(), extras);
   if (!outcome.ok()) return ReportError(outcome.status());
-  if (extras.timeline_policy) {
-    Status written = WriteChromeTrace(flags, *outcome, *extras.timeline_policy);
-    if (!written.ok()) return ReportError(written);
-  }
-
-  // The JSON document is built only when it is asked for: on a long trace it is the largest
-  // thing the command makes (every mark sample and every collective of every policy).
-  if (!replay.json_path.empty() || flags.format == "json") {
-    std::string report = ReportJsonText(*outcome, *report_context);
-    if (!replay.json_path.empty()) {
-      Status written = WriteTextFile(replay.json_path, report);
-      if (!written.ok()) return ReportError(written);
-    }
-    if (flags.format == "json") std::fwrite(report.data(), 1, report.size(), stdout);
-  }
-  if (flags.format == "markdown" || !flags.html_path.empty()) {
-    const std::vector<ReportDocument> docs = {DocumentFromOutcome(*outcome, *report_context)};
-    if (!flags.html_path.empty()) {
-      Status written = WriteTextFile(flags.html_path, FormatHtmlReport(docs, PageCharts(docs)));
-      if (!written.ok()) return ReportError(written);
-    }
-    // On a terminal there is nowhere to put the charts: `bucketsim report` writes them.
-    if (flags.format == "markdown") std::printf("%s", FormatMarkdownReport(docs, {}, "").c_str());
-  }
   if (flags.format == "table") {
     std::printf("%s: world size %d, %llu events, %llu iteration(s), memory model %s\n\n%s",
                 report_context->trace_name.c_str(), outcome->header.world_size,
@@ -100,6 +76,34 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
                     DescribeOom(*run.oom).c_str());
       }
     }
+    // The answer first: the outputs below can take long on a large trace.
+    std::fflush(stdout);
+  }
+
+  // The JSON document is built only when it is asked for: on a long trace it is the largest
+  // thing the command makes (every mark sample and every collective of every policy).
+  if (!replay.json_path.empty() || flags.format == "json") {
+    std::string report = ReportJsonText(*outcome, *report_context);
+    if (!replay.json_path.empty()) {
+      Status written = WriteTextFile(replay.json_path, report);
+      if (!written.ok()) return ReportError(written);
+    }
+    if (flags.format == "json") std::fwrite(report.data(), 1, report.size(), stdout);
+  }
+  if (flags.format == "markdown" || !flags.html_path.empty()) {
+    const std::vector<ReportDocument> docs = {DocumentFromOutcome(*outcome, *report_context)};
+    if (!flags.html_path.empty()) {
+      Status written = WriteTextFile(flags.html_path, FormatHtmlReport(docs, PageCharts(docs)));
+      if (!written.ok()) return ReportError(written);
+    }
+    // On a terminal there is nowhere to put the charts: `bucketsim report` writes them.
+    if (flags.format == "markdown") std::printf("%s", FormatMarkdownReport(docs, {}, "").c_str());
+  }
+  if (extras.timeline_policy) {
+    Status written = WriteChromeTrace(flags, *outcome, *extras.timeline_policy);
+    if (!written.ok()) return ReportError(written);
+  }
+  if (flags.format == "table") {
     if (!replay.json_path.empty()) std::printf("\nreport: %s\n", replay.json_path.c_str());
     if (!flags.html_path.empty()) std::printf("html report: %s\n", flags.html_path.c_str());
     if (extras.timeline_policy) {

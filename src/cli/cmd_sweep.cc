@@ -57,6 +57,29 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
 
   SweepSection sweep{SummarizeSweep(outcome->runs), std::nullopt};
   if (budget) sweep.budget = ChooseUnderBudget(sweep.points, *budget);
+  if (flags.format != "json") {
+    std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
+                report_context->trace_name.c_str(), sweep.points.size(),
+                report_context->time_profile.c_str(), report_context->memory_model.c_str(),
+                RenderText(BuildSweepTable(sweep)).c_str());
+    // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
+    // events: say why the rows agree and where a policy-replayable trace comes from.
+    if (outcome->summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
+      std::printf(
+          "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ "
+          "on it; record your model's program with tools/record_program.py (README, \"Bring your "
+          "own model\").\n");
+    }
+    std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
+    if (report_context->time_profile == "none") {
+      std::printf(
+          "No --profile: copies and collectives cost nothing, so step times are compute "
+          "alone.\n");
+    }
+    if (sweep.budget) std::printf("\n%s\n", DescribeBudget(sweep.points, *sweep.budget).c_str());
+    // The answer first: the outputs below can take long on a large sweep.
+    std::fflush(stdout);
+  }
   if (!flags.html_path.empty()) {
     const std::vector<ReportDocument> docs = {
         DocumentFromOutcome(*outcome, *report_context, &sweep)};
@@ -74,25 +97,6 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
       return kExitOk;
     }
   }
-  std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
-              report_context->trace_name.c_str(), sweep.points.size(),
-              report_context->time_profile.c_str(), report_context->memory_model.c_str(),
-              RenderText(BuildSweepTable(sweep)).c_str());
-  // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
-  // events: say why the rows agree and where a policy-replayable trace comes from.
-  if (outcome->summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
-    std::printf(
-        "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ "
-        "on it; record your model's program with tools/record_program.py (README, \"Bring your "
-        "own model\").\n");
-  }
-  std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
-  if (report_context->time_profile == "none") {
-    std::printf(
-        "No --profile: copies and collectives cost nothing, so step times are compute "
-        "alone.\n");
-  }
-  if (sweep.budget) std::printf("\n%s\n", DescribeBudget(sweep.points, *sweep.budget).c_str());
   if (!flags.replay.json_path.empty()) {
     std::printf("\nreport: %s\n", flags.replay.json_path.c_str());
   }

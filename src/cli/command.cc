@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -170,9 +171,21 @@ int ReportError(const Status& status) {
 }
 
 std::string DefaultTracePath() {
-  // BUCKETSIM_DEFAULT_TRACE in the environment wins, for installed copies of the binary.
+  // BUCKETSIM_DEFAULT_TRACE in the environment wins.
   if (const char* env = std::getenv("BUCKETSIM_DEFAULT_TRACE"); env && *env) return env;
-  return BUCKETSIM_DEFAULT_TRACE;
+  // Relative to the binary, never through the source tree it was built in: installed,
+  // PREFIX/bin/bucketsim and PREFIX/share/bucketsim/traces; in the build tree, the binary at
+  // the top and the same share/bucketsim/traces below it (CMakeLists.txt, "Installed layout").
+  std::error_code error;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  const std::filesystem::path trace =
+      std::filesystem::path("share") / "bucketsim" / "traces" / BUCKETSIM_DEFAULT_TRACE_NAME;
+  std::filesystem::path installed = exe.parent_path().parent_path() / trace;
+  if (error) return trace.string();
+  for (const std::filesystem::path& candidate : {installed, exe.parent_path() / trace}) {
+    if (std::filesystem::exists(candidate, error)) return candidate.string();
+  }
+  return installed.string();  // the error names where the default trace should have been
 }
 
 }  // namespace bucketsim

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/command.h"
+#include "io/atomic_file.h"
 
 namespace bucketsim {
 namespace {
@@ -35,6 +36,8 @@ constexpr std::array<CommandSpec, 9> kCommands = {{
 }};
 
 int Main(int argc, char** argv) {
+  // Ctrl-C or SIGTERM mid-write: no half-written file is left, and the exit code says why.
+  InstallInterruptHandlers();
   CommandContext context;
   context.argv.assign(argv, argv + argc);
   CLI::App app{
@@ -42,7 +45,8 @@ int Main(int argc, char** argv) {
       "traces under bucket policies, accounting memory as PyTorch would."};
   app.require_subcommand(1);
   app.footer(
-      "Exit codes: 0 ok, 1 a budget is broken (check), 2 usage or input error.\n"
+      "Exit codes: 0 ok, 1 a budget is broken (check), 2 usage or input error, 130/143 "
+      "interrupted by SIGINT/SIGTERM (no partial file is left).\n"
       "Run 'bucketsim COMMAND --help' for a command's options and an example.");
   for (const CommandSpec& spec : kCommands) {
     CLI::App* command = app.add_subcommand(spec.name, spec.description);

@@ -1,11 +1,12 @@
 #include "io/time_profile_io.h"
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "io/atomic_file.h"
 
 namespace bucketsim {
 namespace {
@@ -225,15 +226,7 @@ std::string TimeProfileJson(const TimeProfile& profile) {
 }
 
 Status WriteTimeProfile(const std::string& path, const TimeProfile& profile) {
-  std::error_code error;
-  std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, error);
-  std::ofstream out(path, std::ios::binary);
-  std::string text = TimeProfileJson(profile);
-  if (!out || !out.write(text.data(), static_cast<std::streamsize>(text.size()))) {
-    return IoError(fmt::format("{}: cannot write the profile", path));
-  }
-  return Status::Ok();
+  return WriteFileAtomically(path, TimeProfileJson(profile));
 }
 
 }  // namespace bucketsim

@@ -1,12 +1,8 @@
 #include "report/json_report.h"
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-
 #include <fmt/format.h>
 
+#include "io/atomic_file.h"
 #include "report/json_writer.h"
 
 namespace bucketsim {
@@ -409,15 +405,7 @@ std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& co
 }
 
 Status WriteTextFile(const std::string& path, std::string_view text) {
-  std::filesystem::path target(path);
-  std::error_code ec;
-  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return IoError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) return IoError(fmt::format("cannot write '{}'", path));
-  return Status::Ok();
+  return WriteFileAtomically(path, text);
 }
 
 }  // namespace bucketsim
