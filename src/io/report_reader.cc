@@ -196,14 +196,19 @@ std::optional<PredictionRow> ReadPrediction(const Node& run) {
   if (!run.Has("timing") || !run["timing"].Has("prediction")) return std::nullopt;
   Node timing = run["timing"];
   Node predicted = timing["prediction"];
+  // Per iteration; reports written before those fields carry only the sums.
+  auto per_iteration = [](const Node& node, const char* figure) {
+    std::string key = fmt::format("{}_per_iteration_us", figure);
+    return node.Has(key) ? node[key].Number() : node[fmt::format("{}_us", figure)].Number();
+  };
   return PredictionRow{run["policy"].String(),
                        predicted["profile"].String(),
                        timing["step_time_us"].Number(),
                        predicted["step_time_us"].Number(),
-                       timing["exposed_communication_us"].Number(),
-                       predicted["exposed_communication_us"].Number(),
-                       timing["communication_us"].Number(),
-                       predicted["communication_us"].Number()};
+                       per_iteration(timing, "exposed_communication"),
+                       per_iteration(predicted, "exposed_communication"),
+                       per_iteration(timing, "communication"),
+                       per_iteration(predicted, "communication")};
 }
 
 void ReadPhases(const Node& node, const ReportTraceInfo& trace, RunResult& run) {
@@ -258,6 +263,7 @@ RunResult ReadRunFigures(const Node& node, ReportContent content) {
   run.policy = node["policy"].String();
   run.peak.allocated_bytes = node["peak_allocated_bytes"].Uint();
   run.peak.reserved_bytes = node["peak_reserved_bytes"].Uint();
+  run.bucket_cap_mb = node["bucket_cap_mb"].Number();  // a baseline's comparability
   run.oom = ReadOom(node);
   for (const Node& m : node["marks"].Items()) {
     MarkSample sample;
@@ -275,10 +281,21 @@ RunResult ReadRunFigures(const Node& node, ReportContent content) {
 }
 
 // The rest of what a page draws of one policy.
+// timing.iterations, so that tables of a report read back show the step time and exposed
+// communication per iteration exactly as the replay's own tables do.
+void ReadIterationTimings(const Node& node, RunResult& run) {
+  if (!node.Has("timing")) return;
+  run.backend = node["timing"]["backend"].String();
+  for (const Node& it : node["timing"]["iterations"].Items()) {
+    run.iterations.push_back({it["iteration"].Uint(), it["iteration_us"].Number(),
+                              it["compute_us"].Number(), it["communication_us"].Number(),
+                              it["copy_us"].Number(), it["exposed_communication_us"].Number()});
+  }
+}
+
 void ReadRunDetails(const Node& node, const ReportTraceInfo& trace, RunResult& run,
                     bool& has_timeline) {
   run.canonical = node["canonical"].String();
-  run.bucket_cap_mb = node["bucket_cap_mb"].Number();
   run.memory_model = node["memory_model"].String();
   ReadPeakDetails(node["peak"], run.peak);
   run.peak_bucket_bytes = node["peak_bucket_bytes"].Uint();
@@ -291,6 +308,7 @@ void ReadRunDetails(const Node& node, const ReportTraceInfo& trace, RunResult& r
   ReadPhases(node, trace, run);
   if (!ReadTimeline(node, run)) has_timeline = false;
   ReadBucketLifetimes(node, run);
+  ReadIterationTimings(node, run);
 }
 
 std::optional<std::size_t> ReadIndex(const Node& node, std::size_t points) {
@@ -354,10 +372,8 @@ ReportDocument ReadDocument(const JsonDocument& json, ReportContent content) {
   ReportDocument doc;
   doc.source = json.path();
   ReadComparability(top["context"], doc.context);
-  if (content == ReportContent::kPage) {
-    ReadContext(top["context"], doc.context);
-    doc.trace = ReadTraceInfo(top["trace"]);
-  }
+  doc.trace = ReadTraceInfo(top["trace"]);  // world size, rank, cap: a baseline's comparability
+  if (content == ReportContent::kPage) ReadContext(top["context"], doc.context);
   std::vector<Node> runs = top["policies"].Items();
   if (runs.empty()) top["policies"].Fail("the report has no policy");
   for (const Node& node : runs) {

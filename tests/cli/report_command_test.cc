@@ -178,7 +178,7 @@ TEST_F(ReportCommand, ASweepReportGetsItsTableAndParetoChart) {
   ASSERT_NE(pareto, std::string::npos) << md;
   EXPECT_LT(pareto, md.find("# Memory over time"));
   std::string svg = ReadFile(out + "/charts/pareto.svg");
-  EXPECT_NE(svg.find("<title>chosen within the budget: backward-only @ 1 MB</title>"),
+  EXPECT_NE(svg.find("<title>chosen within the budget: backward-only @ 1 MiB</title>"),
             std::string::npos);
   EXPECT_NE(svg.find(">unbucketed</text>"), std::string::npos);
   EXPECT_NE(ReadFile(out + "/report.html").find("<h2>Sweep</h2>"), std::string::npos);
