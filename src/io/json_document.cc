@@ -38,7 +38,7 @@ Status WrongJsonFileKind(const std::string& path, std::string_view wanted, std::
 Status RejectDirectory(const std::string& path, std::string_view kind) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
-    return InvalidArgument(fmt::format("{}: is a directory, not a {}", path, kind));
+    return IoError(fmt::format("{}: is a directory, not a {}", path, kind));
   }
   return Status::Ok();
 }

@@ -137,6 +137,15 @@ ReportTraceInfo ReadTraceInfo(const Node& node) {
   return t;
 }
 
+// What a baseline must share with the check's trace beside its digest (cmd_check.cc).
+ReportTraceInfo ReadComparableTrace(const Node& node) {
+  ReportTraceInfo t;
+  t.world_size = node["world_size"].Int();
+  t.rank = node["rank"].Int();
+  t.bucket_cap_mb = node["bucket_cap_mb"].Number();
+  return t;
+}
+
 std::optional<FragmentationInfo> ReadFragmentation(const Node& peak) {
   if (!peak.Has("fragmentation")) return std::nullopt;
   Node node = peak["fragmentation"];
@@ -263,7 +272,6 @@ RunResult ReadRunFigures(const Node& node, ReportContent content) {
   run.policy = node["policy"].String();
   run.peak.allocated_bytes = node["peak_allocated_bytes"].Uint();
   run.peak.reserved_bytes = node["peak_reserved_bytes"].Uint();
-  run.bucket_cap_mb = node["bucket_cap_mb"].Number();  // a baseline's comparability
   run.oom = ReadOom(node);
   for (const Node& m : node["marks"].Items()) {
     MarkSample sample;
@@ -277,6 +285,7 @@ RunResult ReadRunFigures(const Node& node, ReportContent content) {
     }
     run.marks.push_back(std::move(sample));
   }
+  run.bucket_cap_mb = node["bucket_cap_mb"].Number();  // a baseline's comparability
   return run;
 }
 
@@ -360,11 +369,6 @@ SweepSection ReadSweep(const Node& node, const std::vector<RunResult>& runs) {
 ReportDocument ReadDocument(const JsonDocument& json, ReportContent content) {
   const Json& root = json.root();
   const Node top(json, Pointer());
-  if (root.is_object() && root.contains("events") && !root.contains("policies")) {
-    top.Fail(
-        "a trace, not a report; make the report with 'bucketsim compare TRACE --json "
-        "REPORT.json'");
-  }
   if (root.is_object() && !root.contains("schema_version")) {
     top.Fail("no schema_version: not a bucketsim report (reports/README.md)");
   }
@@ -372,8 +376,12 @@ ReportDocument ReadDocument(const JsonDocument& json, ReportContent content) {
   ReportDocument doc;
   doc.source = json.path();
   ReadComparability(top["context"], doc.context);
-  doc.trace = ReadTraceInfo(top["trace"]);  // world size, rank, cap: a baseline's comparability
-  if (content == ReportContent::kPage) ReadContext(top["context"], doc.context);
+  if (content == ReportContent::kPage) {
+    ReadContext(top["context"], doc.context);
+    doc.trace = ReadTraceInfo(top["trace"]);
+  } else {
+    doc.trace = ReadComparableTrace(top["trace"]);
+  }
   std::vector<Node> runs = top["policies"].Items();
   if (runs.empty()) top["policies"].Fail("the report has no policy");
   for (const Node& node : runs) {

@@ -1,5 +1,7 @@
 #include "report/html_report.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "report/console_table.h"
@@ -11,7 +13,8 @@ namespace bucketsim {
 namespace {
 
 // System fonts only: nothing is fetched. Tables fit the page: headers wrap at their words, and
-// a wide table of few rows is turned on its side (PoliciesTable); charts scale with the window.
+// a wide table is turned on its side, a few policies at a time (PoliciesTables); charts scale
+// with the window.
 constexpr std::string_view kStyle = R"(
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
        color: #1d1d1d; background: #ffffff; margin: 0; line-height: 1.45; }
@@ -67,6 +70,20 @@ std::string PoliciesTable(const Table& table) {
   return "<div class=\"table-wrap\">\n" + html + "</div>\n";
 }
 
+// Any number of policies: stacked tables of at most kStackUpToRows policies each.
+std::string PoliciesTables(const Table& table) {
+  if (table.headers.size() <= kStackAboveColumns) return HtmlTable(table);
+  std::string html;
+  for (std::size_t first = 0; first < table.rows.size(); first += kStackUpToRows) {
+    Table part = table;
+    part.rows.assign(table.rows.begin() + static_cast<std::ptrdiff_t>(first),
+                     table.rows.begin() + static_cast<std::ptrdiff_t>(
+                                              std::min(first + kStackUpToRows, table.rows.size())));
+    html += PoliciesTable(part);
+  }
+  return html;
+}
+
 // A sweep of more configurations than this shows its Pareto set, with everything else (every
 // configuration's table row, section and bucket chart) in a collapsed details section.
 constexpr std::size_t kCollapseSweepAbove = 8;
@@ -92,7 +109,7 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
   const bool collapsed = Collapsed(doc);
   if (!collapsed) {
     out +=
-        fmt::format("<h{0}>Policies</h{0}>\n", h) + PoliciesTable(BuildComparisonTable(doc.runs));
+        fmt::format("<h{0}>Policies</h{0}>\n", h) + PoliciesTables(BuildComparisonTable(doc.runs));
   }
   for (const RunResult& run : doc.runs) {
     if (run.oom) {
@@ -144,7 +161,7 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
     out += fmt::format(
         "<details class=\"more\" id=\"details\">\n<summary>Details: all {} configurations "
         "</summary>\n<h{}>Policies</h{}>\n{}{}{}</details>\n",
-        doc.runs.size(), h, h, HtmlTable(BuildComparisonTable(doc.runs)),
+        doc.runs.size(), h, h, PoliciesTables(BuildComparisonTable(doc.runs)),
         HtmlTable(BuildSweepTable(*doc.sweep)), details);
   }
   out += fmt::format("<h{0}>Context</h{0}>\n<dl class=\"context\">\n", h);

@@ -565,7 +565,8 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
   }
   // Labels sit right of their dot, at its height: the Pareto-optimal configurations and the
   // chosen one only (every dot has its figures in its tooltip and in the sweep table). A label
-  // that would overlap one already placed is left out rather than moved away from its dot.
+  // that would overlap one already placed goes left of its dot, else is left out rather than
+  // moved away from it.
   struct Box {
     double x0, x1, y;
   };
@@ -577,14 +578,23 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
     const std::string label = PolicyAtCap(p.policy, p.bucket_cap_mb);
     const double px = x(static_cast<double>(p.peak_reserved_bytes));
     const double label_w = 5.6 * static_cast<double>(label.size());
-    // Left of the dot where the right would leave the chart.
-    const bool left_of_dot = px + 9 + label_w > kWidth - 4;
-    Box box{left_of_dot ? px - 9 - label_w : px + 9, left_of_dot ? px - 9 : px + 9 + label_w,
-            y(p.step_time_us / 1000.0) + 3.5};
-    auto overlaps = [&box](const Box& other) {
-      return box.x0 < other.x1 && other.x0 < box.x1 && std::abs(box.y - other.y) < 11;
+    const double ly = y(p.step_time_us / 1000.0) + 3.5;
+    auto fits = [&placed](const Box& box) {
+      return std::none_of(placed.begin(), placed.end(), [&box](const Box& other) {
+        return box.x0 < other.x1 && other.x0 < box.x1 && std::abs(box.y - other.y) < 11;
+      });
     };
-    if (std::any_of(placed.begin(), placed.end(), overlaps)) continue;
+    // Right of the dot, else left of it (where the right is taken or leaves the chart).
+    const Box right{px + 9, px + 9 + label_w, ly};
+    const Box left{px - 9 - label_w, px - 9, ly};
+    std::optional<Box> at;
+    if (right.x1 <= kWidth - 4 && fits(right)) {
+      at = right;
+    } else if (left.x0 >= kLeft && fits(left)) {
+      at = left;
+    }
+    if (!at) continue;
+    const Box box = *at;
     placed.push_back(box);
     svg.Text(box.x0, box.y, label, "start", 10);
   }

@@ -224,5 +224,39 @@ TEST(Baseline, AtAnotherBucketCapIsRefused) {
       << run.err;
 }
 
+// 80 bytes of device memory: the first allocation (event 0, a 360 KiB param) fails under every
+// policy. compare answers (exit 0) and marks every row, the JSON and the page.
+TEST(OutOfMemory, MarkedInEveryRowTheJsonAndThePage) {
+  const std::string json_path = testing::WriteTempFile("oom.json", "");
+  const std::string html_path = testing::WriteTempFile("oom.html", "");
+  testing::BinaryResult run = RunBucketsim({"compare", "traces/tiny-ws2.json", "--device-memory",
+                                            "80", "--json", json_path, "--html", html_path});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const std::string cell = "OOM at event 0: 360.00 KiB param of 80 B free (0 B allocated)";
+  for (const char* policy :
+       {"always-allocated", "backward-only", "per-group-dedup", "unbucketed"}) {
+    std::size_t row = run.out.find(std::string("\n") + policy + " ");
+    ASSERT_NE(row, std::string::npos) << policy << ": " << run.out;
+    std::string line = run.out.substr(row + 1, run.out.find('\n', row + 1) - row - 1);
+    EXPECT_EQ(line.substr(line.size() - cell.size()), cell) << line;
+  }
+  EXPECT_NE(run.out.find("  out of memory\n"), std::string::npos) << run.out;  // the header
+  nlohmann::json report = nlohmann::json::parse(testing::ReadFile(json_path));
+  ASSERT_EQ(report["policies"].size(), 4u);
+  for (const auto& policy : report["policies"]) {
+    ASSERT_TRUE(policy["oom"].is_object()) << policy["policy"];
+    EXPECT_EQ(policy["oom"]["event_index"], 0);
+  }
+  const std::string page = testing::ReadFile(html_path);
+  EXPECT_NE(page.find("<td>out of memory</td>"), std::string::npos);  // the stacked table
+  EXPECT_NE(page.find(cell), std::string::npos);
+  EXPECT_NE(page.find(">0.00 MiB OOM</text>"), std::string::npos);  // the composition chart
+  // check fails it: it did not fit.
+  testing::BinaryResult check =
+      RunBucketsim({"check", "traces/tiny-ws2.json", "--policy", "backward-only", "--device-memory",
+                    "80", "--max-peak-allocated", "1GiB"});
+  EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
+}
+
 }  // namespace
 }  // namespace bucketsim

@@ -118,8 +118,8 @@ TEST_F(ReportCommand, BadInputIsAnErrorWithExitCode2) {
   BinaryResult trace = RunBucketsim({"report", "traces/tiny-ws2.json", "-o", out});
   EXPECT_EQ(trace.exit_code, 2);
   EXPECT_EQ(trace.err,
-            "bucketsim: error: traces/tiny-ws2.json: (top level): a trace, not a report; make "
-            "the report with 'bucketsim compare TRACE --json REPORT.json'\n");
+            "bucketsim: error: traces/tiny-ws2.json: this is a trace, not a report (a report "
+            "comes from compare, check or sweep --json)\n");
 
   std::string truncated = testing::WriteTempFile("truncated.json", "{\"schema_version\": 1,");
   BinaryResult bad = RunBucketsim({"report", truncated, "-o", out});

@@ -157,8 +157,14 @@ TEST(ReportCharts, ParetoChartHasOneDotPerConfigurationAndJoinsExactlyTheFront) 
   // Dominated configurations are not labelled (their tooltips and the table name them).
   EXPECT_EQ(chart->svg.find(">q @ 1 MiB</text>"), std::string::npos);
   EXPECT_EQ(chart->svg.find(">p @ 25 MiB</text>"), std::string::npos);
-  // The time axis spans the points (30 to 60 ms, padded), not 0 to 60: no "0" tick label.
-  EXPECT_EQ(chart->svg.find(">0</text>"), std::string::npos);
+  // The time axis spans the points (30 to 60 ms, padded by 3 ms), not 0 to 60: its ticks,
+  // right-aligned left of the plot, run from 20 to 70 ms.
+  EXPECT_EQ(chart->svg.find("text-anchor=\"end\" font-size=\"12\" fill=\"#222222\">0</text>"),
+            std::string::npos);
+  EXPECT_NE(chart->svg.find("text-anchor=\"end\" font-size=\"12\" fill=\"#222222\">20</text>"),
+            std::string::npos);
+  EXPECT_NE(chart->svg.find("text-anchor=\"end\" font-size=\"12\" fill=\"#222222\">70</text>"),
+            std::string::npos);
   EXPECT_EQ(Count(chart->svg, "<polyline"), 1u);
   auto vertex = [&](std::size_t i) { return marks[i].cx + "," + marks[i].cy; };
   EXPECT_EQ(FrontVertices(chart->svg),
