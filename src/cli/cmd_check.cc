@@ -365,7 +365,7 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
       "baseline file, bad size, unknown mark): an error never passes.\n\n"
       "Examples:\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --policy backward-only \\\n"
-      "      --max-peak-allocated 1.75GiB --max-at-mark 'after fwd=1.5GiB'\n"
+      "      --max-peak-allocated 2GiB --max-at-mark 'after fwd=1.5GiB'\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --budget reports/budget-example.json \\\n"
       "      --baseline reports/baseline-gpt-24l-h1024-ws8.json --tolerance 2% --junit check.xml");
   command.callback([flags, &context] { context.exit_code = CheckRun(*flags, context).Run(); });

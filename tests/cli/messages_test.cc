@@ -162,10 +162,10 @@ TEST(Messages, HelpNamesNoTraceFormatVersion) {
 TEST(Messages, CheckHelpExampleBudgetFitsItsTrace) {
   testing::BinaryResult run =
       RunBucketsim({"check", "traces/gpt-24l-h1024-ws8.json", "--policy", "backward-only",
-                    "--max-peak-allocated", "1.75GiB", "--max-at-mark", "after fwd=1.5GiB"});
+                    "--max-peak-allocated", "2GiB", "--max-at-mark", "after fwd=1.5GiB"});
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   testing::BinaryResult help = RunBucketsim({"check", "--help"});
-  EXPECT_NE(help.out.find("--max-peak-allocated 1.75GiB --max-at-mark 'after fwd=1.5GiB'"),
+  EXPECT_NE(help.out.find("--max-peak-allocated 2GiB --max-at-mark 'after fwd=1.5GiB'"),
             std::string::npos)
       << help.out;
 }
