@@ -56,12 +56,20 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
   Result<ReplayOutcome> outcome = RunReplays(replay, DefaultPolicies(), extras);
   if (!outcome.ok()) return ReportError(outcome.status());
   if (flags.format == "table") {
-    std::printf("%s: world size %d, %llu events, %llu iteration(s), memory model %s\n\n%s",
-                report_context->trace_name.c_str(), outcome->header.world_size,
-                static_cast<unsigned long long>(outcome->summary.events),
-                static_cast<unsigned long long>(outcome->summary.iterations),
-                report_context->memory_model.c_str(),
-                RenderText(BuildComparisonTable(*outcome)).c_str());
+    std::printf(
+        "%s: world size %d, %llu events, %llu iteration(s), memory model %s, time profile %s\n"
+        "\n%s",
+        report_context->trace_name.c_str(), outcome->header.world_size,
+        static_cast<unsigned long long>(outcome->summary.events),
+        static_cast<unsigned long long>(outcome->summary.iterations),
+        report_context->memory_model.c_str(), report_context->time_profile.c_str(),
+        RenderText(BuildComparisonTable(*outcome)).c_str());
+    // What the two time columns are, once: the step as check's budget counts it.
+    std::printf(
+        "\nstep: the median iteration after the first; exposed: communication no compute "
+        "overlapped, per iteration (the sim's%s).\n",
+        report_context->time_profile == "none" ? "; no --profile: communication costs nothing"
+                                               : " prediction");
     // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
     // events: say why the rows agree and where a policy-replayable trace comes from.
     if (outcome->summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {

@@ -269,7 +269,7 @@ void AddRunCommand(CLI::App& command, CommandContext& context) {
   command
       .add_option("--compute-scale", flags->compute_scale,
                   "Run compute spans for dur_us times this (0: skip them)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NumberFlag({"--compute-scale", "", "1.5", NumberKind::kNonNegative}))
       ->capture_default_str();
   AddTimeoutFlag(command, flags->timeout_s);
   command.add_option("--chrome-trace", flags->chrome_trace_path,

@@ -15,8 +15,8 @@ namespace {
 
 struct SweepFlags {
   ReplayFlags replay;
-  std::vector<double> caps_mb;
-  std::string budget;  // SIZE; empty: no budget question
+  std::vector<std::string> caps_mb;  // each one or more comma-separated MiB
+  std::string budget;                // SIZE; empty: no budget question
   std::string format = "table";
   std::string html_path;
 };
@@ -46,13 +46,15 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
     if (!parsed.ok()) return ReportError(parsed.status());
     budget = *parsed;
   }
+  Result<std::vector<double>> caps_mb =
+      ParseNumberList({"--bucket-cap-mb", "MiB", "1,5,25"}, flags.caps_mb);
+  if (!caps_mb.ok()) return ReportError(caps_mb.status());
   Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(flags.replay, DefaultPolicies());
   if (!policies.ok()) return ReportError(policies.status());
   Result<ReportContext> report_context = ContextFor(context, flags.replay);
   if (!report_context.ok()) return ReportError(report_context.status());
-  Result<ReplayOutcome> outcome =
-      RunReplays(flags.replay, DefaultPolicies(),
-                 {SweepPolicies(*policies, flags.caps_mb), std::nullopt, 1.0});
+  Result<ReplayOutcome> outcome = RunReplays(
+      flags.replay, DefaultPolicies(), {SweepPolicies(*policies, *caps_mb), std::nullopt, 1.0});
   if (!outcome.ok()) return ReportError(outcome.status());
 
   SweepSection sweep{SummarizeSweep(outcome->runs), std::nullopt};
@@ -113,9 +115,7 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
   command
       .add_option("--bucket-cap-mb", flags->caps_mb,
                   "Bucket caps in MiB to sweep, comma-separated (<= 0: unbucketed)")
-      ->delimiter(',')
-      ->required()
-      ->check(FiniteNumber());
+      ->required();
   command.add_option("--budget", flags->budget,
                      "Peak reserved memory budget (SIZE, e.g. 40GiB): name the fastest "
                      "configuration that fits, and what it costs against the runner-up");

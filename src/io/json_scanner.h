@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -34,6 +35,8 @@ struct InputProgress {
   std::uint64_t bytes_read = 0;
   bool at_eof = false;
   int read_errno = 0;
+  // Called after each chunk with bytes_read (a progress display); unset: nothing.
+  std::function<void(std::uint64_t bytes_read)> on_read;
 };
 
 // A buffer over a file or a string, refilled in chunks. [begin(), end) holds the input not yet

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "io/json_document.h"
 
 namespace bucketsim {
 namespace {
@@ -149,6 +150,7 @@ Result<TimeProfile> ParseTimeProfile(const std::string& text, const std::string&
     return InvalidArgument(fmt::format("{}: not JSON: {}", origin, e.what()));
   }
   if (!doc.is_object()) return InvalidArgument(fmt::format("{}: expected a JSON object", origin));
+  BUCKETSIM_RETURN_IF_ERROR(CheckJsonFileKind(origin, "time profile", doc));
   Fields top(doc, origin, "");
   Result<const json*> version = top.Get("schema_version", json::value_t::number_integer, true);
   if (!version.ok()) return version.status();
@@ -186,6 +188,7 @@ Result<TimeProfile> ParseTimeProfile(const std::string& text, const std::string&
 }
 
 Result<TimeProfile> ReadTimeProfile(const std::string& path) {
+  BUCKETSIM_RETURN_IF_ERROR(RejectDirectory(path, "time profile"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return IoError(fmt::format("{}: cannot open the profile", path));
   std::ostringstream text;

@@ -260,6 +260,8 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
   w.Field("communication_us", totals.communication_us);
   w.Field("copy_us", totals.copy_us);
   w.Field("exposed_communication_us", totals.exposed_communication_us);
+  w.Field("communication_per_iteration_us", totals.per_iteration.communication_us);
+  w.Field("exposed_communication_per_iteration_us", totals.per_iteration.exposed_communication_us);
   w.Field("collective_bytes", totals.collective_bytes);
   w.Field("algbw_GBps", totals.algbw_GBps);
   w.Field("busbw_GBps", totals.busbw_GBps);
@@ -289,6 +291,9 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
     w.Field("communication_us", predicted.communication_us);
     w.Field("copy_us", predicted.copy_us);
     w.Field("exposed_communication_us", predicted.exposed_communication_us);
+    w.Field("communication_per_iteration_us", predicted.per_iteration.communication_us);
+    w.Field("exposed_communication_per_iteration_us",
+            predicted.per_iteration.exposed_communication_us);
     w.Field("step_time_error", PredictionError(predicted.step_time_us, totals.step_time_us));
     w.EndObject();
   }
