@@ -146,6 +146,10 @@ Status SetPart(PolicySpec& spec, std::string_view key, std::string_view value) {
   }
   if (s == Strategy::kMegatron) {
     if (key == "bucket_size") {
+      if (value == "auto") {
+        spec.bucket_size.reset();
+        return Status::Ok();
+      }
       Result<Numel> size = ParseCount(key, value);
       if (!size.ok()) return size.status();
       spec.bucket_size = *size;
@@ -294,6 +298,73 @@ Result<PolicySpec> ParsePolicySpec(std::string_view text) {
         return key == "strategy" ? Status::Ok() : SetPart(spec, key, value);
       }));
   return spec;
+}
+
+std::string FrameworkSetting(const PolicySpec& spec, double resolved_cap_mb) {
+  switch (spec.strategy) {
+    case Strategy::kFairscale: {
+      std::string setting =
+          fmt::format("FullyShardedDataParallel(bucket_cap_mb={})", resolved_cap_mb);
+      if (spec.lifetime == Lifetime::kAlways) setting += " with fairscale before #633";
+      if (spec.key == KeyMode::kMembers) setting += ", buckets keyed by group members (#633 TODO)";
+      return setting;
+    }
+    case Strategy::kDdp: {
+      std::string setting =
+          fmt::format("DistributedDataParallel(bucket_cap_mb={}, gradient_as_bucket_view={})",
+                      resolved_cap_mb, spec.grad_as_view ? "True" : "False");
+      if (spec.first_cap_mb != 1.0) {
+        setting += fmt::format("; dist._DEFAULT_FIRST_BUCKET_BYTES = {}",
+                               static_cast<Bytes>(spec.first_cap_mb * 1024 * 1024));
+      }
+      return setting;
+    }
+    case Strategy::kZero12:
+      return fmt::format(
+          "zero_optimization: {{stage: 2, reduce_bucket_size: {}, overlap_comm: {}}} (stage 1 "
+          "alike)",
+          spec.reduce_bucket_size, spec.overlap_comm ? "true" : "false");
+    case Strategy::kZero3:
+      return fmt::format("zero_optimization: {{stage: 3, reduce_bucket_size: {}}}",
+                         spec.reduce_bucket_size);
+    case Strategy::kMegatron: {
+      std::string setting = spec.bucket_size
+                                ? fmt::format("--ddp-bucket-size {}", *spec.bucket_size)
+                                : std::string("--ddp-bucket-size unset (max(40M, 1M x dp))");
+      if (spec.overlap_grad_reduce) setting += " --overlap-grad-reduce";
+      if (spec.distributed_optimizer) setting += " --use-distributed-optimizer";
+      if (spec.pad_for_high_nccl_busbw) setting += " --ddp-pad-buckets-for-high-nccl-busbw";
+      return setting;
+    }
+    case Strategy::kFsdp2:
+      if (spec.inflight == 0) {
+        return "Megatron-FSDP dynamic buckets (no fsdp_double_buffer): every reduce-scatter "
+               "input kept to the end of backward";
+      }
+      return fmt::format(
+          "fully_shard() per FSDP instance; module.set_reduce_scatter_max_input_buffers({}) "
+          "(PR #186000; 1 without it)",
+          spec.inflight);
+  }
+  return spec.name;
+}
+
+std::string_view FrameworkName(const PolicySpec& spec) {
+  switch (spec.strategy) {
+    case Strategy::kFairscale:
+      return "fairscale FSDP";
+    case Strategy::kDdp:
+      return "PyTorch DDP";
+    case Strategy::kZero12:
+      return "DeepSpeed ZeRO-1/2";
+    case Strategy::kZero3:
+      return "DeepSpeed ZeRO-3";
+    case Strategy::kMegatron:
+      return "Megatron-Core DDP";
+    case Strategy::kFsdp2:
+      return spec.inflight == 0 ? "Megatron-FSDP" : "PyTorch FSDP2";
+  }
+  return "";
 }
 
 std::vector<PolicySpec> DefaultPolicies() {

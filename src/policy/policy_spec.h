@@ -78,7 +78,15 @@ struct PolicySpec {
   std::string Canonical(double resolved_cap_mb) const;
 };
 
+// Parses the grammar above; Canonical()'s output parses back to the same spec.
 Result<PolicySpec> ParsePolicySpec(std::string_view text);
+// The framework's own setting this spec replays, as a user writes it in that framework, with
+// the cap resolved: "DistributedDataParallel(bucket_cap_mb=25, gradient_as_bucket_view=False)",
+// "zero_optimization: {stage: 2, reduce_bucket_size: 500000000, overlap_comm: false}", ...
+std::string FrameworkSetting(const PolicySpec& spec, double resolved_cap_mb);
+// "fairscale FSDP", "PyTorch DDP", "DeepSpeed ZeRO-1/2", "DeepSpeed ZeRO-3", "Megatron-Core DDP",
+// "PyTorch FSDP2", "Megatron-FSDP" (hold-until-end).
+std::string_view FrameworkName(const PolicySpec& spec);
 // always-allocated, backward-only, per-group-dedup, unbucketed: the default comparison.
 std::vector<PolicySpec> DefaultPolicies();
 // The names ParsePolicySpec accepts besides the general form, for --help and errors.

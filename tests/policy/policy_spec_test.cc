@@ -135,3 +135,38 @@ TEST(ParsePolicySpec, RejectsKeysOfAnotherStrategy) {
 
 }  // namespace
 }  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+TEST(PolicySpec, CanonicalParsesBackToTheSameSetting) {
+  for (const char* text : {"backward-only", "per-group-dedup", "ddp,grad_as_view=1", "zero12",
+                           "zero3,reduce_bucket_size=1000", "megatron", "megatron,bucket_size=5",
+                           "fsdp2", "hold-until-end"}) {
+    Result<PolicySpec> spec = ParsePolicySpec(text);
+    ASSERT_TRUE(spec.ok()) << text;
+    Result<PolicySpec> again = ParsePolicySpec(spec->Canonical(25));
+    ASSERT_TRUE(again.ok()) << spec->Canonical(25);
+    EXPECT_EQ(again->Canonical(25), spec->Canonical(25));
+    EXPECT_EQ(FrameworkSetting(*again, 25), FrameworkSetting(*spec, 25));
+  }
+}
+
+TEST(FrameworkSetting, NamesEachFrameworksOwnKnob) {
+  EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("backward-only"), 25),
+            "FullyShardedDataParallel(bucket_cap_mb=25)");
+  EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("ddp,first_cap=2"), 50),
+            "DistributedDataParallel(bucket_cap_mb=50, gradient_as_bucket_view=False); "
+            "dist._DEFAULT_FIRST_BUCKET_BYTES = 2097152");
+  EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("zero12,overlap_comm=1,reduce_bucket_size=2e8"), 0),
+            "zero_optimization: {stage: 2, reduce_bucket_size: 200000000, overlap_comm: true} "
+            "(stage 1 alike)");
+  EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("megatron,bucket_size=4e7,overlap_grad_reduce=1"), 0),
+            "--ddp-bucket-size 40000000 --overlap-grad-reduce --use-distributed-optimizer");
+  EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("fsdp2,inflight=2"), 0),
+            "fully_shard() per FSDP instance; module.set_reduce_scatter_max_input_buffers(2) "
+            "(PR #186000; 1 without it)");
+}
+
+}  // namespace
+}  // namespace bucketsim
