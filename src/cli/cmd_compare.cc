@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "report/chrome_trace.h"
 #include "report/console_table.h"
+#include "report/framework_table.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/markdown_report.h"
@@ -86,6 +87,10 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
                 static_cast<unsigned long long>(outcome->summary.iterations),
                 report_context->memory_model.c_str(),
                 RenderText(BuildComparisonTable(*outcome)).c_str());
+    if (SpansFrameworks(outcome->runs)) {
+      std::printf("\nacross frameworks:\n%s",
+                  RenderText(BuildFrameworkTable(outcome->runs)).c_str());
+    }
     for (const RunResult& run : outcome->runs) {
       if (run.oom) {
         std::printf("\n%s: %s; its figures stop there\n", run.policy.c_str(),

@@ -104,7 +104,7 @@ Status DdpReducer::BeginPhase(Phase phase, PolicyHost& host) {
   Assign(ready_order_, {first_bytes_, cap_bytes_});
   for (Bucket& bucket : buckets_) {
     bucket.gradients = host.Allocate(bucket.numel * ElementSize(bucket.dtype),
-                                     Category::kBucketData, bucket.dtype, 0);
+                                     Category::kBucketData, bucket.dtype, group_id_.value_or(0));
   }
   if (as_view_) {
     for (const std::optional<BufferId>& gradients : old) {
@@ -123,12 +123,13 @@ Status DdpReducer::ReduceScatter(const ReduceScatterCall& call, PolicyHost& host
     seen_[param] = true;
     ready_order_.push_back(param);
   }
+  if (!group_id_) group_id_ = call.group->id;  // the process group DDP was given
   const Locator& at = locators_[param];
   Bucket& bucket = buckets_[at.bucket];
   const Bytes element = ElementSize(bucket.dtype);
   if (!bucket.gradients) {
-    bucket.gradients =
-        host.Allocate(bucket.numel * element, Category::kBucketData, bucket.dtype, 0);
+    bucket.gradients = host.Allocate(bucket.numel * element, Category::kBucketData, bucket.dtype,
+                                     group_id_.value_or(0));
     counters_.buckets = std::max<std::uint64_t>(counters_.buckets, at.bucket + 1);
   }
   if (bucket.ready == 0) bucket.group = call.group;

@@ -86,6 +86,7 @@ class DdpReducer final : public BucketPolicy {
   std::vector<std::uint32_t> ready_order_;  // the first backward's gradient order
   std::vector<bool> seen_;
   std::vector<std::optional<BufferId>> param_grads_;  // without gradient_as_bucket_view
+  std::optional<GroupId> group_id_;  // the first gradient's group: the buckets' in the report
   int backwards_ = 0;
   bool rebuilt_ = false;
   PolicyCounters counters_;
