@@ -2,8 +2,9 @@
 # Installs the Debian packages bucketsim needs to build and test. As root it runs apt-get;
 # otherwise it prints the exact command to run and fails. chromium is for the browser test of
 # the HTML report (tests/report/browser_test.py); python3-torch (CPU) runs real
-# DistributedDataParallel against the ddp policy (tests/tools/ddp_buckets_test.py). CUDA and NCCL are optional and not
-# installed here: where nvcc and NCCL are present the CUDA backend is built as well.
+# DistributedDataParallel against the ddp policy (tests/tools/ddp_buckets_test.py). CUDA and
+# NCCL are optional and not installed here: where nvcc and NCCL are present the CUDA backend is
+# built as well.
 set -euo pipefail
 
 packages=(
