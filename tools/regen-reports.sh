@@ -34,6 +34,12 @@ example tiny-ws2 traces/tiny-ws2.json
 example gpt-24l-h1024-ws8 traces/gpt-24l-h1024-ws8.json
 example gpt-24l-h1024-ws8-expandable traces/gpt-24l-h1024-ws8.json \
   --alloc-conf expandable_segments:True
+# The default trace under every framework's strategy: fairscale, DDP, DeepSpeed ZeRO (its
+# default bucket and HF's "auto" hidden^2 = 1048576 with overlap_comm), Megatron-Core, FSDP2.
+example frameworks-gpt-24l-h1024-ws8 traces/gpt-24l-h1024-ws8.json \
+  --policy backward-only --policy ddp --policy ddp,grad_as_view=1 --policy zero12 \
+  --policy zero12,reduce_bucket_size=1048576,overlap_comm=1 --policy zero3 --policy megatron \
+  --policy megatron,overlap_grad_reduce=1 --policy fsdp2 --policy hold-until-end
 # One page of two reports: the default allocator settings against expandable segments.
 mkdir -p "$out/gpt-default-vs-expandable"
 rm -rf "$out/gpt-default-vs-expandable/charts"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages bucketsim needs to build and test. As root it runs apt-get;
 # otherwise it prints the exact command to run and fails. chromium is for the browser test of
-# the HTML report (tests/report/browser_test.py); clang-14 with its runtime libraries is for the
-# sanitizer and libFuzzer build (tools/sanitize.sh, tools/fuzz*.sh). CUDA and NCCL are optional and not
-# installed here: where nvcc and NCCL are present the CUDA backend is built as well.
+# the HTML report (tests/report/browser_test.py); python3-torch (CPU) runs real PyTorch as the
+# oracle (tests/tools: the recorder, DistributedDataParallel against the ddp policy); clang-14
+# with its runtime libraries is for the sanitizer and libFuzzer build (tools/sanitize.sh,
+# tools/fuzz*.sh). CUDA and NCCL are optional and not installed here: where nvcc and NCCL are
+# present the CUDA backend is built as well.
 set -euo pipefail
 
 packages=(

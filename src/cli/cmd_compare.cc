@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "report/chrome_trace.h"
 #include "report/console_table.h"
+#include "report/framework_table.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/markdown_report.h"
@@ -70,6 +71,10 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
         "overlapped, per iteration (the sim's%s).\n",
         report_context->time_profile == "none" ? "; no --profile: communication costs nothing"
                                                : " prediction");
+    if (SpansFrameworks(outcome->runs)) {
+      std::printf("\nacross frameworks:\n%s",
+                  RenderText(BuildFrameworkTable(outcome->runs)).c_str());
+    }
     // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
     // events: say why the rows agree and where a policy-replayable trace comes from.
     if (outcome->summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {

@@ -52,8 +52,11 @@ TEST(Messages, MistypedPolicyGetsASuggestion) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "bucketsim: error: unknown policy 'backward-onyl'; did you mean 'backward-only'? "
-            "(known: always-allocated, backward-only, per-group-dedup, unbucketed, or "
-            "lifetime=always|backward,key=identity|members,cap=MiB)\n");
+            "(known: always-allocated, backward-only, per-group-dedup, unbucketed, ddp, zero12, "
+            "zero3, megatron, fsdp2, hold-until-end, each optionally followed by ,key=value "
+            "parts, or the general form [strategy=fairscale|ddp|zero12|zero3|megatron|fsdp2,]"
+            "key=value,... (fairscale: lifetime=always|backward,key=identity|members,"
+            "cap=MiB))\n");
 }
 
 TEST(Messages, NumericFlagGivenAUnitSaysWhatItTakes) {
