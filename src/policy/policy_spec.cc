@@ -402,6 +402,12 @@ std::vector<PolicySpec> DefaultPolicies() {
   return specs;
 }
 
+std::vector<PolicySpec> NamedPolicies() {
+  std::vector<PolicySpec> specs;
+  for (const Preset& preset : kPresets) specs.push_back(FromPreset(preset));
+  return specs;
+}
+
 std::string PolicyNamesHelp() {
   std::string names;
   for (const Preset& preset : kPresets) names += fmt::format("{}, ", preset.name);

@@ -89,6 +89,8 @@ std::string FrameworkSetting(const PolicySpec& spec, double resolved_cap_mb);
 std::string_view FrameworkName(const PolicySpec& spec);
 // always-allocated, backward-only, per-group-dedup, unbucketed: the default comparison.
 std::vector<PolicySpec> DefaultPolicies();
+// Every named preset, fairscale's and the other frameworks' (the fuzzer replays them all).
+std::vector<PolicySpec> NamedPolicies();
 // The names ParsePolicySpec accepts besides the general form, for --help and errors.
 std::string PolicyNamesHelp();
 

@@ -1,4 +1,4 @@
-// A whole replay of a parsed trace under every named policy (DefaultPolicies(), so a policy
+// A whole replay of a parsed trace under every named policy (NamedPolicies(), so a policy
 // added to the parser's presets is fuzzed too) with the caching allocator model, as `compare`
 // runs it: reader, checker, engine, policies, memory model and the sim backend's time model.
 // An 80 GiB device makes large fuzzed allocations reach the model's out-of-memory path.
@@ -13,7 +13,7 @@ namespace {
 const ReplayRequest& Request() {
   static const ReplayRequest request = [] {
     ReplayRequest r;
-    r.policies = DefaultPolicies();
+    r.policies = NamedPolicies();
     MemoryModelOptions memory;
     memory.allocator = "caching";
     memory.device_memory = 80 * kGiB;
