@@ -39,7 +39,7 @@ struct TimingTotals {
 };
 
 TimingTotals SumTimings(const std::vector<IterationTiming>& iterations,
-                        const std::vector<CollectiveRecord>& collectives);
+                        const CollectiveTotals& collectives);
 
 // nccl-tests' bandwidths of one reduce-scatter (doc/PERFORMANCE.md there): algbw is the whole
 // send buffer over the time; busbw scales it by (n-1)/n, the fraction each rank must move.

@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "backend/host/mpi_world.h"
 #include "cli/command.h"
+#include "cli/sweep_ranks.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/report_text.h"
@@ -39,6 +41,37 @@ std::vector<PolicySpec> SweepPolicies(const std::vector<PolicySpec>& policies,
   return expanded;
 }
 
+int PrintSweep(const SweepFlags& flags, const ReportContext& report_context,
+               const SweepSection& sweep);
+
+// Under mpirun: the configurations spread over the ranks, one report on rank 0 (sweep_ranks.h).
+int RunOnRanks(const SweepFlags& flags, const ReportContext& report_context,
+               const std::vector<PolicySpec>& configurations, std::optional<Bytes> budget) {
+  if (!flags.html_path.empty()) {
+    return ReportError(InvalidArgument(
+        "--html is not written under mpirun: write --json, then 'bucketsim report FILE'"));
+  }
+  Result<std::unique_ptr<MpiWorld>> world = MpiWorld::Init();
+  if (!world.ok()) return ReportError(world.status());
+  Result<std::optional<GatheredSweep>> gathered =
+      ReplayOverRanks(**world, flags.replay, configurations);
+  if (!gathered.ok()) return (*world)->rank() == 0 ? ReportError(gathered.status()) : kExitError;
+  if (!*gathered) return kExitOk;  // not rank 0: rank 0 reports
+  GatheredSweep& all = **gathered;
+  SweepSection sweep{std::move(all.points), std::nullopt};
+  MarkPareto(sweep.points);
+  if (budget) sweep.budget = ChooseUnderBudget(sweep.points, *budget);
+  for (const std::string& path :
+       {flags.replay.json_path, std::string(flags.format == "json" ? "-" : "")}) {
+    if (path.empty()) continue;
+    Status written =
+        WriteReportJson(path, all.header, all.summary, all.entries, report_context, &sweep);
+    if (!written.ok()) return ReportError(written);
+  }
+  if (flags.format == "json") return kExitOk;
+  return PrintSweep(flags, report_context, sweep);
+}
+
 int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   std::optional<Bytes> budget;
   if (!flags.budget.empty()) {
@@ -50,9 +83,10 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   if (!policies.ok()) return ReportError(policies.status());
   Result<ReportContext> report_context = ContextFor(context, flags.replay);
   if (!report_context.ok()) return ReportError(report_context.status());
+  const std::vector<PolicySpec> configurations = SweepPolicies(*policies, flags.caps_mb);
+  if (LaunchedByMpirun()) return RunOnRanks(flags, *report_context, configurations, budget);
   Result<ReplayOutcome> outcome =
-      RunReplays(flags.replay, DefaultPolicies(),
-                 {SweepPolicies(*policies, flags.caps_mb), std::nullopt, 1.0});
+      RunReplays(flags.replay, DefaultPolicies(), {configurations, std::nullopt, 1.0});
   if (!outcome.ok()) return ReportError(outcome.status());
 
   SweepSection sweep{SummarizeSweep(outcome->runs), std::nullopt};
@@ -63,23 +97,25 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
     Status written = WriteTextFile(flags.html_path, FormatHtmlReport(docs, PageCharts(docs)));
     if (!written.ok()) return ReportError(written);
   }
-  if (!flags.replay.json_path.empty() || flags.format == "json") {
-    std::string report = ReportJsonText(*outcome, *report_context, &sweep);
-    if (!flags.replay.json_path.empty()) {
-      Status written = WriteTextFile(flags.replay.json_path, report);
-      if (!written.ok()) return ReportError(written);
-    }
-    if (flags.format == "json") {
-      std::fwrite(report.data(), 1, report.size(), stdout);
-      return kExitOk;
-    }
+  if (!flags.replay.json_path.empty()) {
+    Status written = WriteReportJson(flags.replay.json_path, *outcome, *report_context, &sweep);
+    if (!written.ok()) return ReportError(written);
   }
+  if (flags.format == "json") {
+    Status written = WriteReportJson("-", *outcome, *report_context, &sweep);
+    return written.ok() ? kExitOk : ReportError(written);
+  }
+  return PrintSweep(flags, *report_context, sweep);
+}
+
+int PrintSweep(const SweepFlags& flags, const ReportContext& report_context,
+               const SweepSection& sweep) {
   std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
-              report_context->trace_name.c_str(), sweep.points.size(),
-              report_context->time_profile.c_str(), report_context->memory_model.c_str(),
+              report_context.trace_name.c_str(), sweep.points.size(),
+              report_context.time_profile.c_str(), report_context.memory_model.c_str(),
               RenderText(BuildSweepTable(sweep)).c_str());
   std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
-  if (report_context->time_profile == "none") {
+  if (report_context.time_profile == "none") {
     std::printf(
         "No --profile: copies and collectives cost nothing, so step times are compute "
         "alone.\n");
@@ -98,6 +134,7 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
   auto flags = std::make_shared<SweepFlags>();
   AddTraceArgument(command, flags->replay.trace, /*required=*/true);
   AddReplayFlags(command, flags->replay, /*with_cap=*/false);
+  AddJobsFlag(command, flags->replay.jobs);
   command
       .add_option("--bucket-cap-mb", flags->caps_mb,
                   "Bucket caps in MiB to sweep, comma-separated (<= 0: unbucketed)")
@@ -115,7 +152,9 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
   command.footer(
       "Every --policy (default: the four of compare) is replayed at every cap, in one pass over\n"
       "the trace; a policy with its own cap (unbucketed) once. Step times come from the sim's\n"
-      "time model: give --profile for collectives and copies to cost time.\n\n"
+      "time model: give --profile for collectives and copies to cost time. --jobs N replays on\n"
+      "N threads; under 'mpirun -np R' the configurations are spread over the R ranks and rank 0\n"
+      "writes the report a single process writes.\n\n"
       "Example:\n"
       "  bucketsim sweep traces/gpt-24l-h1024-ws8.json --bucket-cap-mb 1,5,25,100 \\\n"
       "      --policy backward-only --policy always-allocated \\\n"

@@ -29,5 +29,18 @@ struct CollectiveRecord {
 };
 
 std::string_view CollectiveKindName(CollectiveKind kind);  // "bypass", "bucket_flush"
+inline constexpr int kNumCollectiveKinds = 2;
+
+// The whole send buffer, as nccl-tests counts a reduce-scatter's bytes.
+Bytes SendBytes(const CollectiveRecord& record);
+
+// Sums over collectives that a run's time figures need (algbw, busbw) without keeping the log.
+struct CollectiveTotals {
+  std::uint64_t count = 0;
+  Bytes bytes = 0;       // SendBytes summed
+  double bus_bytes = 0;  // each collective's SendBytes scaled by (n-1)/n (nccl-tests' busbw)
+
+  void Add(const CollectiveRecord& record);
+};
 
 }  // namespace bucketsim

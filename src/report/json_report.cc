@@ -1,9 +1,11 @@
 #include "report/json_report.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -49,8 +51,7 @@ void WriteContext(JsonWriter& w, const ReportContext& context) {
   w.EndObject();
 }
 
-void WriteTrace(JsonWriter& w, const ReplayOutcome& outcome) {
-  const TraceHeader& h = outcome.header;
+void WriteTrace(JsonWriter& w, const TraceHeader& h, const TraceSummary& summary) {
   std::size_t params = 0;
   for (const FsdpInstance& instance : h.fsdp) params += instance.params.size();
   w.Key("trace");
@@ -60,12 +61,12 @@ void WriteTrace(JsonWriter& w, const ReplayOutcome& outcome) {
   w.Field("world_size", h.world_size);
   w.Field("rank", h.rank);
   w.Field("bucket_cap_mb", h.bucket_cap_mb);
-  w.Field("events", outcome.summary.events);
-  w.Field("iterations", outcome.summary.iterations);
+  w.Field("events", summary.events);
+  w.Field("iterations", summary.iterations);
   w.Field("fsdp_instances", h.fsdp.size());
   w.Field("params", params);
   w.Field("process_groups", h.groups.size());
-  w.Field("compute_us", outcome.summary.compute_us);
+  w.Field("compute_us", summary.compute_us);
   w.EndObject();
 }
 
@@ -194,6 +195,50 @@ void WriteBucketLifetimes(JsonWriter& w, const RunResult& run) {
   w.Field("bucket_lifetimes_dropped", run.bucket_lifetimes_dropped);
 }
 
+void WriteCount(JsonWriter& w, std::string_view key, const CollectiveCount& count) {
+  w.Key(key);
+  w.BeginObject();
+  w.Field("count", count.count);
+  w.Field("bytes", count.bytes);
+  w.EndObject();
+}
+
+void WriteCollectiveSummary(JsonWriter& w, const CollectiveSummary& summary) {
+  w.Key("collective_summary");
+  w.BeginObject();
+  w.Field("count", summary.totals.count);
+  w.Field("bytes", summary.totals.bytes);
+  w.Key("phases");
+  w.BeginArray();
+  for (const PhaseCollectives& p : summary.phases) {
+    w.BeginObject();
+    w.Field("iteration", p.iteration);
+    w.Field("phase", PhaseName(p.phase));
+    w.Field("count", p.total.count);
+    w.Field("bytes", p.total.bytes);
+    w.Key("by_kind");
+    w.BeginObject();
+    for (int k = 0; k < kNumCollectiveKinds; ++k) {
+      WriteCount(w, CollectiveKindName(static_cast<CollectiveKind>(k)), p.by_kind[k]);
+    }
+    w.EndObject();
+    w.Key("by_group");
+    w.BeginArray();
+    for (const GroupCollectives& g : p.by_group) {
+      w.BeginObject();
+      w.Field("group", g.group);
+      w.Field("group_size", g.group_size);
+      w.Field("count", g.total.count);
+      w.Field("bytes", g.total.bytes);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
 void WriteCollectives(JsonWriter& w, const std::vector<CollectiveRecord>& collectives) {
   w.Key("collectives");
   w.BeginArray();
@@ -207,7 +252,7 @@ void WriteCollectives(JsonWriter& w, const std::vector<CollectiveRecord>& collec
     w.Field("output_numel", c.output_numel);
     w.Field("requests", c.requests);
     w.Field("event_index", c.event_index);
-    Bytes bytes = c.input_numel * ElementSize(c.dtype);
+    Bytes bytes = SendBytes(c);
     w.Field("bytes", bytes);
     w.Field("start_us", c.start_us);
     w.Field("dur_us", c.dur_us);
@@ -257,7 +302,7 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
   w.Key("timing");
   w.BeginObject();
   w.Field("backend", run.backend);
-  TimingTotals totals = SumTimings(run.iterations, run.collectives);
+  TimingTotals totals = SumTimings(run.iterations, run.collective_summary.totals);
   w.Field("step_time_us", totals.step_time_us);
   w.Field("iteration_us", totals.iteration_us);
   w.Field("compute_us", totals.compute_us);
@@ -284,7 +329,7 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
   if (!run.prediction) {
     w.Null();
   } else {
-    TimingTotals predicted = SumTimings(run.prediction->iterations, run.collectives);
+    TimingTotals predicted = SumTimings(run.prediction->iterations, run.collective_summary.totals);
     w.BeginObject();
     w.Field("profile", run.prediction->profile);
     w.Field("step_time_us", predicted.step_time_us);
@@ -386,8 +431,77 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
   WriteExecution(w, run.execution);
   WriteTimeline(w, run.timeline);
   WriteBucketLifetimes(w, run);
-  WriteCollectives(w, run.collectives);
+  WriteCollectiveSummary(w, run.collective_summary);
+  if (run.collective_log_kept) WriteCollectives(w, run.collectives);
   w.EndObject();
+}
+
+// The policies' entries are written by `write_runs`, from RunResults or gathered fragments.
+void WriteReport(JsonWriter& w, const TraceHeader& header, const TraceSummary& summary,
+                 const std::function<void(JsonWriter&)>& write_runs, const ReportContext& context,
+                 const SweepSection* sweep) {
+  w.BeginObject();
+  w.Field("schema_version", kReportSchemaVersion);
+  WriteContext(w, context);
+  WriteTrace(w, header, summary);
+  w.Key("policies");
+  w.BeginArray();
+  write_runs(w);
+  w.EndArray();
+  if (sweep) WriteSweep(w, *sweep);
+  w.EndObject();
+}
+
+// A file written through stdio, created with its missing parent directories; "-": stdout.
+class OutputFile {
+ public:
+  Status Open(const std::string& path) {
+    path_ = path;
+    if (path == "-") {
+      file_ = stdout;
+      return Status::Ok();
+    }
+    std::filesystem::path target(path);
+    std::error_code ec;
+    if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
+    file_ = std::fopen(path.c_str(), "wb");
+    if (!file_) return IoError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+    owned_ = true;
+    return Status::Ok();
+  }
+  ~OutputFile() {
+    if (owned_) std::fclose(file_);
+  }
+  void Write(std::string_view text) {
+    if (std::fwrite(text.data(), 1, text.size(), file_) != text.size()) failed_ = true;
+  }
+  Status Close() {
+    bool ok = !failed_ && std::fflush(file_) == 0;
+    if (owned_) ok = std::fclose(file_) == 0 && ok;
+    owned_ = false;
+    return ok ? Status::Ok() : IoError(fmt::format("cannot write '{}'", path_));
+  }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  bool owned_ = false;
+  bool failed_ = false;
+};
+
+std::function<void(JsonWriter&)> RunsOf(const ReplayOutcome& outcome) {
+  return [&outcome](JsonWriter& w) {
+    for (const RunResult& run : outcome.runs) WriteRun(w, run);
+  };
+}
+
+Status StreamReport(const std::string& path, const std::function<void(JsonWriter&)>& write_report) {
+  OutputFile file;
+  BUCKETSIM_RETURN_IF_ERROR(file.Open(path));
+  JsonWriter w([&file](std::string_view text) { file.Write(text); });
+  write_report(w);
+  w.Finish();
+  return file.Close();
 }
 
 }  // namespace
@@ -395,17 +509,43 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
 std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context,
                            const SweepSection* sweep) {
   JsonWriter w;
+  WriteReport(w, outcome.header, outcome.summary, RunsOf(outcome), context, sweep);
+  return w.Finish();
+}
+
+Status WriteReportJson(const std::string& path, const ReplayOutcome& outcome,
+                       const ReportContext& context, const SweepSection* sweep) {
+  return StreamReport(path, [&](JsonWriter& w) {
+    WriteReport(w, outcome.header, outcome.summary, RunsOf(outcome), context, sweep);
+  });
+}
+
+std::string RunJsonFragment(const RunResult& run) {
+  // Written where it stands in a report (inside the top-level object's `policies`), so that its
+  // indentation is the report's; the enclosing text is cut off again.
+  constexpr std::string_view kBefore = "{\n  \"policies\": [\n    ";
+  constexpr std::string_view kAfter = "\n  ]\n}\n";
+  JsonWriter w;
   w.BeginObject();
-  w.Field("schema_version", kReportSchemaVersion);
-  WriteContext(w, context);
-  WriteTrace(w, outcome);
   w.Key("policies");
   w.BeginArray();
-  for (const RunResult& run : outcome.runs) WriteRun(w, run);
+  WriteRun(w, run);
   w.EndArray();
-  if (sweep) WriteSweep(w, *sweep);
   w.EndObject();
-  return w.Finish();
+  std::string text = w.Finish();
+  BUCKETSIM_CHECK(text.size() > kBefore.size() + kAfter.size() && text.starts_with(kBefore) &&
+                  text.ends_with(kAfter));
+  return text.substr(kBefore.size(), text.size() - kBefore.size() - kAfter.size());
+}
+
+Status WriteReportJson(const std::string& path, const TraceHeader& header,
+                       const TraceSummary& summary, const std::vector<std::string>& run_fragments,
+                       const ReportContext& context, const SweepSection* sweep) {
+  auto runs = [&run_fragments](JsonWriter& w) {
+    for (const std::string& fragment : run_fragments) w.Raw(fragment);
+  };
+  return StreamReport(
+      path, [&](JsonWriter& w) { WriteReport(w, header, summary, runs, context, sweep); });
 }
 
 Status WriteTextFile(const std::string& path, std::string_view text) {

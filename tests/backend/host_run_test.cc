@@ -49,9 +49,11 @@ json WithoutTimes(json collectives) {
 void ExpectHostMatchesSim(const std::string& trace, int ranks, const std::string& name) {
   std::string host_path = WriteTempFile(name + "-host.json", "");
   std::string sim_path = WriteTempFile(name + "-sim.json", "");
-  std::vector<std::string> run = {"run",  trace,       "--backend", "host",   "--compute-scale",
-                                  "0.05", "--timeout", "60",        "--json", host_path};
-  std::vector<std::string> compare = {"compare", trace, "--json", sim_path, "--format", "json"};
+  std::vector<std::string> run = {"run",       trace,  "--backend", "host",    "--compute-scale",
+                                  "0.05",      "--timeout", "60", "--json", host_path,
+                                  "--full-log"};
+  std::vector<std::string> compare = {"compare", trace,  "--json",    sim_path,
+                                      "--format", "json", "--full-log"};
   for (const std::string& arg : PolicyArgs()) {
     run.push_back(arg);
     compare.push_back(arg);
