@@ -1,7 +1,5 @@
 #include "engine/collective_summary.h"
 
-#include <algorithm>
-
 namespace bucketsim {
 namespace {
 
@@ -13,21 +11,16 @@ void Count(CollectiveCount& count, Bytes bytes) {
 }  // namespace
 
 void CollectiveSummary::Add(std::uint64_t iteration, Phase phase, const CollectiveRecord& record) {
-  totals.Add(record);
-  if (phases.empty() || phases.back().iteration != iteration || phases.back().phase != phase) {
-    phases.push_back({iteration, phase, {}, {}, {}});
+  totals_.Add(record);
+  if (phases_.empty() || phases_.back().iteration != iteration || phases_.back().phase != phase) {
+    phases_.push_back({iteration, phase, {}, {}});
   }
-  PhaseCollectives& stretch = phases.back();
   const Bytes bytes = SendBytes(record);
-  Count(stretch.total, bytes);
-  Count(stretch.by_kind[static_cast<int>(record.kind)], bytes);
-  auto group = std::find_if(stretch.by_group.begin(), stretch.by_group.end(),
-                            [&](const GroupCollectives& g) { return g.group == record.group; });
-  if (group == stretch.by_group.end()) {
-    stretch.by_group.push_back({record.group, record.group_size, {}});
-    group = stretch.by_group.end() - 1;
-  }
-  Count(group->total, bytes);
+  Count(phases_.back().total, bytes);
+  Count(phases_.back().by_kind[static_cast<int>(record.kind)], bytes);
+  auto [group, added] = group_index_.try_emplace(record.group, groups_.size());
+  if (added) groups_.push_back({record.group, record.group_size, {}});
+  Count(groups_[group->second].total, bytes);
 }
 
 }  // namespace bucketsim

@@ -1,12 +1,14 @@
-// What a replay's collectives amount to, per stretch of the trace between two phase markers:
-// how many, how many bytes, by kind and by process group. It is what a report shows of the
-// collective log by default: its size grows with the number of iterations, never with the number
-// of collectives, so a ten-million-event trace costs kilobytes here. The full log (one record per
+// What a replay's collectives amount to: per stretch of the trace between two phase markers, how
+// many, how many bytes and of which kind; per process group over the whole replay, how many and
+// how many bytes. It is what a report shows of the collective log by default: its size grows
+// with the number of iterations and of groups, never with the number of collectives, so a
+// ten-million-event trace costs kilobytes here. The full log (one record per
 // collective, RunResult::collectives) is kept only when asked for (--full-log).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "core/collective_record.h"
@@ -31,16 +33,24 @@ struct PhaseCollectives {
   Phase phase = Phase::kInit;
   CollectiveCount total;
   std::array<CollectiveCount, kNumCollectiveKinds> by_kind{};  // by CollectiveKind
-  std::vector<GroupCollectives> by_group;                      // in the order groups first appear
 };
 
-struct CollectiveSummary {
-  CollectiveTotals totals;
+class CollectiveSummary {
+ public:
+  void Add(std::uint64_t iteration, Phase phase, const CollectiveRecord& record);
+
+  const CollectiveTotals& totals() const { return totals_; }
   // One entry per stretch that issued a collective, in trace order; a stretch is a new entry
   // when the iteration or the phase changes, as RunResult::phases counts them.
-  std::vector<PhaseCollectives> phases;
+  const std::vector<PhaseCollectives>& phases() const { return phases_; }
+  // Per group, in the order groups first issued a collective.
+  const std::vector<GroupCollectives>& groups() const { return groups_; }
 
-  void Add(std::uint64_t iteration, Phase phase, const CollectiveRecord& record);
+ private:
+  CollectiveTotals totals_;
+  std::vector<PhaseCollectives> phases_;
+  std::vector<GroupCollectives> groups_;
+  std::unordered_map<GroupId, std::size_t> group_index_;
 };
 
 }  // namespace bucketsim

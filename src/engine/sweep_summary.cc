@@ -27,7 +27,7 @@ bool Preferred(const std::vector<SweepPoint>& points, std::size_t a, std::size_t
 }  // namespace
 
 SweepPoint SweepPointOf(const RunResult& run) {
-  TimingTotals totals = SumTimings(run.iterations, run.collective_summary.totals);
+  TimingTotals totals = SumTimings(run.iterations, run.collective_summary.totals());
   SweepPoint point;
   point.policy = run.policy;
   point.canonical = run.canonical;

@@ -97,7 +97,7 @@ Table BuildTimingTable(const ReplayOutcome& outcome) {
   table.right_aligned[0] = false;
   table.right_aligned[1] = false;
   for (const RunResult& run : outcome.runs) {
-    TimingTotals totals = SumTimings(run.iterations, run.collective_summary.totals);
+    TimingTotals totals = SumTimings(run.iterations, run.collective_summary.totals());
     const ExecutionFacts& facts = run.execution;
     std::string verified = !facts.verified ? "no"
                            : facts.verify_failures == 0
@@ -109,7 +109,7 @@ Table BuildTimingTable(const ReplayOutcome& outcome) {
                           fmt::format("{:.3f}", totals.communication_us / 1000.0),
                           fmt::format("{:.3f}", totals.exposed_communication_us / 1000.0),
                           fmt::format("{:.3f}", totals.copy_us / 1000.0),
-                          fmt::format("{}", run.collective_summary.totals.count),
+                          fmt::format("{}", run.collective_summary.totals().count),
                           fmt::format("{:.2f}", totals.busbw_GBps), verified,
                           fmt::format("{}", facts.communicators)});
   }

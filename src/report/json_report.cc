@@ -206,33 +206,30 @@ void WriteCount(JsonWriter& w, std::string_view key, const CollectiveCount& coun
 void WriteCollectiveSummary(JsonWriter& w, const CollectiveSummary& summary) {
   w.Key("collective_summary");
   w.BeginObject();
-  w.Field("count", summary.totals.count);
-  w.Field("bytes", summary.totals.bytes);
+  w.Field("count", summary.totals().count);
+  w.Field("bytes", summary.totals().bytes);
   w.Key("phases");
   w.BeginArray();
-  for (const PhaseCollectives& p : summary.phases) {
+  for (const PhaseCollectives& p : summary.phases()) {
     w.BeginObject();
     w.Field("iteration", p.iteration);
     w.Field("phase", PhaseName(p.phase));
     w.Field("count", p.total.count);
     w.Field("bytes", p.total.bytes);
-    w.Key("by_kind");
-    w.BeginObject();
     for (int k = 0; k < kNumCollectiveKinds; ++k) {
       WriteCount(w, CollectiveKindName(static_cast<CollectiveKind>(k)), p.by_kind[k]);
     }
     w.EndObject();
-    w.Key("by_group");
-    w.BeginArray();
-    for (const GroupCollectives& g : p.by_group) {
-      w.BeginObject();
-      w.Field("group", g.group);
-      w.Field("group_size", g.group_size);
-      w.Field("count", g.total.count);
-      w.Field("bytes", g.total.bytes);
-      w.EndObject();
-    }
-    w.EndArray();
+  }
+  w.EndArray();
+  w.Key("groups");
+  w.BeginArray();
+  for (const GroupCollectives& g : summary.groups()) {
+    w.BeginObject();
+    w.Field("group", g.group);
+    w.Field("group_size", g.group_size);
+    w.Field("count", g.total.count);
+    w.Field("bytes", g.total.bytes);
     w.EndObject();
   }
   w.EndArray();
@@ -302,7 +299,7 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
   w.Key("timing");
   w.BeginObject();
   w.Field("backend", run.backend);
-  TimingTotals totals = SumTimings(run.iterations, run.collective_summary.totals);
+  TimingTotals totals = SumTimings(run.iterations, run.collective_summary.totals());
   w.Field("step_time_us", totals.step_time_us);
   w.Field("iteration_us", totals.iteration_us);
   w.Field("compute_us", totals.compute_us);
@@ -329,7 +326,8 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
   if (!run.prediction) {
     w.Null();
   } else {
-    TimingTotals predicted = SumTimings(run.prediction->iterations, run.collective_summary.totals);
+    TimingTotals predicted =
+        SumTimings(run.prediction->iterations, run.collective_summary.totals());
     w.BeginObject();
     w.Field("profile", run.prediction->profile);
     w.Field("step_time_us", predicted.step_time_us);
