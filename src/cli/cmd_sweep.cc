@@ -42,7 +42,7 @@ std::vector<PolicySpec> SweepPolicies(const std::vector<PolicySpec>& policies,
 }
 
 int PrintSweep(const SweepFlags& flags, const ReportContext& report_context,
-               const SweepSection& sweep);
+               const TraceSummary& summary, const SweepSection& sweep);
 
 // Under mpirun: the configurations spread over the ranks, one report on rank 0 (sweep_ranks.h).
 int RunOnRanks(const SweepFlags& flags, const ReportContext& report_context,
@@ -69,7 +69,7 @@ int RunOnRanks(const SweepFlags& flags, const ReportContext& report_context,
     if (!written.ok()) return ReportError(written);
   }
   if (flags.format == "json") return kExitOk;
-  return PrintSweep(flags, report_context, sweep);
+  return PrintSweep(flags, report_context, all.summary, sweep);
 }
 
 int RunSweep(const SweepFlags& flags, const CommandContext& context) {
@@ -105,18 +105,18 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
     Status written = WriteReportJson("-", *outcome, *report_context, &sweep);
     return written.ok() ? kExitOk : ReportError(written);
   }
-  return PrintSweep(flags, *report_context, sweep);
+  return PrintSweep(flags, *report_context, outcome->summary, sweep);
 }
 
 int PrintSweep(const SweepFlags& flags, const ReportContext& report_context,
-               const SweepSection& sweep) {
+               const TraceSummary& summary, const SweepSection& sweep) {
   std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
               report_context.trace_name.c_str(), sweep.points.size(),
               report_context.time_profile.c_str(), report_context.memory_model.c_str(),
               RenderText(BuildSweepTable(sweep)).c_str());
   // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
   // events: say why the rows agree and where a policy-replayable trace comes from.
-  if (outcome->summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
+  if (summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
     std::printf(
         "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ "
         "on it; record your model's program with tools/record_program.py (README, \"Bring your "
