@@ -20,7 +20,7 @@ namespace {
 constexpr long kMaxRssKiB = 64 * 1024;  // issue 14: 10M events within 64 MiB
 
 TEST(BoundedMemory, DISABLED_TenMillionEventCompareStaysWithin64MiB) {
-  // 2000 layers at 240 iterations: 10.1M events (1.01M at 24, bench/README.md).
+  // 2000 layers at 240 iterations: 10.1M events (1.01M at 24: README, "Performance").
   const std::string gen =
       "(" + std::string(BUCKETSIM_BINARY) + " gen transformer --layers 2000 --iterations 240 &)";
   testing::BinaryResult run =
