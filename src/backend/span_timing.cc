@@ -83,7 +83,7 @@ IterationTiming SummarizeIteration(const IterationSpans& spans, std::uint64_t it
 }
 
 TimingTotals SumTimings(const std::vector<IterationTiming>& iterations,
-                        const std::vector<CollectiveRecord>& collectives) {
+                        const CollectiveTotals& collectives) {
   TimingTotals totals;
   std::vector<Micros> steps;
   for (const IterationTiming& it : iterations) {
@@ -113,26 +113,17 @@ TimingTotals SumTimings(const std::vector<IterationTiming>& iterations,
       totals.step_time_us = (*middle + *std::max_element(steps.begin(), middle)) / 2;
     }
   }
-  double bus_bytes = 0;
-  for (const CollectiveRecord& c : collectives) {
-    Bytes bytes = c.input_numel * ElementSize(c.dtype);
-    totals.collective_bytes += bytes;
-    bus_bytes += static_cast<double>(bytes) * BusFactor(c.kind, c.group_size);
-  }
+  totals.collective_bytes = collectives.bytes;
   totals.algbw_GBps = AlgBandwidthGBps(totals.collective_bytes, totals.communication_us);
-  if (totals.communication_us > 0) totals.busbw_GBps = bus_bytes / (totals.communication_us * 1e3);
+  if (totals.communication_us > 0) {
+    totals.busbw_GBps = collectives.bus_bytes / (totals.communication_us * 1e3);
+  }
   return totals;
 }
 
 double AlgBandwidthGBps(Bytes send_bytes, Micros duration) {
   if (duration <= 0) return 0;
   return static_cast<double>(send_bytes) / (duration * 1e3);  // bytes/µs / 1e3 = GB/s
-}
-
-double BusFactor(CollectiveKind kind, int ranks) {
-  if (ranks <= 0) return 0;
-  const double factor = static_cast<double>(ranks - 1) / ranks;
-  return kind == CollectiveKind::kAllReduce ? 2 * factor : factor;
 }
 
 double BusBandwidthGBps(Bytes send_bytes, Micros duration, int ranks, CollectiveKind kind) {

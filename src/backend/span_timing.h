@@ -39,17 +39,16 @@ struct TimingTotals {
   IterationTiming per_iteration;
   Bytes collective_bytes = 0;  // whole send buffers, as nccl-tests counts a reduce-scatter
   double algbw_GBps = 0;       // collective_bytes over communication time
-  double busbw_GBps = 0;       // each collective's bytes scaled by (n-1)/n, over the same time
+  double busbw_GBps = 0;       // each collective's bytes scaled by its BusFactor, over the same time
 };
 
 TimingTotals SumTimings(const std::vector<IterationTiming>& iterations,
-                        const std::vector<CollectiveRecord>& collectives);
+                        const CollectiveTotals& collectives);
 
 // nccl-tests' bandwidths of one collective (doc/PERFORMANCE.md there): algbw is the whole
 // send buffer over the time; busbw scales it by the bus factor, what each rank must move per
-// byte: (n-1)/n for a reduce-scatter, 2(n-1)/n for an all-reduce.
+// byte (BusFactor in core/collective_record.h).
 // GB/s with GB = 1e9 bytes, as nccl-tests prints them; 0 for a zero duration.
-double BusFactor(CollectiveKind kind, int ranks);
 double AlgBandwidthGBps(Bytes send_bytes, Micros duration);
 double BusBandwidthGBps(Bytes send_bytes, Micros duration, int ranks,
                         CollectiveKind kind = CollectiveKind::kBucketFlush);

@@ -198,7 +198,7 @@ class CheckRun {
       }
     }
     if (!replay.json_path.empty()) {
-      Status written = WriteTextFile(replay.json_path, ReportJsonText(*outcome, report_context_));
+      Status written = WriteReportJson(replay.json_path, *outcome, report_context_);
       if (!written.ok()) return Error(written);
     }
     // Written before the verdict is printed: a report that cannot be written is an error, and
@@ -331,6 +331,7 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
   auto flags = std::make_shared<CheckFlags>();
   AddTraceArgument(command, flags->replay.trace, /*required=*/true);
   AddReplayFlags(command, flags->replay);
+  AddJobsFlag(command, flags->replay.jobs);
   command.add_option("--budget", flags->budget_path,
                      "Budget file (JSON, schema_version 1: per policy and \"*\"; see README); "
                      "without --policy, the policies it names are checked");

@@ -93,15 +93,14 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
     std::fflush(stdout);
   }
 
-  // The JSON document is built only when it is asked for: on a long trace it is the largest
-  // thing the command makes (every mark sample and every collective of every policy).
-  if (!replay.json_path.empty() || flags.format == "json") {
-    std::string report = ReportJsonText(*outcome, *report_context);
-    if (!replay.json_path.empty()) {
-      Status written = WriteTextFile(replay.json_path, report);
-      if (!written.ok()) return ReportError(written);
-    }
-    if (flags.format == "json") std::fwrite(report.data(), 1, report.size(), stdout);
+  // The JSON report is streamed, never held whole.
+  if (!replay.json_path.empty()) {
+    Status written = WriteReportJson(replay.json_path, *outcome, *report_context);
+    if (!written.ok()) return ReportError(written);
+  }
+  if (flags.format == "json") {
+    Status written = WriteReportJson("-", *outcome, *report_context);
+    if (!written.ok()) return ReportError(written);
   }
   if (flags.format == "markdown" || !flags.html_path.empty()) {
     const std::vector<ReportDocument> docs = {DocumentFromOutcome(*outcome, *report_context)};
@@ -133,6 +132,7 @@ void AddCompareCommand(CLI::App& command, CommandContext& context) {
   auto flags = std::make_shared<CompareFlags>();
   AddTraceArgument(command, flags->replay.trace, /*required=*/false);
   AddReplayFlags(command, flags->replay);
+  AddJobsFlag(command, flags->replay.jobs);
   command.add_option("--format", flags->format, "Output on stdout: table, json or markdown")
       ->check(CLI::IsMember({"table", "json", "markdown"}));
   command.add_option("--html", flags->html_path,

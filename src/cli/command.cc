@@ -99,6 +99,16 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap) {
   command.add_option("--device-memory", flags.device_memory,
                      "Device capacity (SIZE, e.g. 80GiB): the caching allocator frees its cache "
                      "and retries when a segment does not fit, then fails with an OOM");
+  command.add_flag("--full-log", flags.full_log,
+                   "Write every collective in the JSON report (`collectives`), not only the "
+                   "summary per iteration and phase; memory and report then grow with the trace");
+}
+
+void AddJobsFlag(CLI::App& command, unsigned& jobs) {
+  jobs = 0;
+  command.add_option("--jobs,-j", jobs,
+                     "Policies replayed in parallel, on this many threads (default 0: one per "
+                     "core); the results are the same for any N");
 }
 
 Result<std::vector<PolicySpec>> ParsePolicyFlags(const ReplayFlags& flags,
@@ -184,6 +194,8 @@ Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
   ReplayRequest request;
   request.bucket_cap_mb = flags.bucket_cap_mb;
   request.timeline_policy = extras.timeline_policy;
+  request.jobs = flags.jobs;
+  request.options.keep_collective_log = flags.full_log;
   if (extras.policies) {
     request.policies = std::move(*extras.policies);
   } else {

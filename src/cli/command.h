@@ -64,10 +64,15 @@ struct ReplayFlags {
   std::string device_memory;              // SIZE; empty: unlimited
   std::string profile_path;  // --profile: the sim's time model; empty: copies and collectives free
   ProgressFlags progress;
+  bool full_log = false;     // --full-log: every collective in the report, not only the summary
+  unsigned jobs = 1;         // --jobs (compare, sweep, check): replay threads; 0: every core
 };
 void AddTraceArgument(CLI::App& command, std::string& trace, bool required);
 // `with_cap`: also --bucket-cap-mb as one number (sweep defines its own list instead).
 void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap = true);
+
+// --jobs N for the commands that replay on the sim (default: every core).
+void AddJobsFlag(CLI::App& command, unsigned& jobs);
 
 // What a command asks of a replay beyond the shared flags.
 struct ReplayExtras {

@@ -39,5 +39,22 @@ struct CollectiveRecord {
 
 // "bypass", "bucket_flush", "reduce_scatter", "all_reduce"
 std::string_view CollectiveKindName(CollectiveKind kind);
+inline constexpr int kNumCollectiveKinds = 4;
+
+// The whole send buffer, as nccl-tests counts a collective's bytes.
+Bytes SendBytes(const CollectiveRecord& record);
+
+// nccl-tests' bus factor (doc/PERFORMANCE.md there), what each rank must move per byte of the
+// send buffer: (n-1)/n for a reduce-scatter, 2(n-1)/n for an all-reduce; 0 for no ranks.
+double BusFactor(CollectiveKind kind, int ranks);
+
+// Sums over collectives that a run's time figures need (algbw, busbw) without keeping the log.
+struct CollectiveTotals {
+  std::uint64_t count = 0;
+  Bytes bytes = 0;       // SendBytes summed
+  double bus_bytes = 0;  // each collective's SendBytes scaled by its BusFactor (nccl-tests' busbw)
+
+  void Add(const CollectiveRecord& record);
+};
 
 }  // namespace bucketsim

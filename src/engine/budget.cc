@@ -60,7 +60,7 @@ PolicyFigures FiguresOf(const RunResult& run) {
   // The report's timing.step_time_us, from the one place that defines it; none when no
   // iteration was timed (a trace without iteration events).
   if (!run.iterations.empty()) {
-    figures.step_time_us = SumTimings(run.iterations, run.collectives).step_time_us;
+    figures.step_time_us = SumTimings(run.iterations, run.collective_summary.totals()).step_time_us;
   }
   figures.out_of_memory = run.oom.has_value();
   return figures;

@@ -22,6 +22,7 @@ Replay::Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryMode
   result_.memory_model = std::string(memory_->name());
   result_.backend = std::string(backend_->name());
   if (options_.keep_timeline) result_.stream_timeline.emplace();
+  result_.collective_log_kept = options_.keep_collective_log;
 }
 
 Replay::~Replay() = default;
@@ -48,6 +49,7 @@ Status Replay::OnEvent(const Event& event) {
       if (options_.keep_timeline) AddInstant("iteration", fmt::format("iteration {}", event.id));
       return Status::Ok();
     case EventKind::kPhase:
+      phase_ = event.phase;
       ledger_.BeginPhase(event.phase, event.index, memory_->reserved_bytes());
       if (options_.keep_timeline) AddInstant("phase", std::string(PhaseName(event.phase)));
       BUCKETSIM_RETURN_IF_ERROR(policy_->BeginPhase(event.phase, *this));
@@ -250,6 +252,7 @@ void Replay::Collective(const CollectiveRecord& record, const CollectiveBuffers&
   CollectiveRecord stamped = record;
   stamped.event_index = current_event_;
   if (!out_of_memory_) backend_->ReduceScatter(stamped, buffers, policy_stream_);
+  result_.collective_summary.Add(iteration_, phase_, stamped);
   if (options_.keep_collective_log) result_.collectives.push_back(stamped);
 }
 

@@ -19,6 +19,7 @@
 namespace bucketsim {
 
 struct ReplayOptions {
+  // Keep every collective in RunResult::collectives (--full-log); the summary is always kept.
   bool keep_collective_log = true;
   int largest_at_peak = 10;  // how many of the largest live allocations the peak lists
   std::uint32_t timeline_points = MemoryTimeline::kDefaultMaxPoints;  // MemoryTimeline's bound
@@ -95,6 +96,7 @@ class Replay final : public EventSink, private PolicyHost {
   bool out_of_memory_ = false;  // the device ran out: the rest of the trace is not replayed
   bool in_iteration_ = false;
   std::uint64_t iteration_ = 0;
+  Phase phase_ = Phase::kInit;
   std::size_t untimed_collectives_ = 0;  // result_.collectives from here on await their times
 
   std::vector<Allocation> trace_slots_;  // by Event::slot

@@ -1,34 +1,59 @@
 #include "engine/replay_policies.h"
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <limits>
+#include <mutex>
+#include <thread>
+
 #include "backend/sim/sim_backend.h"
 #include "memory/exact_memory_model.h"
 
 namespace bucketsim {
 namespace {
 
-// Creates the replays when the header arrives (a policy's cap may come from it) and hands
-// every event to each of them.
+// The replays of a request, made when the header arrives (a policy's cap and the memory model's
+// settings may come from it), in the order of the request's policies.
+Result<std::vector<std::unique_ptr<Replay>>> MakeReplays(const ReplayRequest& request,
+                                                         const TraceHeader& header) {
+  std::vector<std::unique_ptr<Replay>> replays;
+  for (std::size_t i = 0; i < request.policies.size(); ++i) {
+    const PolicySpec& spec = request.policies[i];
+    ReplayOptions options = request.options;
+    const bool timeline = request.timeline_policy == i;
+    options.keep_timeline = options.keep_timeline || timeline;
+    options.keep_collective_log = options.keep_collective_log || timeline;
+    std::unique_ptr<MemoryModel> memory = std::make_unique<ExactMemoryModel>();
+    if (request.make_memory_model) {
+      Result<std::unique_ptr<MemoryModel>> made = request.make_memory_model(header);
+      if (!made.ok()) return made.status();
+      memory = std::move(*made);
+    }
+    replays.push_back(std::make_unique<Replay>(
+        spec, ResolveBucketCap(spec, request.bucket_cap_mb, header), std::move(memory),
+        request.make_backend ? request.make_backend() : std::make_unique<SimBackend>(), options));
+  }
+  return replays;
+}
+
+std::vector<RunResult> TakeResults(std::vector<std::unique_ptr<Replay>>& replays) {
+  std::vector<RunResult> results;
+  for (auto& replay : replays) results.push_back(replay->TakeResult());
+  return results;
+}
+
+// jobs == 1: hands every event to each replay on the calling thread.
 class PolicyFanout final : public EventSink {
  public:
   explicit PolicyFanout(const ReplayRequest& request) : request_(request) {}
 
   Status OnHeader(const TraceHeader& header) override {
-    for (std::size_t i = 0; i < request_.policies.size(); ++i) {
-      const PolicySpec& spec = request_.policies[i];
-      ReplayOptions options = request_.options;
-      options.keep_timeline = options.keep_timeline || request_.timeline_policy == i;
-      std::unique_ptr<MemoryModel> memory = std::make_unique<ExactMemoryModel>();
-      if (request_.make_memory_model) {
-        Result<std::unique_ptr<MemoryModel>> made = request_.make_memory_model(header);
-        if (!made.ok()) return made.status();
-        memory = std::move(*made);
-      }
-      replays_.push_back(std::make_unique<Replay>(
-          spec, ResolveBucketCap(spec, request_.bucket_cap_mb, header), std::move(memory),
-          request_.make_backend ? request_.make_backend() : std::make_unique<SimBackend>(),
-          options));
-      BUCKETSIM_RETURN_IF_ERROR(replays_.back()->OnHeader(header));
-    }
+    Result<std::vector<std::unique_ptr<Replay>>> made = MakeReplays(request_, header);
+    if (!made.ok()) return made.status();
+    replays_ = std::move(*made);
+    for (auto& replay : replays_) BUCKETSIM_RETURN_IF_ERROR(replay->OnHeader(header));
     return Status::Ok();
   }
 
@@ -42,16 +67,270 @@ class PolicyFanout final : public EventSink {
     return Status::Ok();
   }
 
-  std::vector<RunResult> TakeResults() {
-    std::vector<RunResult> results;
-    for (auto& replay : replays_) results.push_back(replay->TakeResult());
-    return results;
-  }
+  Status Finish(Status source_status) { return source_status; }
+  std::vector<RunResult> TakeResults() { return bucketsim::TakeResults(replays_); }
 
  private:
   const ReplayRequest& request_;
   std::vector<std::unique_ptr<Replay>> replays_;
 };
+
+// Checked events in trace order, and the names the header interned since the previous batch
+// (the header's `names` grows while the trace streams in; each worker keeps its own copy).
+struct EventBatch {
+  std::vector<std::string> new_names;
+  std::vector<Event> events;
+};
+using BatchPtr = std::shared_ptr<const EventBatch>;
+
+// A bounded single-producer, single-consumer queue of batches; null closes it.
+class BatchQueue {
+ public:
+  explicit BatchQueue(std::size_t capacity) : capacity_(capacity) {}
+
+  void Push(BatchPtr batch) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    not_full_.wait(lock, [this] { return batches_.size() < capacity_; });
+    batches_.push_back(std::move(batch));
+    not_empty_.notify_one();
+  }
+
+  BatchPtr Pop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    not_empty_.wait(lock, [this] { return !batches_.empty(); });
+    BatchPtr batch = std::move(batches_.front());
+    batches_.pop_front();
+    not_full_.notify_one();
+    return batch;
+  }
+
+ private:
+  const std::size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable not_full_;
+  std::condition_variable not_empty_;
+  std::deque<BatchPtr> batches_;
+};
+
+// Where a replay failed, ordered as a serial run meets failures: by event, then by policy.
+struct Failure {
+  static constexpr EventIndex kAtEnd = std::numeric_limits<EventIndex>::max();
+  EventIndex event = kAtEnd;
+  std::size_t policy = 0;
+  Status status;
+
+  bool Before(const Failure& other) const {
+    return event != other.event ? event < other.event : policy < other.policy;
+  }
+};
+
+// One thread replaying a share of the policies.
+class Worker {
+ public:
+  Worker(const TraceHeader& header, std::size_t queue_capacity)
+      : header_(header), queue_(queue_capacity) {}
+
+  void Add(std::size_t policy, std::unique_ptr<Replay> replay) {
+    policies_.push_back(policy);
+    replays_.push_back(std::move(replay));
+  }
+  // On the reader's thread, before Start: the replays keep a pointer to this worker's header.
+  Status StartReplays() {
+    for (std::size_t i = 0; i < replays_.size(); ++i) {
+      Status status = replays_[i]->OnHeader(header_);
+      if (!status.ok()) return status;
+    }
+    return Status::Ok();
+  }
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  void Push(BatchPtr batch) { queue_.Push(std::move(batch)); }
+  // Closes the queue; `ended`: the trace was read to its end, so the replays end too.
+  void Close(bool ended) {
+    ended_ = ended;
+    queue_.Push(nullptr);
+    thread_.join();
+  }
+
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  const std::optional<Failure>& failure() const { return failure_; }
+  std::unique_ptr<Replay> Take(std::size_t i) { return std::move(replays_[i]); }
+  const std::vector<std::size_t>& policies() const { return policies_; }
+
+ private:
+  void Run() {
+    while (BatchPtr batch = queue_.Pop()) {
+      if (failure_) continue;  // drain, so that the reader never blocks on a failed worker
+      header_.names.insert(header_.names.end(), batch->new_names.begin(), batch->new_names.end());
+      for (const Event& event : batch->events) {
+        if (!ReplayEvent(event)) break;
+      }
+    }
+    if (!ended_ || failure_) return;
+    for (std::size_t i = 0; i < replays_.size(); ++i) {
+      Status status = replays_[i]->OnEnd();
+      if (!status.ok()) {
+        Fail({Failure::kAtEnd, policies_[i], status});
+        return;
+      }
+    }
+  }
+
+  bool ReplayEvent(const Event& event) {
+    for (std::size_t i = 0; i < replays_.size(); ++i) {
+      Status status = replays_[i]->OnEvent(event);
+      if (!status.ok()) {
+        Fail({event.index, policies_[i], status});
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void Fail(Failure failure) {
+    failure_ = std::move(failure);
+    failed_.store(true, std::memory_order_relaxed);
+  }
+
+  TraceHeader header_;
+  BatchQueue queue_;
+  std::vector<std::size_t> policies_;
+  std::vector<std::unique_ptr<Replay>> replays_;
+  std::thread thread_;
+  bool ended_ = false;
+  std::optional<Failure> failure_;  // owned by the worker's thread until Close returns
+  std::atomic<bool> failed_{false};
+};
+
+// jobs > 1: the calling thread reads and checks; workers replay.
+class ParallelFanout final : public EventSink {
+ public:
+  // Events per batch: large enough that a queue operation costs nothing per event, small enough
+  // that the batches in flight (kQueueCapacity per worker, shared) stay around a megabyte.
+  static constexpr std::size_t kBatchEvents = 4096;
+  static constexpr std::size_t kQueueCapacity = 4;
+
+  ParallelFanout(const ReplayRequest& request, unsigned workers)
+      : request_(request), num_workers_(workers) {}
+
+  ~ParallelFanout() override {
+    for (auto& worker : workers_) {
+      if (worker->started) worker->worker.Close(false);
+    }
+  }
+
+  Status OnHeader(const TraceHeader& header) override {
+    header_ = &header;
+    Result<std::vector<std::unique_ptr<Replay>>> made = MakeReplays(request_, header);
+    if (!made.ok()) return made.status();
+    num_policies_ = made->size();
+    for (unsigned w = 0; w < num_workers_; ++w) {
+      workers_.push_back(std::make_unique<Slot>(header));
+    }
+    for (std::size_t i = 0; i < made->size(); ++i) {
+      workers_[i % num_workers_]->worker.Add(i, std::move((*made)[i]));
+    }
+    names_sent_ = header.names.size();
+    for (auto& slot : workers_) {
+      BUCKETSIM_RETURN_IF_ERROR(slot->worker.StartReplays());
+    }
+    for (auto& slot : workers_) {
+      slot->worker.Start();
+      slot->started = true;
+    }
+    batch_ = std::make_shared<EventBatch>();
+    batch_->events.reserve(kBatchEvents);
+    return Status::Ok();
+  }
+
+  Status OnEvent(const Event& event) override {
+    batch_->events.push_back(event);
+    if (batch_->events.size() < kBatchEvents) return Status::Ok();
+    Publish();
+    for (auto& slot : workers_) {
+      // Stop reading: the failure (or an earlier one) is what the run returns.
+      if (slot->worker.failed()) return Status(StatusCode::kInternal, "a replay failed");
+    }
+    return Status::Ok();
+  }
+
+  Status OnEnd() override {
+    Publish();
+    ended_ = true;
+    return Status::Ok();
+  }
+
+  // After the source returned: closes the queues and returns the error a serial run would have
+  // stopped at, if any.
+  Status Finish(Status source_status) {
+    std::optional<Failure> first;
+    for (auto& slot : workers_) {
+      if (slot->started) slot->worker.Close(ended_ && source_status.ok());
+      slot->started = false;
+      const std::optional<Failure>& failure = slot->worker.failure();
+      if (failure && (!first || failure->Before(*first))) first = failure;
+    }
+    // Every event the reader checked before its own error was replayed: a replay's failure
+    // comes first in a serial run.
+    if (first) return first->status;
+    return source_status;
+  }
+
+  std::vector<RunResult> TakeResults() {
+    std::vector<std::unique_ptr<Replay>> replays(num_policies_);
+    for (auto& slot : workers_) {
+      const std::vector<std::size_t>& policies = slot->worker.policies();
+      for (std::size_t i = 0; i < policies.size(); ++i) {
+        replays[policies[i]] = slot->worker.Take(i);
+      }
+    }
+    return bucketsim::TakeResults(replays);
+  }
+
+ private:
+  struct Slot {
+    explicit Slot(const TraceHeader& header) : worker(header, kQueueCapacity) {}
+    Worker worker;
+    bool started = false;
+  };
+
+  void Publish() {
+    if (batch_->events.empty() && names_sent_ == header_->names.size()) return;
+    batch_->new_names.assign(header_->names.begin() + static_cast<std::ptrdiff_t>(names_sent_),
+                             header_->names.end());
+    names_sent_ = header_->names.size();
+    BatchPtr published = std::move(batch_);
+    for (auto& slot : workers_) slot->worker.Push(published);
+    batch_ = std::make_shared<EventBatch>();
+    batch_->events.reserve(kBatchEvents);
+  }
+
+  const ReplayRequest& request_;
+  const unsigned num_workers_;
+  const TraceHeader* header_ = nullptr;
+  std::size_t num_policies_ = 0;
+  std::size_t names_sent_ = 0;
+  std::vector<std::unique_ptr<Slot>> workers_;
+  std::shared_ptr<EventBatch> batch_;
+  bool ended_ = false;
+};
+
+unsigned Workers(const ReplayRequest& request) {
+  unsigned jobs = request.jobs;
+  if (jobs == 0) jobs = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(std::min<std::size_t>(jobs, request.policies.size()));
+}
+
+template <typename Fanout>
+Result<ReplayOutcome> Run(const TraceSource& source, Fanout& fanout) {
+  TraceChecker checker(&fanout);
+  ReplayOutcome outcome;
+  BUCKETSIM_RETURN_IF_ERROR(fanout.Finish(source(outcome.header, checker)));
+  outcome.summary = checker.summary();
+  outcome.runs = fanout.TakeResults();
+  return outcome;
+}
 
 }  // namespace
 
@@ -63,13 +342,13 @@ double ResolveBucketCap(const PolicySpec& spec, std::optional<double> override_m
 }
 
 Result<ReplayOutcome> ReplayPolicies(const TraceSource& source, const ReplayRequest& request) {
-  PolicyFanout fanout(request);
-  TraceChecker checker(&fanout);
-  ReplayOutcome outcome;
-  BUCKETSIM_RETURN_IF_ERROR(source(outcome.header, checker));
-  outcome.summary = checker.summary();
-  outcome.runs = fanout.TakeResults();
-  return outcome;
+  const unsigned workers = Workers(request);
+  if (workers <= 1) {
+    PolicyFanout fanout(request);
+    return Run(source, fanout);
+  }
+  ParallelFanout fanout(request, workers);
+  return Run(source, fanout);
 }
 
 }  // namespace bucketsim

@@ -2,6 +2,14 @@
 // once, and every event is handed to one Replay per policy. Nothing of the trace is kept in
 // memory beyond the live state of each replay, so a ten-million-event trace costs no more
 // memory than a short one with the same peak.
+//
+// With `jobs` > 1 the replays run on worker threads: the calling thread reads and checks the
+// trace and hands batches of checked events to every worker through bounded queues (a few
+// batches in flight, so memory stays bounded); each worker replays its share of the policies
+// (policy i on worker i % workers). Each replay sees exactly the events, in the same order, that
+// a serial run gives it, so the results are the same byte for byte; an error is the one a serial
+// run would stop at (the earliest event, then the first policy). The alternative, each worker
+// reading its own stream, was measured slower (bench/end_to_end_bench.cc).
 #pragma once
 
 #include <functional>
@@ -28,8 +36,11 @@ struct ReplayRequest {
   // --bucket-cap-mb: overrides the trace's cap for every policy that does not fix its own.
   std::optional<double> bucket_cap_mb;
   ReplayOptions options;
-  // Keep the timeline (ReplayOptions::keep_timeline) of this policy only: --chrome-trace.
+  // Keep the timeline (ReplayOptions::keep_timeline) and the full collective log of this policy
+  // only: --chrome-trace.
   std::optional<std::size_t> timeline_policy;
+  // Threads replaying (at most one per policy); 0: one per core. A real backend must stay at 1.
+  unsigned jobs = 1;
 };
 
 struct ReplayOutcome {

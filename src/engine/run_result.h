@@ -12,6 +12,7 @@
 #include "core/category.h"
 #include "core/collective_record.h"
 #include "core/event.h"
+#include "engine/collective_summary.h"
 #include "engine/memory_timeline.h"
 #include "memory/memory_model.h"
 #include "policy/bucket_policy.h"
@@ -128,7 +129,12 @@ struct RunResult {
   // The first ReplayOptions::max_bucket_lifetimes allocations of bucket buffers, in order.
   std::vector<BucketLifetime> bucket_lifetimes;
   std::uint64_t bucket_lifetimes_dropped = 0;  // allocations past that bound
+  // Every collective, summarised per stretch of the trace; always kept.
+  CollectiveSummary collective_summary;
+  // The full log, one record per collective in issue order: only with
+  // ReplayOptions::keep_collective_log (--full-log), as it grows with the trace.
   std::vector<CollectiveRecord> collectives;
+  bool collective_log_kept = false;  // whether `collectives` is the full log
   PolicyCounters counters;
   std::optional<OomEvent> oom;  // set when --device-memory was too small; figures stop there
   std::optional<AllocatorTotals> allocator;  // caching model only

@@ -26,28 +26,34 @@ bool Preferred(const std::vector<SweepPoint>& points, std::size_t a, std::size_t
 
 }  // namespace
 
-std::vector<SweepPoint> SummarizeSweep(const std::vector<RunResult>& runs) {
-  std::vector<SweepPoint> points;
-  for (const RunResult& run : runs) {
-    TimingTotals totals = SumTimings(run.iterations, run.collectives);
-    SweepPoint point;
-    point.policy = run.policy;
-    point.canonical = run.canonical;
-    point.bucket_cap_mb = run.bucket_cap_mb;
-    point.peak_allocated_bytes = run.peak.allocated_bytes;
-    point.peak_reserved_bytes = run.peak.reserved_bytes;
-    point.step_time_us = totals.step_time_us;
-    // Per iteration over the same iterations as the step time (TimingTotals::per_iteration).
-    point.exposed_communication_us = totals.per_iteration.exposed_communication_us;
-    point.out_of_memory = run.oom.has_value();
-    points.push_back(std::move(point));
-  }
+SweepPoint SweepPointOf(const RunResult& run) {
+  TimingTotals totals = SumTimings(run.iterations, run.collective_summary.totals());
+  SweepPoint point;
+  point.policy = run.policy;
+  point.canonical = run.canonical;
+  point.bucket_cap_mb = run.bucket_cap_mb;
+  point.peak_allocated_bytes = run.peak.allocated_bytes;
+  point.peak_reserved_bytes = run.peak.reserved_bytes;
+  point.step_time_us = totals.step_time_us;
+  // Per iteration over the same iterations as the step time (TimingTotals::per_iteration).
+  point.exposed_communication_us = totals.per_iteration.exposed_communication_us;
+  point.out_of_memory = run.oom.has_value();
+  return point;
+}
+
+void MarkPareto(std::vector<SweepPoint>& points) {
   for (SweepPoint& candidate : points) {
     if (candidate.out_of_memory) continue;
     candidate.pareto = std::none_of(points.begin(), points.end(), [&](const SweepPoint& other) {
       return !other.out_of_memory && Dominates(other, candidate);
     });
   }
+}
+
+std::vector<SweepPoint> SummarizeSweep(const std::vector<RunResult>& runs) {
+  std::vector<SweepPoint> points;
+  for (const RunResult& run : runs) points.push_back(SweepPointOf(run));
+  MarkPareto(points);
   return points;
 }
 

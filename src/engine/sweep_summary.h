@@ -28,6 +28,10 @@ struct SweepPoint {
 // The points in the order of `runs`, with the Pareto set marked (points that ran out of memory
 // are excluded from it). Points with identical figures are all marked.
 std::vector<SweepPoint> SummarizeSweep(const std::vector<RunResult>& runs);
+// Its two steps, for points gathered from several processes: one run's point (not yet marked),
+// and the Pareto set of all of them.
+SweepPoint SweepPointOf(const RunResult& run);
+void MarkPareto(std::vector<SweepPoint>& points);
 
 // Whether a point fits a peak reserved budget; one that ran out of memory fits none.
 bool FitsBudget(const SweepPoint& point, Bytes budget_bytes);

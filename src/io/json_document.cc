@@ -1,5 +1,6 @@
 #include "io/json_document.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -53,6 +54,27 @@ Result<JsonDocument> JsonDocument::Read(const std::string& path, std::string_vie
   text << in.rdbuf();
   if (in.bad()) return IoError(fmt::format("cannot read {} '{}'", kind, path));
   return Parse(path, kind, text.str());
+}
+
+Result<JsonDocument> JsonDocument::Read(const std::string& path, std::string_view kind,
+                                        const std::vector<std::string>& skip) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return IoError(fmt::format("cannot read {} '{}': {}", kind, path, std::strerror(errno)));
+  }
+  auto keep = [&skip](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    if (event != Json::parse_event_t::key) return true;
+    const std::string& key = parsed.get_ref<const std::string&>();
+    return std::find(skip.begin(), skip.end(), key) == skip.end();
+  };
+  try {
+    Json root = Json::parse(in, keep);
+    if (in.bad()) return IoError(fmt::format("cannot read {} '{}'", kind, path));
+    return JsonDocument(path, std::string(kind), std::move(root));
+  } catch (const Json::exception& e) {
+    return InvalidArgument(
+        fmt::format("{}: not a valid {}: {}", path, kind, WithoutExceptionId(e.what())));
+  }
 }
 
 Result<JsonDocument> JsonDocument::Parse(const std::string& path, std::string_view kind,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +45,11 @@ class JsonDocument {
   // An unreadable file is an IoError; a file that is not JSON an InvalidArgument naming the
   // line and column. `kind` ("budget file") is how messages name the file's role.
   static Result<JsonDocument> Read(const std::string& path, std::string_view kind);
+  // The same, parsed from the file as it is read, leaving out the values of the keys named in
+  // `skip` wherever they appear: a large file whose bulk a reader does not need (a report's full
+  // collective log) costs the memory of the rest only.
+  static Result<JsonDocument> Read(const std::string& path, std::string_view kind,
+                                   const std::vector<std::string>& skip);
   // The same, from text (`path` names it in messages).
   static Result<JsonDocument> Parse(const std::string& path, std::string_view kind,
                                     std::string_view text);

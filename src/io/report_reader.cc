@@ -422,7 +422,10 @@ Result<ReportDocument> ParseReport(const std::string& text, const std::string& s
 }
 
 Result<ReportDocument> ReadReportFile(const std::string& path, ReportContent content) {
-  return FromDocument(JsonDocument::Read(path, kKind), content);
+  // The full collective log (--full-log, and every report before the summary) is the one part
+  // of a report that grows with the trace, and no page or baseline reads it: it is skipped as
+  // it is parsed, so any report reads in memory bounded by its other parts.
+  return FromDocument(JsonDocument::Read(path, kKind, {"collectives"}), content);
 }
 
 }  // namespace bucketsim

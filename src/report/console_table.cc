@@ -114,7 +114,7 @@ Table BuildTimingTable(const ReplayOutcome& outcome) {
   table.right_aligned[0] = false;
   table.right_aligned[1] = false;
   for (const RunResult& run : outcome.runs) {
-    TimingTotals totals = SumTimings(run.iterations, run.collectives);
+    TimingTotals totals = SumTimings(run.iterations, run.collective_summary.totals());
     const IterationTiming& one = totals.per_iteration;
     const ExecutionFacts& facts = run.execution;
     std::string verified = !facts.verified ? "no"
@@ -124,7 +124,7 @@ Table BuildTimingTable(const ReplayOutcome& outcome) {
     table.rows.push_back({run.policy, facts.emulated ? run.backend + " (emulated)" : run.backend,
                           Ms(totals.step_time_us), Ms(one.compute_us), Ms(one.communication_us),
                           Ms(one.exposed_communication_us), Ms(totals.exposed_communication_us),
-                          Ms(one.copy_us), fmt::format("{}", run.collectives.size()),
+                          Ms(one.copy_us), fmt::format("{}", run.collective_summary.totals().count),
                           fmt::format("{:.2f}", totals.busbw_GBps), verified,
                           fmt::format("{}", facts.communicators)});
   }

@@ -1,5 +1,9 @@
 #include "report/json_report.h"
 
+#include <cstdio>
+#include <functional>
+#include <memory>
+
 #include <fmt/format.h>
 
 #include "io/atomic_file.h"
@@ -45,8 +49,7 @@ void WriteContext(JsonWriter& w, const ReportContext& context) {
   w.EndObject();
 }
 
-void WriteTrace(JsonWriter& w, const ReplayOutcome& outcome) {
-  const TraceHeader& h = outcome.header;
+void WriteTrace(JsonWriter& w, const TraceHeader& h, const TraceSummary& summary) {
   std::size_t params = 0;
   for (const FsdpInstance& instance : h.fsdp) params += instance.params.size();
   w.Key("trace");
@@ -56,12 +59,12 @@ void WriteTrace(JsonWriter& w, const ReplayOutcome& outcome) {
   w.Field("world_size", h.world_size);
   w.Field("rank", h.rank);
   w.Field("bucket_cap_mb", h.bucket_cap_mb);
-  w.Field("events", outcome.summary.events);
-  w.Field("iterations", outcome.summary.iterations);
+  w.Field("events", summary.events);
+  w.Field("iterations", summary.iterations);
   w.Field("fsdp_instances", h.fsdp.size());
   w.Field("params", params);
   w.Field("process_groups", h.groups.size());
-  w.Field("compute_us", outcome.summary.compute_us);
+  w.Field("compute_us", summary.compute_us);
   w.EndObject();
 }
 
@@ -190,6 +193,47 @@ void WriteBucketLifetimes(JsonWriter& w, const RunResult& run) {
   w.Field("bucket_lifetimes_dropped", run.bucket_lifetimes_dropped);
 }
 
+void WriteCount(JsonWriter& w, std::string_view key, const CollectiveCount& count) {
+  w.Key(key);
+  w.BeginObject();
+  w.Field("count", count.count);
+  w.Field("bytes", count.bytes);
+  w.EndObject();
+}
+
+void WriteCollectiveSummary(JsonWriter& w, const CollectiveSummary& summary) {
+  w.Key("collective_summary");
+  w.BeginObject();
+  w.Field("count", summary.totals().count);
+  w.Field("bytes", summary.totals().bytes);
+  w.Key("phases");
+  w.BeginArray();
+  for (const PhaseCollectives& p : summary.phases()) {
+    w.BeginObject();
+    w.Field("iteration", p.iteration);
+    w.Field("phase", PhaseName(p.phase));
+    w.Field("count", p.total.count);
+    w.Field("bytes", p.total.bytes);
+    for (int k = 0; k < kNumCollectiveKinds; ++k) {
+      WriteCount(w, CollectiveKindName(static_cast<CollectiveKind>(k)), p.by_kind[k]);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("groups");
+  w.BeginArray();
+  for (const GroupCollectives& g : summary.groups()) {
+    w.BeginObject();
+    w.Field("group", g.group);
+    w.Field("group_size", g.group_size);
+    w.Field("count", g.total.count);
+    w.Field("bytes", g.total.bytes);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
 void WriteCollectives(JsonWriter& w, const std::vector<CollectiveRecord>& collectives) {
   w.Key("collectives");
   w.BeginArray();
@@ -203,7 +247,7 @@ void WriteCollectives(JsonWriter& w, const std::vector<CollectiveRecord>& collec
     w.Field("output_numel", c.output_numel);
     w.Field("requests", c.requests);
     w.Field("event_index", c.event_index);
-    Bytes bytes = c.input_numel * ElementSize(c.dtype);
+    Bytes bytes = SendBytes(c);
     w.Field("bytes", bytes);
     w.Field("start_us", c.start_us);
     w.Field("dur_us", c.dur_us);
@@ -253,7 +297,7 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
   w.Key("timing");
   w.BeginObject();
   w.Field("backend", run.backend);
-  TimingTotals totals = SumTimings(run.iterations, run.collectives);
+  TimingTotals totals = SumTimings(run.iterations, run.collective_summary.totals());
   w.Field("step_time_us", totals.step_time_us);
   w.Field("iteration_us", totals.iteration_us);
   w.Field("compute_us", totals.compute_us);
@@ -282,7 +326,8 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
   if (!run.prediction) {
     w.Null();
   } else {
-    TimingTotals predicted = SumTimings(run.prediction->iterations, run.collectives);
+    TimingTotals predicted =
+        SumTimings(run.prediction->iterations, run.collective_summary.totals());
     w.BeginObject();
     w.Field("profile", run.prediction->profile);
     w.Field("step_time_us", predicted.step_time_us);
@@ -387,8 +432,73 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
   WriteExecution(w, run.execution);
   WriteTimeline(w, run.timeline);
   WriteBucketLifetimes(w, run);
-  WriteCollectives(w, run.collectives);
+  WriteCollectiveSummary(w, run.collective_summary);
+  if (run.collective_log_kept) WriteCollectives(w, run.collectives);
   w.EndObject();
+}
+
+// The policies' entries are written by `write_runs`, from RunResults or gathered fragments.
+void WriteReport(JsonWriter& w, const TraceHeader& header, const TraceSummary& summary,
+                 const std::function<void(JsonWriter&)>& write_runs, const ReportContext& context,
+                 const SweepSection* sweep) {
+  w.BeginObject();
+  w.Field("schema_version", kReportSchemaVersion);
+  WriteContext(w, context);
+  WriteTrace(w, header, summary);
+  w.Key("policies");
+  w.BeginArray();
+  write_runs(w);
+  w.EndArray();
+  if (sweep) WriteSweep(w, *sweep);
+  w.EndObject();
+}
+
+// Where a streamed report goes: an AtomicFile (the file appears only when complete, with its
+// missing parent directories created), or stdout for "-".
+class OutputFile {
+ public:
+  Status Open(const std::string& path) {
+    path_ = path;
+    if (path == "-") return Status::Ok();
+    Result<std::unique_ptr<AtomicFile>> file = AtomicFile::Create(path);
+    if (!file.ok()) return file.status();
+    file_ = std::move(*file);
+    return Status::Ok();
+  }
+  void Write(std::string_view text) {
+    if (file_) {
+      file_->stream().write(text.data(), static_cast<std::streamsize>(text.size()));
+    } else if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) {
+      stdout_failed_ = true;
+    }
+  }
+  Status Close() {
+    if (file_) return file_->Commit();
+    if (stdout_failed_ || std::fflush(stdout) != 0) {
+      return IoError(fmt::format("cannot write '{}'", path_));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<AtomicFile> file_;  // unset: stdout
+  bool stdout_failed_ = false;
+};
+
+std::function<void(JsonWriter&)> RunsOf(const ReplayOutcome& outcome) {
+  return [&outcome](JsonWriter& w) {
+    for (const RunResult& run : outcome.runs) WriteRun(w, run);
+  };
+}
+
+Status StreamReport(const std::string& path, const std::function<void(JsonWriter&)>& write_report) {
+  OutputFile file;
+  BUCKETSIM_RETURN_IF_ERROR(file.Open(path));
+  JsonWriter w([&file](std::string_view text) { file.Write(text); });
+  write_report(w);
+  w.Finish();
+  return file.Close();
 }
 
 }  // namespace
@@ -396,17 +506,43 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
 std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context,
                            const SweepSection* sweep) {
   JsonWriter w;
+  WriteReport(w, outcome.header, outcome.summary, RunsOf(outcome), context, sweep);
+  return w.Finish();
+}
+
+Status WriteReportJson(const std::string& path, const ReplayOutcome& outcome,
+                       const ReportContext& context, const SweepSection* sweep) {
+  return StreamReport(path, [&](JsonWriter& w) {
+    WriteReport(w, outcome.header, outcome.summary, RunsOf(outcome), context, sweep);
+  });
+}
+
+std::string RunJsonFragment(const RunResult& run) {
+  // Written where it stands in a report (inside the top-level object's `policies`), so that its
+  // indentation is the report's; the enclosing text is cut off again.
+  constexpr std::string_view kBefore = "{\n  \"policies\": [\n    ";
+  constexpr std::string_view kAfter = "\n  ]\n}\n";
+  JsonWriter w;
   w.BeginObject();
-  w.Field("schema_version", kReportSchemaVersion);
-  WriteContext(w, context);
-  WriteTrace(w, outcome);
   w.Key("policies");
   w.BeginArray();
-  for (const RunResult& run : outcome.runs) WriteRun(w, run);
+  WriteRun(w, run);
   w.EndArray();
-  if (sweep) WriteSweep(w, *sweep);
   w.EndObject();
-  return w.Finish();
+  std::string text = w.Finish();
+  BUCKETSIM_CHECK(text.size() > kBefore.size() + kAfter.size() && text.starts_with(kBefore) &&
+                  text.ends_with(kAfter));
+  return text.substr(kBefore.size(), text.size() - kBefore.size() - kAfter.size());
+}
+
+Status WriteReportJson(const std::string& path, const TraceHeader& header,
+                       const TraceSummary& summary, const std::vector<std::string>& run_fragments,
+                       const ReportContext& context, const SweepSection* sweep) {
+  auto runs = [&run_fragments](JsonWriter& w) {
+    for (const std::string& fragment : run_fragments) w.Raw(fragment);
+  };
+  return StreamReport(
+      path, [&](JsonWriter& w) { WriteReport(w, header, summary, runs, context, sweep); });
 }
 
 Status WriteTextFile(const std::string& path, std::string_view text) {

@@ -1,11 +1,14 @@
 // The JSON report: schema_version, the context block, a summary of the trace, and per policy
 // every figure the replay produced (reports/README.md documents each field, reports/
 // report-v1.schema.json validates it). Field names carry units (`_bytes`, `_us`, `_numel`).
-// The text is streamed by a JsonWriter: a report of a multi-million-event trace is large.
+// The text is streamed by a JsonWriter. The collective log is summarised per stretch of the trace
+// (`collective_summary`); the full log (`collectives`) is written for a run that kept it
+// (--full-log), so a report's size follows the number of iterations, not of events.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/replay_policies.h"
 #include "engine/sweep_summary.h"
@@ -17,6 +20,17 @@ namespace bucketsim {
 // follows the policies (`bucketsim sweep`).
 std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context,
                            const SweepSection* sweep = nullptr);
+// The same, streamed to `path` (created with its missing parent directories; "-": stdout)
+// without holding the text.
+Status WriteReportJson(const std::string& path, const ReplayOutcome& outcome,
+                       const ReportContext& context, const SweepSection* sweep = nullptr);
+// One policy's entry of a report, exactly as WriteReportJson writes it inside `policies`: how
+// `sweep` under mpirun gathers the entries every rank replayed into one report.
+std::string RunJsonFragment(const RunResult& run);
+// The report of `header` whose policies are the given entries (RunJsonFragment), in order.
+Status WriteReportJson(const std::string& path, const TraceHeader& header,
+                       const TraceSummary& summary, const std::vector<std::string>& run_fragments,
+                       const ReportContext& context, const SweepSection* sweep = nullptr);
 // Writes `text` to `path`, creating missing parent directories, through an AtomicFile: the
 // file appears only when complete (io/atomic_file.h).
 Status WriteTextFile(const std::string& path, std::string_view text);

@@ -17,7 +17,13 @@ constexpr std::string_view kNeedsEscape(
 
 }  // namespace
 
+void JsonWriter::Flush() {
+  sink_(out_);
+  out_.clear();
+}
+
 void JsonWriter::NewLine() {
+  FlushIfFull();
   out_ += '\n';
   out_.append(2 * levels_.size(), ' ');
 }
@@ -28,7 +34,8 @@ void JsonWriter::BeforeValue() {
     return;
   }
   if (levels_.empty()) {
-    BUCKETSIM_CHECK(out_.empty());  // one top-level value
+    BUCKETSIM_CHECK(!started_);  // one top-level value
+    started_ = true;
     return;
   }
   Level& level = levels_.back();
@@ -131,9 +138,16 @@ void JsonWriter::Double(double value) {
 }
 
 std::string JsonWriter::Finish() {
-  BUCKETSIM_CHECK(levels_.empty() && !out_.empty());
+  BUCKETSIM_CHECK(levels_.empty() && started_);
   out_ += '\n';
-  return std::move(out_);
+  if (!sink_) return std::move(out_);
+  Flush();
+  return {};
+}
+
+void JsonWriter::Raw(std::string_view json) {
+  BeforeValue();
+  out_.append(json);
 }
 
 void JsonWriter::Null() {

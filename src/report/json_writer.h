@@ -1,10 +1,13 @@
 // A streaming JSON writer for reports: values go straight into a string as they are produced,
 // indented by two spaces like nlohmann's dump(2), so a report of millions of collectives costs
 // its text and nothing more (a DOM of it cost ten times the memory and most of the run time).
+// Given a sink, the text goes to the sink in pieces of about kFlushBytes as it is written, so
+// writing a report to a file holds none of it whole.
 // Misuse (a value where a key is due, unbalanced ends) is a bug and fails a BUCKETSIM_CHECK.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +16,12 @@ namespace bucketsim {
 
 class JsonWriter {
  public:
+  using Sink = std::function<void(std::string_view text)>;
+  static constexpr std::size_t kFlushBytes = 64 * 1024;
+
+  JsonWriter() = default;
+  explicit JsonWriter(Sink sink) : sink_(std::move(sink)) {}
+
   void BeginObject() { Open('{', /*object=*/true); }
   void EndObject() { Close('}'); }
   void BeginArray() { Open('[', /*object=*/false); }
@@ -26,6 +35,8 @@ class JsonWriter {
   void Double(double value);
   void Bool(bool value);
   void Null();
+  // A value already written as JSON text by a writer at the same depth (RunJsonFragment).
+  void Raw(std::string_view json);
 
   template <typename T>
   void Field(std::string_view key, const T& value) {
@@ -44,7 +55,8 @@ class JsonWriter {
   void Value(long v) { Int(v); }
   void Value(long long v) { Int(v); }
 
-  // The document, with a final newline; every object and array must be closed.
+  // The document, with a final newline; every object and array must be closed. With a sink, the
+  // rest of the text goes to it and the result is empty.
   std::string Finish();
 
  private:
@@ -57,8 +69,14 @@ class JsonWriter {
   void Close(char bracket);
   void NewLine();
   void WriteEscaped(std::string_view value);  // a JSON string literal, UTF-8 passed through
+  void FlushIfFull() {
+    if (sink_ && out_.size() >= kFlushBytes) Flush();
+  }
+  void Flush();
 
+  Sink sink_;
   std::string out_;
+  bool started_ = false;  // the top-level value has begun
   std::vector<Level> levels_;
   bool key_pending_ = false;
 };

@@ -41,15 +41,17 @@ std::string WriteTempFile(const std::string& name, const std::string& contents) 
 
 namespace {
 
-BinaryResult RunWithPrefix(const std::string& prefix, const std::vector<std::string>& args) {
+BinaryResult RunWithPrefix(const std::string& prefix, const std::vector<std::string>& args,
+                           const std::string& stdin_from = "") {
   static int counter = 0;
   std::filesystem::path dir = TempDir();
   std::string out_path = (dir / ("out" + std::to_string(counter))).string();
   std::string err_path = (dir / ("err" + std::to_string(counter++))).string();
   std::string command =
-      "cd " + Quote(BUCKETSIM_SOURCE_DIR) + " && " + prefix + Quote(BUCKETSIM_BINARY);
+      "cd " + Quote(BUCKETSIM_SOURCE_DIR) + " && " + stdin_from + prefix + Quote(BUCKETSIM_BINARY);
   for (const std::string& arg : args) command += " " + Quote(arg);
-  command += " >" + Quote(out_path) + " 2>" + Quote(err_path) + " </dev/null";
+  command += " >" + Quote(out_path) + " 2>" + Quote(err_path);
+  if (stdin_from.empty()) command += " </dev/null";
   int status = std::system(command.c_str());
   BinaryResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -61,6 +63,10 @@ BinaryResult RunWithPrefix(const std::string& prefix, const std::vector<std::str
 }  // namespace
 
 BinaryResult RunBucketsim(const std::vector<std::string>& args) { return RunWithPrefix("", args); }
+
+BinaryResult RunBucketsim(const std::vector<std::string>& args, const std::string& stdin_from) {
+  return RunWithPrefix("", args, stdin_from);
+}
 
 BinaryResult RunBucketsimUnderMpi(int ranks, const std::vector<std::string>& args) {
   // Open MPI refuses root without --allow-run-as-root and more ranks than cores without

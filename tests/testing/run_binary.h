@@ -15,6 +15,8 @@ struct BinaryResult {
 
 // Runs BUCKETSIM_BINARY with `args` (each shell-quoted), from the source directory.
 BinaryResult RunBucketsim(const std::vector<std::string>& args);
+// The same with `stdin_from` (a shell command line ending in "| ") feeding its standard input.
+BinaryResult RunBucketsim(const std::vector<std::string>& args, const std::string& stdin_from);
 // Runs it under `mpirun -np ranks` (as root and oversubscribed where that needs flags).
 BinaryResult RunBucketsimUnderMpi(int ranks, const std::vector<std::string>& args);
 // A file under the test's temporary directory with the given contents; returns its path.

@@ -104,6 +104,35 @@ Status MpiWorld::Agree(const Status& local) {
                 fmt::format("rank {}: {}", first, std::string(text.begin(), text.end())));
 }
 
+Result<std::vector<std::string>> MpiWorld::GatherToRoot(std::string_view local) {
+  if (local.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    return InvalidArgument(
+        fmt::format("rank {}: {} bytes to gather: more than MPI_Gatherv can", rank_, local.size()));
+  }
+  int size = static_cast<int>(local.size());
+  std::vector<int> sizes(rank_ == 0 ? static_cast<std::size_t>(size_) : 0);
+  BUCKETSIM_MPI_RETURN_IF_ERROR(
+      MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
+  std::vector<int> offsets(sizes.size());
+  std::size_t total = 0;
+  for (std::size_t r = 0; r < sizes.size(); ++r) {
+    if (total > static_cast<std::size_t>(std::numeric_limits<int>::max() - sizes[r])) {
+      return InvalidArgument("the ranks' results exceed what MPI_Gatherv can gather");
+    }
+    offsets[r] = static_cast<int>(total);
+    total += static_cast<std::size_t>(sizes[r]);
+  }
+  std::string all(total, '\0');
+  BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Gatherv(local.data(), size, MPI_CHAR, all.data(), sizes.data(),
+                                            offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD));
+  std::vector<std::string> gathered;
+  for (std::size_t r = 0; r < sizes.size(); ++r) {
+    gathered.push_back(
+        all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(sizes[r])));
+  }
+  return gathered;
+}
+
 Status MpiWorld::Barrier() {
   BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Barrier(MPI_COMM_WORLD));
   return Status::Ok();

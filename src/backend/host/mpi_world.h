@@ -7,6 +7,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -27,6 +29,9 @@ class MpiWorld {
   // error of the lowest failing rank with "rank R: " in front of its message.
   Status Agree(const Status& local);
   Status Barrier();
+  // Collective: every rank's `local` bytes, in rank order, on rank 0 (empty on the others). How
+  // `sweep` under mpirun gathers the ranks' results into one report.
+  Result<std::vector<std::string>> GatherToRoot(std::string_view local);
   // Ends every rank of the job now (MPI_Abort): for failures other ranks may be blocked on.
   [[noreturn]] void Abort(int exit_code);
 

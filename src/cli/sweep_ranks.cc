@@ -1,0 +1,137 @@
+#include "cli/sweep_ranks.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "backend/host/mpi_world.h"
+#include "report/json_report.h"
+
+namespace bucketsim {
+namespace {
+
+// The bytes a rank sends: per configuration its index, report entry and sweep point.
+class Packer {
+ public:
+  void Uint(std::uint64_t value) { Raw(&value, sizeof value); }
+  void Double(double value) { Raw(&value, sizeof value); }
+  void String(std::string_view text) {
+    Uint(text.size());
+    out_.append(text);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Raw(const void* data, std::size_t size) {
+    out_.append(static_cast<const char*>(data), size);
+  }
+  std::string out_;
+};
+
+class Unpacker {
+ public:
+  explicit Unpacker(std::string_view in) : in_(in) {}
+  bool done() const { return at_ == in_.size(); }
+  std::uint64_t Uint() {
+    std::uint64_t value = 0;
+    Raw(&value, sizeof value);
+    return value;
+  }
+  double Double() {
+    double value = 0;
+    Raw(&value, sizeof value);
+    return value;
+  }
+  std::string String() {
+    const std::uint64_t size = Uint();
+    BUCKETSIM_CHECK(size <= in_.size() - at_);
+    std::string text(in_.substr(at_, size));
+    at_ += size;
+    return text;
+  }
+
+ private:
+  void Raw(void* data, std::size_t size) {
+    BUCKETSIM_CHECK(size <= in_.size() - at_);
+    std::memcpy(data, in_.data() + at_, size);
+    at_ += size;
+  }
+  std::string_view in_;
+  std::size_t at_ = 0;
+};
+
+void PackPoint(Packer& p, const SweepPoint& point) {
+  p.String(point.policy);
+  p.String(point.canonical);
+  p.Double(point.bucket_cap_mb);
+  p.Uint(point.peak_allocated_bytes);
+  p.Uint(point.peak_reserved_bytes);
+  p.Double(point.step_time_us);
+  p.Double(point.exposed_communication_us);
+  p.Uint(point.out_of_memory);
+}
+
+SweepPoint UnpackPoint(Unpacker& u) {
+  SweepPoint point;
+  point.policy = u.String();
+  point.canonical = u.String();
+  point.bucket_cap_mb = u.Double();
+  point.peak_allocated_bytes = u.Uint();
+  point.peak_reserved_bytes = u.Uint();
+  point.step_time_us = u.Double();
+  point.exposed_communication_us = u.Double();
+  point.out_of_memory = u.Uint() != 0;
+  return point;
+}
+
+}  // namespace
+
+bool LaunchedByMpirun() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (std::getenv(name)) return true;
+  }
+  return false;
+}
+
+Result<std::optional<GatheredSweep>> ReplayOverRanks(
+    MpiWorld& world, const ReplayFlags& flags, const std::vector<PolicySpec>& configurations) {
+  const auto ranks = static_cast<std::size_t>(world.size());
+  const auto rank = static_cast<std::size_t>(world.rank());
+  std::vector<PolicySpec> mine;
+  for (std::size_t i = rank; i < configurations.size(); i += ranks)
+    mine.push_back(configurations[i]);
+  Result<ReplayOutcome> outcome = InvalidArgument("no configuration on this rank");
+  if (!mine.empty()) outcome = RunReplays(flags, {}, {mine, std::nullopt, 1.0});
+  // Rank 0 always has configuration 0; a rank with none has nothing to fail.
+  BUCKETSIM_RETURN_IF_ERROR(world.Agree(mine.empty() ? Status::Ok() : outcome.status()));
+  Packer packer;
+  for (std::size_t k = 0; k < mine.size(); ++k) {
+    packer.Uint(rank + k * ranks);
+    packer.String(RunJsonFragment(outcome->runs[k]));
+    PackPoint(packer, SweepPointOf(outcome->runs[k]));
+  }
+  Result<std::vector<std::string>> gathered = world.GatherToRoot(packer.Take());
+  if (!gathered.ok()) return gathered.status();
+  if (rank != 0) return std::optional<GatheredSweep>();
+  GatheredSweep sweep;
+  sweep.header = std::move(outcome->header);
+  sweep.summary = outcome->summary;
+  sweep.entries.resize(configurations.size());
+  sweep.points.resize(configurations.size());
+  std::size_t received = 0;
+  for (const std::string& bytes : *gathered) {
+    Unpacker unpacker(bytes);
+    while (!unpacker.done()) {
+      const std::uint64_t index = unpacker.Uint();
+      BUCKETSIM_CHECK(index < configurations.size());
+      sweep.entries[index] = unpacker.String();
+      sweep.points[index] = UnpackPoint(unpacker);
+      ++received;
+    }
+  }
+  BUCKETSIM_CHECK(received == configurations.size());
+  return std::optional<GatheredSweep>(std::move(sweep));
+}
+
+}  // namespace bucketsim

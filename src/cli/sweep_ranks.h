@@ -1,0 +1,34 @@
+// `bucketsim sweep` under mpirun: the configurations spread over the ranks (configuration i on
+// rank i % ranks), each rank reading the trace once for its share, and rank 0 gathering every
+// entry of the report, in order, so that it writes what a single process writes, byte for byte.
+// What travels is each configuration's report entry as JSON text (RunJsonFragment) and its sweep
+// point; MPI stays in the host backend's MpiWorld.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "engine/sweep_summary.h"
+
+namespace bucketsim {
+
+class MpiWorld;
+
+// Whether this process was started by mpirun (Open MPI's or a PMI launcher's environment).
+bool LaunchedByMpirun();
+
+struct GatheredSweep {
+  TraceHeader header;
+  TraceSummary summary;
+  std::vector<std::string> entries;  // the report's policies[], one per configuration
+  std::vector<SweepPoint> points;    // the same order; the Pareto set not yet marked
+};
+
+// Replays this rank's share of `configurations`; rank 0 gets every rank's entries, the others
+// nothing. An error on any rank is the error of every rank.
+Result<std::optional<GatheredSweep>> ReplayOverRanks(MpiWorld& world, const ReplayFlags& flags,
+                                                     const std::vector<PolicySpec>& configurations);
+
+}  // namespace bucketsim
