@@ -98,8 +98,13 @@ FrameworkSetting PointSetting(const SweepPoint& point) {
 }
 
 Simplicity EffectiveSimplicity(const SweepPoint& point) {
-  if (point.bucketed_requests == 0) return Simplicity::kUnbucketed;
-  return PointSetting(point).simplicity;
+  FrameworkSetting setting = PointSetting(point);
+  // fairscale's cap decides what is bucketed (the shard size): at a cap that buckets nothing
+  // every request takes the bypass path, exactly as with bucket_cap_mb=0.
+  if (point.bucketed_requests == 0 && setting.framework == "fairscale") {
+    return Simplicity::kUnbucketed;
+  }
+  return setting.simplicity;
 }
 
 bool SameFigures(const SweepPoint& a, const SweepPoint& b) {
@@ -175,8 +180,8 @@ FrameworkSetting RecommendedSetting(const SweepSection& sweep) {
   BUCKETSIM_CHECK(chosen.has_value());
   const SweepPoint& p = sweep.points[*chosen];
   Result<PolicySpec> spec = ParsePolicySpec(p.canonical);
-  return SettingFor(spec.ok() ? *spec : PolicySpec{},
-                    p.bucketed_requests == 0 ? 0 : p.bucket_cap_mb);
+  const bool unbucketed_in_effect = EffectiveSimplicity(p) == Simplicity::kUnbucketed;
+  return SettingFor(spec.ok() ? *spec : PolicySpec{}, unbucketed_in_effect ? 0 : p.bucket_cap_mb);
 }
 
 }  // namespace bucketsim

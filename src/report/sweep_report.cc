@@ -153,7 +153,8 @@ std::string DescribeSetting(const SweepSection& sweep) {
   if (!chosen) return "";
   const SweepPoint& p = sweep.points[*chosen];
   // A cap that buckets nothing is bucket_cap_mb=0 in effect: say so rather than name the cap.
-  const bool unbucketed_in_effect = p.bucket_cap_mb > 0 && p.bucketed_requests == 0;
+  const bool unbucketed_in_effect =
+      p.bucket_cap_mb > 0 && EffectiveSimplicity(p) == Simplicity::kUnbucketed;
   const FrameworkSetting setting = RecommendedSetting(sweep);
   std::string text = fmt::format("Setting for {} ({}): {} — {}.", Name(p), setting.framework,
                                  setting.setting, setting.note);
