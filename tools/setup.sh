@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages bucketsim needs to build and test. As root it runs apt-get;
 # otherwise it prints the exact command to run and fails. chromium is for the browser test of
-# the HTML report (tests/report/browser_test.py). CUDA and NCCL are optional and not
+# the HTML report (tests/report/browser_test.py); python3-torch (CPU) runs real
+# DistributedDataParallel against the ddp policy (tests/tools/ddp_buckets_test.py). CUDA and NCCL are optional and not
 # installed here: where nvcc and NCCL are present the CUDA backend is built as well.
 set -euo pipefail
 
@@ -10,7 +11,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
-  python3 python3-jsonschema
+  python3 python3-jsonschema python3-torch
   chromium
   libxml2-utils
 )

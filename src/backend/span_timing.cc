@@ -107,7 +107,7 @@ TimingTotals SumTimings(const std::vector<IterationTiming>& iterations,
   for (const CollectiveRecord& c : collectives) {
     Bytes bytes = c.input_numel * ElementSize(c.dtype);
     totals.collective_bytes += bytes;
-    bus_bytes += static_cast<double>(bytes) * (c.group_size - 1) / c.group_size;
+    bus_bytes += static_cast<double>(bytes) * BusFactor(c.kind, c.group_size);
   }
   totals.algbw_GBps = AlgBandwidthGBps(totals.collective_bytes, totals.communication_us);
   if (totals.communication_us > 0) totals.busbw_GBps = bus_bytes / (totals.communication_us * 1e3);
@@ -119,9 +119,14 @@ double AlgBandwidthGBps(Bytes send_bytes, Micros duration) {
   return static_cast<double>(send_bytes) / (duration * 1e3);  // bytes/µs / 1e3 = GB/s
 }
 
-double BusBandwidthGBps(Bytes send_bytes, Micros duration, int ranks) {
+double BusFactor(CollectiveKind kind, int ranks) {
   if (ranks <= 0) return 0;
-  return AlgBandwidthGBps(send_bytes, duration) * (ranks - 1) / ranks;
+  const double factor = static_cast<double>(ranks - 1) / ranks;
+  return kind == CollectiveKind::kAllReduce ? 2 * factor : factor;
+}
+
+double BusBandwidthGBps(Bytes send_bytes, Micros duration, int ranks, CollectiveKind kind) {
+  return AlgBandwidthGBps(send_bytes, duration) * BusFactor(kind, ranks);
 }
 
 double PredictionError(Micros predicted, Micros measured) {

@@ -41,11 +41,14 @@ struct TimingTotals {
 TimingTotals SumTimings(const std::vector<IterationTiming>& iterations,
                         const std::vector<CollectiveRecord>& collectives);
 
-// nccl-tests' bandwidths of one reduce-scatter (doc/PERFORMANCE.md there): algbw is the whole
-// send buffer over the time; busbw scales it by (n-1)/n, the fraction each rank must move.
+// nccl-tests' bandwidths of one collective (doc/PERFORMANCE.md there): algbw is the whole
+// send buffer over the time; busbw scales it by the bus factor, what each rank must move per
+// byte: (n-1)/n for a reduce-scatter, 2(n-1)/n for an all-reduce.
 // GB/s with GB = 1e9 bytes, as nccl-tests prints them; 0 for a zero duration.
+double BusFactor(CollectiveKind kind, int ranks);
 double AlgBandwidthGBps(Bytes send_bytes, Micros duration);
-double BusBandwidthGBps(Bytes send_bytes, Micros duration, int ranks);
+double BusBandwidthGBps(Bytes send_bytes, Micros duration, int ranks,
+                        CollectiveKind kind = CollectiveKind::kBucketFlush);
 
 // How far a prediction is from a measurement: predicted / measured - 1 (+0.05: 5% slow, the
 // model over-predicts). 0 when nothing was measured.

@@ -34,31 +34,46 @@ struct BufferCopy {
   DType dtype = DType::kFloat32;
 };
 
-// The stacked gradient of one reduce-scatter request: `rows` chunks (one per group position)
-// of `numel` elements, as torch.stack / torch.cat lay them out. Real backends fill it with a
-// pattern every rank can compute (backend/verify_pattern.h), standing in for the gradient the
-// backward pass produced.
+// The gradient of one reduce request: `rows` chunks (one per group position) of `numel`
+// elements. Row r starts at element `offset + r * row_numel` of the buffer (row_numel 0: rows
+// packed, row_numel == numel): torch.stack / torch.cat lay a gradient out packed at offset 0; a
+// bucket with one column range per gradient (FSDP2's chunk_cat) strides rows by its columns; a
+// flat bucket (DDP, ZeRO, Megatron) holds one row of the whole gradient at its offset. Real
+// backends fill it with a pattern every rank can compute (backend/verify_pattern.h), standing
+// in for the gradient the backward pass produced.
 struct GradientFill {
   BufferHandle buffer = 0;
   EventIndex request = 0;  // the rs event: part of the pattern, so requests differ
   int rows = 1;
   Numel numel = 0;  // per row
   DType dtype = DType::kFloat32;
+  Numel offset = 0;     // element offset of row 0 in the buffer
+  Numel row_numel = 0;  // elements from one row's start to the next; 0: numel
+
+  Numel RowStride() const { return row_numel == 0 ? numel : row_numel; }
 };
 
-// Columns [offset, offset + numel) of a collective's output hold request `request`'s shard.
+// Where a request's values are in a collective, by its kind (core/collective_record.h):
+//   bypass, bucket_flush: columns [offset, offset + numel) of the output row hold the request's
+//                         reduced shard (row = this rank's group position).
+//   reduce_scatter, all_reduce: elements [offset, offset + numel) of the flat input hold the
+//                         request's gradient as one row; a rank checks the part it receives.
 struct ReducedSlice {
   EventIndex request = 0;
   Numel offset = 0;
   Numel numel = 0;
 };
 
-// What one reduce-scatter reads and writes: `input` holds group-size rows of the record's
-// output_numel elements, contiguous; `output` receives this rank's reduced row.
+// What one collective reads and writes: `input` holds, from element `input_offset` on, the
+// record's input_numel elements (group-size rows of output_numel for a reduce-scatter);
+// `output` receives what this rank gets. When output == input the collective runs in place, as
+// NCCL defines it: a reduce-scatter's shard lands at input_offset + position * output_numel, an
+// all-reduce overwrites its input (a bucket inside a larger buffer: Megatron's grad buffer).
 struct CollectiveBuffers {
   BufferHandle input = 0;
   BufferHandle output = 0;
   std::span<const ReducedSlice> slices;
+  Numel input_offset = 0;
 };
 
 }  // namespace bucketsim

@@ -30,6 +30,7 @@ Status Replay::OnHeader(const TraceHeader& header) {
   header_ = &header;
   policy_stream_ = header.post_backward_stream();
   held_grad_.assign(header.num_params(), kNoBuffer);
+  BUCKETSIM_RETURN_IF_ERROR(policy_->Start(header));
   return backend_->Start(header);
 }
 
@@ -49,7 +50,8 @@ Status Replay::OnEvent(const Event& event) {
     case EventKind::kPhase:
       ledger_.BeginPhase(event.phase, event.index, memory_->reserved_bytes());
       if (options_.keep_timeline) AddInstant("phase", std::string(PhaseName(event.phase)));
-      return Status::Ok();
+      BUCKETSIM_RETURN_IF_ERROR(policy_->BeginPhase(event.phase, *this));
+      return std::exchange(deferred_error_, Status::Ok());
     case EventKind::kAlloc:
       return AllocateTrace(event);
     case EventKind::kFree:

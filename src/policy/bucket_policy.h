@@ -2,8 +2,9 @@
 // buffer allocations, frees and collectives. It knows nothing of JSON, CUDA or MPI: everything
 // it does goes through a PolicyHost (the replay engine), which owns the memory accounting and
 // what happens to a reduced shard once it is handed over (the gradient retention rule, the same
-// for every policy). New policies (DDP's reducer, FSDP2's single in-flight buffer, k-buffer
-// pools) implement this interface; the engine never tests which policy it runs.
+// for every policy). fairscale's bucketer, DDP's reducer, DeepSpeed ZeRO's IPG buckets,
+// Megatron's grad buffer and FSDP2's per-group reduce-scatter all implement this interface;
+// the engine never tests which policy it runs.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,13 @@ struct PolicyCounters {
 class BucketPolicy {
  public:
   virtual ~BucketPolicy() = default;
+  // Before the first event: the model's instances and parameters (DDP and Megatron lay out their
+  // buffers over the whole model, in parameter order). The header outlives the policy's use.
+  virtual Status Start(const TraceHeader& /*header*/) { return Status::Ok(); }
+  // A phase marker of the trace (forward, backward, ...), before the phase's first event: where
+  // DDP rebuilds its buckets (the second forward) and ZeRO-1/2 allocates its IPG buffers
+  // (backward()).
+  virtual Status BeginPhase(Phase /*phase*/, PolicyHost& /*host*/) { return Status::Ok(); }
   virtual Status ReduceScatter(const ReduceScatterCall& call, PolicyHost& host) = 0;
   // The root's end-of-backward callback: flush every bucket, then end the backward lifetime.
   virtual Status EndBackward(PolicyHost& host) = 0;

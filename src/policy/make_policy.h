@@ -1,5 +1,6 @@
-// The one place that turns a PolicySpec into a BucketPolicy. Policies modelling other systems
-// (DDP reducer buckets, FSDP2's in-flight buffer) are added here, never in the engine.
+// The one place that turns a PolicySpec into a BucketPolicy, by its strategy (fairscale's
+// bucketer, DDP's reducer, ZeRO's IPG bucket, Megatron's grad buffer, FSDP2's per-group
+// reduce-scatter); the engine never asks which one it runs.
 #pragma once
 
 #include <memory>

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "report/console_table.h"
+#include "report/framework_table.h"
 #include "report/report_text.h"
 #include "report/svg_chart.h"
 #include "report/sweep_report.h"
@@ -50,6 +51,10 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
       out += fmt::format("<p class=\"oom\"><strong>{}</strong>: {}; its figures stop there.</p>\n",
                          Esc(run.policy), Esc(DescribeOom(*run.oom)));
     }
+  }
+  if (SpansFrameworks(doc.runs)) {
+    out += fmt::format("<h{0}>Across frameworks</h{0}>\n", h) +
+           HtmlTable(BuildFrameworkTable(doc.runs));
   }
   if (!doc.predictions.empty()) {
     out += fmt::format("<h{0}>Measured against predicted</h{0}>\n<p>{1}</p>\n", h,

@@ -213,7 +213,7 @@ void WriteCollectives(JsonWriter& w, const std::vector<CollectiveRecord>& collec
     w.Field("start_us", c.start_us);
     w.Field("dur_us", c.dur_us);
     w.Field("algbw_GBps", AlgBandwidthGBps(bytes, c.dur_us));
-    w.Field("busbw_GBps", BusBandwidthGBps(bytes, c.dur_us, c.group_size));
+    w.Field("busbw_GBps", BusBandwidthGBps(bytes, c.dur_us, c.group_size, c.kind));
     w.EndObject();
   }
   w.EndArray();

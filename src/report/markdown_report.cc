@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "report/console_table.h"
+#include "report/framework_table.h"
 #include "report/report_text.h"
 #include "report/sweep_report.h"
 
@@ -19,6 +20,10 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
     if (run.oom)
       out +=
           fmt::format("\n**{}**: {}; its figures stop there.\n", run.policy, DescribeOom(*run.oom));
+  }
+  if (SpansFrameworks(doc.runs)) {
+    out += fmt::format("\n{}# Across frameworks\n\n", h) +
+           RenderMarkdown(BuildFrameworkTable(doc.runs));
   }
   if (!doc.predictions.empty()) {
     out += fmt::format("\n{}# Measured against predicted\n\n{}\n\n", h,

@@ -25,9 +25,23 @@ using testing::WriteTempFile;
 const std::vector<std::string> kPolicies = {"always-allocated", "backward-only", "per-group-dedup",
                                             "unbucketed"};
 
-std::vector<std::string> PolicyArgs() {
+// Every other framework's strategy, with settings small enough that the shipped traces make
+// several buckets of each: DDP's first bucket and its rebuild, ZeRO's IPG reductions (and its
+// extra-large path), Megatron's padded buckets reduce-scattered in place or all-reduced,
+// FSDP2's in-flight limit.
+const std::vector<std::string> kFrameworkPolicies = {
+    "ddp,cap=0.25,first_cap=0.0625",
+    "ddp,cap=0.25,grad_as_view=1",
+    "zero12,reduce_bucket_size=40000,overlap_comm=1",
+    "zero3,reduce_bucket_size=40000",
+    "megatron,overlap_grad_reduce=1,bucket_size=50000",
+    "megatron,distributed_optimizer=0",
+    "fsdp2",
+    "hold-until-end"};
+
+std::vector<std::string> PolicyArgs(const std::vector<std::string>& policies = kPolicies) {
   std::vector<std::string> args;
-  for (const std::string& policy : kPolicies) {
+  for (const std::string& policy : policies) {
     args.push_back("--policy");
     args.push_back(policy);
   }
@@ -46,13 +60,14 @@ json WithoutTimes(json collectives) {
 
 // Runs `trace` on `ranks` processes with the host backend and with sim, and checks that every
 // policy's memory figures and collective log agree and that every collective was verified.
-void ExpectHostMatchesSim(const std::string& trace, int ranks, const std::string& name) {
+void ExpectHostMatchesSim(const std::string& trace, int ranks, const std::string& name,
+                          const std::vector<std::string>& policies = kPolicies) {
   std::string host_path = WriteTempFile(name + "-host.json", "");
   std::string sim_path = WriteTempFile(name + "-sim.json", "");
   std::vector<std::string> run = {"run",  trace,       "--backend", "host",   "--compute-scale",
                                   "0.05", "--timeout", "60",        "--json", host_path};
   std::vector<std::string> compare = {"compare", trace, "--json", sim_path, "--format", "json"};
-  for (const std::string& arg : PolicyArgs()) {
+  for (const std::string& arg : PolicyArgs(policies)) {
     run.push_back(arg);
     compare.push_back(arg);
   }
@@ -62,11 +77,11 @@ void ExpectHostMatchesSim(const std::string& trace, int ranks, const std::string
   json h = ParseReport(host_path);
   json s = ParseReport(sim_path);
   EXPECT_EQ(h["context"]["backend"], "host");
-  ASSERT_EQ(h["policies"].size(), kPolicies.size());
-  for (std::size_t i = 0; i < kPolicies.size(); ++i) {
+  ASSERT_EQ(h["policies"].size(), policies.size());
+  for (std::size_t i = 0; i < policies.size(); ++i) {
     const json& hp = h["policies"][i];
     const json& sp = s["policies"][i];
-    SCOPED_TRACE(kPolicies[i]);
+    SCOPED_TRACE(policies[i]);
     for (const char* key :
          {"peak_allocated_bytes", "peak_reserved_bytes", "peak", "final_allocated_bytes", "marks",
           "phases", "buckets", "flushes", "bypassed_requests", "bucketed_requests", "allocator"}) {
@@ -95,6 +110,14 @@ TEST(HostRun, TwoRanksReplayTheShippedConvnetLikeSimForEveryPolicy) {
 
 TEST(HostRun, FourRanksReplayTheShippedTransformerLikeSimForEveryPolicy) {
   ExpectHostMatchesSim("traces/gpt-4l-h256-ws4.json", 4, "gpt-4l");
+}
+
+TEST(HostRun, TwoRanksReplayTheTinyTraceLikeSimForEveryFrameworkPolicy) {
+  ExpectHostMatchesSim("traces/tiny-ws2.json", 2, "tiny-frameworks", kFrameworkPolicies);
+}
+
+TEST(HostRun, FourRanksReplayTheShippedTransformerLikeSimForEveryFrameworkPolicy) {
+  ExpectHostMatchesSim("traces/gpt-4l-h256-ws4.json", 4, "gpt-4l-frameworks", kFrameworkPolicies);
 }
 
 // A bf16 transformer at world size 4: bf16 reductions through the host backend's own MPI sum.

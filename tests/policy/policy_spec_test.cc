@@ -60,3 +60,113 @@ TEST(DefaultPolicies, AreTheThreeSeedPoliciesAndUnbucketed) {
 
 }  // namespace
 }  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+TEST(ParsePolicySpec, FrameworkPresetsTakeTheirDefaults) {
+  auto ddp = ParsePolicySpec("ddp");
+  ASSERT_TRUE(ddp.ok());
+  EXPECT_EQ(ddp->strategy, Strategy::kDdp);
+  EXPECT_FALSE(ddp->cap_mb.has_value());  // bucket_cap_mb from the command line or the trace
+  EXPECT_EQ(ddp->Canonical(25), "strategy=ddp,cap=25,first_cap=1,grad_as_view=0");
+
+  auto zero12 = ParsePolicySpec("zero12");
+  ASSERT_TRUE(zero12.ok());
+  EXPECT_EQ(zero12->cap_mb, 0.0);  // no MiB cap: reports show no "@ MB"
+  EXPECT_EQ(zero12->Canonical(0), "strategy=zero12,reduce_bucket_size=500000000,overlap_comm=0");
+  EXPECT_EQ(ParsePolicySpec("zero3")->Canonical(0), "strategy=zero3,reduce_bucket_size=500000000");
+  EXPECT_EQ(ParsePolicySpec("megatron")->Canonical(0),
+            "strategy=megatron,bucket_size=auto,distributed_optimizer=1,overlap_grad_reduce=0,"
+            "pad_for_high_nccl_busbw=0");
+  EXPECT_EQ(ParsePolicySpec("fsdp2")->Canonical(0), "strategy=fsdp2,inflight=1");
+  EXPECT_EQ(ParsePolicySpec("hold-until-end")->Canonical(0), "strategy=fsdp2,inflight=0");
+}
+
+TEST(ParsePolicySpec, PartsAfterAPresetOverrideIt) {
+  auto ddp = ParsePolicySpec("ddp,cap=50,first_cap=0.5,grad_as_view=1");
+  ASSERT_TRUE(ddp.ok());
+  EXPECT_EQ(ddp->name, "ddp,cap=50,first_cap=0.5,grad_as_view=1");
+  EXPECT_EQ(ddp->Canonical(50), "strategy=ddp,cap=50,first_cap=0.5,grad_as_view=1");
+
+  auto zero = ParsePolicySpec("zero12,reduce_bucket_size=2e8,overlap_comm=1");
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(zero->reduce_bucket_size, 200'000'000u);
+  EXPECT_TRUE(zero->overlap_comm);
+
+  auto megatron = ParsePolicySpec("megatron,bucket_size=1e6,overlap_grad_reduce=1");
+  ASSERT_TRUE(megatron.ok());
+  EXPECT_EQ(megatron->bucket_size, 1'000'000u);
+  EXPECT_TRUE(megatron->overlap_grad_reduce);
+
+  auto backward = ParsePolicySpec("backward-only,cap=50");
+  ASSERT_TRUE(backward.ok());
+  EXPECT_EQ(backward->Canonical(50), "lifetime=backward,key=identity,cap=50");
+}
+
+TEST(ParsePolicySpec, StrategyKeyNamesTheFrameworkInTheGeneralForm) {
+  auto fsdp2 = ParsePolicySpec("inflight=2,strategy=fsdp2");
+  ASSERT_TRUE(fsdp2.ok());
+  EXPECT_EQ(fsdp2->strategy, Strategy::kFsdp2);
+  EXPECT_EQ(fsdp2->inflight, 2);
+  EXPECT_EQ(fsdp2->cap_mb, 0.0);
+
+  auto fairscale = ParsePolicySpec("strategy=fairscale,lifetime=always");
+  ASSERT_TRUE(fairscale.ok());
+  EXPECT_EQ(fairscale->Canonical(25), "lifetime=always,key=identity,cap=25");
+}
+
+TEST(ParsePolicySpec, RejectsKeysOfAnotherStrategy) {
+  auto foreign = ParsePolicySpec("ddp,overlap_comm=1");
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("unknown part 'overlap_comm' for strategy ddp"),
+            std::string::npos);
+  EXPECT_NE(foreign.status().message().find("first_cap="), std::string::npos);
+  EXPECT_FALSE(ParsePolicySpec("fsdp2,cap=25").ok());
+  EXPECT_FALSE(ParsePolicySpec("zero3,overlap_comm=1").ok());
+  EXPECT_FALSE(ParsePolicySpec("strategy=ddp,lifetime=always").ok());
+  EXPECT_FALSE(ParsePolicySpec("ddp,strategy=zero12").ok());
+  EXPECT_FALSE(ParsePolicySpec("strategy=deepspeed").ok());
+  EXPECT_FALSE(ParsePolicySpec("zero12,reduce_bucket_size=0").ok());
+  EXPECT_FALSE(ParsePolicySpec("zero12,reduce_bucket_size=1.5").ok());
+  EXPECT_FALSE(ParsePolicySpec("ddp,grad_as_view=yes").ok());
+  EXPECT_FALSE(ParsePolicySpec("fsdp2,inflight=-1").ok());
+}
+
+}  // namespace
+}  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+TEST(PolicySpec, CanonicalParsesBackToTheSameSetting) {
+  for (const char* text : {"backward-only", "per-group-dedup", "ddp,grad_as_view=1", "zero12",
+                           "zero3,reduce_bucket_size=1000", "megatron", "megatron,bucket_size=5",
+                           "fsdp2", "hold-until-end"}) {
+    Result<PolicySpec> spec = ParsePolicySpec(text);
+    ASSERT_TRUE(spec.ok()) << text;
+    Result<PolicySpec> again = ParsePolicySpec(spec->Canonical(25));
+    ASSERT_TRUE(again.ok()) << spec->Canonical(25);
+    EXPECT_EQ(again->Canonical(25), spec->Canonical(25));
+    EXPECT_EQ(FrameworkSetting(*again, 25), FrameworkSetting(*spec, 25));
+  }
+}
+
+TEST(FrameworkSetting, NamesEachFrameworksOwnKnob) {
+  EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("backward-only"), 25),
+            "FullyShardedDataParallel(bucket_cap_mb=25)");
+  EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("ddp,first_cap=2"), 50),
+            "DistributedDataParallel(bucket_cap_mb=50, gradient_as_bucket_view=False); "
+            "dist._DEFAULT_FIRST_BUCKET_BYTES = 2097152");
+  EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("zero12,overlap_comm=1,reduce_bucket_size=2e8"), 0),
+            "zero_optimization: {stage: 2, reduce_bucket_size: 200000000, overlap_comm: true} "
+            "(stage 1 alike)");
+  EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("megatron,bucket_size=4e7,overlap_grad_reduce=1"), 0),
+            "--ddp-bucket-size 40000000 --overlap-grad-reduce --use-distributed-optimizer");
+  EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("fsdp2,inflight=2"), 0),
+            "fully_shard() per FSDP instance; module.set_reduce_scatter_max_input_buffers(2) "
+            "(PR #186000; 1 without it)");
+}
+
+}  // namespace
+}  // namespace bucketsim

@@ -39,8 +39,16 @@ void RecordingHost::CheckSpan(BufferHandle buffer, Bytes end, const char* what) 
 }
 
 void RecordingHost::FillGradient(const GradientFill& fill) {
-  CheckSpan(fill.buffer, fill.rows * fill.numel * ElementSize(fill.dtype), "fill");
-  moves_.push_back(fmt::format("fill #{} rows {} numel {}", fill.buffer, fill.rows, fill.numel));
+  CheckSpan(
+      fill.buffer,
+      (fill.offset + (fill.rows - 1) * fill.RowStride() + fill.numel) * ElementSize(fill.dtype),
+      "fill");
+  std::string at;
+  if (fill.offset != 0 || fill.row_numel != 0) {
+    at = fmt::format(" at {} stride {}", fill.offset, fill.RowStride());
+  }
+  moves_.push_back(
+      fmt::format("fill #{} rows {} numel {}{}", fill.buffer, fill.rows, fill.numel, at));
 }
 
 void RecordingHost::Copy(const BufferCopy& c) {
@@ -54,14 +62,16 @@ void RecordingHost::Copy(const BufferCopy& c) {
 
 void RecordingHost::Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers) {
   Bytes element = ElementSize(record.dtype);
-  CheckSpan(buffers.input, record.input_numel * element, "collective input");
+  CheckSpan(buffers.input, (buffers.input_offset + record.input_numel) * element,
+            "collective input");
   CheckSpan(buffers.output, record.output_numel * element, "collective output");
   std::string slices;
   for (const ReducedSlice& slice : buffers.slices) {
     slices += fmt::format(" [{}+{}]", slice.offset, slice.numel);
   }
-  moves_.push_back(
-      fmt::format("reduce_scatter #{} -> #{}{}", buffers.input, buffers.output, slices));
+  std::string at = buffers.input_offset == 0 ? "" : fmt::format("+{}", buffers.input_offset);
+  moves_.push_back(fmt::format("{} #{}{} -> #{}{}", CollectiveKindName(record.kind), buffers.input,
+                               at, buffers.output, slices));
   collectives_.push_back(record);
   log_.push_back(fmt::format("collective {} group {} in {} out {} requests {}",
                              CollectiveKindName(record.kind), record.group, record.input_numel,
@@ -98,8 +108,10 @@ ProcessGroup MakeGroup(GroupId id, std::vector<int> ranks) {
 }
 
 ReduceScatterCall MakeCall(const ProcessGroup& group, Numel numel, DType dtype, ShardMode mode,
-                           std::uint32_t param) {
-  return {ReduceScatterEvent(0, param, group.id, dtype, numel, mode), &group};
+                           std::uint32_t param, std::uint32_t fsdp, EventIndex index) {
+  ReduceScatterCall call{ReduceScatterEvent(fsdp, param, group.id, dtype, numel, mode), &group};
+  call.event.index = index;
+  return call;
 }
 
 }  // namespace bucketsim::testing

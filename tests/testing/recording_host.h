@@ -57,8 +57,10 @@ class RecordingHost final : public PolicyHost {
 
 // A group object with the given id and members.
 ProcessGroup MakeGroup(GroupId id, std::vector<int> ranks);
-// A reduce-scatter request of `numel` elements per rank on `group`.
+// A reduce-scatter request of `numel` elements per rank on `group`, for parameter `param` of
+// FSDP instance `fsdp`, as trace event `index`.
 ReduceScatterCall MakeCall(const ProcessGroup& group, Numel numel, DType dtype = DType::kFloat32,
-                           ShardMode mode = ShardMode::kView, std::uint32_t param = 0);
+                           ShardMode mode = ShardMode::kView, std::uint32_t param = 0,
+                           std::uint32_t fsdp = 0, EventIndex index = 0);
 
 }  // namespace bucketsim::testing

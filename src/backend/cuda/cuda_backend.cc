@@ -27,6 +27,7 @@
 #include "backend/host/group_communicators.h"
 #include "backend/host/mpi_check.h"
 #include "backend/host/mpi_world.h"
+#include "backend/slice_check.h"
 
 namespace bucketsim {
 namespace {
@@ -139,6 +140,7 @@ struct VerifyCheck {
   EventIndex event = 0;
   GroupId group = 0;
   ReducedSlice slice;
+  std::uint64_t first_j = 0;
   PatternExpectation expectation;
 };
 
@@ -447,8 +449,9 @@ Status CudaBackend::DoFillGradient(const GradientFill& fill, StreamId stream) {
   if (!s.ok()) return s.status();
   Result<void*> address = Address(fill.buffer, "gradient");
   if (!address.ok()) return address.status();
-  BUCKETSIM_CUDA_RETURN_IF_ERROR(LaunchFillPattern(*address, *type, fill.rows, fill.numel,
-                                                   fill.request, plan_.trace_rank, *s));
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(LaunchFillPattern(*address, *type, fill.offset, fill.rows,
+                                                   fill.numel, fill.RowStride(), fill.request,
+                                                   plan_.trace_rank, *s));
   return Status::Ok();
 }
 
@@ -511,23 +514,38 @@ Status CudaBackend::DoReduceScatter(const CollectiveRecord& record,
   if (!comm.ok()) return comm.status();
   const CommunicatorPlan& plan = (*comm)->plan;
   BUCKETSIM_CHECK(plan.members == record.group_size);
-  Result<void*> input = Address(buffers.input, "reduce-scatter input");
-  if (!input.ok()) return input.status();
-  Result<void*> output = Address(buffers.output, "reduce-scatter output");
+  Result<void*> base = Address(buffers.input, "collective input");
+  if (!base.ok()) return base.status();
+  Result<void*> output = Address(buffers.output, "collective output");
   if (!output.ok()) return output.status();
+  const Bytes element = ElementSize(record.dtype);
+  void* input = static_cast<char*>(*base) + buffers.input_offset * element;
+  const bool in_place = buffers.input == buffers.output;
+  const bool all_reduce = record.kind == CollectiveKind::kAllReduce;
+  if (in_place) {
+    // NCCL's in-place forms: an all-reduce overwrites its input; a reduce-scatter's shard is
+    // the input's range at this rank's position.
+    const int position = plan.expectation.emulated ? 0 : plan.expectation.position;
+    *output =
+        static_cast<char*>(input) + (all_reduce ? 0 : position * record.output_numel * element);
+  }
   ncclDataType_t nccl_type = NcclType(*type);
   PendingSpan span{SpanKind::kCollective, stream, nullptr, nullptr};
   BUCKETSIM_RETURN_IF_ERROR(BeginSpan(*s, span));
-  if (plan.expectation.emulated) {
+  if (all_reduce) {
+    // Emulated (a world of one), NCCL's all-reduce of one rank: the input itself.
+    BUCKETSIM_NCCL_RETURN_IF_ERROR(
+        ncclAllReduce(input, *output, record.input_numel, nccl_type, ncclSum, (*comm)->comm, *s));
+  } else if (plan.expectation.emulated) {
     // A world of one: NCCL's reduce-scatter of the whole buffer onto itself (in place), then the
     // n-row reduction the n ranks would have done, over the same bytes.
-    BUCKETSIM_NCCL_RETURN_IF_ERROR(ncclReduceScatter(*input, *input, record.input_numel, nccl_type,
-                                                     ncclSum, (*comm)->comm, *s));
+    BUCKETSIM_NCCL_RETURN_IF_ERROR(
+        ncclReduceScatter(input, input, record.input_numel, nccl_type, ncclSum, (*comm)->comm, *s));
     BUCKETSIM_CUDA_RETURN_IF_ERROR(
-        LaunchReduceRows(*input, *output, *type, plan.members, record.output_numel, *s));
+        LaunchReduceRows(input, *output, *type, plan.members, record.output_numel, *s));
   } else {
-    BUCKETSIM_NCCL_RETURN_IF_ERROR(ncclReduceScatter(*input, *output, record.output_numel,
-                                                     nccl_type, ncclSum, (*comm)->comm, *s));
+    BUCKETSIM_NCCL_RETURN_IF_ERROR(ncclReduceScatter(input, *output, record.output_numel, nccl_type,
+                                                     ncclSum, (*comm)->comm, *s));
   }
   BUCKETSIM_RETURN_IF_ERROR(EndSpan(*s, span));
   ++collectives_;
@@ -539,14 +557,16 @@ Status CudaBackend::DoReduceScatter(const CollectiveRecord& record,
 Status CudaBackend::CheckSlices(const CollectiveRecord& record, const Communicator& comm,
                                 const void* output, ReduceType type,
                                 std::span<const ReducedSlice> slices, cudaStream_t stream) {
-  for (const ReducedSlice& slice : slices) {
+  for (const ReducedSlice& given : slices) {
+    const SliceCheck check = CheckOfSlice(record, given, comm.plan.expectation);
+    if (check.output.numel == 0) continue;
     Result<VerifySlot> slot = NextVerifySlot();
     if (!slot.ok()) return slot.status();
-    BUCKETSIM_CUDA_RETURN_IF_ERROR(LaunchVerify(output, type, slice.offset, slice.numel,
-                                                slice.request, comm.plan.expectation, *slot,
-                                                stream));
-    checks_.push_back(
-        {collectives_, record.event_index, record.group, slice, comm.plan.expectation});
+    BUCKETSIM_CUDA_RETURN_IF_ERROR(
+        LaunchVerify(output, type, check.output.offset, check.output.numel, check.first_j,
+                     check.output.request, check.expectation, *slot, stream));
+    checks_.push_back({collectives_, record.event_index, record.group, check.output, check.first_j,
+                       check.expectation});
   }
   return Status::Ok();
 }
@@ -663,7 +683,7 @@ Status CudaBackend::CollectVerification() {
         "column {}: got {}, expected {}",
         check.event, check.group, mismatches[i], check.slice.request,
         check.slice.offset + first_index[i], first_value[i],
-        check.expectation.At(check.slice.request, first_index[i]));
+        check.expectation.At(check.slice.request, check.first_j + first_index[i]));
   }
   checks_.clear();
   return Status::Ok();

@@ -47,13 +47,14 @@ struct Element<double> {
 };
 
 template <typename T>
-__global__ void FillKernel(T* buffer, int rows, std::uint64_t numel, std::uint64_t request,
-                           int rank) {
+__global__ void FillKernel(T* buffer, int rows, std::uint64_t numel, std::uint64_t row_stride,
+                           std::uint64_t request, int rank) {
   std::uint64_t total = static_cast<std::uint64_t>(rows) * numel;
   for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x;
        i < total; i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
     int row = static_cast<int>(i / numel);
-    Element<T>::Store(buffer + i, PatternValue(rank, request, row, i % numel));
+    std::uint64_t j = i % numel;
+    Element<T>::Store(buffer + row * row_stride + j, PatternValue(rank, request, row, j));
   }
 }
 
@@ -68,13 +69,14 @@ __global__ void ReduceRowsKernel(const T* input, T* output, int rows, std::uint6
 }
 
 template <typename T>
-__global__ void VerifyKernel(const T* output, std::uint64_t numel, std::uint64_t request,
-                             PatternExpectation expectation, VerifySlot slot) {
+__global__ void VerifyKernel(const T* output, std::uint64_t numel, std::uint64_t first_j,
+                             std::uint64_t request, PatternExpectation expectation,
+                             VerifySlot slot) {
   for (std::uint64_t j = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x;
        j < numel; j += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
     // The expected sum as the type stores it: exact while it fits the type's significand.
     T expected_element;
-    Element<T>::Store(&expected_element, expectation.At(request, j));
+    Element<T>::Store(&expected_element, expectation.At(request, first_j + j));
     if (Element<T>::Load(output + j) != Element<T>::Load(&expected_element)) {
       atomicAdd(slot.mismatches, 1ull);
       atomicMin(slot.first_index, static_cast<unsigned long long>(j));
@@ -117,12 +119,13 @@ cudaError_t Dispatch(ReduceType type, F f) {
 
 }  // namespace
 
-cudaError_t LaunchFillPattern(void* buffer, ReduceType type, int rows, std::uint64_t numel,
-                              std::uint64_t request, int rank, cudaStream_t stream) {
+cudaError_t LaunchFillPattern(void* buffer, ReduceType type, std::uint64_t offset, int rows,
+                              std::uint64_t numel, std::uint64_t row_stride, std::uint64_t request,
+                              int rank, cudaStream_t stream) {
   return Dispatch(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    FillKernel<T><<<BlocksFor(rows * numel), kThreads, 0, stream>>>(static_cast<T*>(buffer), rows,
-                                                                    numel, request, rank);
+    FillKernel<T><<<BlocksFor(rows * numel), kThreads, 0, stream>>>(
+        static_cast<T*>(buffer) + offset, rows, numel, row_stride, request, rank);
   });
 }
 
@@ -136,14 +139,14 @@ cudaError_t LaunchReduceRows(const void* input, void* output, ReduceType type, i
 }
 
 cudaError_t LaunchVerify(const void* output, ReduceType type, std::uint64_t offset,
-                         std::uint64_t numel, std::uint64_t request,
+                         std::uint64_t numel, std::uint64_t first_j, std::uint64_t request,
                          const PatternExpectation& expectation, VerifySlot slot,
                          cudaStream_t stream) {
   return Dispatch(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const T* slice = static_cast<const T*>(output) + offset;
-    VerifyKernel<T>
-        <<<BlocksFor(numel), kThreads, 0, stream>>>(slice, numel, request, expectation, slot);
+    VerifyKernel<T><<<BlocksFor(numel), kThreads, 0, stream>>>(slice, numel, first_j, request,
+                                                               expectation, slot);
     RecordFirstMismatchKernel<T><<<1, 1, 0, stream>>>(slice, slot);
   });
 }

@@ -14,9 +14,11 @@
 
 namespace bucketsim {
 
-// buffer[row][j] = PatternValue(rank, request, row, j) for row < rows, j < numel.
-cudaError_t LaunchFillPattern(void* buffer, ReduceType type, int rows, std::uint64_t numel,
-                              std::uint64_t request, int rank, cudaStream_t stream);
+// buffer[offset + row * row_stride + j] = PatternValue(rank, request, row, j) for row < rows,
+// j < numel (core/buffer_ops.h GradientFill).
+cudaError_t LaunchFillPattern(void* buffer, ReduceType type, std::uint64_t offset, int rows,
+                              std::uint64_t numel, std::uint64_t row_stride, std::uint64_t request,
+                              int rank, cudaStream_t stream);
 
 // output[j] = sum over r < rows of input[r][j]: what an n-rank reduce-scatter computes, done
 // by one process on its own n rows (emulation). Sums in fp32 (fp64 for fp64).
@@ -31,10 +33,10 @@ struct VerifySlot {
   float* first_value = nullptr;
 };
 
-// Compares output[offset + j], j < numel, with expectation.At(request, j) rounded to the type,
-// and fills `slot` (which must start at 0 / ~0).
+// Compares output[offset + j], j < numel, with expectation.At(request, first_j + j) rounded to
+// the type, and fills `slot` (which must start at 0 / ~0).
 cudaError_t LaunchVerify(const void* output, ReduceType type, std::uint64_t offset,
-                         std::uint64_t numel, std::uint64_t request,
+                         std::uint64_t numel, std::uint64_t first_j, std::uint64_t request,
                          const PatternExpectation& expectation, VerifySlot slot,
                          cudaStream_t stream);
 

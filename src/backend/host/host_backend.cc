@@ -9,6 +9,7 @@
 
 #include "backend/element_convert.h"
 #include "backend/host/mpi_check.h"
+#include "backend/slice_check.h"
 #include "backend/verify_pattern.h"
 
 namespace bucketsim {
@@ -245,17 +246,20 @@ void HostBackend::FillGradient(const GradientFill& fill, StreamId stream) {
         // pattern, computed element by element (several times slower than a copy: time runs
         // with --no-verify); without, they are copied from a source of the same size, so the
         // span costs what the copy costs.
-        const Bytes bytes = static_cast<Bytes>(fill.rows) * fill.numel * ElementSize(fill.dtype);
-        if (!options_.verify && worker.fill_source.size() < bytes) worker.fill_source.resize(bytes);
+        const Bytes element = ElementSize(fill.dtype);
+        const Bytes row_bytes = fill.numel * element;
+        if (!options_.verify && worker.fill_source.size() < row_bytes) {
+          worker.fill_source.resize(row_bytes);
+        }
         Micros start = Now();
-        if (!options_.verify) {
-          std::memcpy(data, worker.fill_source.data(), bytes);
-        } else {
-          for (int row = 0; row < fill.rows; ++row) {
-            for (Numel j = 0; j < fill.numel; ++j) {
-              Store(data, fill.dtype, row * fill.numel + j,
-                    PatternValue(world_.rank(), fill.request, row, j));
-            }
+        for (int row = 0; row < fill.rows; ++row) {
+          const Numel first = fill.offset + row * fill.RowStride();
+          if (!options_.verify) {
+            std::memcpy(data + first * element, worker.fill_source.data(), row_bytes);
+            continue;
+          }
+          for (Numel j = 0; j < fill.numel; ++j) {
+            Store(data, fill.dtype, first + j, PatternValue(world_.rank(), fill.request, row, j));
           }
         }
         worker.spans.push_back({SpanKind::kCopy, 0, start, Now()});
@@ -288,12 +292,20 @@ void HostBackend::ReduceScatter(const CollectiveRecord& record, const Collective
                   CollectiveKindName(record.kind), record.input_numel * ElementSize(record.dtype),
                   record.group, record.event_index),
       [this, record, in = Data(buffers.input), out = Data(buffers.output),
-       slices = std::move(slices), &worker] { RunCollective(record, in, out, slices, worker); });
+       in_place = buffers.input == buffers.output, offset = buffers.input_offset,
+       slices = std::move(slices), &worker] {
+        if (in == nullptr || out == nullptr) {
+          return Fatal("collective on buffers that do not exist");
+        }
+        const Bytes element = ElementSize(record.dtype);
+        std::byte* input = in + offset * element;
+        RunCollective(record, input, in_place ? input : out, in_place, slices, worker);
+      });
 }
 
-void HostBackend::RunCollective(const CollectiveRecord& record, const std::byte* in, std::byte* out,
-                                const std::vector<ReducedSlice>& slices, Worker& worker) {
-  if (in == nullptr || out == nullptr) return Fatal("reduce-scatter on buffers that do not exist");
+void HostBackend::RunCollective(const CollectiveRecord& record, std::byte* in, std::byte* out,
+                                bool in_place, const std::vector<ReducedSlice>& slices,
+                                Worker& worker) {
   const ProcessGroup* group = header_->FindGroup(record.group);
   if (group == nullptr)
     return Fatal(fmt::format("reduce-scatter on unknown group {}", record.group));
@@ -302,14 +314,30 @@ void HostBackend::RunCollective(const CollectiveRecord& record, const std::byte*
                              DTypeName(record.dtype)));
   }
   const Numel count = record.output_numel;
+  const bool all_reduce = record.kind == CollectiveKind::kAllReduce;
+  const Bytes element = ElementSize(record.dtype);
+  // In place (NCCL's definition): a reduce-scatter's shard lands in its own range of the input.
+  // MPI's in-place form puts it at the start instead, so the shard is reduced into scratch and
+  // copied to where NCCL would have written it.
+  std::vector<std::byte> scratch;
+  std::byte* shard = out;
+  if (in_place && !all_reduce) {
+    scratch.resize(count * element);
+    shard = scratch.data();
+  }
   Micros start = 0;
   if (emulated_) {
-    // A world of one standing in for the group: read and reduce the same rows locally.
+    // A world of one standing in for the group: read and reduce the same rows locally. An
+    // all-reduce of one rank is its input: nothing to reduce, nothing to move.
     start = Now();
-    for (Numel j = 0; j < count; ++j) {
-      float sum = 0;
-      for (int r = 0; r < record.group_size; ++r) sum += Load(in, record.dtype, r * count + j);
-      Store(out, record.dtype, j, sum);
+    if (!all_reduce) {
+      for (Numel j = 0; j < count; ++j) {
+        float sum = 0;
+        for (int r = 0; r < record.group_size; ++r) sum += Load(in, record.dtype, r * count + j);
+        Store(shard, record.dtype, j, sum);
+      }
+    } else if (!in_place) {
+      std::memcpy(out, in, count * element);
     }
   } else {
     Result<MPI_Comm> comm = communicators_.Get(*group);
@@ -336,11 +364,23 @@ void HostBackend::RunCollective(const CollectiveRecord& record, const std::byte*
         break;
     }
     start = Now();
-    int code = MPI_Reduce_scatter_block(in, out, static_cast<int>(count), type, op, *comm);
-    if (code != MPI_SUCCESS) {
-      return Fatal(fmt::format("event {}: {}", record.event_index,
-                               MpiStatus(code, "MPI_Reduce_scatter_block").message()));
+    int code = MPI_SUCCESS;
+    if (all_reduce) {
+      code = MPI_Allreduce(in_place ? MPI_IN_PLACE : in, out, static_cast<int>(count), type, op,
+                           *comm);
+    } else {
+      code = MPI_Reduce_scatter_block(in, shard, static_cast<int>(count), type, op, *comm);
     }
+    if (code != MPI_SUCCESS) {
+      return Fatal(fmt::format(
+          "event {}: {}", record.event_index,
+          MpiStatus(code, all_reduce ? "MPI_Allreduce" : "MPI_Reduce_scatter_block").message()));
+    }
+  }
+  if (shard != out) {
+    const int position = emulated_ ? 0 : *GroupPosition(*group, world_.rank());
+    out = in + position * count * element;
+    std::memcpy(out, shard, count * element);
   }
   worker.spans.push_back({SpanKind::kCollective, 0, start, Now()});
   if (options_.verify) Verify(record, slices, out);
@@ -361,9 +401,11 @@ void HostBackend::Verify(const CollectiveRecord& record, const std::vector<Reduc
   Precision precision = PrecisionOf(record.dtype);
   bool exact = 8.0 * expect.members <= precision.exact_limit;
   double relative = expect.members * std::ldexp(1.0, -precision.bits + 1);
-  for (const ReducedSlice& slice : slices) {
+  for (const ReducedSlice& given : slices) {
+    const SliceCheck check = CheckOfSlice(record, given, expect);
+    const ReducedSlice& slice = check.output;
     for (Numel j = 0; j < slice.numel; ++j) {
-      float want = expect.At(slice.request, j);
+      float want = check.expectation.At(slice.request, check.first_j + j);
       float got = Load(output, record.dtype, slice.offset + j);
       bool ok = exact ? got == want : std::abs(got - want) <= relative * want;
       if (ok) continue;
@@ -372,8 +414,8 @@ void HostBackend::Verify(const CollectiveRecord& record, const std::vector<Reduc
       if (first_mismatch_.empty()) {
         first_mismatch_ = fmt::format(
             "{} of event {} on group {}: element {} of request event {} is {}, expected {}",
-            CollectiveKindName(record.kind), record.event_index, record.group, j, slice.request,
-            got, want);
+            CollectiveKindName(record.kind), record.event_index, record.group, check.first_j + j,
+            slice.request, got, want);
       }
       ++verified_collectives_;
       return;

@@ -2,7 +2,8 @@
 // buffer the policy creates exists as host memory (bucket data and output, the stack, cat and
 // .contiguous() temporaries, bypass outputs); the stacked gradients are filled with the
 // verification pattern, the bucket copy-in is a real copy, and every reduce-scatter is a real
-// MPI_Reduce_scatter_block on the communicator of its group object. Each trace stream is a
+// MPI_Reduce_scatter_block (an all-reduce a real MPI_Allreduce) on the communicator of its
+// group object. Each trace stream is a
 // StreamWorker thread: compute spans run there as timed waits (the device is busy, the host
 // core is free) while the post-backward
 // stream's worker runs the copies and collectives, so communication overlaps compute as it does
@@ -71,7 +72,7 @@ class HostBackend final : public Backend {
   std::byte* Data(BufferHandle buffer) const;
   void Fatal(const std::string& message);
   void Track(std::int64_t delta_bytes);
-  void RunCollective(const CollectiveRecord& record, const std::byte* in, std::byte* out,
+  void RunCollective(const CollectiveRecord& record, std::byte* in, std::byte* out, bool in_place,
                      const std::vector<ReducedSlice>& slices, Worker& worker);
   void Verify(const CollectiveRecord& record, const std::vector<ReducedSlice>& slices,
               const std::byte* output);

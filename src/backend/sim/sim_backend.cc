@@ -45,8 +45,10 @@ void SimBackend::ReduceScatter(const CollectiveRecord& record, const CollectiveB
                                StreamId stream) {
   Micros duration = 0;
   if (profile_) {
-    duration = profile_->ReduceScatterTime(record.input_numel * ElementSize(record.dtype),
-                                           record.group_size);
+    Bytes bytes = record.input_numel * ElementSize(record.dtype);
+    duration = record.kind == CollectiveKind::kAllReduce
+                   ? profile_->AllReduceTime(bytes, record.group_size)
+                   : profile_->ReduceScatterTime(bytes, record.group_size);
   }
   Occupy(SpanKind::kCollective, stream, duration);
 }

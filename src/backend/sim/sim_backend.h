@@ -5,13 +5,14 @@
 // work has ended (CUDA's in-order streams) and advances the clock by its duration: a compute
 // span by the trace's dur_us, a copy (torch.stack/cat of a gradient, the bucket copy-in, the
 // flush's .contiguous()) by its bytes over the profile's copy bandwidth, a reduce-scatter by the
-// profile's alpha-beta time. A wait moves the waiting stream's clock up to the producer's: the
-// engine makes the post-backward stream wait for the compute stream before each gradient's
-// reduce-scatter (the gradient's producer) and the compute stream wait for the post-backward
-// stream after the end-of-backward flush. An iteration ends when the latest stream does, and
-// every stream starts the next one there: the next iteration's forward waits for everything
-// (the optimizer step reads every reduced gradient), including compute the trace put on other
-// streams (all_gather).
+// profile's alpha-beta time, an all-reduce (DDP, Megatron) by twice that of its buffer
+// (TimeProfile::AllReduceTime: a reduce-scatter then an all-gather of the same bytes). A wait moves
+// the waiting stream's clock up to the producer's: the engine makes the post-backward stream wait
+// for the compute stream before each gradient's reduce-scatter (the gradient's producer) and the
+// compute stream wait for the post-backward stream after the end-of-backward flush. An iteration
+// ends when the latest stream does, and every stream starts the next one there: the next
+// iteration's forward waits for everything (the optimizer step reads every reduced gradient),
+// including compute the trace put on other streams (all_gather).
 //
 // Buffer reuse: fairscale's flush calls a synchronous reduce_scatter, so the post-backward
 // stream waits for the collective before the callbacks run and before the bucket is refilled;

@@ -117,6 +117,10 @@ Micros TimeProfile::ReduceScatterTime(Bytes send_bytes, int group_size) const {
   return AlphaBetaTime(ReduceScatterAt(group_size), send_bytes);
 }
 
+Micros TimeProfile::AllReduceTime(Bytes bytes, int group_size) const {
+  return 2 * ReduceScatterTime(bytes, group_size);
+}
+
 Micros TimeProfile::CopyTime(Bytes bytes) const {
   return static_cast<double>(bytes) / (copy_GBps * 1e3);
 }

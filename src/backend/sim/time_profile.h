@@ -66,6 +66,12 @@ struct TimeProfile {
   // busbw when there is one point). Otherwise alpha + (n-1)/n * send_bytes / busbw of
   // ReduceScatterAt; a group of one costs alpha (nothing crosses a link).
   Micros ReduceScatterTime(Bytes send_bytes, int group_size) const;
+  // An all-reduce of `bytes` (the whole buffer, as nccl-tests counts it) as NCCL's ring runs
+  // it: a reduce-scatter of the buffer followed by an all-gather of the same bytes, the
+  // all-gather priced as the reduce-scatter entry prices that size (a profile has no all-gather
+  // entry; on NVLink rings the two move the same bytes at the same busbw, anchors.md §3.2). So
+  // 2 * ReduceScatterTime(bytes, n): nccl-tests' all-reduce bus factor 2(n-1)/n.
+  Micros AllReduceTime(Bytes bytes, int group_size) const;
   Micros CopyTime(Bytes bytes) const;
 };
 

@@ -1,0 +1,65 @@
+#include "report/framework_table.h"
+
+#include <map>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "policy/policy_spec.h"
+
+namespace bucketsim {
+namespace {
+
+// The spec a run replayed: its canonical form parses back (PolicySpec::Canonical).
+std::optional<PolicySpec> SpecOf(const RunResult& run) {
+  Result<PolicySpec> spec = ParsePolicySpec(run.canonical);
+  if (!spec.ok()) return std::nullopt;
+  return *spec;
+}
+
+Bytes At(const CategoryBytes& by_category, Category category) {
+  return by_category[static_cast<std::size_t>(category)];
+}
+
+}  // namespace
+
+bool SpansFrameworks(const std::vector<RunResult>& runs) {
+  std::set<std::string_view> names;
+  for (const RunResult& run : runs) {
+    if (std::optional<PolicySpec> spec = SpecOf(run)) names.insert(FrameworkName(*spec));
+  }
+  return names.size() > 1;
+}
+
+Table BuildFrameworkTable(const std::vector<RunResult>& runs) {
+  Table table;
+  table.headers = {"policy",           "framework",           "setting",
+                   "peak alloc (MiB)", "peak reserved (MiB)", "reduce buffers@peak (MiB)",
+                   "collectives",      "sent (MiB)"};
+  table.right_aligned = {false, false, false, true, true, true, false, true};
+  for (const RunResult& run : runs) {
+    std::optional<PolicySpec> spec = SpecOf(run);
+    std::map<std::string_view, std::size_t> kinds;
+    Bytes sent = 0;
+    for (const CollectiveRecord& c : run.collectives) {
+      ++kinds[CollectiveKindName(c.kind)];
+      sent += c.input_numel * ElementSize(c.dtype);
+    }
+    std::string collectives;
+    for (const auto& [kind, count] : kinds) {
+      collectives += fmt::format("{}{} {}", collectives.empty() ? "" : ", ", count, kind);
+    }
+    const CategoryBytes& at_peak = run.peak.by_category;
+    table.rows.push_back(
+        {run.policy, spec ? std::string(FrameworkName(*spec)) : std::string("?"),
+         spec ? FrameworkSetting(*spec, run.bucket_cap_mb) : run.canonical,
+         Mib(run.peak.allocated_bytes), Mib(run.peak.reserved_bytes),
+         Mib(At(at_peak, Category::kBucketData) + At(at_peak, Category::kBucketOutput) +
+             At(at_peak, Category::kGradShard)),
+         collectives.empty() ? std::string("none") : collectives, Mib(sent)});
+  }
+  return table;
+}
+
+}  // namespace bucketsim
