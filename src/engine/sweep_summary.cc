@@ -92,16 +92,16 @@ std::vector<SweepPoint> SummarizeSweep(const std::vector<RunResult>& runs) {
   return points;
 }
 
-FrameworkSetting PointSetting(const SweepPoint& point) {
+SettingAdvice PointSetting(const SweepPoint& point) {
   Result<PolicySpec> spec = ParsePolicySpec(point.canonical);
   return SettingFor(spec.ok() ? *spec : PolicySpec{}, point.bucket_cap_mb);
 }
 
 Simplicity EffectiveSimplicity(const SweepPoint& point) {
-  FrameworkSetting setting = PointSetting(point);
+  SettingAdvice setting = PointSetting(point);
   // fairscale's cap decides what is bucketed (the shard size): at a cap that buckets nothing
   // every request takes the bypass path, exactly as with bucket_cap_mb=0.
-  if (point.bucketed_requests == 0 && setting.framework == "fairscale") {
+  if (point.bucketed_requests == 0 && setting.strategy == Strategy::kFairscale) {
     return Simplicity::kUnbucketed;
   }
   return setting.simplicity;
@@ -175,7 +175,7 @@ std::optional<std::size_t> Recommended(const SweepSection& sweep) {
   return sweep.knee.knee;
 }
 
-FrameworkSetting RecommendedSetting(const SweepSection& sweep) {
+SettingAdvice RecommendedSetting(const SweepSection& sweep) {
   std::optional<std::size_t> chosen = Recommended(sweep);
   BUCKETSIM_CHECK(chosen.has_value());
   const SweepPoint& p = sweep.points[*chosen];

@@ -7,7 +7,7 @@
 // format them.
 //
 // Order of preference, never the order the configurations were listed in: faster; at the same
-// step time less peak reserved; then the simpler policy (engine/framework_setting.h, where a
+// step time less peak reserved; then the simpler policy (engine/setting_advice.h, where a
 // cap that buckets nothing counts as unbucketed, which is what it is in effect); then the
 // smaller cap; then the canonical spec.
 #pragma once
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/framework_setting.h"
 #include "engine/run_result.h"
+#include "engine/setting_advice.h"
 
 namespace bucketsim {
 
@@ -42,7 +42,7 @@ std::vector<SweepPoint> SummarizeSweep(const std::vector<RunResult>& runs);
 
 // The framework setting of a point: its canonical spec at its cap. A point whose canonical spec
 // does not parse (a policy this build does not know) is mapped as backward-only.
-FrameworkSetting PointSetting(const SweepPoint& point);
+SettingAdvice PointSetting(const SweepPoint& point);
 // The point's simplicity as the tie order uses it: unbucketed when its cap buckets nothing.
 Simplicity EffectiveSimplicity(const SweepPoint& point);
 
@@ -103,6 +103,6 @@ struct SweepSection {
 std::optional<std::size_t> Recommended(const SweepSection& sweep);
 // The setting to use for the recommended point (Recommended(sweep) must be set). A cap that
 // buckets none of the requests is bucket_cap_mb=0 in effect, and is given as that.
-FrameworkSetting RecommendedSetting(const SweepSection& sweep);
+SettingAdvice RecommendedSetting(const SweepSection& sweep);
 
 }  // namespace bucketsim

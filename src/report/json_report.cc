@@ -374,7 +374,7 @@ void WriteSweep(JsonWriter& w, const SweepSection& sweep) {
   if (!recommended) {
     w.Null();
   } else {
-    const FrameworkSetting setting = RecommendedSetting(sweep);
+    const SettingAdvice setting = RecommendedSetting(sweep);
     w.BeginObject();
     w.Field("framework", setting.framework);
     w.Field("setting", setting.setting);

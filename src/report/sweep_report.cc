@@ -155,7 +155,7 @@ std::string DescribeSetting(const SweepSection& sweep) {
   // A cap that buckets nothing is bucket_cap_mb=0 in effect: say so rather than name the cap.
   const bool unbucketed_in_effect =
       p.bucket_cap_mb > 0 && EffectiveSimplicity(p) == Simplicity::kUnbucketed;
-  const FrameworkSetting setting = RecommendedSetting(sweep);
+  const SettingAdvice setting = RecommendedSetting(sweep);
   std::string text = fmt::format("Setting for {} ({}): {} — {}.", Name(p), setting.framework,
                                  setting.setting, setting.note);
   if (unbucketed_in_effect) {

@@ -175,8 +175,8 @@ TEST_F(ReportCommand, ASweepReportGetsItsTableAndParetoChart) {
   // The advice under the table, as the terminal prints it.
   EXPECT_NE(md.find("Cap 0.0625 MiB buckets nothing: all 6 reduce requests"), std::string::npos)
       << md;
-  EXPECT_NE(md.find("Setting for backward-only at cap 1 MiB (fairscale): "
-                    "FullyShardedDataParallel(module, bucket_cap_mb=1)"),
+  EXPECT_NE(md.find("Setting for backward-only at cap 1 MiB (fairscale FSDP): "
+                    "FullyShardedDataParallel(bucket_cap_mb=1)"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("budget 8.00 MiB: fastest that fits is backward-only at cap 1 MiB"),

@@ -106,7 +106,7 @@ TEST(SweepSummary, ACapThatBucketsNothingTiesEveryPolicyAndUnbucketedIsChosen) {
       FairscaleRun("unbucketed", 0, 1000, 80, 0, 448),
   });
   EXPECT_EQ(EffectiveSimplicity(points[0]), Simplicity::kUnbucketed);
-  EXPECT_EQ(PointSetting(points[0]).simplicity, Simplicity::kAlwaysAllocated);
+  EXPECT_EQ(PointSetting(points[0]).simplicity, Simplicity::kOldRelease);
   BudgetAnswer answer = ChooseUnderBudget(points, 20000);
   EXPECT_EQ(answer.best.value_or(99), 3u);
   // All bucket nothing (unbucketed in effect); then by the simplicity of the policy as named.
@@ -116,8 +116,8 @@ TEST(SweepSummary, ACapThatBucketsNothingTiesEveryPolicyAndUnbucketedIsChosen) {
   EXPECT_EQ(knee.knee.value_or(99), 3u);
   EXPECT_EQ(knee.ties, (std::vector<std::size_t>{2, 1, 0}));
   SweepSection section{points, knee, answer, std::nullopt, 39.0};
-  FrameworkSetting setting = RecommendedSetting(section);
-  EXPECT_EQ(setting.setting, "FullyShardedDataParallel(module, bucket_cap_mb=0)");
+  SettingAdvice setting = RecommendedSetting(section);
+  EXPECT_EQ(setting.setting, "FullyShardedDataParallel(bucket_cap_mb=0)");
 }
 
 // Equal step times: less peak reserved wins even over a simpler policy; among equal figures
@@ -160,8 +160,7 @@ TEST(SweepSummary, KneeIsTheLeastMemoryWithinTheToleranceOfTheFastest) {
   EXPECT_EQ(FindKnee(points, 0).knee.value_or(99), 2u);
   SweepSection section{points, knee, std::nullopt, std::nullopt, std::nullopt};
   EXPECT_EQ(Recommended(section).value_or(99), 1u);
-  EXPECT_EQ(RecommendedSetting(section).setting,
-            "FullyShardedDataParallel(module, bucket_cap_mb=5)");
+  EXPECT_EQ(RecommendedSetting(section).setting, "FullyShardedDataParallel(bucket_cap_mb=5)");
 }
 
 }  // namespace
