@@ -1,10 +1,20 @@
-// bucketsim sweep TRACE --bucket-cap-mb 1,5,25,100 [--policy P]... [--profile F] [--budget SIZE]:
-// every (policy, cap) in one pass over the trace; memory against predicted time.
+// bucketsim sweep TRACE --bucket-cap-mb 1,5,25,100|auto|A..B [--policy P]... [--profile F]
+//     [--budget SIZE] [--time-tolerance PCT]:
+// every (policy, cap) in one pass over the trace per round; memory against predicted time, the
+// knee, the fastest configuration within a budget and the setting to use.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "backend/host/mpi_world.h"
 #include "cli/command.h"
+#include "cli/sweep_ranks.h"
+#include "engine/cap_search.h"
+#include "io/trace_reader.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/report_text.h"
@@ -15,19 +25,85 @@ namespace {
 
 struct SweepFlags {
   ReplayFlags replay;
-  std::vector<std::string> caps_mb;  // each one or more comma-separated MiB
-  std::string budget;                // SIZE; empty: no budget question
+  std::vector<std::string> caps;  // numbers in MiB, `auto` or one range A..B
+  double time_tolerance_pct = kDefaultTimeTolerance * 100;
+  std::string budget;  // SIZE; empty: no budget question
   std::string format = "table";
   std::string html_path;
 };
 
-// Each policy at each cap; a policy that fixes its own cap (unbucketed) is replayed once.
+// --bucket-cap-mb: the caps listed, and the range to search when `auto` or A..B is given.
+struct CapFlag {
+  std::vector<double> listed_mb;
+  bool search = false;
+  std::optional<CapRange> range;  // A..B; unset with `auto` (from the trace)
+};
+
+const NumberFlagSpec kCapFlag{"--bucket-cap-mb", "MiB", "25"};
+
+Result<double> ParseCapNumber(std::string_view text) { return ParseNumberFlag(kCapFlag, text); }
+
+// Each value of the flag split at its commas; an empty entry ("1,5,,25") is refused, not dropped
+// (CLI11's own delimiter would drop it silently).
+Result<std::vector<std::string>> SplitCapItems(const std::vector<std::string>& values) {
+  std::vector<std::string> items;
+  for (const std::string& value : values) {
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t comma = value.find(',', start);
+      std::string item =
+          value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (item.empty()) {
+        return InvalidArgument(
+            fmt::format("--bucket-cap-mb: '{}' has an empty entry (write numbers separated by "
+                        "single commas, e.g. 1,5,25)",
+                        value));
+      }
+      items.push_back(std::move(item));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return items;
+}
+
+Result<CapFlag> ParseCapFlag(const std::vector<std::string>& values) {
+  Result<std::vector<std::string>> items = SplitCapItems(values);
+  if (!items.ok()) return items.status();
+  CapFlag flag;
+  for (const std::string& item : *items) {
+    const std::size_t dots = item.find("..");
+    if (item == "auto" || dots != std::string::npos) {
+      if (flag.search) {
+        return InvalidArgument("--bucket-cap-mb: give one of 'auto' or a range A..B, not two");
+      }
+      flag.search = true;
+      if (item == "auto") continue;
+      Result<double> from = ParseCapNumber(std::string_view(item).substr(0, dots));
+      if (!from.ok()) return from.status();
+      Result<double> to = ParseCapNumber(std::string_view(item).substr(dots + 2));
+      if (!to.ok()) return to.status();
+      if (!(*from > 0 && *from <= *to)) {
+        return InvalidArgument(
+            fmt::format("--bucket-cap-mb: range '{}' must be A..B with 0 < A <= B (MiB)", item));
+      }
+      flag.range = CapRange{*from, *to};
+      continue;
+    }
+    Result<double> cap = ParseCapNumber(item);
+    if (!cap.ok()) return cap.status();
+    flag.listed_mb.push_back(*cap);
+  }
+  return flag;
+}
+
+// Each policy at each cap; a policy that fixes its own cap (unbucketed) only when `with_fixed`.
 std::vector<PolicySpec> SweepPolicies(const std::vector<PolicySpec>& policies,
-                                      const std::vector<double>& caps_mb) {
+                                      const std::vector<double>& caps_mb, bool with_fixed) {
   std::vector<PolicySpec> expanded;
   for (const PolicySpec& policy : policies) {
     if (policy.cap_mb) {
-      expanded.push_back(policy);
+      if (with_fixed) expanded.push_back(policy);
       continue;
     }
     for (double cap : caps_mb) {
@@ -39,6 +115,220 @@ std::vector<PolicySpec> SweepPolicies(const std::vector<PolicySpec>& policies,
   return expanded;
 }
 
+// The replays of a sweep, listed caps and searched ones, in the order of the --policy flags and
+// then by cap.
+struct SweepReplays {
+  ReplayOutcome outcome;
+  std::optional<CapSearch> search;
+  std::optional<double> smallest_bucketing_cap_mb;
+};
+
+// The points of the runs so far, with the choices a refinement round looks around.
+std::vector<std::size_t> Chosen(const std::vector<RunResult>& runs, double tolerance,
+                                std::optional<Bytes> budget, std::vector<SweepPoint>& points) {
+  points = SummarizeSweep(runs);
+  std::vector<std::size_t> chosen;
+  KneeAnswer knee = FindKnee(points, tolerance);
+  if (knee.knee) chosen.push_back(*knee.knee);
+  if (budget) {
+    BudgetAnswer answer = ChooseUnderBudget(points, *budget);
+    if (answer.best) chosen.push_back(*answer.best);
+  }
+  return chosen;
+}
+
+// Hands every event to `first` and then, once `first` has accepted it, to `second`.
+class TeeSink final : public EventSink {
+ public:
+  TeeSink(EventSink& first, EventSink& second) : first_(first), second_(second) {}
+  Status OnHeader(const TraceHeader& header) override {
+    BUCKETSIM_RETURN_IF_ERROR(first_.OnHeader(header));
+    return second_.OnHeader(header);
+  }
+  Status OnEvent(const Event& event) override {
+    BUCKETSIM_RETURN_IF_ERROR(first_.OnEvent(event));
+    return second_.OnEvent(event);
+  }
+  Status OnEnd() override {
+    BUCKETSIM_RETURN_IF_ERROR(first_.OnEnd());
+    return second_.OnEnd();
+  }
+
+ private:
+  EventSink& first_;
+  EventSink& second_;
+};
+
+// One pass over the trace replaying `policies`; with `scan`, the trace's requests are collected
+// in the same pass, behind the replay's checker.
+Result<ReplayOutcome> ReplayPass(const ReplayFlags& flags, std::vector<PolicySpec> policies,
+                                 CapThresholdScan* scan) {
+  Result<ReplayRequest> request =
+      MakeReplayRequest(flags, DefaultPolicies(), {std::move(policies), std::nullopt, 1.0});
+  if (!request.ok()) return request.status();
+  const std::string detail = fmt::format("{} configurations", request->policies.size());
+  return ReplayPolicies(
+      [&flags, &detail, scan](TraceHeader& header, EventSink& checker) {
+        if (!scan) {
+          return ReadTraceWithProgress(flags.trace, header, checker, flags.progress, "sweeping",
+                                       detail);
+        }
+        TeeSink tee(checker, *scan);
+        return ReadTraceWithProgress(flags.trace, header, tee, flags.progress, "sweeping", detail);
+      },
+      *request);
+}
+
+Result<SweepReplays> ReplaySweep(const SweepFlags& flags, const std::vector<PolicySpec>& policies,
+                                 const CapFlag& caps, std::optional<Bytes> budget) {
+  SweepReplays sweep;
+  // A search needs the thresholds before its first pass: one more read of the trace. Without
+  // one, they are collected during the (only) pass.
+  std::optional<CapThresholds> thresholds;
+  CapThresholdScan scan;
+  if (caps.search) {
+    if (flags.replay.trace == "-") {
+      return InvalidArgument(
+          "--bucket-cap-mb auto or A..B replays the trace several times: give a trace file, not "
+          "'-'");
+    }
+    const std::string& path = flags.replay.trace;
+    Result<CapThresholds> scanned = ScanCapThresholds(
+        [&path](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); });
+    if (!scanned.ok()) return scanned.status();
+    thresholds = std::move(*scanned);
+  }
+  std::vector<double> round_caps = caps.listed_mb;
+  std::optional<CapRange> range = caps.range;
+  if (caps.search && !range) {
+    range = AutoCapRange(*thresholds);
+    if (!range) {
+      return InvalidArgument(fmt::format(
+          "--bucket-cap-mb auto: {} has no reduce-scatter request, so no cap buckets anything",
+          flags.replay.trace));
+    }
+  }
+  if (range) {
+    for (double cap : InitialSearchCaps(*thresholds, *range)) round_caps.push_back(cap);
+  }
+  std::set<double> tried;
+  for (int pass = 1;; ++pass) {
+    std::vector<double> fresh;
+    for (double cap : round_caps) {
+      if (tried.insert(cap).second) fresh.push_back(cap);
+    }
+    std::vector<PolicySpec> expanded = SweepPolicies(policies, fresh, /*with_fixed=*/pass == 1);
+    if (expanded.empty() && pass > 1) break;
+    Result<ReplayOutcome> outcome =
+        ReplayPass(flags.replay, std::move(expanded), thresholds ? nullptr : &scan);
+    if (!outcome.ok()) return outcome.status();
+    if (pass == 1) {
+      sweep.outcome = std::move(*outcome);
+      if (!thresholds) thresholds = scan.Take();
+      sweep.smallest_bucketing_cap_mb = thresholds->SmallestBucketingCapMb();
+    } else {
+      for (RunResult& run : outcome->runs) sweep.outcome.runs.push_back(std::move(run));
+    }
+    if (!range) break;
+    sweep.search = CapSearch{range->from_mb, range->to_mb, pass, tried.size(), caps.listed_mb};
+    if (pass == kCapSearchMaxRounds) break;
+    std::vector<SweepPoint> points;
+    std::vector<std::size_t> chosen =
+        Chosen(sweep.outcome.runs, flags.time_tolerance_pct / 100, budget, points);
+    round_caps = RefineSearchCaps(points, chosen, tried, *range);
+    if (round_caps.empty()) break;
+  }
+  // The order of the --policy flags, then the cap: the listed and the searched caps interleave.
+  auto policy_rank = [&policies](const RunResult& run) {
+    auto at = std::find_if(policies.begin(), policies.end(),
+                           [&run](const PolicySpec& p) { return p.name == run.policy; });
+    return at - policies.begin();
+  };
+  std::stable_sort(sweep.outcome.runs.begin(), sweep.outcome.runs.end(),
+                   [&](const RunResult& a, const RunResult& b) {
+                     return std::pair(policy_rank(a), a.bucket_cap_mb) <
+                            std::pair(policy_rank(b), b.bucket_cap_mb);
+                   });
+  return sweep;
+}
+
+// The table and the advice on stdout: the answer, printed before the slow optional outputs.
+void PrintSweep(const ReportContext& report_context, const TraceSummary& summary,
+                const SweepSection& sweep) {
+  std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
+              report_context.trace_name.c_str(), sweep.points.size(),
+              report_context.time_profile.c_str(), report_context.memory_model.c_str(),
+              RenderText(BuildSweepTable(sweep)).c_str());
+  // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
+  // events: say why the rows agree and where a policy-replayable trace comes from.
+  if (summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
+    std::printf(
+        "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ "
+        "on it; record your model's program with tools/record_program.py (README, \"Bring your "
+        "own model\").\n");
+  }
+  std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
+  if (report_context.time_profile == "none") {
+    std::printf(
+        "No --profile: copies and collectives cost nothing, so step times are compute "
+        "alone.\n");
+  }
+  for (const std::string& paragraph : SweepAdvice(sweep)) {
+    std::printf("\n%s\n", paragraph.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void PrintOutputPaths(const SweepFlags& flags) {
+  if (!flags.replay.json_path.empty()) {
+    std::printf("\nreport: %s\n", flags.replay.json_path.c_str());
+  }
+  if (!flags.html_path.empty()) std::printf("html report: %s\n", flags.html_path.c_str());
+}
+
+// Under mpirun: the listed configurations spread over the ranks, one report on rank 0 equal to
+// a single process's (cli/sweep_ranks.h). A cap search decides each round from the last one's
+// figures, so it runs in one process.
+int RunOnRanks(const SweepFlags& flags, const ReportContext& report_context,
+               const std::vector<PolicySpec>& configurations, std::optional<Bytes> budget) {
+  if (!flags.html_path.empty()) {
+    return ReportError(InvalidArgument(
+        "--html is not written under mpirun: write --json, then 'bucketsim report FILE'"));
+  }
+  Result<std::unique_ptr<MpiWorld>> world = MpiWorld::Init();
+  if (!world.ok()) return ReportError(world.status());
+  Result<std::optional<GatheredSweep>> gathered =
+      ReplayOverRanks(**world, flags.replay, configurations);
+  if (!gathered.ok()) return (*world)->rank() == 0 ? ReportError(gathered.status()) : kExitError;
+  if (!*gathered) return kExitOk;  // not rank 0: rank 0 reports
+  GatheredSweep& all = **gathered;
+  // The least cap that buckets anything, as a single process collects it during its pass.
+  const std::string& path = flags.replay.trace;
+  Result<CapThresholds> thresholds = ScanCapThresholds(
+      [&path](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); });
+  if (!thresholds.ok()) return ReportError(thresholds.status());
+  SweepSection sweep;
+  sweep.points = std::move(all.points);
+  MarkPareto(sweep.points);
+  sweep.knee = FindKnee(sweep.points, flags.time_tolerance_pct / 100);
+  if (budget) sweep.budget = ChooseUnderBudget(sweep.points, *budget);
+  sweep.smallest_bucketing_cap_mb = thresholds->SmallestBucketingCapMb();
+  if (flags.format == "json") {
+    Status written =
+        WriteReportJson("-", all.header, all.summary, all.entries, report_context, &sweep);
+    if (!written.ok()) return ReportError(written);
+  } else {
+    PrintSweep(report_context, all.summary, sweep);
+  }
+  if (!flags.replay.json_path.empty()) {
+    Status written = WriteReportJson(flags.replay.json_path, all.header, all.summary, all.entries,
+                                     report_context, &sweep);
+    if (!written.ok()) return ReportError(written);
+  }
+  if (flags.format != "json") PrintOutputPaths(flags);
+  return kExitOk;
+}
+
 int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   std::optional<Bytes> budget;
   if (!flags.budget.empty()) {
@@ -46,63 +336,52 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
     if (!parsed.ok()) return ReportError(parsed.status());
     budget = *parsed;
   }
-  Result<std::vector<double>> caps_mb =
-      ParseNumberList({"--bucket-cap-mb", "MiB", "1,5,25"}, flags.caps_mb);
-  if (!caps_mb.ok()) return ReportError(caps_mb.status());
+  Result<CapFlag> caps = ParseCapFlag(flags.caps);
+  if (!caps.ok()) return ReportError(caps.status());
   Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(flags.replay, DefaultPolicies());
   if (!policies.ok()) return ReportError(policies.status());
   Result<ReportContext> report_context = ContextFor(context, flags.replay);
   if (!report_context.ok()) return ReportError(report_context.status());
-  Result<ReplayOutcome> outcome = RunReplays(
-      flags.replay, DefaultPolicies(), {SweepPolicies(*policies, *caps_mb), std::nullopt, 1.0});
-  if (!outcome.ok()) return ReportError(outcome.status());
+  if (LaunchedByMpirun()) {
+    if (caps->search) {
+      return ReportError(InvalidArgument(
+          "--bucket-cap-mb auto or A..B is not spread over mpirun's ranks (each round depends on "
+          "the last): run the search in one process, or list the caps"));
+    }
+    // The caps ascending, each once: the order a single process reports them in.
+    std::vector<double> caps_mb = caps->listed_mb;
+    std::sort(caps_mb.begin(), caps_mb.end());
+    caps_mb.erase(std::unique(caps_mb.begin(), caps_mb.end()), caps_mb.end());
+    return RunOnRanks(flags, *report_context,
+                      SweepPolicies(*policies, caps_mb, /*with_fixed=*/true), budget);
+  }
+  Result<SweepReplays> replays = ReplaySweep(flags, *policies, *caps, budget);
+  if (!replays.ok()) return ReportError(replays.status());
+  const ReplayOutcome& outcome = replays->outcome;
 
-  SweepSection sweep{SummarizeSweep(outcome->runs), std::nullopt};
+  SweepSection sweep;
+  sweep.points = SummarizeSweep(outcome.runs);
+  sweep.knee = FindKnee(sweep.points, flags.time_tolerance_pct / 100);
   if (budget) sweep.budget = ChooseUnderBudget(sweep.points, *budget);
-  if (flags.format != "json") {
-    std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
-                report_context->trace_name.c_str(), sweep.points.size(),
-                report_context->time_profile.c_str(), report_context->memory_model.c_str(),
-                RenderText(BuildSweepTable(sweep)).c_str());
-    // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
-    // events: say why the rows agree and where a policy-replayable trace comes from.
-    if (outcome->summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
-      std::printf(
-          "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ "
-          "on it; record your model's program with tools/record_program.py (README, \"Bring your "
-          "own model\").\n");
-    }
-    std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
-    if (report_context->time_profile == "none") {
-      std::printf(
-          "No --profile: copies and collectives cost nothing, so step times are compute "
-          "alone.\n");
-    }
-    if (sweep.budget) std::printf("\n%s\n", DescribeBudget(sweep.points, *sweep.budget).c_str());
-    // The answer first: the outputs below can take long on a large sweep.
-    std::fflush(stdout);
+  sweep.search = replays->search;
+  sweep.smallest_bucketing_cap_mb = replays->smallest_bucketing_cap_mb;
+  if (flags.format == "json") {
+    Status written = WriteReportJson("-", outcome, *report_context, &sweep);
+    if (!written.ok()) return ReportError(written);
+  } else {
+    PrintSweep(*report_context, outcome.summary, sweep);
+  }
+  if (!flags.replay.json_path.empty()) {
+    Status written = WriteReportJson(flags.replay.json_path, outcome, *report_context, &sweep);
+    if (!written.ok()) return ReportError(written);
   }
   if (!flags.html_path.empty()) {
     const std::vector<ReportDocument> docs = {
-        DocumentFromOutcome(*outcome, *report_context, &sweep)};
+        DocumentFromOutcome(outcome, *report_context, &sweep)};
     Status written = WriteTextFile(flags.html_path, FormatHtmlReport(docs, PageCharts(docs)));
     if (!written.ok()) return ReportError(written);
   }
-  if (!flags.replay.json_path.empty() || flags.format == "json") {
-    std::string report = ReportJsonText(*outcome, *report_context, &sweep);
-    if (!flags.replay.json_path.empty()) {
-      Status written = WriteTextFile(flags.replay.json_path, report);
-      if (!written.ok()) return ReportError(written);
-    }
-    if (flags.format == "json") {
-      std::fwrite(report.data(), 1, report.size(), stdout);
-      return kExitOk;
-    }
-  }
-  if (!flags.replay.json_path.empty()) {
-    std::printf("\nreport: %s\n", flags.replay.json_path.c_str());
-  }
-  if (!flags.html_path.empty()) std::printf("html report: %s\n", flags.html_path.c_str());
+  if (flags.format != "json") PrintOutputPaths(flags);
   return kExitOk;
 }
 
@@ -112,10 +391,19 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
   auto flags = std::make_shared<SweepFlags>();
   AddTraceArgument(command, flags->replay.trace, /*required=*/true);
   AddReplayFlags(command, flags->replay, /*with_cap=*/false);
+  AddJobsFlag(command, flags->replay.jobs);
   command
-      .add_option("--bucket-cap-mb", flags->caps_mb,
-                  "Bucket caps in MiB to sweep, comma-separated (<= 0: unbucketed)")
+      .add_option("--bucket-cap-mb", flags->caps,
+                  "Bucket caps in MiB to sweep, comma-separated (<= 0: unbucketed); 'auto' "
+                  "searches the caps from the least that buckets any request to one bucket per "
+                  "backward, A..B searches that range (MiB), beside any caps listed")
       ->required();
+  command
+      .add_option("--time-tolerance", flags->time_tolerance_pct,
+                  "The knee: the least peak reserved among configurations whose step time is "
+                  "within PCT percent of the fastest")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   command.add_option("--budget", flags->budget,
                      "Peak reserved memory budget (SIZE, e.g. 40GiB): name the fastest "
                      "configuration that fits, and what it costs against the runner-up");
@@ -127,11 +415,19 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
   command.footer(
       "Every --policy (default: the four of compare) is replayed at every cap, in one pass over\n"
       "the trace; a policy with its own cap (unbucketed) once. Step times come from the sim's\n"
-      "time model: give --profile for collectives and copies to cost time.\n\n"
+      "time model: give --profile for collectives and copies to cost time. 'auto' or A..B adds\n"
+      "a search: the caps where a request starts to be bucketed, a geometric grid, then caps\n"
+      "around the choice, one pass over the trace per round. Ties are broken by less peak\n"
+      "reserved, then the simpler policy (unbucketed < backward-only < per-group-dedup <\n"
+      "always-allocated), never by the order given. --jobs N replays on N threads; under\n"
+      "'mpirun -np R' listed configurations are spread over the R ranks and rank 0 writes the\n"
+      "report a single process writes.\n\n"
       "Example:\n"
       "  bucketsim sweep traces/gpt-24l-h1024-ws8.json --bucket-cap-mb 1,5,25,100 \\\n"
       "      --policy backward-only --policy always-allocated \\\n"
       "      --profile traces/profiles/h100-8gpu-nvlink.json --budget 3GiB --json out/sweep.json\n"
+      "  bucketsim sweep traces/gpt-24l-h1024-ws8.json --bucket-cap-mb auto \\\n"
+      "      --profile traces/profiles/h100-8gpu-nvlink.json --budget 2.5GiB\n"
       "  bucketsim report out/sweep.json -o out/sweep-page   # or --html out/sweep.html");
   command.callback([flags, &context] { context.exit_code = RunSweep(*flags, context); });
 }

@@ -69,6 +69,8 @@ void PackPoint(Packer& p, const SweepPoint& point) {
   p.Uint(point.peak_reserved_bytes);
   p.Double(point.step_time_us);
   p.Double(point.exposed_communication_us);
+  p.Uint(point.bucketed_requests);
+  p.Uint(point.bypassed_requests);
   p.Uint(point.out_of_memory);
 }
 
@@ -81,6 +83,8 @@ SweepPoint UnpackPoint(Unpacker& u) {
   point.peak_reserved_bytes = u.Uint();
   point.step_time_us = u.Double();
   point.exposed_communication_us = u.Double();
+  point.bucketed_requests = u.Uint();
+  point.bypassed_requests = u.Uint();
   point.out_of_memory = u.Uint() != 0;
   return point;
 }

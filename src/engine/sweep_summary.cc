@@ -1,9 +1,13 @@
 #include "engine/sweep_summary.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 
 namespace bucketsim {
 namespace {
+
+bool SameTime(Micros a, Micros b) { return std::abs(a - b) <= 1e-9 * std::max(a, b); }
 
 // a dominates b: no worse on both axes and better on one.
 bool Dominates(const SweepPoint& a, const SweepPoint& b) {
@@ -13,15 +17,48 @@ bool Dominates(const SweepPoint& a, const SweepPoint& b) {
   return no_worse && better;
 }
 
-// Faster first; at equal time, less memory first; then the earlier point.
-bool Preferred(const std::vector<SweepPoint>& points, std::size_t a, std::size_t b) {
+// After time and memory: simpler in effect, simpler as named, smaller cap, canonical spec; the
+// index only separates a configuration listed twice.
+bool PreferredAmongEqual(const std::vector<SweepPoint>& points, std::size_t a, std::size_t b) {
   const SweepPoint& x = points[a];
   const SweepPoint& y = points[b];
-  if (x.step_time_us != y.step_time_us) return x.step_time_us < y.step_time_us;
+  auto key = [](const SweepPoint& p) {
+    return std::tuple(static_cast<int>(EffectiveSimplicity(p)),
+                      static_cast<int>(PointSetting(p).simplicity), p.bucket_cap_mb);
+  };
+  if (key(x) != key(y)) return key(x) < key(y);
+  if (x.canonical != y.canonical) return x.canonical < y.canonical;
+  return a < b;
+}
+
+// Faster first; at the same time, less memory; then PreferredAmongEqual.
+bool FasterFirst(const std::vector<SweepPoint>& points, std::size_t a, std::size_t b) {
+  const SweepPoint& x = points[a];
+  const SweepPoint& y = points[b];
+  if (!SameTime(x.step_time_us, y.step_time_us)) return x.step_time_us < y.step_time_us;
   if (x.peak_reserved_bytes != y.peak_reserved_bytes) {
     return x.peak_reserved_bytes < y.peak_reserved_bytes;
   }
-  return a < b;
+  return PreferredAmongEqual(points, a, b);
+}
+
+// Less memory first; at the same memory, faster; then PreferredAmongEqual.
+bool SmallerFirst(const std::vector<SweepPoint>& points, std::size_t a, std::size_t b) {
+  const SweepPoint& x = points[a];
+  const SweepPoint& y = points[b];
+  if (x.peak_reserved_bytes != y.peak_reserved_bytes) {
+    return x.peak_reserved_bytes < y.peak_reserved_bytes;
+  }
+  if (!SameTime(x.step_time_us, y.step_time_us)) return x.step_time_us < y.step_time_us;
+  return PreferredAmongEqual(points, a, b);
+}
+
+std::vector<std::size_t> RanAll(const std::vector<SweepPoint>& points) {
+  std::vector<std::size_t> ran;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (!points[i].out_of_memory) ran.push_back(i);
+  }
+  return ran;
 }
 
 }  // namespace
@@ -37,6 +74,8 @@ SweepPoint SweepPointOf(const RunResult& run) {
   point.step_time_us = totals.step_time_us;
   // Per iteration over the same iterations as the step time (TimingTotals::per_iteration).
   point.exposed_communication_us = totals.per_iteration.exposed_communication_us;
+  point.bucketed_requests = run.counters.bucketed;
+  point.bypassed_requests = run.counters.bypasses;
   point.out_of_memory = run.oom.has_value();
   return point;
 }
@@ -57,6 +96,35 @@ std::vector<SweepPoint> SummarizeSweep(const std::vector<RunResult>& runs) {
   return points;
 }
 
+SettingAdvice PointSetting(const SweepPoint& point) {
+  Result<PolicySpec> spec = ParsePolicySpec(point.canonical);
+  return SettingFor(spec.ok() ? *spec : PolicySpec{}, point.bucket_cap_mb);
+}
+
+Simplicity EffectiveSimplicity(const SweepPoint& point) {
+  SettingAdvice setting = PointSetting(point);
+  // fairscale's cap decides what is bucketed (the shard size): at a cap that buckets nothing
+  // every request takes the bypass path, exactly as with bucket_cap_mb=0.
+  if (point.bucketed_requests == 0 && setting.strategy == Strategy::kFairscale) {
+    return Simplicity::kUnbucketed;
+  }
+  return setting.simplicity;
+}
+
+bool SameFigures(const SweepPoint& a, const SweepPoint& b) {
+  return a.peak_reserved_bytes == b.peak_reserved_bytes && SameTime(a.step_time_us, b.step_time_us);
+}
+
+std::vector<std::size_t> TiesOf(const std::vector<SweepPoint>& points, std::size_t i) {
+  std::vector<std::size_t> ties;
+  for (std::size_t j : RanAll(points)) {
+    if (j != i && SameFigures(points[i], points[j])) ties.push_back(j);
+  }
+  std::sort(ties.begin(), ties.end(),
+            [&](std::size_t a, std::size_t b) { return FasterFirst(points, a, b); });
+  return ties;
+}
+
 bool FitsBudget(const SweepPoint& point, Bytes budget_bytes) {
   return !point.out_of_memory && point.peak_reserved_bytes <= budget_bytes;
 }
@@ -64,20 +132,60 @@ bool FitsBudget(const SweepPoint& point, Bytes budget_bytes) {
 BudgetAnswer ChooseUnderBudget(const std::vector<SweepPoint>& points, Bytes budget_bytes) {
   BudgetAnswer answer;
   answer.budget_bytes = budget_bytes;
+  std::vector<std::size_t> ran = RanAll(points);
+  if (ran.empty()) return answer;
+  answer.smallest = *std::min_element(ran.begin(), ran.end(), [&](std::size_t a, std::size_t b) {
+    return SmallerFirst(points, a, b);
+  });
   std::vector<std::size_t> fitting;
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    if (points[i].out_of_memory) continue;
-    if (!answer.smallest ||
-        points[i].peak_reserved_bytes < points[*answer.smallest].peak_reserved_bytes) {
-      answer.smallest = i;
-    }
-    if (FitsBudget(points[i], budget_bytes)) fitting.push_back(i);
-  }
+  std::copy_if(ran.begin(), ran.end(), std::back_inserter(fitting),
+               [&](std::size_t i) { return FitsBudget(points[i], budget_bytes); });
   std::sort(fitting.begin(), fitting.end(),
-            [&](std::size_t a, std::size_t b) { return Preferred(points, a, b); });
-  if (!fitting.empty()) answer.best = fitting[0];
-  if (fitting.size() > 1) answer.runner_up = fitting[1];
+            [&](std::size_t a, std::size_t b) { return FasterFirst(points, a, b); });
+  if (fitting.empty()) return answer;
+  answer.best = fitting[0];
+  answer.ties = TiesOf(points, fitting[0]);
+  for (std::size_t i : fitting) {
+    if (!SameFigures(points[i], points[fitting[0]])) {
+      answer.runner_up = i;
+      break;
+    }
+  }
   return answer;
+}
+
+KneeAnswer FindKnee(const std::vector<SweepPoint>& points, double time_tolerance) {
+  KneeAnswer answer;
+  answer.time_tolerance = time_tolerance;
+  std::vector<std::size_t> ran = RanAll(points);
+  if (ran.empty()) return answer;
+  answer.fastest = *std::min_element(ran.begin(), ran.end(), [&](std::size_t a, std::size_t b) {
+    return FasterFirst(points, a, b);
+  });
+  const Micros limit_us = points[*answer.fastest].step_time_us * (1 + time_tolerance);
+  std::vector<std::size_t> within;
+  std::copy_if(ran.begin(), ran.end(), std::back_inserter(within), [&](std::size_t i) {
+    return points[i].step_time_us <= limit_us || SameTime(points[i].step_time_us, limit_us);
+  });
+  answer.knee = *std::min_element(within.begin(), within.end(), [&](std::size_t a, std::size_t b) {
+    return SmallerFirst(points, a, b);
+  });
+  answer.ties = TiesOf(points, *answer.knee);
+  return answer;
+}
+
+std::optional<std::size_t> Recommended(const SweepSection& sweep) {
+  if (sweep.budget) return sweep.budget->best;
+  return sweep.knee.knee;
+}
+
+SettingAdvice RecommendedSetting(const SweepSection& sweep) {
+  std::optional<std::size_t> chosen = Recommended(sweep);
+  BUCKETSIM_CHECK(chosen.has_value());
+  const SweepPoint& p = sweep.points[*chosen];
+  Result<PolicySpec> spec = ParsePolicySpec(p.canonical);
+  const bool unbucketed_in_effect = EffectiveSimplicity(p) == Simplicity::kUnbucketed;
+  return SettingFor(spec.ok() ? *spec : PolicySpec{}, unbucketed_in_effect ? 0 : p.bucket_cap_mb);
 }
 
 }  // namespace bucketsim

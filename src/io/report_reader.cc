@@ -352,16 +352,39 @@ SweepSection ReadSweep(const Node& node, const std::vector<RunResult>& runs) {
     point.exposed_communication_us = p["exposed_communication_us"].Number();
     point.out_of_memory = p["out_of_memory"].Bool();
     point.pareto = p["pareto"].Bool();
+    // Reports before the advice (bucketsim 0.1) have the counts only in policies[].
+    point.bucketed_requests =
+        p.Has("bucketed_requests") ? p["bucketed_requests"].Uint() : runs[i].counters.bucketed;
+    point.bypassed_requests =
+        p.Has("bypassed_requests") ? p["bypassed_requests"].Uint() : runs[i].counters.bypasses;
     sweep.points.push_back(std::move(point));
   }
+  // The choices are derived from the points as `sweep` derived them, so a page made from the
+  // file says what the command said; the file's indices are for other readers.
+  double tolerance = kDefaultTimeTolerance;
+  if (node.Has("knee")) {
+    tolerance = node["knee"]["time_tolerance"].Number();
+    if (!(tolerance >= 0)) node["knee"]["time_tolerance"].Fail("expected a fraction >= 0");
+  }
+  sweep.knee = FindKnee(sweep.points, tolerance);
   if (node.Has("budget")) {
     Node budget = node["budget"];
-    BudgetAnswer answer;
-    answer.budget_bytes = budget["budget_bytes"].Uint();
-    answer.best = ReadIndex(budget["best"], points.size());
-    answer.runner_up = ReadIndex(budget["runner_up"], points.size());
-    answer.smallest = ReadIndex(budget["smallest"], points.size());
-    sweep.budget = answer;
+    sweep.budget = ChooseUnderBudget(sweep.points, budget["budget_bytes"].Uint());
+    for (const char* key : {"best", "runner_up", "smallest"}) ReadIndex(budget[key], points.size());
+  }
+  if (node.Has("search")) {
+    Node search = node["search"];
+    sweep.search = CapSearch{search["from_mb"].Number(),
+                             search["to_mb"].Number(),
+                             search["passes"].Int(),
+                             search["caps"].Uint(),
+                             {}};
+    for (const Node& cap : search["listed_mb"].Items()) {
+      sweep.search->listed_mb.push_back(cap.Number());
+    }
+  }
+  if (node.Has("smallest_bucketing_cap_mb")) {
+    sweep.smallest_bucketing_cap_mb = node["smallest_bucketing_cap_mb"].Number();
   }
   return sweep;
 }

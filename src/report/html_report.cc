@@ -139,8 +139,8 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
       out += fmt::format("<h{0}>Sweep</h{0}>\n", h) + HtmlTable(table);
     }
     out += fmt::format("<p>{}</p>\n", Esc(kSweepParetoNote));
-    if (doc.sweep->budget) {
-      out += fmt::format("<p>{}</p>\n", Esc(DescribeBudget(doc.sweep->points, *doc.sweep->budget)));
+    for (const std::string& paragraph : SweepAdvice(*doc.sweep)) {
+      out += fmt::format("<p>{}</p>\n", Esc(paragraph));
     }
   }
   if (!doc.has_timeline) out += fmt::format("<p>{}</p>\n", Esc(kNoTimelineNote));

@@ -8,6 +8,7 @@
 
 #include "io/atomic_file.h"
 #include "report/json_writer.h"
+#include "report/sweep_report.h"
 
 namespace bucketsim {
 namespace {
@@ -345,6 +346,13 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
   w.EndObject();
 }
 
+void WriteIndexList(JsonWriter& w, std::string_view key, const std::vector<std::size_t>& list) {
+  w.Key(key);
+  w.BeginArray();
+  for (std::size_t i : list) w.Uint(i);
+  w.EndArray();
+}
+
 void WriteSweep(JsonWriter& w, const SweepSection& sweep) {
   w.Key("sweep");
   w.BeginObject();
@@ -355,6 +363,8 @@ void WriteSweep(JsonWriter& w, const SweepSection& sweep) {
     w.Field("policy", p.policy);
     w.Field("canonical", p.canonical);
     w.Field("bucket_cap_mb", p.bucket_cap_mb);
+    w.Field("bucketed_requests", p.bucketed_requests);
+    w.Field("bypassed_requests", p.bypassed_requests);
     w.Field("peak_allocated_bytes", p.peak_allocated_bytes);
     w.Field("peak_reserved_bytes", p.peak_reserved_bytes);
     w.Field("step_time_us", p.step_time_us);
@@ -364,6 +374,13 @@ void WriteSweep(JsonWriter& w, const SweepSection& sweep) {
     w.EndObject();
   }
   w.EndArray();
+  w.Key("knee");
+  w.BeginObject();
+  w.Field("time_tolerance", sweep.knee.time_tolerance);
+  WriteOptionalIndex(w, "fastest", sweep.knee.fastest);
+  WriteOptionalIndex(w, "knee", sweep.knee.knee);
+  WriteIndexList(w, "ties", sweep.knee.ties);
+  w.EndObject();
   w.Key("budget");
   if (!sweep.budget) {
     w.Null();
@@ -373,8 +390,48 @@ void WriteSweep(JsonWriter& w, const SweepSection& sweep) {
     WriteOptionalIndex(w, "best", sweep.budget->best);
     WriteOptionalIndex(w, "runner_up", sweep.budget->runner_up);
     WriteOptionalIndex(w, "smallest", sweep.budget->smallest);
+    WriteIndexList(w, "ties", sweep.budget->ties);
     w.EndObject();
   }
+  w.Key("search");
+  if (!sweep.search) {
+    w.Null();
+  } else {
+    w.BeginObject();
+    w.Field("from_mb", sweep.search->from_mb);
+    w.Field("to_mb", sweep.search->to_mb);
+    w.Field("passes", sweep.search->passes);
+    w.Field("caps", sweep.search->caps);
+    w.Key("listed_mb");
+    w.BeginArray();
+    for (double cap : sweep.search->listed_mb) w.Double(cap);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.Key("smallest_bucketing_cap_mb");
+  if (sweep.smallest_bucketing_cap_mb) {
+    w.Double(*sweep.smallest_bucketing_cap_mb);
+  } else {
+    w.Null();
+  }
+  std::optional<std::size_t> recommended = Recommended(sweep);
+  WriteOptionalIndex(w, "recommended", recommended);
+  w.Key("setting");
+  if (!recommended) {
+    w.Null();
+  } else {
+    const SettingAdvice setting = RecommendedSetting(sweep);
+    w.BeginObject();
+    w.Field("framework", setting.framework);
+    w.Field("setting", setting.setting);
+    w.Field("upstream", setting.upstream);
+    w.Field("note", setting.note);
+    w.EndObject();
+  }
+  w.Key("advice");
+  w.BeginArray();
+  for (const std::string& paragraph : SweepAdvice(sweep)) w.String(paragraph);
+  w.EndArray();
   w.EndObject();
 }
 

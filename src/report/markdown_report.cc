@@ -33,8 +33,8 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
   if (doc.sweep) {
     out += fmt::format("\n{}# Sweep\n\n", h) + RenderMarkdown(BuildSweepTable(*doc.sweep));
     out += fmt::format("\n\\{}\n", kSweepParetoNote);  // "\*": not a list item
-    if (doc.sweep->budget) {
-      out += fmt::format("\n{}\n", DescribeBudget(doc.sweep->points, *doc.sweep->budget));
+    for (const std::string& paragraph : SweepAdvice(*doc.sweep)) {
+      out += fmt::format("\n{}\n", paragraph);
     }
   }
   if (!doc.has_timeline) out += fmt::format("\n{}\n", kNoTimelineNote);

@@ -1,6 +1,8 @@
-// The sweep as the terminal and the report pages show it: one row per (policy, cap) with peak
-// memory, predicted step time and exposed communication, the Pareto-optimal rows marked, and the
-// budget answer in words.
+// The sweep as the terminal and the report pages show it: one row per (policy, cap) with how
+// many reduce requests the cap buckets, peak memory, predicted step time and exposed
+// communication, the Pareto-optimal rows marked and the chosen ones named; then the advice in
+// sentences a reviewer can check against the table: what each cap buckets, the knee, the budget
+// answer, the ties and the exact setting to use.
 #pragma once
 
 #include <string>
@@ -11,12 +13,20 @@
 
 namespace bucketsim {
 
-// Columns: policy, cap, peak allocated, peak reserved, step time, exposed communication, Pareto,
-// and with a budget whether the point fits it. The terminal, Markdown and HTML show this table.
+// The points the table lists: all of them, or after a cap search (which replays many) the
+// Pareto-optimal ones, the chosen ones, their ties and runners-up, and the unbucketed ones.
+std::vector<std::size_t> SweepTableRows(const SweepSection& sweep);
+
+// Columns: policy, cap, requests bucketed, peak allocated, peak reserved, step time, exposed
+// communication, Pareto, with a budget whether the point fits it, and what was chosen.
 Table BuildSweepTable(const SweepSection& sweep);
 
-// "fastest within 40.00 MiB: backward-only cap 25 MiB (...); against the runner-up ... it uses
-// X MiB more/less and is Y ms faster", or what is the least that would fit.
+// The paragraphs under the table, in order: the search, the caps that bucket nothing or only
+// some requests, the knee, the budget answer, and the setting to use for the recommendation.
+std::vector<std::string> SweepAdvice(const SweepSection& sweep);
+
+// "budget 40.00 MiB: fastest that fits is backward-only at cap 25 MiB (...); against the
+// runner-up ... it uses X MiB more/less and is Y ms faster", or what is the least that would fit.
 std::string DescribeBudget(const std::vector<SweepPoint>& points, const BudgetAnswer& answer);
 
 }  // namespace bucketsim

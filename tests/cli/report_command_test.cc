@@ -155,19 +155,30 @@ TEST_F(ReportCommand, ASweepReportGetsItsTableAndParetoChart) {
   const std::string heading = "# Sweep\n\n";
   std::size_t table = md.find(
       heading +
-      "| policy | cap (MiB) | peak alloc (MiB) | peak reserved (MiB) | step time (ms) | exposed "
-      "comm (ms) | pareto | fits 8.00 MiB |\n");
+      "| policy | cap (MiB) | bucketed (requests) | peak alloc (MiB) | peak reserved (MiB) | step "
+      "time (ms) | exposed comm (ms) | pareto | fits 8.00 MiB | chosen |\n");
   ASSERT_NE(table, std::string::npos) << md;
   table += heading.size();
   std::string rows = md.substr(table, md.find("\n\n", table) + 1 - table);
   EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 6) << rows;  // header, rule, 4 rows
-  // cap 0.25 MiB: no faster than 0.0625 with the same reserved memory, so not optimal.
-  EXPECT_NE(rows.find("\n| backward-only | 0.25 | 3.11 | 6.00 | 0.615 | 0.264 |  | yes |\n"),
-            std::string::npos)
+  // cap 0.25 MiB: no faster than 0.0625 with the same reserved memory, so not optimal; it
+  // buckets a and b (20,480 elements per rank <= S = 32,768) but not c (51,200), twice each.
+  EXPECT_NE(
+      rows.find("\n| backward-only | 0.25 | 4/6 | 3.11 | 6.00 | 0.615 | 0.264 |  | yes |  |\n"),
+      std::string::npos)
       << rows;
-  EXPECT_NE(rows.find("\n| backward-only | 1 | 5.17 | 8.00 | 0.528 | 0.176 | * | yes |\n"),
-            std::string::npos)
+  EXPECT_NE(
+      rows.find(
+          "\n| backward-only | 1 | 6/6 | 5.17 | 8.00 | 0.528 | 0.176 | * | yes | knee, budget |\n"),
+      std::string::npos)
       << rows;
+  // The advice under the table, as the terminal prints it.
+  EXPECT_NE(md.find("Cap 0.0625 MiB buckets nothing: all 6 reduce requests"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("Setting for backward-only at cap 1 MiB (fairscale FSDP): "
+                    "FullyShardedDataParallel(bucket_cap_mb=1)"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("budget 8.00 MiB: fastest that fits is backward-only at cap 1 MiB"),
             std::string::npos)
       << md;

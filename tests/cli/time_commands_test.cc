@@ -56,6 +56,112 @@ TEST(Sweep, NothingFitsSaysBySoMuch) {
       << run.out;
 }
 
+// The tiny trace's reduce requests (traces/tiny-ws2.json, fp32, world size 2), per backward:
+// c (51,200 elements per rank) and a (20,480) on group 101, b (20,480) on group 102; two
+// backwards, six requests. fairscale buckets n <= S = int((cap * 2^20 / 4) // 2).
+
+// Cap 0.0625 MiB: S = 8,192, smaller than every request, so nothing is bucketed and the three
+// policies have the same figures. always-allocated is listed first; unbucketed is chosen, the
+// others are its ties from the simplest, and the setting is bucket_cap_mb=0. The least cap that
+// buckets anything is a's and b's threshold, 20,480 * 2 * 4 B = 0.15625 MiB.
+TEST(Sweep, ACapThatBucketsNothingSaysSoAndTheTieGoesToTheSimplestPolicy) {
+  const std::vector<std::string> args = {
+      "sweep",    "traces/tiny-ws2.json", "--bucket-cap-mb", "0.0625",
+      "--policy", "always-allocated",     "--policy",        "backward-only",
+      "--policy", "unbucketed",           "--budget",        "1GiB"};
+  testing::BinaryResult run = RunBucketsim(args);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  for (const char* said :
+       {"Cap 0.0625 MiB buckets nothing: all 6 reduce requests are larger than the shard size",
+        "The least cap that buckets any request is 0.15625 MiB.", "fastest that fits is unbucketed",
+        "It ties with backward-only at cap 0.0625 MiB and always-allocated at cap 0.0625 MiB (the "
+        "same step time and peak reserved) and is preferred as the simpler policy",
+        "FullyShardedDataParallel(bucket_cap_mb=0)"}) {
+    EXPECT_NE(run.out.find(said), std::string::npos) << said << "\n" << run.out;
+  }
+  std::vector<std::string> as_json = args;
+  as_json.insert(as_json.end(), {"--format", "json"});
+  testing::BinaryResult json_run = RunBucketsim(as_json);
+  ASSERT_EQ(json_run.exit_code, 0) << json_run.err;
+  json sweep = json::parse(json_run.out)["sweep"];
+  EXPECT_EQ(sweep["points"][0]["bucketed_requests"], 0);
+  EXPECT_EQ(sweep["points"][0]["bypassed_requests"], 6);
+  EXPECT_EQ(sweep["knee"]["knee"], 2);
+  EXPECT_EQ(sweep["knee"]["ties"], json::array({1, 0}));
+  EXPECT_EQ(sweep["budget"]["best"], 2);
+  EXPECT_EQ(sweep["budget"]["ties"], json::array({1, 0}));
+  EXPECT_TRUE(sweep["budget"]["runner_up"].is_null());
+  EXPECT_EQ(sweep["recommended"], 2);
+  EXPECT_EQ(sweep["setting"]["setting"], "FullyShardedDataParallel(bucket_cap_mb=0)");
+  EXPECT_EQ(sweep["smallest_bucketing_cap_mb"], 0.15625);
+}
+
+// Listed caps 0.0625 and 1 MiB; `auto` searches 0.157 (the threshold 0.15625 rounded up) to
+// 0.704 (one bucket for a backward: 92,160 elements * 8 B = 0.703125 MiB; groups 101 and 102 have
+// the same members) and finds the knee between the listed caps at 0.547 MiB:
+//   S = int((0.547 * 2^20 / 4) // 2) = 71,696 >= c + a = 71,680, so c and a share group 101's
+//   bucket and flush once per backward, as at cap 1 (S = 131,072): the same collectives, the same
+//   step. At 0.546 (S = 71,565) c is flushed before a fits: more collectives, slower.
+//   Exact model (requests rounded up to 512 B), per group's bucket: data 2 * 71,696 * 4 =
+//   573,568 -> 573,952 B and output 286,784 -> 287,232 B, against 1,048,576 + 524,288 at cap 1:
+//   711,680 B less, 1,423,360 B for the two groups: 5,415,936 - 1,423,360 = 3,992,576 B.
+TEST(Sweep, AutoFindsTheKneeBetweenTheListedCaps) {
+  testing::BinaryResult run = RunBucketsim(
+      {"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "0.0625,1,auto", "--policy",
+       "backward-only", "--profile", kH100, "--allocator", "exact", "--format", "json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json sweep = json::parse(run.out)["sweep"];
+  EXPECT_EQ(sweep["search"]["from_mb"], 0.157);
+  EXPECT_EQ(sweep["search"]["to_mb"], 0.704);
+  const json& points = sweep["points"];
+  auto at_cap = [&points](double cap) {
+    for (const json& p : points) {
+      if (p["bucket_cap_mb"] == cap) return p;
+    }
+    ADD_FAILURE() << "no point at cap " << cap;
+    return json();
+  };
+  const json& knee = points[sweep["knee"]["knee"].get<std::size_t>()];
+  EXPECT_EQ(knee["bucket_cap_mb"], 0.547);
+  EXPECT_EQ(knee["peak_reserved_bytes"], 3992576);
+  EXPECT_EQ(at_cap(1)["peak_reserved_bytes"], 5415936);
+  EXPECT_EQ(knee["step_time_us"], at_cap(1)["step_time_us"]);
+  EXPECT_GT(at_cap(0.546)["step_time_us"].get<double>(), knee["step_time_us"].get<double>());
+  EXPECT_EQ(sweep["setting"]["setting"], "FullyShardedDataParallel(bucket_cap_mb=0.547)");
+  EXPECT_TRUE(sweep["setting"]["upstream"]);
+  // Every searched point is in the report, one policies[] entry each.
+  EXPECT_EQ(json::parse(run.out)["policies"].size(), points.size());
+  EXPECT_EQ(points.size(), sweep["search"]["caps"].get<std::size_t>());
+}
+
+// Exact model, 3 MiB = 3,145,728 B: cap 0.0625 peaks at 2,720,768 B and fits; 0.25 (3.11 MiB)
+// and 1 (5,415,936 B) do not.
+TEST(Sweep, ABudgetThatOnlyOneConfigurationFits) {
+  testing::BinaryResult run = RunBucketsim(
+      {"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "0.0625,0.25,1", "--policy",
+       "backward-only", "--profile", kH100, "--allocator", "exact", "--budget", "3MiB"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("budget 3.00 MiB: fastest that fits is backward-only at cap 0.0625 MiB: "
+                         "step 0.615 ms, peak reserved 2.59 MiB (0.41 MiB to spare); it is the "
+                         "only configuration that fits."),
+            std::string::npos)
+      << run.out;
+  // That cap buckets nothing: the setting says what it is in effect.
+  EXPECT_NE(run.out.find("Cap 0.0625 MiB buckets none of the 6 requests, so this is the same as "
+                         "bucket_cap_mb=0."),
+            std::string::npos)
+      << run.out;
+}
+
+TEST(Sweep, CapSearchInputErrors) {
+  for (const char* caps : {"auto,2..3", "3..2", "0..2", "a..b", "1,x"}) {
+    testing::BinaryResult run =
+        RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", caps});
+    EXPECT_EQ(run.exit_code, 2) << caps;
+    EXPECT_NE(run.err.find("--bucket-cap-mb"), std::string::npos) << caps << ": " << run.err;
+  }
+}
+
 TEST(Sweep, BadInputIsExitCode2) {
   EXPECT_EQ(RunBucketsim({"sweep", "traces/tiny-ws2.json"}).exit_code, 2);  // caps required
   EXPECT_EQ(RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "1,inf"}).exit_code,

@@ -135,7 +135,7 @@ ReportDocument SweepDocument(std::optional<Bytes> budget_mib) {
   runs[5].oom = OomEvent{};
   ReportDocument doc;
   doc.runs = runs;
-  SweepSection sweep{SummarizeSweep(runs), std::nullopt};
+  SweepSection sweep{SummarizeSweep(runs), {}, std::nullopt, std::nullopt, std::nullopt};
   if (budget_mib) sweep.budget = ChooseUnderBudget(sweep.points, *budget_mib * kMiB);
   doc.sweep = sweep;
   return doc;
@@ -197,7 +197,7 @@ TEST(ReportCharts, ASweepComesFirstAndNamesEachRunWithItsCap) {
   doc.runs.push_back(doc.runs[1]);  // backward-only again, at another cap
   doc.runs.back().bucket_cap_mb = 5;
   doc.step_time_us.push_back(std::nullopt);
-  doc.sweep = SweepSection{SummarizeSweep(doc.runs), std::nullopt};
+  doc.sweep = SweepSection{SummarizeSweep(doc.runs), {}, std::nullopt, std::nullopt, std::nullopt};
   std::vector<ReportChart> charts = ReportCharts(doc, "");
   ASSERT_GE(charts.size(), 2u);
   EXPECT_EQ(charts[0].id, "pareto");
