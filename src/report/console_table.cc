@@ -96,7 +96,7 @@ Table BuildComparisonTable(const std::vector<RunResult>& runs) {
     row.push_back(fmt::format("{}", run.counters.bypasses));
     // One iteration, as check's step time: the sum over a trace's iterations (warm-up included)
     // is not a step.
-    TimingTotals totals = SumTimings(run.iterations, run.collectives);
+    TimingTotals totals = SumTimings(run.iterations, run.collective_summary.totals());
     row.push_back(run.iterations.empty() ? "-" : Ms(totals.step_time_us));
     row.push_back(run.iterations.empty() ? "-" : Ms(totals.per_iteration.exposed_communication_us));
     if (any_oom) row.push_back(run.oom ? OomCell(*run.oom) : "");

@@ -40,12 +40,15 @@ Table BuildFrameworkTable(const std::vector<RunResult>& runs) {
   table.right_aligned = {false, false, false, true, true, true, false, true};
   for (const RunResult& run : runs) {
     std::optional<PolicySpec> spec = SpecOf(run);
-    std::map<std::string_view, std::size_t> kinds;
-    Bytes sent = 0;
-    for (const CollectiveRecord& c : run.collectives) {
-      ++kinds[CollectiveKindName(c.kind)];
-      sent += c.input_numel * ElementSize(c.dtype);
+    // From the summary, which every replay keeps (the full log only with --full-log).
+    std::map<std::string_view, std::uint64_t> kinds;
+    for (const PhaseCollectives& phase : run.collective_summary.phases()) {
+      for (int k = 0; k < kNumCollectiveKinds; ++k) {
+        const std::uint64_t count = phase.by_kind[static_cast<std::size_t>(k)].count;
+        if (count > 0) kinds[CollectiveKindName(static_cast<CollectiveKind>(k))] += count;
+      }
     }
+    const Bytes sent = run.collective_summary.totals().bytes;
     std::string collectives;
     for (const auto& [kind, count] : kinds) {
       collectives += fmt::format("{}{} {}", collectives.empty() ? "" : ", ", count, kind);

@@ -58,7 +58,10 @@ TEST(SumTimings, BandwidthsFollowNcclTests) {
   a.input_numel = 250000;  // 1e6 bytes
   CollectiveRecord b = a;
   b.input_numel = 750000;  // 3e6 bytes
-  TimingTotals totals = SumTimings(iterations, {a, b});
+  CollectiveTotals collectives;
+  collectives.Add(a);
+  collectives.Add(b);
+  TimingTotals totals = SumTimings(iterations, collectives);
   EXPECT_EQ(totals.collective_bytes, 4000000u);
   EXPECT_DOUBLE_EQ(totals.algbw_GBps, 2.0);                     // 4e6 B / 2e-3 s = 2 GB/s
   EXPECT_DOUBLE_EQ(totals.busbw_GBps, 1.5);                     // * 3/4
