@@ -168,9 +168,16 @@ Status Replay::Charge(Allocation& allocation, BufferHandle handle, Bytes request
 }
 
 void Replay::Discharge(Allocation& allocation, BufferHandle handle) {
-  RecordPeakIfNeeded();
-  const bool policy_buffer = (handle & kTraceBufferBit) == 0;
-  KeepForPeak(policy_buffer, static_cast<std::uint32_t>(handle & ~kTraceBufferBit), allocation);
+  const bool recorded_now = RecordPeakIfNeeded();
+  if (recorded_now && allocation.refs == 0) {
+    // A policy buffer whose last reference Release just dropped: the peak's list has always
+    // been taken with its count already at zero, so it is not listed (the reviewed reports
+    // say so; it is counted in by_category). Marked as kept, it is not ranked.
+    allocation.peak_epoch = peak_epoch_;
+  } else {
+    const bool policy_buffer = (handle & kTraceBufferBit) == 0;
+    KeepForPeak(policy_buffer, static_cast<std::uint32_t>(handle & ~kTraceBufferBit), allocation);
+  }
   if (allocation.in_model) {
     backend_->Release(handle, allocation.stream);
     if (allocation.used_on.empty()) {
@@ -322,12 +329,13 @@ void Replay::MakeLive(Allocation& allocation) {
   allocation.peak_epoch = 0;
 }
 
-void Replay::RecordPeakIfNeeded() {
-  if (!ledger_.peak_unrecorded()) return;
+bool Replay::RecordPeakIfNeeded() {
+  if (!ledger_.peak_unrecorded()) return false;
   ++peak_epoch_;
   peak_live_seq_ = next_live_seq_;
   peak_changed_.clear();
   ledger_.RecordPeakFragmentation(memory_->Fragmentation());
+  return true;
 }
 
 void Replay::KeepForPeak(bool policy_buffer, std::uint32_t index, Allocation& allocation) {

@@ -90,7 +90,8 @@ class Replay final : public EventSink, private PolicyHost {
   // records the peak's fragmentation and remembers the moment. What was live at it is rebuilt
   // once, at the end, by RankLargestAtPeak: a deep model reaches a new peak at every layer, and
   // ranking every live allocation each time cost time quadratic in the depth.
-  void RecordPeakIfNeeded();
+  // Returns whether it recorded one now.
+  bool RecordPeakIfNeeded();
   // Before `allocation` (live, at `index` of its table) is freed or relabelled: keeps a copy of
   // it as it was at the recorded peak, the first time it changes after the peak.
   void KeepForPeak(bool policy_buffer, std::uint32_t index, Allocation& allocation);

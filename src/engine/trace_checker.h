@@ -77,6 +77,8 @@ class TraceChecker final : public EventSink {
   explicit TraceChecker(EventSink* next, CheckerMode mode = CheckerMode::kReject,
                         std::size_t remembered_frees = kRememberedFrees)
       : next_(next), mode_(mode), remembered_frees_(remembered_frees) {}
+  TraceChecker(const TraceChecker&) = delete;  // holds an iterator into its own map
+  TraceChecker& operator=(const TraceChecker&) = delete;
 
   Status OnHeader(const TraceHeader& header) override;
   Status OnEvent(const Event& event) override;
@@ -122,7 +124,9 @@ class TraceChecker final : public EventSink {
   std::unordered_map<std::uint64_t, IdState> ids_;
   std::deque<std::pair<std::uint64_t, EventIndex>> free_order_;  // recent frees, oldest first
   std::map<std::uint64_t, std::uint64_t> forgotten_frees_;       // first id -> last id
-  std::uint64_t max_id_ = 0;                                     // the largest id allocated
+  // The range AddForgottenFree grew last (end() if none, or erased).
+  std::map<std::uint64_t, std::uint64_t>::iterator forgotten_hint_ = forgotten_frees_.end();
+  std::uint64_t max_id_ = 0;  // the largest id allocated
   bool allocated_any_ = false;
   std::vector<std::uint32_t> free_slots_;
   std::uint32_t num_slots_ = 0;

@@ -27,18 +27,20 @@ void FreeBlockIndex::MarkBin(std::uint32_t bin) {
   }
 }
 
-void FreeBlockIndex::Insert(const Entry& entry) {
+FreeBlockIndex::Cursor FreeBlockIndex::Insert(const Entry& entry) {
   const std::uint32_t bin = BinOf(entry.size);
+  Bin::iterator at;
   if (spare_nodes_.empty()) {
-    bins_[bin].insert(entry);
+    at = bins_[bin].insert(entry).first;
   } else {
     Bin::node_type node = std::move(spare_nodes_.back());
     spare_nodes_.pop_back();
     node.value() = entry;
-    bins_[bin].insert(std::move(node));
+    at = bins_[bin].insert(std::move(node)).position;
   }
   MarkBin(bin);
   ++count_;
+  return Cursor{bin, at};
 }
 
 void FreeBlockIndex::Erase(Bytes size, Bytes address) {

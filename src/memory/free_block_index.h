@@ -43,7 +43,8 @@ class FreeBlockIndex {
   FreeBlockIndex(FreeBlockIndex&&) noexcept = default;
   FreeBlockIndex& operator=(FreeBlockIndex&&) noexcept = default;
 
-  void Insert(const Entry& entry);
+  // Returns where the entry went: erasing it there needs no search.
+  Cursor Insert(const Entry& entry);
   // The entry must be present with exactly this size and address.
   void Erase(Bytes size, Bytes address);
   // The entry at `cursor` (no search).
