@@ -141,6 +141,46 @@ MPI library with headers (OpenMPI or MPICH); the GPU tests run as a single MPI p
   echo "skipped tests: $(grep -c "Skipped" "$log" || true)"
   awk '$1 ~ /^[0-9]+$/ && ($1 == 1048576 || $1 == 16777216 || $1 == 268435456) {
          printf "  %10d B  bucketsim %8.2f GB/s  nccl %8.2f GB/s  ratio %.3f\n", $1, $4, $5, $6 }' "$bench"
+  recorder_check "$build"
+}
+
+# The recorder on CUDA (tools/record_program.py --device cuda): each example model's step is
+# measured with torch.cuda.memory_allocated at the marks and torch.cuda.max_memory_allocated per
+# phase, its program replayed by bucketsim at world size 1 (exact model) and the two printed
+# side by side. Needs a torch with CUDA in $PYTHON; skipped with a line otherwise. Prints, never
+# fails the check: the figures are findings (cuBLAS workspaces, for one, are allocated through
+# the caching allocator and are in the measured figures, not in a program).
+recorder_check() {
+  local build=$1 python=${PYTHON:-python3}
+  if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    say "recorder: $python has no torch with CUDA: skipped"
+    return 0
+  fi
+  local out="$build/recorder" examples="$root/tools/examples"
+  mkdir -p "$out"
+  echo
+  echo "== recorder on cuda: predicted (bucketsim, exact, world size 1) against measured"
+  local name model wrap
+  while read -r name model wrap; do
+    # shellcheck disable=SC2086 # $wrap is a list of flags
+    if "$python" tools/record_program.py "$examples/$model" --batch "$examples/${model%%:*}:make_batch" \
+        $wrap --device cuda --optimizer sgd-momentum -o "$out/$name.json" &&
+      "$build/bucketsim" gen program "$out/$name.json" --world-size 1 --iterations 1 --param-dtype fp32 \
+        --optimizer sgd-momentum -o "$out/$name.trace.json"; then
+      echo "-- $name"
+      "$python" tools/predicted_vs_measured.py "$out/$name.trace.json" --measured "$out/$name.json" \
+        --bucketsim "$build/bucketsim" || say "recorder: $name: comparison failed"
+    else
+      say "recorder: $name: recording or gen program failed (see above; an emitter that refuses world size 1 cannot predict a single-process run)"
+    fi
+  done <<'CASES'
+mlp mlp.py:build_model --wrap Layer
+mlp-ckpt mlp.py:build_model_checkpointed --wrap Layer
+convnet convnet.py:build_model --wrap Sequential --wrap BatchNorm2d --wrap Linear
+convnet-ckpt convnet.py:build_model_checkpointed --wrap Sequential --wrap BatchNorm2d --wrap Linear
+gpt tiny_gpt.py:build_model --wrap Block
+gpt-ckpt tiny_gpt.py:build_model_checkpointed --wrap Block
+CASES
 }
 
 case "${1:-check}" in

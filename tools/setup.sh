@@ -10,7 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
-  python3 python3-jsonschema
+  python3 python3-jsonschema python3-torch
   chromium
   libxml2-utils
 )

@@ -32,7 +32,12 @@ too). The segments alive at the start are rebuilt by undoing the kept segment ev
 final `segments` (memory_viz's state history) and written first, as observed segment_alloc (or
 segment_map for expandable segments). The description says how many were synthesized.
 
-allocator_settings (PyTorch >= 2.3), when present, becomes the header's alloc_conf.
+allocator_settings (PyTorch >= 2.3), when present, becomes the header's alloc_conf; its
+max_split_size of -1 (int64_t(SIZE_MAX), every default snapshot) means no limit.
+
+Keys this importer does not know, in allocator_settings, segments, blocks, frames, trace entries
+or at the top level, are ignored (newer PyTorch adds compile_context, user_metadata,
+external_annotations, ...): only the keys it reads are checked, and those strictly.
 
 Exit status: 0 written; 2 bad usage or bad input (the message names the file, the entry and the
 problem), in which case nothing is written (the output is written to a temporary file and renamed).
@@ -225,14 +230,31 @@ def check_entries(trace, device):
         optional(e, "time_us", int, where)
 
 
+def max_split_size(settings, where):
+    """The limit in bytes, or None for no limit. PyTorch writes int64_t(max_split_size), and the
+    default limit SIZE_MAX casts to -1 (caching_allocator.md §5.2): -1 is "no limit", as is an
+    unsigned SIZE_MAX from a writer that kept the type. Any other negative value is corrupt."""
+    if "max_split_size" not in settings:
+        return None
+    v = settings["max_split_size"]
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise InputError(f"{where}: 'max_split_size' must be an int, got {type_name(v)}")
+    if v == -1 or v >= (1 << 63):
+        return None
+    if v < 0:
+        raise InputError(f"{where}: 'max_split_size' must be a size in bytes or -1 (no limit), "
+                         f"got {v}")
+    return v
+
+
 def alloc_conf_of(settings):
     """allocator_settings -> PYTORCH_CUDA_ALLOC_CONF text our parser reads ("" = defaults)."""
     if not settings:
         return ""
     where = "allocator_settings"
     parts = []
-    split = optional(settings, "max_split_size", int, where)
-    if split is not None and split < (1 << 63):
+    split = max_split_size(settings, where)
+    if split is not None:
         parts.append(f"max_split_size_mb:{split // MIB}")
     table = optional(settings, "roundup_power2_divisions", dict, where)
     if table:

@@ -1,4 +1,6 @@
-// bucketsim gen PRESET [options] -o FILE: a trace from a model preset; gen --list: the presets,
+// bucketsim gen PRESET [options] -o FILE: a trace from a model preset (--emit-program FILE: its
+// model program); gen program MODEL.json [FSDP options] -o FILE: a trace from a model program
+// (traces/README.md, "Model programs"), through the same emitter; gen --list: the presets,
 // their parameters, defaults and meanings. Subcommands and flags are made from the presets'
 // parameter tables (gen/preset.h), the same entries --list prints.
 #include <algorithm>
@@ -10,25 +12,53 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "gen/fsdp_program.h"
 #include "gen/preset.h"
+#include "io/program_file.h"
 #include "io/trace_writer.h"
 
 namespace bucketsim {
 namespace {
 
-int RunPreset(const Preset& preset, const std::string& output) {
+// Emits `model` under `options` as a trace to `output` ("-": stdout).
+int WriteTrace(const FsdpModel& model, const GenOptions& options, const std::string& output) {
   Status status;
   if (output == "-") {
     TraceWriter writer(std::cout, "stdout");
-    status = preset.Generate(writer);
+    status = EmitFsdpTrace(model, options, writer);
   } else {
     Result<std::unique_ptr<TraceWriter>> writer = TraceWriter::Open(output);
     if (!writer.ok()) return ReportError(writer.status());
-    status = preset.Generate(**writer);
+    status = EmitFsdpTrace(model, options, **writer);
   }
   if (!status.ok()) return ReportError(status);
   if (output != "-") std::fprintf(stderr, "wrote %s\n", output.c_str());
   return kExitOk;
+}
+
+// With --emit-program the preset's program is written, and the trace only when -o is given.
+int RunPreset(const Preset& preset, const std::string& output, bool output_given,
+              const std::string& program_path) {
+  Result<FsdpModel> program = preset.Program();
+  if (!program.ok()) return ReportError(program.status());
+  if (!program_path.empty()) {
+    // The emitter's own checks first, so a program that could not be emitted is not written.
+    Status valid = ValidateGenOptions(preset.options());
+    if (valid.ok()) valid = ValidateProgram(*program);
+    if (!valid.ok()) return ReportError(valid);
+    Status written = WriteProgramFile(*program, program_path);
+    if (!written.ok()) return ReportError(written);
+    if (program_path != "-") std::fprintf(stderr, "wrote %s\n", program_path.c_str());
+    if (!output_given) return kExitOk;
+  }
+  return WriteTrace(*program, preset.options(), output);
+}
+
+int RunProgram(const std::string& model_path, const GenOptions& options,
+               const std::string& output) {
+  Result<FsdpModel> program = ReadProgramFile(model_path);
+  if (!program.ok()) return ReportError(program.status());
+  return WriteTrace(*program, options, output);
 }
 
 // A parameter's parse error is a usage error: CLI11 prints it with the flag and exits 2.
@@ -62,34 +92,74 @@ void AddPreset(CLI::App& gen, CommandContext& context, std::shared_ptr<Preset> p
       gen.add_subcommand(std::string(preset->name()), std::string(preset->summary()));
   for (const PresetParam& param : preset->Params()) AddParamFlag(*command, param);
   auto output = std::make_shared<std::string>("-");
-  command->add_option("-o,--output", *output, "Output file (- for stdout)")->capture_default_str();
+  CLI::Option* output_option =
+      command->add_option("-o,--output", *output, "Output file (- for stdout)")
+          ->capture_default_str();
+  auto program = std::make_shared<std::string>();
+  command->add_option("--emit-program", *program,
+                      "Write the model program (traces/README.md, 'Model programs') to this file; "
+                      "the trace is then written only if -o is given too");
   command->footer(
       fmt::format("Example:\n  {}\n'bucketsim gen --list' lists every preset.", preset->example()));
-  command->callback(
-      [preset, output, &context] { context.exit_code = RunPreset(*preset, *output); });
+  command->callback([preset, output, output_option, program, &context] {
+    context.exit_code = RunPreset(*preset, *output, output_option->count() > 0, *program);
+  });
 }
 
-// One block per preset: its parameters as "--name VALUE  default X  meaning", aligned.
+// gen program MODEL.json: the common FSDP options of every preset, no model options.
+void AddProgramCommand(CLI::App& gen, CommandContext& context) {
+  CLI::App* command = gen.add_subcommand(
+      "program",
+      "A trace from a model program (a preset's --emit-program, tools/record_program.py)");
+  auto options = std::make_shared<GenOptions>();
+  auto model = std::make_shared<std::string>();
+  command->add_option("MODEL", *model, "The model program (JSON)")->required();
+  for (const PresetParam& param : GenOptionParams(*options)) AddParamFlag(*command, param);
+  auto output = std::make_shared<std::string>("-");
+  command->add_option("-o,--output", *output, "Output file (- for stdout)")->capture_default_str();
+  command->footer(
+      "Example:\n  bucketsim gen transformer --layers 4 --emit-program gpt4.json\n"
+      "  bucketsim gen program gpt4.json --world-size 64 --groups shared -o gpt4-ws64.json\n"
+      "The program fixes the model (its activations' sizes and dtypes, autocast); the options "
+      "fix FSDP.");
+  command->callback([options, model, output, &context] {
+    context.exit_code = RunProgram(*model, *options, *output);
+  });
+}
+
+// One block: "name: summary", its parameters as "--name VALUE  default X  meaning", aligned.
+void PrintBlock(std::string_view name, std::string_view summary,
+                const std::vector<PresetParam>& params, std::string_view example) {
+  fmt::print("{}: {}\n", name, summary);
+  std::vector<std::string> usages;
+  std::size_t usage_width = 0;
+  std::size_t default_width = 0;
+  for (const PresetParam& param : params) {
+    usages.push_back(param.kind == ParamKind::kBool
+                         ? "--" + param.name
+                         : fmt::format("--{} {}", param.name, param.ValueHint()));
+    usage_width = std::max(usage_width, usages.back().size());
+    default_width = std::max(default_width, param.get().size());
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    fmt::print("  {:<{}}  default {:<{}}  {}\n", usages[i], usage_width, params[i].get(),
+               default_width, params[i].meaning);
+  }
+  fmt::print("  example: {}\n\n", example);
+}
+
+// Every preset, then `program` with the options it shares with them.
 void PrintList() {
   for (const std::unique_ptr<Preset>& preset : MakePresets()) {
-    fmt::print("{}: {}\n", preset->name(), preset->summary());
-    const std::vector<PresetParam> params = preset->Params();
-    std::vector<std::string> usages;
-    std::size_t usage_width = 0;
-    std::size_t default_width = 0;
-    for (const PresetParam& param : params) {
-      usages.push_back(param.kind == ParamKind::kBool
-                           ? "--" + param.name
-                           : fmt::format("--{} {}", param.name, param.ValueHint()));
-      usage_width = std::max(usage_width, usages.back().size());
-      default_width = std::max(default_width, param.get().size());
-    }
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      fmt::print("  {:<{}}  default {:<{}}  {}\n", usages[i], usage_width, params[i].get(),
-                 default_width, params[i].meaning);
-    }
-    fmt::print("  example: {}\n\n", preset->example());
+    PrintBlock(preset->name(), preset->summary(), preset->Params(), preset->example());
   }
+  GenOptions options;
+  PrintBlock("program MODEL.json",
+             "A model program (a preset's --emit-program FILE, tools/record_program.py); the "
+             "program fixes the model, these options FSDP. Presets also take --emit-program "
+             "FILE: write the program (the trace too only with -o)",
+             GenOptionParams(options),
+             "bucketsim gen program model.json --world-size 64 --groups shared -o trace.json");
 }
 
 }  // namespace
@@ -104,9 +174,10 @@ void AddGenCommand(CLI::App& command, CommandContext& context) {
     names += preset->name();
     AddPreset(command, context, std::shared_ptr<Preset>(std::move(preset)));
   }
+  AddProgramCommand(command, context);
   command.footer(fmt::format(
       "Presets: {}. 'bucketsim gen --list' lists their parameters; 'bucketsim gen PRESET --help' "
-      "shows one.",
+      "shows one. 'bucketsim gen program MODEL.json' emits a model program.",
       names));
   command.callback([list, names, &command, &context] {
     if (*list) {
@@ -114,8 +185,8 @@ void AddGenCommand(CLI::App& command, CommandContext& context) {
       return;
     }
     if (command.get_subcommands().empty()) {
-      context.exit_code =
-          ReportError(InvalidArgument(fmt::format("gen needs a preset ({}) or --list", names)));
+      context.exit_code = ReportError(
+          InvalidArgument(fmt::format("gen needs a preset ({}), program or --list", names)));
     }
   });
 }

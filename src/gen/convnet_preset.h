@@ -10,12 +10,17 @@
 // reshard_after_forward=False; its bucket_cap_mb=0 is ignored under the root, §2.1/§2.8), then
 // FSDP(stem), FSDP(blocks), FSDP(head) and the root FSDP(model), which owns no parameters.
 // With `activation_checkpointing` the blocks are wrapped as the test's "ckpt" configurations
-// do: FSDP(checkpoint_wrapper(blocks)).
+// do: FSDP(checkpoint_wrapper(blocks)). The loss is a mean over the logits. With `autocast`
+// forward and loss run under torch.autocast (the test's fsdp_amp_compute_dtype32 with
+// --param-dtype fp32); with --groups shared-bn-own the groups are those of the test at
+// #633/#650 (one for the main instances, one per BN wrapper).
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "core/event_sink.h"
+#include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
 #include "gen/preset.h"
 
@@ -26,6 +31,8 @@ struct ConvnetConfig : GenOptions {
   int batch = 2;
   int image_size = 224;
   bool activation_checkpointing = false;
+  // The test's fsdp_amp_* configurations run forward and loss under autocast (fp16).
+  std::optional<DType> autocast;
 
   // The test's job: 2 ranks, fp32 ("fsdp" configuration), SGD with momentum, 4 iterations, and
   // get_process_group_cached() for every instance (fairscale since #678).
@@ -38,6 +45,8 @@ struct ConvnetConfig : GenOptions {
   }
 };
 
+// The model program of `config`; fails on a configuration that describes no model.
+Result<FsdpModel> ConvnetProgram(const ConvnetConfig& config);
 Status GenerateConvnet(const ConvnetConfig& config, EventSink& sink);
 
 std::unique_ptr<Preset> MakeConvnetPreset();

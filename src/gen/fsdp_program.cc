@@ -1,9 +1,12 @@
 #include "gen/fsdp_program.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <map>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -62,33 +65,264 @@ int OptimizerStateTensors(OptimizerKind optimizer) {
   return 0;
 }
 
+// Program dtype names: the trace's floating-point names plus the integer and bool tensors a
+// model also saves (indices, dropout masks).
+struct IntegerDType {
+  std::string_view name;
+  Bytes size;
+};
+constexpr IntegerDType kIntegerDTypes[] = {
+    {"int64", 8}, {"int32", 4}, {"int16", 2}, {"int8", 1}, {"uint8", 1}, {"bool", 1},
+};
+
+std::string_view WithoutTorchPrefix(std::string_view dtype) {
+  constexpr std::string_view kPrefix = "torch.";
+  return dtype.substr(0, kPrefix.size()) == kPrefix ? dtype.substr(kPrefix.size()) : dtype;
+}
+
 // Every allocation the trace makes is a parameter-sized tensor (at most numel x 4 bytes, the
-// fp32 grad copy) or an activation; none may exceed what a trace reader accepts.
+// fp32 grad copy) or a program tensor; none may exceed what a trace reader accepts.
 Status ValidateSizes(const FsdpModel& model) {
-  for (const GenInstance& instance : model.instances) {
-    for (const GenParam& param : instance.params) {
+  for (std::size_t f = 0; f < model.instances.size(); ++f) {
+    const GenInstance& instance = model.instances[f];
+    for (std::size_t p = 0; p < instance.params.size(); ++p) {
+      const GenParam& param = instance.params[p];
       if (param.numel == 0) {
         // fairscale asserts on zero-size reduce-scatter inputs (reference §9).
-        return InvalidArgument(fmt::format("'{}.{}' has no elements", instance.name, param.name));
+        return InvalidArgument(fmt::format("/instances/{}/params/{}/numel: '{}.{}' has no elements",
+                                           f, p, instance.name, param.name));
       }
       if (SaturatingProduct({param.numel, kFp32Size}) > kMaxSaneBytes) {
-        return InvalidArgument(
-            fmt::format("'{}' would need an allocation of more than 1 PiB: the model is too large",
-                        instance.name));
-      }
-    }
-  }
-  for (const ForwardOp& op : model.forward) {
-    for (Bytes bytes : op.activations) {
-      if (bytes > kMaxSaneBytes) {
         return InvalidArgument(fmt::format(
-            "'{}' would need an activation of more than 1 PiB: a model dimension (seq, hidden, "
-            "heads, micro-batch, vocab, image size) is too large",
-            op.name));
+            "/instances/{}/params/{}/numel: '{}' would need an allocation of more than 1 PiB: the "
+            "model is too large",
+            f, p, instance.name));
       }
     }
   }
   return Status::Ok();
+}
+
+// The checks of one tensor object at `pointer`.
+Status ValidateTensor(const std::string& pointer, Bytes bytes, std::string_view dtype,
+                      std::string_view what) {
+  if (bytes > kMaxSaneBytes) {
+    return InvalidArgument(fmt::format(
+        "{}/bytes: '{}' would need more than 1 PiB: a model dimension (seq, hidden, heads, "
+        "micro-batch, vocab, image size) is too large",
+        pointer, what));
+  }
+  if (ProgramDTypeSize(dtype) == 0) {
+    return InvalidArgument(fmt::format("{}/dtype: '{}' is not a known dtype", pointer, dtype));
+  }
+  return Status::Ok();
+}
+
+// Tensor ids, instance references, regions and gathers of a program, in forward order.
+class ProgramChecker {
+ public:
+  explicit ProgramChecker(const FsdpModel& model)
+      : model_(model), gathered_(model.instances.size(), 0), ended_(model.instances.size(), 0) {}
+
+  Status Check() {
+    BUCKETSIM_RETURN_IF_ERROR(ValidateSizes(model_));
+    for (std::size_t f = 0; f < model_.instances.size(); ++f) {
+      for (std::size_t g = 0; g < f; ++g) {
+        if (model_.instances[g].name == model_.instances[f].name) {
+          return InvalidArgument(fmt::format("/instances/{}/name: '{}' is already instance {}", f,
+                                             model_.instances[f].name, g));
+        }
+      }
+    }
+    for (std::size_t i = 0; i < model_.inputs.size(); ++i) {
+      const ProgramTensor& t = model_.inputs[i];
+      const std::string pointer = fmt::format("/inputs/{}", i);
+      BUCKETSIM_RETURN_IF_ERROR(ValidateTensor(pointer, t.bytes, t.dtype, t.id));
+      if (!t.alias.empty() || t.requires_grad.value_or(false)) {
+        return InvalidArgument(
+            fmt::format("{}: an input is a tensor of its own that does not require grad", pointer));
+      }
+      BUCKETSIM_RETURN_IF_ERROR(Define(pointer + "/id", t.id, /*is_input=*/true));
+    }
+    for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      BUCKETSIM_RETURN_IF_ERROR(CheckOp(i));
+    }
+    if (region_begin_) {
+      return InvalidArgument(
+          fmt::format("/forward/{}: checkpoint_begin has no checkpoint_end", *region_begin_));
+    }
+    for (std::size_t f = 0; f < model_.instances.size(); ++f) {
+      if (!model_.instances[f].params.empty() && gathered_[f] == 0) {
+        return InvalidArgument(
+            fmt::format("/instances/{}: '{}' has parameters but the forward never gathers it", f,
+                        model_.instances[f].name));
+      }
+    }
+    const auto loss = tensors_.find(model_.loss);
+    if (loss == tensors_.end() || loss->second.is_input) {
+      return InvalidArgument(fmt::format("/loss: '{}' is not an output of a run", model_.loss));
+    }
+    for (std::size_t k = 0; k < model_.held.size(); ++k) {
+      if (!tensors_.contains(model_.held[k])) {
+        return InvalidArgument(
+            fmt::format("/held/{}: tensor '{}' is not defined", k, model_.held[k]));
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  struct Defined {
+    bool is_input = false;
+    std::optional<std::size_t> region;  // the checkpoint_begin of the region that made it
+  };
+
+  Status Define(const std::string& pointer, const std::string& id, bool is_input) {
+    if (id.empty())
+      return InvalidArgument(fmt::format("{}: a tensor id must not be empty", pointer));
+    if (tensors_.contains(id)) {
+      return InvalidArgument(fmt::format("{}: tensor '{}' is defined twice", pointer, id));
+    }
+    tensors_[id] = {is_input, is_input ? std::nullopt : region_begin_};
+    return Status::Ok();
+  }
+
+  // A tensor a run reads or saves: defined earlier; inside a checkpointed region, one the
+  // region can recompute from (made inside it, a program input, or kept by its begin).
+  Status Reference(const std::string& pointer, const std::string& id) {
+    const auto it = tensors_.find(id);
+    if (it == tensors_.end()) {
+      return InvalidArgument(
+          fmt::format("{}: tensor '{}' is not defined by an earlier run or input", pointer, id));
+    }
+    if (region_begin_ && !it->second.is_input && it->second.region != region_begin_ &&
+        !region_keeps_.contains(id)) {
+      return InvalidArgument(fmt::format(
+          "{}: tensor '{}' is made outside the checkpointed region that begins at /forward/{} and "
+          "the region's checkpoint_begin does not save it: its backward could not recompute",
+          pointer, id, *region_begin_));
+    }
+    return Status::Ok();
+  }
+
+  Status CheckInstance(const std::string& pointer, std::size_t f) const {
+    if (f >= model_.instances.size()) {
+      return InvalidArgument(fmt::format("{}: instance {} is out of range ({} instances)", pointer,
+                                         f, model_.instances.size()));
+    }
+    return Status::Ok();
+  }
+
+  Status CheckOp(std::size_t i) {
+    const ForwardOp& op = model_.forward[i];
+    const std::string pointer = fmt::format("/forward/{}", i);
+    switch (op.kind) {
+      case OpKind::kGather:
+        BUCKETSIM_RETURN_IF_ERROR(CheckInstance(pointer + "/instance", op.instance));
+        if (gathered_[op.instance]++ != 0) {
+          return InvalidArgument(fmt::format("{}: instance '{}' is gathered a second time", pointer,
+                                             model_.instances[op.instance].name));
+        }
+        return Status::Ok();
+      case OpKind::kEndForward:
+        BUCKETSIM_RETURN_IF_ERROR(CheckInstance(pointer + "/instance", op.instance));
+        if (gathered_[op.instance] == 0 || ended_[op.instance]++ != 0) {
+          return InvalidArgument(
+              fmt::format("{}: end_forward of instance '{}' needs exactly one gather before it",
+                          pointer, model_.instances[op.instance].name));
+        }
+        return Status::Ok();
+      case OpKind::kCheckpointBegin:
+        if (region_begin_) {
+          return InvalidArgument(
+              fmt::format("{}: checkpoint regions do not nest (one begins at /forward/{})", pointer,
+                          *region_begin_));
+        }
+        for (std::size_t k = 0; k < op.saves.size(); ++k) {
+          BUCKETSIM_RETURN_IF_ERROR(CheckSave(fmt::format("{}/saves/{}", pointer, k), op.saves[k]));
+          if (!op.saves[k].tensor.empty()) region_keeps_.insert(op.saves[k].tensor);
+        }
+        region_begin_ = i;
+        return Status::Ok();
+      case OpKind::kCheckpointEnd:
+        if (!region_begin_) {
+          return InvalidArgument(
+              fmt::format("{}: checkpoint_end without checkpoint_begin", pointer));
+        }
+        region_begin_.reset();
+        region_keeps_.clear();
+        return Status::Ok();
+      case OpKind::kRun:
+        return CheckRun(pointer, op);
+    }
+    return Status::Ok();
+  }
+
+  Status CheckSave(const std::string& pointer, const SavedTensor& save) {
+    if (!save.tensor.empty()) return Reference(pointer + "/tensor", save.tensor);
+    return ValidateTensor(pointer, save.fresh.bytes, save.fresh.dtype, save.fresh.name);
+  }
+
+  Status CheckRun(const std::string& pointer, const ForwardOp& op) {
+    if (op.name.empty())
+      return InvalidArgument(fmt::format("{}/name: a run needs a name", pointer));
+    if (!std::isfinite(op.flops) || op.flops < 0 || !std::isfinite(op.BackwardFlops()) ||
+        op.BackwardFlops() < 0) {
+      return InvalidArgument(
+          fmt::format("{}: flops and backward_flops must be finite and not negative", pointer));
+    }
+    for (std::size_t k = 0; k < op.uses.size(); ++k) {
+      const std::string at = fmt::format("{}/uses/{}", pointer, k);
+      BUCKETSIM_RETURN_IF_ERROR(CheckInstance(at, op.uses[k]));
+      if (gathered_[op.uses[k]] == 0 || ended_[op.uses[k]] != 0) {
+        return InvalidArgument(fmt::format(
+            "{}: instance '{}' is not gathered here (uses must lie between its gather and its "
+            "end_forward)",
+            at, model_.instances[op.uses[k]].name));
+      }
+    }
+    for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+      BUCKETSIM_RETURN_IF_ERROR(
+          Reference(fmt::format("{}/inputs/{}", pointer, k), op.inputs[k].tensor));
+    }
+    for (std::size_t k = 0; k < op.outputs.size(); ++k) {
+      const ProgramTensor& t = op.outputs[k];
+      const std::string at = fmt::format("{}/outputs/{}", pointer, k);
+      BUCKETSIM_RETURN_IF_ERROR(ValidateTensor(at, t.bytes, t.dtype, t.id));
+      if (!t.alias.empty()) BUCKETSIM_RETURN_IF_ERROR(Reference(at + "/alias", t.alias));
+      BUCKETSIM_RETURN_IF_ERROR(Define(at + "/id", t.id, /*is_input=*/false));
+    }
+    for (std::size_t k = 0; k < op.saves.size(); ++k) {
+      BUCKETSIM_RETURN_IF_ERROR(CheckSave(fmt::format("{}/saves/{}", pointer, k), op.saves[k]));
+    }
+    for (std::size_t k = 0; k < op.workspace.size(); ++k) {
+      const NewTensor& t = op.workspace[k];
+      BUCKETSIM_RETURN_IF_ERROR(
+          ValidateTensor(fmt::format("{}/workspace/{}", pointer, k), t.bytes, t.dtype, t.name));
+    }
+    return Status::Ok();
+  }
+
+  const FsdpModel& model_;
+  std::vector<int> gathered_;
+  std::vector<int> ended_;
+  std::map<std::string, Defined, std::less<>> tensors_;
+  std::optional<std::size_t> region_begin_;
+  std::set<std::string, std::less<>> region_keeps_;
+};
+
+// The process-group object of each instance under `layout`: ids from 1, in instance order.
+std::vector<GroupId> InstanceGroups(const FsdpModel& model, GroupLayout layout) {
+  std::vector<GroupId> groups(model.instances.size(), 1);
+  GroupId next = 1;
+  for (std::size_t f = 0; f < model.instances.size(); ++f) {
+    if (layout == GroupLayout::kPerInstance) {
+      groups[f] = next++;
+    } else if (layout == GroupLayout::kSharedBnOwn && model.instances[f].own_group) {
+      groups[f] = ++next;  // 1 is the shared group of every other instance
+    }
+  }
+  return groups;
 }
 
 Status BuildHeader(const FsdpModel& model, const GenOptions& options, TraceHeader& header) {
@@ -110,6 +344,19 @@ Status BuildHeader(const FsdpModel& model, const GenOptions& options, TraceHeade
         header.groups.push_back({f + 1, ranks, model.instances[f].name + ".process_group"});
       }
       break;
+    case GroupLayout::kSharedBnOwn: {
+      // fairscale's memory test at #633/#650: to_fsdp passes one get_global_group() object to
+      // the main instances; auto_wrap_bn passes process_group=None, so each BN wrapper's FSDP
+      // constructor makes dist.new_group() (reference/fsdp_semantics.md §2.8, §3.1).
+      header.groups.push_back({1, ranks, "global_group"});
+      const std::vector<GroupId> groups = InstanceGroups(model, options.group_layout);
+      for (std::size_t f = 0; f < model.instances.size(); ++f) {
+        if (groups[f] != 1) {
+          header.groups.push_back({groups[f], ranks, model.instances[f].name + ".process_group"});
+        }
+      }
+      break;
+    }
     case GroupLayout::kHsdp:
       // HYBRID_SHARD: the shard group is made once and shared by every instance.
       header.groups.push_back({1, ranks, "shard_group"});
@@ -126,6 +373,19 @@ Status BuildHeader(const FsdpModel& model, const GenOptions& options, TraceHeade
 }
 
 // Emits the events of the whole run, in order, with allocation ids from 1.
+//
+// Activations and their gradients are storages with reference counts: a tensor holds its
+// storage while a later run still reads it, a run's backward still needs it (a save), the
+// training loop holds it (the loss, `held`), or a checkpointed region's backward holds its
+// recomputed outputs; aliases (views, in-place results) share their tensor's storage, and a
+// `pass` gradient shares the gradient it passes on. A storage is freed when its count drops to
+// zero. The backward follows autograd's engine (torch/csrc/autograd/engine.cpp, PyTorch 1.13):
+// a node runs once a gradient for one of its outputs has arrived; it produces the gradients of
+// its inputs (those that require grad; none for the batch) while the incoming gradients are
+// alive; `call_function` drops the incoming gradients when the node returns, and
+// `evaluate_function` then calls `release_variables()` on its saved tensors; the produced
+// gradients go to their consumers' input buffers, where a second gradient for the same tensor
+// is summed into a new tensor (`InputBuffer::accumulate`: `old_var + var`).
 class FsdpTrace {
  public:
   FsdpTrace(const FsdpModel& model, const GenOptions& options, TraceHeader& header, EventSink& sink)
@@ -134,9 +394,12 @@ class FsdpTrace {
         header_(header),
         sink_(sink),
         shard_group_size_(static_cast<Numel>(options.ShardGroupRanks().size())),
+        groups_(InstanceGroups(model, options.group_layout)),
         full_param_ids_(model.instances.size()),
         grad_ids_(model.instances.size()),
-        activation_ids_(model.forward.size()) {}
+        saved_(model.forward.size()) {
+    IndexTensors();
+  }
 
   Status Run() {
     // Model construction: each rank keeps its fp32 shard of every parameter for the whole run.
@@ -147,19 +410,93 @@ class FsdpTrace {
             Alloc(ShardNumel(param) * kFp32Size, kDefaultStream, Category::kParam, id));
       }
     }
-    for (Bytes bytes : model_.inputs) {
-      std::uint64_t id = 0;
-      BUCKETSIM_RETURN_IF_ERROR(Alloc(bytes, kDefaultStream, Category::kActivation, id));
+    // The batch: made once, never freed (its storage keeps a reference for the whole run).
+    for (std::size_t t = 0; t < model_.inputs.size(); ++t) {
+      std::size_t storage = 0;
+      BUCKETSIM_RETURN_IF_ERROR(NewStorage(tensors_[t].bytes, Category::kActivation, storage));
+      storage_of_[t] = storage;
     }
     for (int i = 0; i < options_.iterations; ++i) BUCKETSIM_RETURN_IF_ERROR(Iteration(i));
     return Status::Ok();
   }
 
  private:
+  struct TensorInfo {
+    Bytes bytes = 0;
+    bool requires_grad = false;
+    std::optional<std::size_t> alias;
+    std::size_t forward_reads = 0;    // runs that read it in forward
+    std::size_t recompute_reads = 0;  // runs of its own checkpointed region that read it
+    bool region_output = false;       // made in a region, needed after it
+    bool held = false;                // the loss or a `held` tensor
+  };
+  struct Storage {
+    std::uint64_t alloc_id = 0;
+    std::size_t refs = 0;
+  };
+  static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+
+  // Tensor indexes: the inputs, then every run's outputs in order; the static facts of each.
+  void IndexTensors() {
+    for (const ProgramTensor& t : model_.inputs) AddTensor(t, false);
+    std::size_t region = kNone;
+    std::vector<std::size_t> region_of;  // per tensor: the region's begin, or kNone
+    region_of.assign(model_.inputs.size(), kNone);
+    for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      const ForwardOp& op = model_.forward[i];
+      if (op.kind == OpKind::kCheckpointBegin) region = i;
+      if (op.kind == OpKind::kCheckpointEnd) region = kNone;
+      if (op.kind != OpKind::kRun) continue;
+      bool grad_flows = !op.uses.empty();
+      std::set<std::size_t> read;
+      for (const RunInput& input : op.inputs) {
+        const std::size_t t = index_.at(input.tensor);
+        if (input.grad != InputGrad::kNone && tensors_[t].requires_grad) grad_flows = true;
+        if (!read.insert(t).second) continue;
+        ++tensors_[t].forward_reads;
+        if (region != kNone && region_of[t] == region) ++tensors_[t].recompute_reads;
+        if (region_of[t] != kNone && region_of[t] != region) {
+          tensors_[t].region_output = true;
+        }
+      }
+      for (const ProgramTensor& t : op.outputs) {
+        AddTensor(t, grad_flows);
+        region_of.push_back(region);
+      }
+      for (const SavedTensor& save : op.saves) {
+        if (save.tensor.empty()) continue;
+        const std::size_t t = index_.at(save.tensor);
+        if (region_of[t] != kNone && region_of[t] != region) {
+          tensors_[t].region_output = true;
+        }
+      }
+    }
+    const auto hold = [&](const std::string& id) {
+      const std::size_t t = index_.at(id);
+      tensors_[t].held = true;
+      if (region_of[t] != kNone) tensors_[t].region_output = true;
+    };
+    hold(model_.loss);
+    for (const std::string& id : model_.held) hold(id);
+    storage_of_.assign(tensors_.size(), kNone);
+    grad_of_.assign(tensors_.size(), kNone);
+    epoch_of_.assign(tensors_.size(), 0);
+  }
+
+  void AddTensor(const ProgramTensor& t, bool grad_flows) {
+    TensorInfo info;
+    info.bytes = t.bytes;
+    info.requires_grad = t.requires_grad.value_or(grad_flows && IsFloatingDType(t.dtype));
+    if (!t.alias.empty()) info.alias = index_.at(t.alias);
+    index_[t.id] = tensors_.size();
+    tensors_.push_back(info);
+  }
+
   Status Iteration(int iteration) {
     BUCKETSIM_RETURN_IF_ERROR(Emit(IterationEvent(static_cast<std::uint64_t>(iteration))));
 
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kForward));
+    ++epoch_;
     bool in_checkpoint = false;
     for (std::size_t i = 0; i < model_.forward.size(); ++i) {
       BUCKETSIM_RETURN_IF_ERROR(Forward(i, in_checkpoint));
@@ -167,7 +504,13 @@ class FsdpTrace {
     BUCKETSIM_RETURN_IF_ERROR(Mark("after fwd"));
 
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kBackward));
+    // loss.backward() seeds the engine with ones_like(loss).
+    const std::size_t loss = index_.at(model_.loss);
+    BUCKETSIM_RETURN_IF_ERROR(NewStorage(tensors_[loss].bytes, Category::kGrad, grad_of_[loss]));
     for (std::size_t i = model_.forward.size(); i-- > 0;) BUCKETSIM_RETURN_IF_ERROR(Backward(i));
+    // Gradients no node consumed (a tensor that requires grad but whose producer has no
+    // backward) die with the graph.
+    for (std::size_t& grad : grad_of_) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad));
     BUCKETSIM_RETURN_IF_ERROR(Emit(FlushEvent()));
     BUCKETSIM_RETURN_IF_ERROR(Mark("after bwd"));
 
@@ -179,26 +522,28 @@ class FsdpTrace {
     // set_to_none=True drops every gradient shard, so the next backward's reduced shards are
     // fresh (view or cast), never accumulated.
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kZeroGrad));
-    return Emit(ZeroGradEvent(/*set_to_none=*/true));
+    BUCKETSIM_RETURN_IF_ERROR(Emit(ZeroGradEvent(/*set_to_none=*/true)));
+    for (std::uint64_t grad : kept_grads_) BUCKETSIM_RETURN_IF_ERROR(Free(grad));
+    kept_grads_.clear();
+    // The loop's own references (the loss, `held`) go when the iteration's variables do.
+    for (std::size_t storage : iteration_holds_) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
+    iteration_holds_.clear();
+    return Status::Ok();
   }
 
-  // §2.3: gather, run, keep activations, reshard. Inside a checkpointed region the modules run
-  // under no_grad: each run's activations die before the next run starts.
+  // §2.3: gather, run, keep what backward needs, reshard. Inside a checkpointed region the
+  // modules run under no_grad: what a run would save dies right after it.
   Status Forward(std::size_t i, bool& in_checkpoint) {
     const ForwardOp& op = model_.forward[i];
     switch (op.kind) {
       case OpKind::kGather:
         return AllGather(op.instance);
-      case OpKind::kRun: {
+      case OpKind::kRun:
         BUCKETSIM_RETURN_IF_ERROR(Compute("forward " + op.name, op.flops));
-        if (!in_checkpoint) return AllocActivations(op, activation_ids_[i]);
-        std::vector<std::uint64_t> transient;
-        BUCKETSIM_RETURN_IF_ERROR(AllocActivations(op, transient));
-        return FreeActivations(transient);
-      }
+        return RunForward(i, in_checkpoint ? RunMode::kNoGrad : RunMode::kForward);
       case OpKind::kCheckpointBegin:
         in_checkpoint = true;
-        return AllocActivations(op, activation_ids_[i]);
+        return Save(op, saved_[i]);
       case OpKind::kCheckpointEnd:
         in_checkpoint = false;
         return Status::Ok();
@@ -208,10 +553,92 @@ class FsdpTrace {
     return Status::Ok();
   }
 
+  enum class RunMode { kForward, kNoGrad, kRecompute };
+
+  // A run's new saves and outputs, in order, then its saves by reference (of its own outputs
+  // too); then what it was the last to read is released.
+  Status RunForward(std::size_t i, RunMode mode) {
+    const ForwardOp& op = model_.forward[i];
+    std::vector<std::size_t> transient;
+    std::vector<std::size_t>& saved = mode == RunMode::kNoGrad ? transient : saved_[i];
+    BUCKETSIM_RETURN_IF_ERROR(SaveNew(op, saved));
+    std::vector<std::size_t> made;
+    for (const ProgramTensor& output : op.outputs) {
+      const std::size_t t = index_.at(output.id);
+      const TensorInfo& info = tensors_[t];
+      std::size_t storage = 0;
+      if (info.alias) {
+        storage = storage_of_[*info.alias];
+        Acquire(storage);
+      } else {
+        BUCKETSIM_RETURN_IF_ERROR(NewStorage(info.bytes, Category::kActivation, storage));
+      }
+      storage_of_[t] = storage;
+      epoch_of_[t] = epoch_;
+      // The run holds its outputs until it returns (the reference above); the readers to come
+      // and the loop or the region's backward hold them after that.
+      const bool recompute = mode == RunMode::kRecompute;
+      refs(storage) += recompute ? info.recompute_reads : info.forward_reads;
+      if (!recompute && info.held) {
+        Acquire(storage);
+        iteration_holds_.push_back(storage);
+      }
+      if (recompute && info.region_output) {
+        Acquire(storage);
+        region_holds_.push_back(storage);
+        region_grads_.insert(t);
+      }
+      made.push_back(storage);
+    }
+    // Under no_grad nothing is saved: the new tensors die with the run, references keep nothing.
+    if (mode == RunMode::kNoGrad) {
+      for (auto it = transient.rbegin(); it != transient.rend(); ++it) {
+        if (*it != kNone) BUCKETSIM_RETURN_IF_ERROR(Release(*it));
+      }
+    } else {
+      SaveReferences(op, saved);
+    }
+    std::set<std::size_t> read;
+    for (const RunInput& input : op.inputs) {
+      const std::size_t t = index_.at(input.tensor);
+      if (t < model_.inputs.size() || epoch_of_[t] != epoch_ || !read.insert(t).second) continue;
+      BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
+    }
+    for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
+    return Status::Ok();
+  }
+
+  // The op's saves, in order: the new tensors are allocated now, the references (kNone here)
+  // are filled by SaveReferences once the op's outputs exist.
+  Status SaveNew(const ForwardOp& op, std::vector<std::size_t>& storages) {
+    for (const SavedTensor& save : op.saves) {
+      std::size_t storage = kNone;
+      if (save.tensor.empty()) {
+        BUCKETSIM_RETURN_IF_ERROR(NewStorage(save.fresh.bytes, Category::kActivation, storage));
+      }
+      storages.push_back(storage);
+    }
+    return Status::Ok();
+  }
+  void SaveReferences(const ForwardOp& op, std::vector<std::size_t>& storages) {
+    const std::size_t first = storages.size() - op.saves.size();
+    for (std::size_t k = 0; k < op.saves.size(); ++k) {
+      if (op.saves[k].tensor.empty()) continue;
+      const std::size_t storage = storage_of_[index_.at(op.saves[k].tensor)];
+      Acquire(storage);
+      storages[first + k] = storage;
+    }
+  }
+  Status Save(const ForwardOp& op, std::vector<std::size_t>& storages) {
+    BUCKETSIM_RETURN_IF_ERROR(SaveNew(op, storages));
+    SaveReferences(op, storages);
+    return Status::Ok();
+  }
+
   // §2.4, the forward program in reverse: the end of an instance's forward becomes its
   // pre-backward hook (re-gather), a run its backward, the beginning of its forward its
   // post-backward hook. A checkpointed region's backward first reruns its forward (with the
-  // parameters gathered), which brings its activations back for the backward proper.
+  // parameters gathered), which brings its saved tensors back for the backward proper.
   Status Backward(std::size_t i) {
     const ForwardOp& op = model_.forward[i];
     switch (op.kind) {
@@ -219,31 +646,90 @@ class FsdpTrace {
         return AllGather(op.instance);
       case OpKind::kCheckpointEnd:
         return Recompute(i);
-      case OpKind::kRun: {
-        BUCKETSIM_RETURN_IF_ERROR(Compute("backward " + op.name, 2 * op.flops));
-        for (std::size_t f : op.uses) BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
-        return FreeActivations(activation_ids_[i]);
-      }
+      case OpKind::kRun:
+        return RunBackward(i);
       case OpKind::kCheckpointBegin:
-        return FreeActivations(activation_ids_[i]);
+        return EndRegionBackward(i);
       case OpKind::kGather:
         return PostBackwardHook(op.instance);
     }
     return Status::Ok();
   }
 
-  // The region that ends at `end` rerun forward, its activations kept this time.
+  // One node of the backward, in the order of the class comment.
+  Status RunBackward(std::size_t i) {
+    const ForwardOp& op = model_.forward[i];
+    bool reached = false;
+    for (const ProgramTensor& output : op.outputs) {
+      reached = reached || grad_of_[index_.at(output.id)] != kNone;
+    }
+    // The engine never runs a node no gradient reaches; its saved tensors go with the graph.
+    if (!reached) return ReleaseAll(saved_[i]);
+
+    BUCKETSIM_RETURN_IF_ERROR(Compute("backward " + op.name, op.BackwardFlops()));
+    for (std::size_t f : op.uses) BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
+    const std::size_t first_output_grad =
+        op.outputs.empty() ? kNone : grad_of_[index_.at(op.outputs.front().id)];
+    std::vector<std::pair<std::size_t, std::size_t>> produced;  // (tensor, gradient storage)
+    std::set<std::size_t> seen;
+    for (const RunInput& input : op.inputs) {
+      const std::size_t t = index_.at(input.tensor);
+      if (input.grad == InputGrad::kNone || !tensors_[t].requires_grad || !seen.insert(t).second) {
+        continue;
+      }
+      std::size_t grad = first_output_grad;
+      if (input.grad == InputGrad::kPass && grad != kNone) {
+        Acquire(grad);
+      } else {
+        BUCKETSIM_RETURN_IF_ERROR(NewStorage(tensors_[t].bytes, Category::kGrad, grad));
+      }
+      produced.emplace_back(t, grad);
+    }
+    std::vector<std::size_t> workspace;
+    for (const NewTensor& tensor : op.workspace) {
+      std::size_t storage = 0;
+      BUCKETSIM_RETURN_IF_ERROR(NewStorage(tensor.bytes, Category::kGrad, storage));
+      workspace.push_back(storage);
+    }
+    // call_function returns: the incoming gradients go (a checkpointed region's backward keeps
+    // the gradients of its outputs: they are its own arguments).
+    for (const ProgramTensor& output : op.outputs) {
+      const std::size_t t = index_.at(output.id);
+      if (!region_grads_.contains(t)) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad_of_[t]));
+    }
+    BUCKETSIM_RETURN_IF_ERROR(ReleaseAll(saved_[i]));
+    // The produced gradients reach their input buffers.
+    for (const auto& [t, grad] : produced) {
+      if (grad_of_[t] == kNone) {
+        grad_of_[t] = grad;
+        continue;
+      }
+      std::size_t sum = 0;
+      BUCKETSIM_RETURN_IF_ERROR(NewStorage(tensors_[t].bytes, Category::kGrad, sum));
+      BUCKETSIM_RETURN_IF_ERROR(Release(grad_of_[t]));
+      BUCKETSIM_RETURN_IF_ERROR(Release(grad));
+      grad_of_[t] = sum;
+    }
+    // The cast nodes consume the workspace gradients (ToCopyBackward into the parameter's
+    // dtype, the full gradient above).
+    return ReleaseAll(workspace);
+  }
+
+  // The region that ends at `end` rerun forward, its saves kept this time (torch.utils.
+  // checkpoint's CheckpointFunction.backward: run_function under enable_grad, then
+  // torch.autograd.backward(outputs, args), holding both until it returns).
   Status Recompute(std::size_t end) {
     std::size_t begin = end;
     while (model_.forward[begin].kind != OpKind::kCheckpointBegin) {
       BUCKETSIM_CHECK(begin > 0);
       --begin;
     }
+    ++epoch_;
     for (std::size_t i = begin + 1; i < end; ++i) {
       const ForwardOp& op = model_.forward[i];
       if (op.kind == OpKind::kRun) {
         BUCKETSIM_RETURN_IF_ERROR(Compute("recompute " + op.name, op.flops));
-        BUCKETSIM_RETURN_IF_ERROR(AllocActivations(op, activation_ids_[i]));
+        BUCKETSIM_RETURN_IF_ERROR(RunForward(i, RunMode::kRecompute));
       } else if (op.kind == OpKind::kGather) {
         BUCKETSIM_RETURN_IF_ERROR(AllGather(op.instance));
       } else if (op.kind == OpKind::kEndForward && ReshardsAfterForward(op.instance)) {
@@ -251,6 +737,15 @@ class FsdpTrace {
       }
     }
     return Status::Ok();
+  }
+
+  // CheckpointFunction.backward returns: the gradients of the region's outputs, its recomputed
+  // outputs and what the region kept (its inputs) go.
+  Status EndRegionBackward(std::size_t begin) {
+    for (std::size_t t : region_grads_) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad_of_[t]));
+    region_grads_.clear();
+    BUCKETSIM_RETURN_IF_ERROR(ReleaseAll(region_holds_));
+    return ReleaseAll(saved_[begin]);
   }
 
   // Autograd computes the full gradient of an instance's parameters (numel x compute size, in
@@ -273,9 +768,16 @@ class FsdpTrace {
   Status PostBackwardHook(std::size_t f) {
     const std::vector<GenParam>& params = model_.instances[f].params;
     if (params.empty()) return Status::Ok();
-    BUCKETSIM_CHECK(grad_ids_[f].size() == params.size());
+    // No backward reached a run that uses them (a dead branch): a zero gradient stands in, so
+    // every parameter is still reduced once.
+    BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
     for (std::size_t p = 0; p < params.size(); ++p) {
-      BUCKETSIM_RETURN_IF_ERROR(Free(std::exchange(full_param_ids_[f][p], 0)));
+      const std::uint64_t full_param = std::exchange(full_param_ids_[f][p], 0);
+      if (full_param != 0) BUCKETSIM_RETURN_IF_ERROR(Free(full_param));
+      if (Unsharded()) {
+        BUCKETSIM_RETURN_IF_ERROR(KeepGradient(f, p));
+        continue;
+      }
       BUCKETSIM_RETURN_IF_ERROR(ReduceScatter(f, p));
       BUCKETSIM_RETURN_IF_ERROR(Free(grad_ids_[f][p]));
     }
@@ -284,20 +786,49 @@ class FsdpTrace {
     return Status::Ok();
   }
 
-  // The activations `op` creates, in order, their ids appended to `ids`.
-  Status AllocActivations(const ForwardOp& op, std::vector<std::uint64_t>& ids) {
-    for (Bytes bytes : op.activations) {
-      std::uint64_t id = 0;
-      BUCKETSIM_RETURN_IF_ERROR(Alloc(bytes, kDefaultStream, Category::kActivation, id));
-      ids.push_back(id);
-    }
+  Status NewStorage(Bytes bytes, Category category, std::size_t& storage) {
+    std::uint64_t id = 0;
+    BUCKETSIM_RETURN_IF_ERROR(Alloc(bytes, kDefaultStream, category, id));
+    storage = storages_.size();
+    storages_.push_back({id, 1});
     return Status::Ok();
   }
+  std::size_t& refs(std::size_t storage) { return storages_[storage].refs; }
+  void Acquire(std::size_t storage) {
+    BUCKETSIM_CHECK(storage != kNone && refs(storage) > 0);
+    ++refs(storage);
+  }
+  Status Release(std::size_t storage) {
+    BUCKETSIM_CHECK(storage != kNone && refs(storage) > 0);
+    if (--refs(storage) != 0) return Status::Ok();
+    return Free(storages_[storage].alloc_id);
+  }
+  // Releases `storages` newest first (autograd releases saved tensors from the last backwards).
+  Status ReleaseAll(std::vector<std::size_t>& storages) {
+    for (auto it = storages.rbegin(); it != storages.rend(); ++it) {
+      BUCKETSIM_RETURN_IF_ERROR(Release(*it));
+    }
+    storages.clear();
+    return Status::Ok();
+  }
+  Status ReleaseGrad(std::size_t& grad) {
+    if (grad == kNone) return Status::Ok();
+    return Release(std::exchange(grad, kNone));
+  }
 
-  // Frees `ids` newest first (autograd releases saved tensors from the last op backwards).
-  Status FreeActivations(std::vector<std::uint64_t>& ids) {
-    for (auto it = ids.rbegin(); it != ids.rend(); ++it) BUCKETSIM_RETURN_IF_ERROR(Free(*it));
-    ids.clear();
+  // One rank: the post-reduction hook gets the full gradient itself and keeps it as the
+  // gradient until zero_grad; with mixed precision it is cast to fp32 first (a new tensor of
+  // numel x 4, the compute-dtype gradient then dies).
+  Status KeepGradient(std::size_t f, std::size_t p) {
+    std::uint64_t grad = grad_ids_[f][p];
+    if (MixedPrecision(f)) {
+      std::uint64_t fp32 = 0;
+      BUCKETSIM_RETURN_IF_ERROR(Alloc(model_.instances[f].params[p].numel * kFp32Size,
+                                      kPostBackwardStream, Category::kGrad, fp32));
+      BUCKETSIM_RETURN_IF_ERROR(Free(grad));
+      grad = fp32;
+    }
+    kept_grads_.push_back(grad);
     return Status::Ok();
   }
 
@@ -338,6 +869,7 @@ class FsdpTrace {
   Status AllGather(std::size_t f) {
     const std::vector<GenParam>& params = model_.instances[f].params;
     if (!full_param_ids_[f].empty()) return Status::Ok();
+    if (Unsharded()) return UseFullParams(f);
     for (const GenParam& param : params) {
       const Numel shard_numel = ShardNumel(param);
       std::uint64_t cast_shard = 0;
@@ -355,8 +887,27 @@ class FsdpTrace {
   }
 
   Status FreeFullParams(std::size_t f) {
-    for (std::uint64_t id : full_param_ids_[f]) BUCKETSIM_RETURN_IF_ERROR(Free(id));
+    for (std::uint64_t id : full_param_ids_[f]) {
+      if (id != 0) BUCKETSIM_RETURN_IF_ERROR(Free(id));
+    }
     full_param_ids_[f].clear();
+    return Status::Ok();
+  }
+
+  // One rank: fairscale does not shard (reference §2.8: "ws = 1, so the params are not
+  // sharded and the reducer is not used"). The fp32 parameter is used as it is (id 0: nothing
+  // allocated); with mixed precision it is cast to the compute dtype, a full-size copy that
+  // lives as the gathered parameter would.
+  bool Unsharded() const { return shard_group_size_ == 1; }
+  Status UseFullParams(std::size_t f) {
+    for (const GenParam& param : model_.instances[f].params) {
+      std::uint64_t id = 0;
+      if (MixedPrecision(f)) {
+        BUCKETSIM_RETURN_IF_ERROR(
+            Alloc(param.numel * ComputeSize(f), kAllGatherStream, Category::kAllGather, id));
+      }
+      full_param_ids_[f].push_back(id);
+    }
     return Status::Ok();
   }
 
@@ -380,9 +931,7 @@ class FsdpTrace {
     return PaddedShardNumel(param.numel, shard_group_size_);
   }
 
-  GroupId GroupOf(std::size_t f) const {
-    return options_.group_layout == GroupLayout::kPerInstance ? static_cast<GroupId>(f) + 1 : 1;
-  }
+  GroupId GroupOf(std::size_t f) const { return groups_[f]; }
 
   // Created lazily by the first optimizer.step() and kept for the rest of the run; one fp32
   // tensor of s elements per state buffer and parameter (Adam: exp_avg and exp_avg_sq).
@@ -438,18 +987,42 @@ class FsdpTrace {
   TraceHeader& header_;
   EventSink& sink_;
   const Numel shard_group_size_;
+  const std::vector<GroupId> groups_;
   EventIndex next_index_ = 0;
   std::uint64_t next_alloc_id_ = 1;
   std::vector<std::vector<std::uint64_t>> full_param_ids_;  // per instance; empty: resharded
   std::vector<std::vector<std::uint64_t>> grad_ids_;  // per instance, while backward holds them
-  std::vector<std::vector<std::uint64_t>> activation_ids_;  // per forward op
+  std::vector<std::uint64_t> kept_grads_;             // one rank: the gradients, until zero_grad
+  std::vector<std::vector<std::size_t>> saved_;       // per forward op: the storages it saved
+  std::map<std::string, std::size_t, std::less<>> index_;  // tensor id -> index
+  std::vector<TensorInfo> tensors_;
+  std::vector<Storage> storages_;        // every storage ever made; freed ones have no refs
+  std::vector<std::size_t> storage_of_;  // per tensor: its storage now, kNone before it is made
+  std::vector<std::size_t> grad_of_;     // per tensor: its gradient's storage in backward
+  std::vector<std::uint64_t> epoch_of_;  // per tensor: the forward or recompute that made it
+  std::uint64_t epoch_ = 0;
+  std::vector<std::size_t> iteration_holds_;  // the loop's references, released after zero_grad
+  std::vector<std::size_t> region_holds_;     // a region backward's recomputed outputs
+  std::set<std::size_t> region_grads_;        // ... and the gradients of its outputs it keeps
 };
 
 }  // namespace
 
+Bytes ProgramDTypeSize(std::string_view dtype) {
+  if (std::optional<DType> floating = ParseDType(dtype)) return ElementSize(*floating);
+  for (const IntegerDType& integer : kIntegerDTypes) {
+    if (integer.name == WithoutTorchPrefix(dtype)) return integer.size;
+  }
+  return 0;
+}
+
+bool IsFloatingDType(std::string_view dtype) { return ParseDType(dtype).has_value(); }
+
+Status ValidateProgram(const FsdpModel& model) { return ProgramChecker(model).Check(); }
+
 Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSink& sink) {
   BUCKETSIM_RETURN_IF_ERROR(ValidateGenOptions(options));
-  BUCKETSIM_RETURN_IF_ERROR(ValidateSizes(model));
+  BUCKETSIM_RETURN_IF_ERROR(ValidateProgram(model));
   // Sinks keep a pointer to the header and names are interned while events stream, so it
   // lives here until OnEnd has returned.
   TraceHeader header;

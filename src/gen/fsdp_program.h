@@ -9,7 +9,10 @@
 // their model; the emitter is the one place the FSDP allocation pattern lives.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/event_sink.h"
@@ -32,32 +35,110 @@ struct GenInstance {
   // False where the wrapper forces reshard_after_forward=False (auto_wrap_bn) or for the
   // outermost instance (disable_reshard_on_root); otherwise the option decides.
   bool reshard_after_forward = true;
+  // The wrapper made its own process group (auto_wrap_bn at fairscale #633/#650): with
+  // GroupLayout::kSharedBnOwn it gets a group object of its own, the others share one.
+  bool own_group = false;
 };
 
 enum class OpKind {
   kGather,           // the instance's forward begins: all-gather its parameters
-  kRun,              // a module runs: compute span, activations saved for backward
-  kCheckpointBegin,  // an activation-checkpointed region begins; keeps `activations` (its input)
+  kRun,              // an op or module runs: compute span, outputs, saved tensors
+  kCheckpointBegin,  // an activation-checkpointed region begins; `saves` are what it keeps
   kCheckpointEnd,    // ... and ends: the region's runs are recomputed at the start of its backward
   kEndForward,       // the instance's forward ends: reshard if it does
 };
 
-struct ForwardOp {
-  OpKind kind = OpKind::kRun;
-  std::size_t instance = 0;        // kGather, kEndForward
-  std::string name;                // kRun: "block0" gives spans "forward block0", ...
-  double flops = 0;                // kRun: forward FLOPs (backward is charged twice that)
-  std::vector<Bytes> activations;  // kRun: saved, in order; kCheckpointBegin: the kept input
-  std::vector<std::size_t> uses;   // kRun: instances whose parameters it computes with
+// A tensor of the program: a model input or a run's output. Its gradient has its size.
+struct ProgramTensor {
+  std::string id;     // unique in the program
+  Bytes bytes = 0;    // its storage's size (its gradient's size)
+  std::string dtype;  // "fp32", "bf16", "bool", "int64", ...
+  std::optional<std::vector<std::uint64_t>> shape;
+  std::string name;
+  std::optional<bool> requires_grad;  // outputs only; unset: derived (see Backward below)
+  std::string alias;  // non-empty: shares that earlier tensor's storage (a view, in-place op)
 };
 
+// A tensor made by a run that no other run reads: a saved mask or statistic, an autocast
+// weight copy, or a backward workspace.
+struct NewTensor {
+  Bytes bytes = 0;
+  std::string dtype;
+  std::optional<std::vector<std::uint64_t>> shape;
+  std::string name;
+};
+
+// What a run's backward gives an input that requires grad (autograd's derivative formulas):
+// a new tensor of its size (most ops), the gradient of the run's first output itself or a view
+// of it (AddBackward0, views: no new memory), or nothing (a non-differentiable argument).
+enum class InputGrad { kNew, kPass, kNone };
+
+struct RunInput {
+  std::string tensor;
+  InputGrad grad = InputGrad::kNew;
+};
+
+// A saved tensor: a program tensor already made (`tensor`), or a new one only backward keeps.
+struct SavedTensor {
+  std::string tensor;  // non-empty: a reference, no new memory
+  NewTensor fresh;     // otherwise
+};
+
+struct ForwardOp {
+  OpKind kind = OpKind::kRun;
+  std::size_t instance = 0;              // kGather, kEndForward
+  std::string name;                      // kRun: "block0" gives spans "forward block0", ...
+  double flops = 0;                      // kRun: forward FLOPs
+  std::optional<double> backward_flops;  // kRun: unset: twice `flops`
+  std::vector<std::size_t> uses;         // kRun: instances whose parameters it computes with
+  std::vector<RunInput> inputs;          // kRun
+  std::vector<ProgramTensor> outputs;    // kRun
+  std::vector<SavedTensor> saves;        // kRun, kCheckpointBegin (what the region keeps)
+  std::vector<NewTensor> workspace;      // kRun: made in its backward, freed at its end
+
+  double BackwardFlops() const { return backward_flops.value_or(2 * flops); }
+};
+
+// What a recorder measured in a real run of the same step; carried, shown, never predicted from.
+struct MeasuredMark {
+  std::string name;
+  std::optional<std::uint64_t> iteration;
+  Bytes allocated_bytes = 0;
+};
+struct MeasuredPhasePeak {
+  std::string phase;
+  std::optional<std::uint64_t> iteration;
+  Bytes peak_allocated_bytes = 0;
+};
+struct Measured {
+  std::optional<std::string> device, torch_version, note;
+  std::optional<std::uint64_t> world_size, iterations;
+  std::vector<MeasuredMark> marks;
+  std::vector<MeasuredPhasePeak> phase_peaks;
+};
+
+// A model program (traces/README.md, "Model programs"; traces/program-v1.schema.json).
 struct FsdpModel {
   std::string description;
+  std::optional<DType> autocast;  // informational: the runs' activations are in this dtype
   std::vector<GenInstance> instances;
+  // Made once at init and alive all run (the input batch); category activation; no grad.
+  std::vector<ProgramTensor> inputs;
   std::vector<ForwardOp> forward;
-  // Allocated once at init and alive all run (the input batch); category activation.
-  std::vector<Bytes> inputs;
+  std::string loss;               // the tensor backward() is called on
+  std::vector<std::string> held;  // kept by the training loop until the end of the iteration
+  std::optional<Measured> measured;
 };
+
+// The element size of a program dtype name ("fp32", "bool", "int64", ...); 0 if unknown.
+Bytes ProgramDTypeSize(std::string_view dtype);
+// Whether a program dtype is floating point (only those require grad).
+bool IsFloatingDType(std::string_view dtype);
+
+// Checks every reference of a program: tensor ids unique and defined before use, instance
+// indexes in range, checkpoint regions well formed, the loss an output, gather/end_forward in
+// pairs. The error message starts with the JSON pointer of the culprit ("/forward/3/inputs/0: ").
+Status ValidateProgram(const FsdpModel& model);
 
 // Emits the header and every event of `options.iterations` iterations into `sink`.
 Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSink& sink);

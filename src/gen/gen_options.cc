@@ -42,6 +42,8 @@ std::string_view GroupLayoutName(GroupLayout layout) {
       return "shared";
     case GroupLayout::kPerInstance:
       return "per-instance";
+    case GroupLayout::kSharedBnOwn:
+      return "shared-bn-own";
     case GroupLayout::kHsdp:
       return "hsdp";
   }
@@ -53,12 +55,12 @@ Status ValidateGenOptions(const GenOptions& options) {
     return InvalidArgument(
         fmt::format("iterations must be at least 1 (got {})", options.iterations));
   }
-  // With one rank fairscale does not shard: no all-gather, no reduce-scatter, the full
-  // gradient is the gradient. That is a different trace, not these presets.
-  if (options.world_size < 2) {
+  // With one rank fairscale does not shard: the emitter then makes the unsharded trace (no
+  // all-gather, no reduce-scatter, the full gradient kept as the gradient), which is also plain
+  // PyTorch's, the trace real runs are checked against.
+  if (options.world_size < 1) {
     return InvalidArgument(
-        fmt::format("world_size must be at least 2 (got {}): a single rank is not sharded by FSDP",
-                    options.world_size));
+        fmt::format("world_size must be at least 1 (got {})", options.world_size));
   }
   // The header lists every member rank; TraceHeader::Finalize rejects more than 2^20 anyway,
   // but only after the list is built.
@@ -149,10 +151,13 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                                 {"adam", OptimizerKind::kAdam}}));
   params.push_back(ChoiceParam("groups",
                                "Process-group objects: shared (one cached group, fairscale #678), "
-                               "per-instance (a new group per FSDP instance, #633), hsdp",
+                               "per-instance (a new group per FSDP instance, #633), shared-bn-own "
+                               "(one group for the main instances, one per auto_wrap_bn wrapper: "
+                               "the memory test at #633/#650), hsdp",
                                o.group_layout,
                                {{"shared", GroupLayout::kShared},
                                 {"per-instance", GroupLayout::kPerInstance},
+                                {"shared-bn-own", GroupLayout::kSharedBnOwn},
                                 {"hsdp", GroupLayout::kHsdp}}));
   params.push_back(IntParam("hsdp-shard-size",
                             "With --groups hsdp: ranks per shard group (consecutive ranks)",
@@ -164,6 +169,23 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
   params.push_back(NumberParam(
       "device-tflops", "Sustained TFLOP/s of one device, for compute spans", o.device_tflops));
   return params;
+}
+
+PresetParam AutocastParam(std::optional<DType>& autocast) {
+  return ChoiceParam(
+      "autocast",
+      "torch.autocast dtype of forward and loss (none: off): activations and the "
+      "per-op weight copies (saved for backward) in it, parameters gathered in "
+      "--param-dtype",
+      autocast, {{"none", std::nullopt}, {"fp16", DType::kFloat16}, {"bf16", DType::kBFloat16}});
+}
+
+Status ValidateAutocast(const std::optional<DType>& autocast) {
+  if (autocast && *autocast != DType::kFloat16 && *autocast != DType::kBFloat16) {
+    return InvalidArgument(
+        fmt::format("autocast must be fp16 or bf16 (got {})", DTypeName(*autocast)));
+  }
+  return Status::Ok();
 }
 
 }  // namespace bucketsim

@@ -20,6 +20,9 @@ namespace bucketsim {
 enum class GroupLayout {
   kShared,       // one cached group object of all ranks (fairscale since #678)
   kPerInstance,  // a new group object per instance, same members (fairscale at #633)
+  // fairscale's memory test at #633/#650: the main instances share one group object
+  // (get_global_group()), each auto_wrap_bn wrapper (GenInstance::own_group) makes its own.
+  kSharedBnOwn,
   // Hybrid sharding: parameters are sharded over a group of `hsdp_shard_size` consecutive
   // ranks and replicated across such groups (PyTorch FSDP HYBRID_SHARD). One shared shard-group
   // object; the cross-replica all-reduce of the reduced shard is in place and allocates nothing.
@@ -56,6 +59,14 @@ struct GenOptions {
   // this rank's HSDP shard group.
   std::vector<int> ShardGroupRanks() const;
 };
+
+// torch.autocast around forward and loss, a model option of the presets: parameters are
+// gathered in the param dtype (fairscale compute_dtype, fp32 in the memory test's
+// fsdp_amp_compute_dtype32), each matmul/conv casts its weight to `autocast` and saves the copy
+// for backward, activations are in `autocast`. Unset: no autocast.
+PresetParam AutocastParam(std::optional<DType>& autocast);
+// Fails unless `autocast` is unset, fp16 or bf16.
+Status ValidateAutocast(const std::optional<DType>& autocast);
 
 // Fails on options that describe no job; the message names the field.
 Status ValidateGenOptions(const GenOptions& options);

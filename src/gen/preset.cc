@@ -5,6 +5,12 @@
 
 namespace bucketsim {
 
+Status Preset::Generate(EventSink& sink) const {
+  Result<FsdpModel> program = Program();
+  if (!program.ok()) return program.status();
+  return EmitFsdpTrace(*program, options(), sink);
+}
+
 std::vector<std::unique_ptr<Preset>> MakePresets() {
   std::vector<std::unique_ptr<Preset>> presets;
   presets.push_back(MakeTransformerPreset());

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/event_sink.h"
+#include "gen/fsdp_program.h"
+#include "gen/gen_options.h"
 #include "gen/preset_param.h"
 
 namespace bucketsim {
@@ -22,8 +24,12 @@ class Preset {
   // The model's parameters, then the common ones, bound to this preset's configuration: a
   // fresh preset's values are the defaults.
   virtual std::vector<PresetParam> Params() = 0;
-  // Emits the trace of the current configuration; fails on one that describes no model.
-  virtual Status Generate(EventSink& sink) const = 0;
+  // The model program of the current configuration; fails on one that describes no model.
+  virtual Result<FsdpModel> Program() const = 0;
+  // The FSDP options of the current configuration.
+  virtual const GenOptions& options() const = 0;
+  // Emits the trace of the current configuration: its program through the emitter.
+  Status Generate(EventSink& sink) const;
 };
 
 // Every preset, in the order `gen --list` shows them.

@@ -4,8 +4,13 @@
 // query attention (kv_heads < heads) shrinks the K and V projections; ffn_hidden sizes the MLP;
 // with tied embeddings the LM head reuses the token embedding, which then lives in the
 // embedding instance, kept gathered from its forward to its backward like a root's parameters.
-// Activations per layer follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in
-// Large Transformer Models", §4.1), the formula written out in transformer_preset.cc.
+// The model is a program of one run per op (layernorms, QKV, scores, softmax, dropouts,
+// context, projections, MLP, residual adds, cross-entropy); what each saves adds up to
+// Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
+// §4.1) per layer, and its backward makes the gradients autograd makes; the table is in
+// transformer_preset.cc. With `autocast` the activations are in the autocast dtype and each
+// matmul saves its cast weight copy (layernorm and softmax, which autocast runs in fp32, are
+// kept in the autocast dtype here).
 //
 // With `activation_checkpointing`, each transformer block is wrapped as
 // FSDP(checkpoint_wrapper(block)) (fairscale's checkpoint_wrapper, i.e. torch.utils.checkpoint):
@@ -14,8 +19,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "core/event_sink.h"
+#include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
 #include "gen/preset.h"
 
@@ -38,6 +45,8 @@ struct TransformerConfig : GenOptions {
   // the internal activations, then the backward span and the full gradient; the hook frees the
   // recomputed activations and the kept input, then the gathered parameters, then reduces.
   bool activation_checkpointing = false;
+  // torch.autocast around forward and loss (GenOptions' compute dtype then gathers).
+  std::optional<DType> autocast;
 
   int FfnHidden() const { return ffn_hidden == 0 ? 4 * hidden : ffn_hidden; }
   int KvHeads() const { return kv_heads == 0 ? heads : kv_heads; }
@@ -46,6 +55,8 @@ struct TransformerConfig : GenOptions {
 // Emits the whole trace (header, then events) into `sink`. Fails on a configuration that does
 // not describe a model (non-positive sizes, heads not dividing hidden, rank outside the world).
 Status GenerateTransformer(const TransformerConfig& config, EventSink& sink);
+// The model program of `config` (the same validation).
+Result<FsdpModel> TransformerProgram(const TransformerConfig& config);
 
 std::unique_ptr<Preset> MakeTransformerPreset();
 

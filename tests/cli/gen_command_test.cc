@@ -1,6 +1,7 @@
 // `bucketsim gen` through the real binary: --list prints every preset's parameter table, bad
-// values are usage errors (exit 2, one message naming the flag), and a generated trace carries
-// its bucket_cap_mb to compare.
+// values are usage errors (exit 2, one message naming the flag), a generated trace carries its
+// bucket_cap_mb to compare, and `gen program` on a preset's --emit-program writes the preset's
+// trace byte for byte.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -27,7 +28,9 @@ TEST(GenCommand, ListPrintsEveryPresetsParametersAndDefaults) {
     }
   }
   EXPECT_NE(run.out.find("--kv-heads INT"), std::string::npos);
-  EXPECT_NE(run.out.find("--groups shared|per-instance|hsdp"), std::string::npos);
+  EXPECT_NE(run.out.find("--groups shared|per-instance|shared-bn-own|hsdp"), std::string::npos);
+  EXPECT_NE(run.out.find("--autocast none|fp16|bf16"), std::string::npos);
+  EXPECT_NE(run.out.find("program MODEL.json: "), std::string::npos);
   // The convnet's defaults are fairscale's test, not the transformer's.
   const std::size_t convnet = run.out.find("fairscale-convnet:");
   ASSERT_NE(convnet, std::string::npos);
@@ -44,7 +47,7 @@ TEST(GenCommand, BadValuesAreUsageErrors) {
   const std::vector<Case> cases = {
       {{"gen", "transformer", "--layers", "abc"}, "--layers: 'abc' is not an integer"},
       {{"gen", "transformer", "--groups", "per-group"},
-       "--groups: 'per-group' is not one of shared, per-instance or hsdp"},
+       "--groups: 'per-group' is not one of shared, per-instance, shared-bn-own or hsdp"},
       {{"gen", "transformer", "--param-dtype", "fp64"},
        "--param-dtype: 'fp64' is not one of fp32, bf16 or fp16"},
       {{"gen", "transformer", "--bucket-cap-mb", "nan"}, "--bucket-cap-mb: 'nan' is not a finite"},
@@ -52,14 +55,15 @@ TEST(GenCommand, BadValuesAreUsageErrors) {
        "--reshard-after-forward: 'maybe' is not a boolean"},
       {{"gen", "transformer", "--heads", "5"}, "heads (5) must divide hidden (1024)"},
       {{"gen", "transformer", "--kv-heads", "3"}, "kv_heads (3) must divide heads (16)"},
-      {{"gen", "transformer", "--world-size", "1"}, "world_size must be at least 2"},
+      {{"gen", "transformer", "--world-size", "0"}, "world_size must be at least 1"},
+      {{"gen", "transformer", "--autocast", "fp32"}, "--autocast: 'fp32' is not one of none"},
       {{"gen", "transformer", "--groups", "hsdp"}, "hsdp_shard_size must be at least 2"},
       {{"gen", "transformer", "--hsdp-shard-size", "2"}, "only meaningful with the hsdp"},
       {{"gen", "transformer", "--fp32-reduce-scatter", "--reduce-dtype", "bf16"},
        "fp32_reduce_scatter reduces in fp32, but reduce_dtype is bf16"},
       {{"gen", "fairscale-convnet", "--hidden-dim", "0"}, "hidden_dim must be at least 1"},
       {{"gen", "fairscale-convnet", "--image-size", "2"}, "image_size must be at least 3"},
-      {{"gen"}, "gen needs a preset (transformer, fairscale-convnet) or --list"},
+      {{"gen"}, "gen needs a preset (transformer, fairscale-convnet), program or --list"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
@@ -90,6 +94,71 @@ TEST(GenCommand, GeneratedCapIsTheRunsDefault) {
   ASSERT_EQ(overridden.exit_code, 0) << overridden.err;
   EXPECT_NE(overridden.out.find("`lifetime=backward,key=identity,cap=2`"), std::string::npos)
       << overridden.out;
+}
+
+// Presets with and without checkpointing, autocast, tied embeddings, the test's groups, at
+// world sizes 1 to 4, through --emit-program and then gen program with the same FSDP options:
+// the same bytes as the preset itself.
+TEST(GenCommand, ProgramOfAPresetGivesThePresetsTrace) {
+  struct Case {
+    std::vector<std::string> model;  // the preset and its model options
+    std::vector<std::string> fsdp;   // the options gen program takes too
+  };
+  const std::vector<Case> cases = {
+      {{"transformer", "--layers", "2", "--hidden", "64", "--heads", "4", "--kv-heads", "2",
+        "--seq", "32", "--vocab", "128", "--activation-checkpointing"},
+       {"--world-size", "4", "--fp32-reduce-scatter"}},
+      {{"transformer", "--layers", "1", "--hidden", "32", "--heads", "2", "--seq", "16", "--vocab",
+        "64", "--tied-embeddings", "--autocast", "bf16"},
+       {"--param-dtype", "fp32", "--world-size", "1", "--iterations", "1"}},
+      {{"fairscale-convnet", "--hidden-dim", "8", "--image-size", "16",
+        "--activation-checkpointing"},
+       {"--groups", "shared-bn-own", "--world-size", "2", "--param-dtype", "fp32", "--optimizer",
+        "sgd-momentum", "--iterations", "4"}},
+      {{"fairscale-convnet", "--hidden-dim", "8", "--image-size", "16", "--autocast", "fp16"},
+       {"--param-dtype", "fp32", "--fp32-reduce-scatter", "--groups", "per-instance",
+        "--world-size", "2", "--optimizer", "sgd-momentum", "--iterations", "4"}},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string direct = testing::WriteTempFile(fmt::format("direct-{}.json", i), "");
+    const std::string program = testing::WriteTempFile(fmt::format("program-{}.json", i), "");
+    const std::string via = testing::WriteTempFile(fmt::format("via-{}.json", i), "");
+    std::vector<std::string> preset = {"gen"};
+    preset.insert(preset.end(), cases[i].model.begin(), cases[i].model.end());
+    preset.insert(preset.end(), cases[i].fsdp.begin(), cases[i].fsdp.end());
+    std::vector<std::string> args = preset;
+    args.insert(args.end(), {"-o", direct});
+    ASSERT_EQ(RunBucketsim(args).exit_code, 0);
+    // --emit-program alone writes the program and no trace.
+    args = preset;
+    args.insert(args.end(), {"--emit-program", program});
+    testing::BinaryResult emit = RunBucketsim(args);
+    ASSERT_EQ(emit.exit_code, 0) << emit.err;
+    EXPECT_TRUE(emit.out.empty());
+    args = {"gen", "program", program, "-o", via};
+    args.insert(args.end(), cases[i].fsdp.begin(), cases[i].fsdp.end());
+    testing::BinaryResult run = RunBucketsim(args);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_TRUE(testing::ReadFile(via) == testing::ReadFile(direct)) << "case " << i;
+  }
+}
+
+TEST(GenCommand, ProgramErrorsNameFileAndPointer) {
+  const std::string bad =
+      testing::WriteTempFile("bad-program.json",
+                             R"({"format": "bucketsim-program", "schema_version": 1,
+          "instances": [{"name": "root", "params": []}],
+          "forward": [{"op": "run", "name": "a", "inputs": ["ghost"]}], "loss": "a"})");
+  testing::BinaryResult run = RunBucketsim({"gen", "program", bad, "-o", "/dev/null"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find(bad + ": /forward/0/inputs/0: tensor 'ghost' is not defined by an "
+                               "earlier run or input"),
+            std::string::npos)
+      << run.err;
+  testing::BinaryResult trace =
+      RunBucketsim({"gen", "program", "traces/tiny-ws2.json", "-o", "/dev/null"});
+  EXPECT_EQ(trace.exit_code, 2);
+  EXPECT_NE(trace.err.find("this is a trace, not a model program"), std::string::npos) << trace.err;
 }
 
 }  // namespace

@@ -128,6 +128,24 @@ TEST(SnapshotImport, AnImportedSnapshotReplaysAsAnAllocatorWhatIf) {
   EXPECT_NE(small.out.find("out of memory at event 7"), std::string::npos) << small.out;
 }
 
+// Without a reduce-scatter request every policy replays the same events: compare and sweep say
+// so in one line, and a generated trace (which has them) does not get the line.
+TEST(SnapshotImport, CompareAndSweepSayThePoliciesCannotDifferWithoutReduceScatters) {
+  const std::string note =
+      "This trace has no reduce-scatter request (rs event), so the policies cannot differ on it; "
+      "record your model's program with tools/record_program.py";
+  std::string trace = ImportedTraces() + "/default-new.json";
+  testing::BinaryResult compare = RunBucketsim({"compare", trace});
+  ASSERT_EQ(compare.exit_code, 0) << compare.err;
+  EXPECT_NE(compare.out.find(note), std::string::npos) << compare.out;
+  testing::BinaryResult sweep = RunBucketsim({"sweep", trace, "--bucket-cap-mb", "1,25"});
+  ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
+  EXPECT_NE(sweep.out.find(note), std::string::npos) << sweep.out;
+  testing::BinaryResult generated = RunBucketsim({"compare", "traces/tiny-ws2.json"});
+  ASSERT_EQ(generated.exit_code, 0) << generated.err;
+  EXPECT_EQ(generated.out.find("no reduce-scatter request"), std::string::npos) << generated.out;
+}
+
 // compare models the allocator settings the snapshot was recorded under unless told otherwise,
 // and the report says which: the expandable fixture peaks at 80 MiB reserved with
 // expandable_segments, 70 MiB with PyTorch's defaults (--alloc-conf '').

@@ -8,13 +8,18 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "engine/trace_checker.h"
+#include "gen/program_render.h"
 #include "testing/recording_sink.h"
 
 namespace bucketsim {
 namespace {
 
+using testing::BackwardAllocs;
 using testing::RecordingSink;
+using testing::RenderProgram;
 using testing::SummarizeAll;
 
 RecordingSink Generate(const ConvnetConfig& config) {
@@ -107,74 +112,6 @@ TEST(ConvnetPreset, HeaderOfConfigC) {
   EXPECT_EQ(h.fsdp[2].params[1].name, "bias");
 }
 
-// The whole run of configuration C, event by event. Reading guide: the stem's forward gathers
-// the stem conv, then its BN wrapper (kept gathered: auto_wrap_bn's reshard_after_forward=False),
-// then reshards the stem; backward is the forward in reverse: the head's pre-backward hook
-// re-gathers it, each BN's post-backward hook reduces weight then bias, the blocks' flat
-// gradient appears in the backward of their last conv and is reduced once the first conv's
-// backward is done.
-TEST(ConvnetPreset, WholeRunOfConfigC) {
-  RecordingSink trace = Generate(ConfigC());
-  const std::vector<std::string> expected = {
-      // init: fp32 shards, the input batch
-      "alloc 1 3584 s0 param", "alloc 2 128 s0 param", "alloc 3 128 s0 param",
-      "alloc 4 10520 s0 param", "alloc 5 8 s0 param", "alloc 6 8 s0 param", "alloc 7 8 s0 param",
-      "alloc 8 8 s0 param", "alloc 9 8 s0 param", "alloc 10 8 s0 param", "alloc 11 80 s0 param",
-      "alloc 12 768 s0 activation", "iteration 0", "phase forward", "alloc 13 7168 s1 all_gather",
-      "compute forward stem.0", "alloc 14 9216 s0 activation", "alloc 15 256 s1 all_gather",
-      "alloc 16 256 s1 all_gather", "compute forward stem.1", "alloc 17 9216 s0 activation",
-      "alloc 18 256 s0 activation", "alloc 19 256 s0 activation", "free 13",
-      "alloc 20 21040 s1 all_gather", "compute forward blocks.0", "alloc 21 432 s0 activation",
-      "alloc 22 16 s1 all_gather", "alloc 23 16 s1 all_gather", "compute forward blocks.1",
-      "alloc 24 432 s0 activation", "alloc 25 12 s0 activation", "alloc 26 12 s0 activation",
-      "compute forward blocks.3", "alloc 27 432 s0 activation", "alloc 28 16 s1 all_gather",
-      "alloc 29 16 s1 all_gather", "compute forward blocks.4", "alloc 30 432 s0 activation",
-      "alloc 31 12 s0 activation", "alloc 32 12 s0 activation", "compute forward blocks.6",
-      "alloc 33 432 s0 activation", "alloc 34 16 s1 all_gather", "alloc 35 16 s1 all_gather",
-      "compute forward blocks.7", "alloc 36 432 s0 activation", "alloc 37 12 s0 activation",
-      "alloc 38 12 s0 activation", "compute forward blocks.9", "free 20",
-      "alloc 39 160 s1 all_gather", "compute forward head", "alloc 40 12 s0 activation",
-      "alloc 41 40 s0 activation", "free 39", "mark after fwd", "phase backward",
-      // head
-      "alloc 42 160 s1 all_gather", "compute backward head", "alloc 43 160 s0 grad", "free 41",
-      "free 40", "free 42", "rs 7.0 g1 fp32 20 view", "free 43",
-      // blocks: re-gather, pool, the third group
-      "alloc 44 21040 s1 all_gather", "compute backward blocks.9", "compute backward blocks.7",
-      "alloc 45 12 s0 grad", "alloc 46 12 s0 grad", "free 38", "free 37", "free 36", "free 34",
-      "alloc 47 8 s2 grad", "rs 6.0 g1 fp32 2 view", "free 47", "free 45", "free 35",
-      "alloc 48 8 s2 grad", "rs 6.1 g1 fp32 2 view", "free 48", "free 46",
-      "compute backward blocks.6", "alloc 49 21036 s0 grad", "free 33",
-      // the second group
-      "compute backward blocks.4", "alloc 50 12 s0 grad", "alloc 51 12 s0 grad", "free 32",
-      "free 31", "free 30", "free 28", "alloc 52 8 s2 grad", "rs 5.0 g1 fp32 2 view", "free 52",
-      "free 50", "free 29", "alloc 53 8 s2 grad", "rs 5.1 g1 fp32 2 view", "free 53", "free 51",
-      "compute backward blocks.3", "free 27",
-      // the first group, then the blocks' flat gradient
-      "compute backward blocks.1", "alloc 54 12 s0 grad", "alloc 55 12 s0 grad", "free 26",
-      "free 25", "free 24", "free 22", "alloc 56 8 s2 grad", "rs 4.0 g1 fp32 2 view", "free 56",
-      "free 54", "free 23", "alloc 57 8 s2 grad", "rs 4.1 g1 fp32 2 view", "free 57", "free 55",
-      "compute backward blocks.0", "free 21", "free 44", "alloc 58 10520 s2 grad",
-      "rs 3.0 g1 fp32 2630 view", "free 58", "free 49",
-      // stem
-      "alloc 59 7168 s1 all_gather", "compute backward stem.1", "alloc 60 256 s0 grad",
-      "alloc 61 256 s0 grad", "free 19", "free 18", "free 17", "free 15", "rs 2.0 g1 fp32 32 view",
-      "free 60", "free 16", "rs 2.1 g1 fp32 32 view", "free 61", "compute backward stem.0",
-      "alloc 62 7168 s0 grad", "free 14", "free 59", "rs 1.0 g1 fp32 896 view", "free 62", "flush",
-      "mark after bwd", "phase step",
-      // SGD momentum: one fp32 buffer per parameter shard
-      "alloc 63 3584 s0 optimizer_state", "alloc 64 128 s0 optimizer_state",
-      "alloc 65 128 s0 optimizer_state", "alloc 66 10520 s0 optimizer_state",
-      "alloc 67 8 s0 optimizer_state", "alloc 68 8 s0 optimizer_state",
-      "alloc 69 8 s0 optimizer_state", "alloc 70 8 s0 optimizer_state",
-      "alloc 71 8 s0 optimizer_state", "alloc 72 8 s0 optimizer_state",
-      "alloc 73 80 s0 optimizer_state", "compute optimizer step", "mark after step",
-      "phase zero_grad", "zero_grad"};
-  EXPECT_EQ(SummarizeAll(trace), expected);
-  // Activations alive after forward: 9216 + (9216 + 256 + 256) + 3 * (432 + 432 + 12 + 12)
-  // + 12 + 40 = 21660, plus the input 768.
-  EXPECT_EQ(LiveAtMark(trace, Category::kActivation, "after fwd"), 21660u + 768u);
-}
-
 // Configuration D: hidden_dim 5, two 6x6 images, 4 ranks (this is rank 2), bf16 mixed
 // precision (reduce in bf16), one group object per FSDP instance, Adam, blocks checkpointed.
 // Spatial size 6 - 2 = 4, 16 positions; a C-channel feature map in bf16 is 2*C*16*2 bytes.
@@ -234,47 +171,6 @@ TEST(ConvnetPreset, ConfigDGroupsAndReduceScatters) {
   }
 }
 
-TEST(ConvnetPreset, ConfigDAllocationsByCategory) {
-  RecordingSink trace = Generate(ConfigD());
-  std::vector<Bytes> all_gather, grad_post_backward, activations_forward;
-  bool forward = false;
-  for (const Event& e : trace.events) {
-    if (e.kind == EventKind::kPhase) forward = e.phase == Phase::kForward;
-    if (e.kind != EventKind::kAlloc) continue;
-    if (e.category == Category::kAllGather && forward) all_gather.push_back(e.bytes);
-    if (e.category == Category::kGrad && e.stream == 2) grad_post_backward.push_back(e.bytes);
-    if (e.category == Category::kActivation && forward) activations_forward.push_back(e.bytes);
-  }
-  // Forward gathers: stem (cast 896, full 3584), stem.1 (256, 256), blocks (4634, 18536),
-  // the three BN(5) wrappers (32, 32 each), head (30, 120).
-  EXPECT_EQ(all_gather, (std::vector<Bytes>{896, 3584, 256, 256, 4634, 18536, 32, 32, 32, 32, 32,
-                                            32, 30, 120}));
-  // chunk_and_pad on the post_backward stream: BN(5) 16 per parameter, blocks 4634.
-  EXPECT_EQ(grad_post_backward, (std::vector<Bytes>{16, 16, 16, 16, 16, 16, 4634}));
-  // Forward activations: input cast 432, stem 4096 / 4096, 256, 256; the checkpointed blocks
-  // run under no_grad (each allocation freed before the next run): conv 2*5*16*2 = 320, BN
-  // 320, 20, 20, three times; head 20, 40.
-  EXPECT_EQ(activations_forward, (std::vector<Bytes>{432, 4096, 4096, 256, 256, 320, 320, 20, 20,
-                                                     320, 320, 20, 20, 320, 320, 20, 20, 20, 40}));
-  // Alive after forward: 432 + 4096 + 4096 + 256 + 256 + 20 + 40 = 9196, plus the batch 864.
-  EXPECT_EQ(LiveAtMark(trace, Category::kActivation, "after fwd"), 9196u + 864u);
-  // Adam: two fp32 shards per parameter, (448 + 16 + 16 + 2317 + 6 * 2 + 15) * 4 * 2.
-  EXPECT_EQ(LiveAtMark(trace, Category::kOptimizerState, "after step"),
-            (448u + 16 + 16 + 2317 + 6 * 2 + 15) * 4 * 2);
-}
-
-TEST(ConvnetPreset, ConfigDRecomputesTheBlocks) {
-  RecordingSink trace = Generate(ConfigD());
-  std::vector<std::string> spans;
-  for (const std::string& line : SummarizeAll(trace)) {
-    if (line.rfind("compute recompute", 0) == 0) spans.push_back(line.substr(8));
-  }
-  EXPECT_EQ(spans, (std::vector<std::string>{"recompute blocks.0", "recompute blocks.1",
-                                             "recompute blocks.3", "recompute blocks.4",
-                                             "recompute blocks.6", "recompute blocks.7",
-                                             "recompute blocks.9"}));
-}
-
 // reference/fsdp_semantics.md §3.2: total parameters and per-rank shards at ws 2.
 TEST(ConvnetPreset, ReferenceParameterCounts) {
   for (auto [hidden_dim, total, per_rank] :
@@ -296,20 +192,125 @@ TEST(ConvnetPreset, ReferenceParameterCounts) {
   }
 }
 
-// fairscale's test (fsdp, no_ckpt, hidden_dim 128): "after fwd" - "start" is 337 MiB of
-// activations: two 2x64x222x222 fp32 maps in the stem (24.06 MiB each) and six 2x128x222x222
-// maps in the blocks (48.13 MiB each), i.e. 2*25233408 + 6*50466816 bytes, plus the small BN
-// statistics and head tensors.
-TEST(ConvnetPreset, FullSizeActivationsMatchTheTestsMeasurement) {
-  ConvnetConfig config;
-  config.iterations = 1;
-  RecordingSink trace = Generate(config);
-  const Bytes maps = 2 * 25233408ull + 6 * 50466816ull;
-  const Bytes stats = 2 * 64 * 4 + 3 * 2 * 128 * 4;
-  const Bytes head = 2 * 128 * 4 + 2 * 10 * 4;
-  const Bytes input = 2 * 3 * 224 * 224 * 4;
-  EXPECT_EQ(LiveAtMark(trace, Category::kActivation, "after fwd"), maps + stats + head + input);
-  EXPECT_EQ((maps + (1 << 19)) >> 20, 337u);
+// Configuration C as a program: conv, BN (its own instance, gathered around it), in-place ReLU
+// (an alias of the BN's output that saves itself) per group; pool, Flatten (a view that passes
+// its gradient on), head, and the mean loss. Instances: 0 root, 1 stem, 2 stem.1, 3 blocks,
+// 4..6 the blocks' BNs, 7 head.
+std::vector<std::string> ProgramC(bool checkpointing) {
+  std::vector<std::string> lines = {
+      "inputs batch:768",
+      "gather 1",
+      "stem.0 uses=[1] in=[batch] out=[stem.0.out:9216] saves=[batch]",
+      "gather 2",
+      "stem.1 uses=[2] in=[stem.0.out] out=[stem.1.out:9216] "
+      "saves=[stem.0.out, 256 fp32 save_mean, 256 fp32 save_invstd]",
+      "end 2",
+      "stem.2 in=[stem.1.out] out=[stem.2.out:9216@stem.1.out] saves=[stem.2.out]",
+      "end 1",
+      "gather 3",
+  };
+  if (checkpointing) lines.push_back("checkpoint_begin saves=[stem.2.out]");
+  std::string x = "stem.2.out";
+  for (int g = 0; g < 3; ++g) {
+    const std::string conv = fmt::format("blocks.{}", 3 * g);
+    const std::string bn = fmt::format("blocks.{}", 3 * g + 1);
+    const std::string relu = fmt::format("blocks.{}", 3 * g + 2);
+    lines.push_back(fmt::format("{0} uses=[3] in=[{1}] out=[{0}.out:432] saves=[{1}]", conv, x));
+    lines.push_back(fmt::format("gather {}", 4 + g));
+    lines.push_back(
+        fmt::format("{0} uses=[{1}] in=[{2}.out] out=[{0}.out:432] "
+                    "saves=[{2}.out, 12 fp32 save_mean, 12 fp32 save_invstd]",
+                    bn, 4 + g, conv));
+    lines.push_back(fmt::format("end {}", 4 + g));
+    lines.push_back(
+        fmt::format("{0} in=[{1}.out] out=[{0}.out:432@{1}.out] saves=[{0}.out]", relu, bn));
+    x = relu + ".out";
+  }
+  lines.push_back("blocks.9 in=[blocks.8.out] out=[blocks.9.out:12]");
+  lines.push_back("blocks.10 in=[blocks.9.out:pass] out=[blocks.10.out:12@blocks.9.out]");
+  if (checkpointing) lines.push_back("checkpoint_end");
+  for (const char* line :
+       {"end 3", "gather 7",
+        "head uses=[7] in=[blocks.10.out] out=[head.out:40] saves=[blocks.10.out]", "end 7",
+        "loss in=[head.out] out=[loss:4]", "loss loss"}) {
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+TEST(ConvnetPreset, ProgramOfConfigC) {
+  for (bool checkpointing : {false, true}) {
+    ConvnetConfig config = ConfigC();
+    config.activation_checkpointing = checkpointing;
+    Result<FsdpModel> program = ConvnetProgram(config);
+    ASSERT_TRUE(program.ok());
+    EXPECT_EQ(RenderProgram(*program), ProgramC(checkpointing)) << checkpointing;
+  }
+}
+
+// After forward, configuration C keeps: the batch 768; the stem conv's output 9216 (the BN's
+// input) and the BN's statistics 256 + 256; the BN/ReLU output 9216; per block group the
+// conv's output 432, statistics 12 + 12 and the BN/ReLU output 432 (888, three times: 2664);
+// the pooled features 12 (the head's input, through the Flatten view); the loss 4. The logits
+// (40) are freed: the mean saves nothing. Total 22392. With the blocks checkpointed only the
+// region's input stays of the blocks (the stem's output, kept anyway) and the pooled features:
+// 768 + 9216 + 512 + 9216 + 12 + 4 = 19728.
+TEST(ConvnetPreset, ForwardKeepsWhatEachOpSaves) {
+  ConvnetConfig config = ConfigC();
+  EXPECT_EQ(LiveAtMark(Generate(config), Category::kActivation, "after fwd"), 22392u);
+  config.activation_checkpointing = true;
+  EXPECT_EQ(LiveAtMark(Generate(config), Category::kActivation, "after fwd"), 19728u);
+}
+
+// The default-stream gradients of configuration C's backward, in order: ones_like(loss) 4;
+// loss: grad logits 40; head: full 160, grad pooled 12; Flatten passes it; pool: grad of the
+// last ReLU output 432; ReLU: grad of the BN output 432; BN: full weight and bias 12 + 12,
+// grad conv output 432; conv: the blocks' full gradient 5259·4 = 21036, grad input 432; then
+// ReLU 432, BN 12 12 432, conv 432, ReLU 432, BN 12 12 432, conv: grad of the stem's output
+// 64·36·4 = 9216; stem ReLU 9216; stem BN 256 256 9216; stem conv: full 7168 (the batch gets
+// no gradient). The same with the blocks checkpointed.
+TEST(ConvnetPreset, BackwardMakesTheGradientsOfEveryOp) {
+  const std::vector<Bytes> expected = {4,     40,  160,  12,   432, 432, 12,   12,  432,
+                                       21036, 432, 432,  12,   12,  432, 432,  432, 12,
+                                       12,    432, 9216, 9216, 256, 256, 9216, 7168};
+  for (bool checkpointing : {false, true}) {
+    ConvnetConfig config = ConfigC();
+    config.activation_checkpointing = checkpointing;
+    EXPECT_EQ(BackwardAllocs(Generate(config).events, Category::kGrad, 0), expected);
+  }
+}
+
+// Under autocast (fp16; parameters fp32): the stem conv saves the fp16 cast of the batch
+// (3·64·2 = 384) and of its weight (64·3·9 = 1728 elements, 3456 bytes), and its backward
+// makes the fp16 gradient of weight and bias (1792·2 = 3584); activations are fp16 (the stem's
+// output 64·36·2 = 4608); the BN statistics stay fp32.
+TEST(ConvnetPreset, AutocastSavesCastCopies) {
+  ConvnetConfig config = ConfigC();
+  config.autocast = DType::kFloat16;
+  Result<FsdpModel> program = ConvnetProgram(config);
+  ASSERT_TRUE(program.ok());
+  const std::vector<std::string> lines = RenderProgram(*program);
+  EXPECT_EQ(lines[2],
+            "stem.0 uses=[1] in=[batch] out=[stem.0.out:4608] "
+            "saves=[384 fp16 input cast, 3456 fp16 weight cast] ws=[3584 fp16]");
+  EXPECT_EQ(lines[4],
+            "stem.1 uses=[2] in=[stem.0.out] out=[stem.1.out:4608] "
+            "saves=[stem.0.out, 256 fp32 save_mean, 256 fp32 save_invstd]");
+}
+
+// The memory test's groups at #633/#650: one group object for root, stem, blocks and head, one
+// of its own for each of the four BN wrappers.
+TEST(ConvnetPreset, SharedBnOwnGroups) {
+  ConvnetConfig config = ConfigC();
+  config.group_layout = GroupLayout::kSharedBnOwn;
+  const RecordingSink trace = Generate(config);
+  std::vector<std::string> groups;
+  for (const ProcessGroup& group : trace.header.groups) {
+    groups.push_back(fmt::format("{} {}", group.id, group.name));
+  }
+  EXPECT_EQ(groups, (std::vector<std::string>{
+                        "1 global_group", "2 stem.1.process_group", "3 blocks.1.process_group",
+                        "4 blocks.4.process_group", "5 blocks.7.process_group"}));
 }
 
 TEST(ConvnetPreset, InvalidConfigsNameTheField) {
@@ -321,7 +322,7 @@ TEST(ConvnetPreset, InvalidConfigsNameTheField) {
       {[](ConvnetConfig& c) { c.hidden_dim = 0; }, "hidden_dim"},
       {[](ConvnetConfig& c) { c.batch = -1; }, "batch"},
       {[](ConvnetConfig& c) { c.image_size = 2; }, "image_size"},
-      {[](ConvnetConfig& c) { c.world_size = 1; }, "world_size"},
+      {[](ConvnetConfig& c) { c.world_size = 0; }, "world_size"},
       {[](ConvnetConfig& c) { c.hidden_dim = 1 << 30; }, "1 PiB"},
   };
   for (const Case& c : cases) {

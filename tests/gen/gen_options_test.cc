@@ -44,7 +44,7 @@ TEST(GenOptions, InvalidOptionsNameTheField) {
   };
   const Case cases[] = {
       {[](GenOptions& o) { o.iterations = 0; }, "iterations"},
-      {[](GenOptions& o) { o.world_size = 1; }, "world_size"},
+      {[](GenOptions& o) { o.world_size = 0; }, "world_size"},
       {[](GenOptions& o) { o.rank = 8; }, "rank"},
       {[](GenOptions& o) { o.group_layout = GroupLayout::kHsdp; }, "hsdp_shard_size"},
       {[](GenOptions& o) {
@@ -92,7 +92,7 @@ TEST(PresetParam, ParsesAndRejectsValues) {
   EXPECT_EQ(options.bucket_cap_mb, 0.25);
   EXPECT_EQ(find("bucket-cap-mb").set("inf").message(), "'inf' is not a finite number");
   EXPECT_EQ(find("groups").set("per-group").message(),
-            "'per-group' is not one of shared, per-instance or hsdp");
+            "'per-group' is not one of shared, per-instance, shared-bn-own or hsdp");
   EXPECT_TRUE(find("groups").set("hsdp").ok());
   EXPECT_EQ(options.group_layout, GroupLayout::kHsdp);
   EXPECT_EQ(find("reduce-dtype").get(), "param-dtype");

@@ -25,7 +25,9 @@ BASE = 0x7F3A00000000  # device addresses are above 2^31 (pickled with LONG1)
 STREAM0 = 0
 STREAM1 = 0x55D0C0DE1230  # a raw cudaStream_t
 FRAMES = [{"filename": "train.py", "line": 42, "name": "forward"}]  # one shared object
-SIZE_MAX = (1 << 64) - 1
+# PyTorch writes allocator_settings.max_split_size as int64_t(max_split_size): the default
+# (no limit, SIZE_MAX) is -1 in every snapshot (caching_allocator.md §5.2).
+NO_LIMIT = -1
 
 
 class Recorder:
@@ -81,7 +83,7 @@ def segment(new, address, total, stream, blocks, expandable=False):
 
 
 def settings(expandable=False, conf=""):
-    return {"PYTORCH_CUDA_ALLOC_CONF": conf, "max_split_size": SIZE_MAX,
+    return {"PYTORCH_CUDA_ALLOC_CONF": conf, "max_split_size": NO_LIMIT,
             "garbage_collection_threshold": 0.0, "expandable_segments": expandable,
             "pinned_num_register_threads": 1, "release_lock_on_cudamalloc": False,
             "pinned_use_cuda_host_register": False,
@@ -189,6 +191,32 @@ def two_devices():
     snap["segments"].append(dict(segment(True, BASE, 2 * MIB, STREAM0,
                                          [(512, 512, "active_allocated"),
                                           (2 * MIB - 512, 0, "inactive")]), device=1))
+    return snap
+
+
+def with_newer_keys(snap):
+    """The same snapshot as a newer PyTorch writes it: keys the importer does not know in
+    allocator_settings, segments, blocks, frames and trace entries, and at the top level."""
+    settings = snap.setdefault("allocator_settings", {"max_split_size": NO_LIMIT})
+    settings["graph_capture_record_stream_reuse"] = False
+    settings["trace_alloc_max_entries"] = 100000
+    settings["trace_alloc_overflowed"] = False
+    settings["some_future_setting"] = {"nested": [1, 2.5, None]}
+    snap["external_annotations"] = [{"name": "step", "stage": "START", "device": 0,
+                                     "time_us": 1_700_000_000_000_001}]
+    snap["some_future_top_level"] = ("a", 1)
+    for seg in snap["segments"]:
+        seg["segment_pool_id"] = (0, 0)
+        seg["future_segment_key"] = 3.5
+        for b in seg["blocks"]:
+            b["future_block_key"] = None
+            b["frames"] = [dict(f, fx_node_op="call_function", fx_node_name="mm")
+                           for f in b.get("frames", [])]
+    for trace in snap["device_traces"]:
+        for e in trace:
+            e["compile_context"] = "N/A"
+            e["user_metadata"] = {"stage": "forward"}
+            e["future_entry_key"] = [0]
     return snap
 
 

@@ -138,6 +138,30 @@ class Conversion(ImporterCase):
                          "32:0,64:0,128:0,256:0,512:0,1024:0,2048:0,4096:0,8192:0,16384:0,"
                          "32768:0],garbage_collection_threshold:0.6,max_non_split_rounding_mb:64")
 
+    def test_max_split_size_minus_one_is_no_limit(self):
+        # Every default snapshot carries -1 (int64_t(SIZE_MAX)): no max_split_size_mb at all.
+        snap = fx.default_config(True)
+        self.assertEqual(snap["allocator_settings"]["max_split_size"], -1)
+        trace, _ = self.convert("minus-one", snap)
+        self.assertNotIn("alloc_conf", trace)
+        trace, _ = self.convert("minus-one-exp", fx.expandable())
+        self.assertEqual(trace["alloc_conf"], "expandable_segments:True")
+
+    def test_max_split_size_unsigned_size_max_is_no_limit(self):
+        snap = fx.default_config(True)
+        snap["allocator_settings"]["max_split_size"] = (1 << 64) - 1
+        trace, _ = self.convert("size-max", snap)
+        self.assertNotIn("alloc_conf", trace)
+
+    def test_unknown_keys_everywhere_are_ignored(self):
+        # A newer PyTorch's keys change nothing: the same trace, event for event.
+        for name, build in fx.SCENARIOS.items():
+            with self.subTest(scenario=name):
+                plain, _ = self.convert(name, build())
+                newer, _ = self.convert(name + "-newer", fx.with_newer_keys(build()))
+                self.assertEqual(newer["events"], plain["events"])
+                self.assertEqual(newer.get("alloc_conf"), plain.get("alloc_conf"))
+
     def test_deferred_free_becomes_record_stream_and_sync(self):
         trace, _ = self.convert("deferred", fx.streams_and_deferred_free())
         self.assertEqual(trace["streams"],
@@ -243,6 +267,37 @@ class Malformed(ImporterCase):
         snap = fx.default_config(False)
         snap["device_traces"][0][1]["size"] = -5
         self.expect_error(self.pickle("neg", snap), "'size' must not be negative (got -5)")
+
+    def test_negative_max_split_size_other_than_minus_one(self):
+        snap = fx.default_config(True)
+        snap["allocator_settings"]["max_split_size"] = -2
+        self.expect_error(self.pickle("split", snap),
+                          "allocator_settings: 'max_split_size' must be a size in bytes or -1 "
+                          "(no limit), got -2")
+
+    def test_max_split_size_not_an_int(self):
+        snap = fx.default_config(True)
+        snap["allocator_settings"]["max_split_size"] = "unlimited"
+        self.expect_error(self.pickle("split-str", snap),
+                          "allocator_settings: 'max_split_size' must be an int, got str")
+
+    def test_known_setting_of_the_wrong_type_among_unknown_keys(self):
+        snap = fx.with_newer_keys(fx.default_config(True))
+        snap["allocator_settings"]["expandable_segments"] = "yes"
+        self.expect_error(self.pickle("exp-str", snap),
+                          "allocator_settings: 'expandable_segments' must be a bool, got str")
+
+    def test_known_entry_key_still_checked_among_unknown_keys(self):
+        snap = fx.with_newer_keys(fx.default_config(True))
+        snap["device_traces"][0][1]["size"] = -1
+        self.expect_error(self.pickle("entry-neg", snap),
+                          "device_traces[0][1] (alloc): 'size' must not be negative (got -1)")
+
+    def test_known_block_key_still_checked_among_unknown_keys(self):
+        snap = fx.with_newer_keys(fx.default_config(True))
+        snap["segments"][0]["blocks"][0]["size"] = 1.5
+        self.expect_error(self.pickle("block-float", snap),
+                          "segments[0].blocks[0]: 'size' must be an int, got float")
 
     def test_unknown_action(self):
         snap = fx.default_config(True)

@@ -1,0 +1,76 @@
+#include "gen/program_builder.h"
+
+#include <utility>
+
+namespace bucketsim {
+
+ProgramTensor Tensor(std::string id, Bytes bytes, std::string_view dtype, std::string alias) {
+  ProgramTensor tensor;
+  tensor.id = std::move(id);
+  tensor.bytes = bytes;
+  tensor.dtype = std::string(dtype);
+  tensor.alias = std::move(alias);
+  return tensor;
+}
+
+RunInput In(std::string id, InputGrad grad) { return {std::move(id), grad}; }
+
+SavedTensor Keep(std::string id) { return {std::move(id), {}}; }
+
+SavedTensor Fresh(Bytes bytes, std::string_view dtype, std::string name) {
+  return {"", Workspace(bytes, dtype, std::move(name))};
+}
+
+NewTensor Workspace(Bytes bytes, std::string_view dtype, std::string name) {
+  NewTensor tensor;
+  tensor.bytes = bytes;
+  tensor.dtype = std::string(dtype);
+  tensor.name = std::move(name);
+  return tensor;
+}
+
+ProgramBuilder::ProgramBuilder(std::string description) {
+  model_.description = std::move(description);
+}
+
+std::size_t ProgramBuilder::AddInstance(GenInstance instance) {
+  model_.instances.push_back(std::move(instance));
+  return model_.instances.size() - 1;
+}
+
+void ProgramBuilder::AddInput(ProgramTensor tensor) { model_.inputs.push_back(std::move(tensor)); }
+
+void ProgramBuilder::Push(OpKind kind, std::size_t instance) {
+  ForwardOp op;
+  op.kind = kind;
+  op.instance = instance;
+  model_.forward.push_back(std::move(op));
+}
+
+void ProgramBuilder::Gather(std::size_t instance) { Push(OpKind::kGather, instance); }
+void ProgramBuilder::EndForward(std::size_t instance) { Push(OpKind::kEndForward, instance); }
+
+void ProgramBuilder::CheckpointBegin(std::vector<SavedTensor> saves) {
+  Push(OpKind::kCheckpointBegin, 0);
+  model_.forward.back().saves = std::move(saves);
+}
+void ProgramBuilder::CheckpointEnd() { Push(OpKind::kCheckpointEnd, 0); }
+
+ForwardOp& ProgramBuilder::Run(std::string name, double flops, std::vector<std::size_t> uses,
+                               std::vector<RunInput> inputs, std::vector<ProgramTensor> outputs,
+                               std::vector<SavedTensor> saves) {
+  ForwardOp& op = model_.forward.emplace_back();
+  op.kind = OpKind::kRun;
+  op.name = std::move(name);
+  op.flops = flops;
+  op.uses = std::move(uses);
+  op.inputs = std::move(inputs);
+  op.outputs = std::move(outputs);
+  op.saves = std::move(saves);
+  return op;
+}
+
+void ProgramBuilder::SetLoss(std::string id) { model_.loss = std::move(id); }
+void ProgramBuilder::SetAutocast(std::optional<DType> autocast) { model_.autocast = autocast; }
+
+}  // namespace bucketsim

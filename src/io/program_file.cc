@@ -1,0 +1,587 @@
+#include "io/program_file.h"
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "io/json_document.h"
+
+namespace bucketsim {
+namespace {
+
+using Json = JsonDocument::Json;
+using Pointer = JsonDocument::Pointer;
+
+constexpr std::string_view kKind = "model program";
+constexpr std::string_view kFormat = "bucketsim-program";
+
+// Assigns the value of a Result expression or returns its error.
+#define PROGRAM_ASSIGN(lhs, expr)               \
+  do {                                          \
+    auto result_ = (expr);                      \
+    if (!result_.ok()) return result_.status(); \
+    lhs = std::move(*result_);                  \
+  } while (0)
+
+class ProgramReader {
+ public:
+  explicit ProgramReader(const JsonDocument& doc) : doc_(doc) {}
+
+  Result<FsdpModel> Read() {
+    const Pointer top;
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(top).status());
+    if (!doc_.Has(Pointer("/format")) && doc_.Has(Pointer("/events"))) {
+      return doc_.Error(top,
+                        "this is a trace, not a model program (no 'format' key); "
+                        "bucketsim gen program reads programs");
+    }
+    std::string format;
+    PROGRAM_ASSIGN(format, doc_.String(Pointer("/format")));
+    if (format != kFormat) {
+      return doc_.Error(Pointer("/format"),
+                        fmt::format("expected \"{}\", got \"{}\"", kFormat, format));
+    }
+    BUCKETSIM_RETURN_IF_ERROR(
+        doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
+    BUCKETSIM_RETURN_IF_ERROR(
+        Keys(top, {"format", "schema_version", "description", "autocast", "instances", "inputs",
+                   "forward", "loss", "held", "measured"}));
+    if (doc_.Has(Pointer("/description"))) {
+      PROGRAM_ASSIGN(model_.description, doc_.String(Pointer("/description")));
+    }
+    if (doc_.Has(Pointer("/autocast"))) {
+      PROGRAM_ASSIGN(model_.autocast, Autocast(Pointer("/autocast")));
+    }
+    BUCKETSIM_RETURN_IF_ERROR(Instances());
+    if (doc_.Has(Pointer("/inputs"))) {
+      std::size_t count = 0;
+      PROGRAM_ASSIGN(count, Length(Pointer("/inputs")));
+      for (std::size_t i = 0; i < count; ++i) {
+        ProgramTensor tensor;
+        PROGRAM_ASSIGN(tensor, ReadTensor(Pointer("/inputs") / i));
+        model_.inputs.push_back(std::move(tensor));
+      }
+    }
+    std::size_t ops = 0;
+    PROGRAM_ASSIGN(ops, Length(Pointer("/forward")));
+    for (std::size_t i = 0; i < ops; ++i) {
+      ForwardOp op;
+      PROGRAM_ASSIGN(op, ReadOp(Pointer("/forward") / i));
+      model_.forward.push_back(std::move(op));
+    }
+    PROGRAM_ASSIGN(model_.loss, doc_.String(Pointer("/loss")));
+    if (doc_.Has(Pointer("/held"))) {
+      std::size_t count = 0;
+      PROGRAM_ASSIGN(count, Length(Pointer("/held")));
+      for (std::size_t k = 0; k < count; ++k) {
+        std::string id;
+        PROGRAM_ASSIGN(id, doc_.String(Pointer("/held") / k));
+        model_.held.push_back(std::move(id));
+      }
+    }
+    if (doc_.Has(Pointer("/measured"))) {
+      Measured measured;
+      PROGRAM_ASSIGN(measured, ReadMeasured(Pointer("/measured")));
+      model_.measured = std::move(measured);
+    }
+    // References: ValidateProgram's messages start with the JSON pointer of the culprit.
+    Status valid = ValidateProgram(model_);
+    if (!valid.ok()) return InvalidArgument(fmt::format("{}: {}", doc_.path(), valid.message()));
+    return std::move(model_);
+  }
+
+ private:
+  // Every key of the object at `at` must be one of `known`.
+  Status Keys(const Pointer& at, std::initializer_list<std::string_view> known) const {
+    for (const auto& [key, value] : doc_.root().at(at).items()) {
+      bool ok = false;
+      for (std::string_view k : known) ok = ok || key == k;
+      if (!ok) {
+        std::string names;
+        for (std::string_view k : known) names += fmt::format("{}{}", names.empty() ? "" : ", ", k);
+        return doc_.Error(at / key, fmt::format("unknown key (known here: {})", names));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Result<std::size_t> Length(const Pointer& at) const {
+    Result<const Json*> array = doc_.Array(at);
+    if (!array.ok()) return array.status();
+    return (*array)->size();
+  }
+
+  Result<std::optional<DType>> Autocast(const Pointer& at) const {
+    std::string name;
+    PROGRAM_ASSIGN(name, doc_.String(at));
+    if (name == "fp16") return std::optional<DType>(DType::kFloat16);
+    if (name == "bf16") return std::optional<DType>(DType::kBFloat16);
+    return doc_.Error(at, fmt::format("expected \"fp16\" or \"bf16\", got \"{}\"", name));
+  }
+
+  Status Instances() {
+    const Pointer at("/instances");
+    std::size_t count = 0;
+    PROGRAM_ASSIGN(count, Length(at));
+    if (count == 0) return doc_.Error(at, "a program needs at least one instance (the root)");
+    for (std::size_t f = 0; f < count; ++f) {
+      const Pointer here = at / f;
+      BUCKETSIM_RETURN_IF_ERROR(doc_.Object(here).status());
+      BUCKETSIM_RETURN_IF_ERROR(
+          Keys(here, {"name", "params", "mixed_precision", "reshard_after_forward", "own_group"}));
+      GenInstance instance;
+      PROGRAM_ASSIGN(instance.name, doc_.String(here / "name"));
+      std::size_t params = 0;
+      PROGRAM_ASSIGN(params, Length(here / "params"));
+      for (std::size_t p = 0; p < params; ++p) {
+        const Pointer param_at = here / "params" / p;
+        BUCKETSIM_RETURN_IF_ERROR(doc_.Object(param_at).status());
+        BUCKETSIM_RETURN_IF_ERROR(Keys(param_at, {"name", "numel"}));
+        GenParam param;
+        PROGRAM_ASSIGN(param.name, doc_.String(param_at / "name"));
+        PROGRAM_ASSIGN(param.numel, doc_.Unsigned(param_at / "numel"));
+        instance.params.push_back(std::move(param));
+      }
+      BUCKETSIM_RETURN_IF_ERROR(OptionalBool(here / "mixed_precision", instance.mixed_precision));
+      BUCKETSIM_RETURN_IF_ERROR(
+          OptionalBool(here / "reshard_after_forward", instance.reshard_after_forward));
+      BUCKETSIM_RETURN_IF_ERROR(OptionalBool(here / "own_group", instance.own_group));
+      instance_index_.emplace(instance.name, f);
+      model_.instances.push_back(std::move(instance));
+    }
+    return Status::Ok();
+  }
+
+  Status OptionalBool(const Pointer& at, bool& value) const {
+    if (!doc_.Has(at)) return Status::Ok();
+    PROGRAM_ASSIGN(value, doc_.Bool(at));
+    return Status::Ok();
+  }
+
+  // An instance by index or by name.
+  Result<std::size_t> InstanceRef(const Pointer& at) const {
+    if (!doc_.Has(at)) return doc_.Error(at, "missing (an instance index or name)");
+    const Json& value = doc_.root().at(at);
+    if (value.is_number_unsigned()) {
+      const auto index = value.get<std::uint64_t>();
+      if (index >= model_.instances.size()) {
+        return doc_.Error(at, fmt::format("instance {} is out of range ({} instances)", index,
+                                          model_.instances.size()));
+      }
+      return static_cast<std::size_t>(index);
+    }
+    if (value.is_string()) {
+      const auto it = instance_index_.find(value.get<std::string>());
+      if (it == instance_index_.end()) {
+        return doc_.Error(at, fmt::format("no instance is named '{}'", value.get<std::string>()));
+      }
+      return it->second;
+    }
+    return doc_.Error(
+        at, fmt::format("expected an instance index or name, got {}", JsonExcerpt(value)));
+  }
+
+  Result<std::optional<std::vector<std::uint64_t>>> Shape(const Pointer& at) const {
+    if (!doc_.Has(at)) return std::optional<std::vector<std::uint64_t>>();
+    std::size_t rank = 0;
+    PROGRAM_ASSIGN(rank, Length(at));
+    std::vector<std::uint64_t> shape;
+    for (std::size_t k = 0; k < rank; ++k) {
+      std::uint64_t size = 0;
+      PROGRAM_ASSIGN(size, doc_.Unsigned(at / k));
+      shape.push_back(size);
+    }
+    return std::optional<std::vector<std::uint64_t>>(std::move(shape));
+  }
+
+  Result<std::string> OptionalString(const Pointer& at) const {
+    if (!doc_.Has(at)) return std::string();
+    return doc_.String(at);
+  }
+
+  Result<ProgramTensor> ReadTensor(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(
+        Keys(at, {"id", "bytes", "dtype", "shape", "name", "requires_grad", "alias"}));
+    ProgramTensor tensor;
+    PROGRAM_ASSIGN(tensor.id, doc_.String(at / "id"));
+    PROGRAM_ASSIGN(tensor.bytes, doc_.Unsigned(at / "bytes"));
+    PROGRAM_ASSIGN(tensor.dtype, doc_.String(at / "dtype"));
+    PROGRAM_ASSIGN(tensor.shape, Shape(at / "shape"));
+    PROGRAM_ASSIGN(tensor.name, OptionalString(at / "name"));
+    if (doc_.Has(at / "requires_grad")) {
+      bool requires_grad = false;
+      PROGRAM_ASSIGN(requires_grad, doc_.Bool(at / "requires_grad"));
+      tensor.requires_grad = requires_grad;
+    }
+    PROGRAM_ASSIGN(tensor.alias, OptionalString(at / "alias"));
+    if (doc_.Has(at / "alias") && tensor.alias.empty()) {
+      return doc_.Error(at / "alias", "must name a tensor");
+    }
+    return tensor;
+  }
+
+  Result<NewTensor> ReadNewTensor(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"bytes", "dtype", "shape", "name"}));
+    NewTensor tensor;
+    PROGRAM_ASSIGN(tensor.bytes, doc_.Unsigned(at / "bytes"));
+    PROGRAM_ASSIGN(tensor.dtype, doc_.String(at / "dtype"));
+    PROGRAM_ASSIGN(tensor.shape, Shape(at / "shape"));
+    PROGRAM_ASSIGN(tensor.name, OptionalString(at / "name"));
+    return tensor;
+  }
+
+  Result<SavedTensor> ReadSave(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    SavedTensor save;
+    if (doc_.Has(at / "tensor")) {
+      BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"tensor"}));
+      PROGRAM_ASSIGN(save.tensor, doc_.String(at / "tensor"));
+      if (save.tensor.empty()) return doc_.Error(at / "tensor", "must name a tensor");
+      return save;
+    }
+    PROGRAM_ASSIGN(save.fresh, ReadNewTensor(at));
+    return save;
+  }
+
+  Result<RunInput> ReadInput(const Pointer& at) const {
+    RunInput input;
+    if (doc_.Has(at) && doc_.root().at(at).is_string()) {
+      PROGRAM_ASSIGN(input.tensor, doc_.String(at));
+      return input;
+    }
+    if (!doc_.Has(at) || !doc_.root().at(at).is_object()) {
+      return doc_.Error(at, fmt::format("expected a tensor id or {{\"tensor\", \"grad\"}}, got {}",
+                                        JsonExcerpt(doc_.root().at(at))));
+    }
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"tensor", "grad"}));
+    PROGRAM_ASSIGN(input.tensor, doc_.String(at / "tensor"));
+    if (doc_.Has(at / "grad")) {
+      std::string grad;
+      PROGRAM_ASSIGN(grad, doc_.String(at / "grad"));
+      if (grad == "new") {
+        input.grad = InputGrad::kNew;
+      } else if (grad == "pass") {
+        input.grad = InputGrad::kPass;
+      } else if (grad == "none") {
+        input.grad = InputGrad::kNone;
+      } else {
+        return doc_.Error(at / "grad",
+                          fmt::format("expected \"new\", \"pass\" or \"none\", got \"{}\"", grad));
+      }
+    }
+    return input;
+  }
+
+  // Reads the array at `at` element by element with `read`.
+  template <typename T, typename ReadOne>
+  Status List(const Pointer& at, std::vector<T>& out, ReadOne read) const {
+    if (!doc_.Has(at)) return Status::Ok();
+    std::size_t count = 0;
+    PROGRAM_ASSIGN(count, Length(at));
+    for (std::size_t k = 0; k < count; ++k) {
+      T value;
+      PROGRAM_ASSIGN(value, read(at / k));
+      out.push_back(std::move(value));
+    }
+    return Status::Ok();
+  }
+
+  Result<ForwardOp> ReadOp(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    std::string kind;
+    PROGRAM_ASSIGN(kind, doc_.String(at / "op"));
+    ForwardOp op;
+    if (kind == "gather" || kind == "end_forward") {
+      op.kind = kind == "gather" ? OpKind::kGather : OpKind::kEndForward;
+      BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op", "instance"}));
+      PROGRAM_ASSIGN(op.instance, InstanceRef(at / "instance"));
+      return op;
+    }
+    if (kind == "checkpoint_begin") {
+      op.kind = OpKind::kCheckpointBegin;
+      BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op", "saves"}));
+      BUCKETSIM_RETURN_IF_ERROR(
+          List(at / "saves", op.saves, [&](const Pointer& p) { return ReadSave(p); }));
+      return op;
+    }
+    if (kind == "checkpoint_end") {
+      op.kind = OpKind::kCheckpointEnd;
+      BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op"}));
+      return op;
+    }
+    if (kind != "run") {
+      return doc_.Error(at / "op", fmt::format("unknown op '{}' (expected gather, end_forward, "
+                                               "run, checkpoint_begin or checkpoint_end)",
+                                               kind));
+    }
+    op.kind = OpKind::kRun;
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op", "name", "flops", "backward_flops", "uses", "inputs",
+                                        "outputs", "saves", "workspace"}));
+    PROGRAM_ASSIGN(op.name, doc_.String(at / "name"));
+    if (doc_.Has(at / "flops")) PROGRAM_ASSIGN(op.flops, doc_.Number(at / "flops"));
+    if (doc_.Has(at / "backward_flops")) {
+      double flops = 0;
+      PROGRAM_ASSIGN(flops, doc_.Number(at / "backward_flops"));
+      op.backward_flops = flops;
+    }
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(at / "uses", op.uses, [&](const Pointer& p) { return InstanceRef(p); }));
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(at / "inputs", op.inputs, [&](const Pointer& p) { return ReadInput(p); }));
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(at / "outputs", op.outputs, [&](const Pointer& p) { return ReadTensor(p); }));
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(at / "saves", op.saves, [&](const Pointer& p) { return ReadSave(p); }));
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(at / "workspace", op.workspace, [&](const Pointer& p) { return ReadNewTensor(p); }));
+    return op;
+  }
+
+  Result<std::optional<std::uint64_t>> OptionalUnsigned(const Pointer& at) const {
+    if (!doc_.Has(at)) return std::optional<std::uint64_t>();
+    std::uint64_t value = 0;
+    PROGRAM_ASSIGN(value, doc_.Unsigned(at));
+    return std::optional<std::uint64_t>(value);
+  }
+
+  Result<std::optional<std::string>> MaybeString(const Pointer& at) const {
+    if (!doc_.Has(at)) return std::optional<std::string>();
+    std::string value;
+    PROGRAM_ASSIGN(value, doc_.String(at));
+    return std::optional<std::string>(std::move(value));
+  }
+
+  Result<Measured> ReadMeasured(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"device", "torch_version", "world_size", "iterations",
+                                        "note", "marks", "phase_peaks"}));
+    Measured measured;
+    PROGRAM_ASSIGN(measured.device, MaybeString(at / "device"));
+    PROGRAM_ASSIGN(measured.torch_version, MaybeString(at / "torch_version"));
+    PROGRAM_ASSIGN(measured.note, MaybeString(at / "note"));
+    PROGRAM_ASSIGN(measured.world_size, OptionalUnsigned(at / "world_size"));
+    PROGRAM_ASSIGN(measured.iterations, OptionalUnsigned(at / "iterations"));
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(at / "marks", measured.marks, [&](const Pointer& p) { return ReadMark(p); }));
+    BUCKETSIM_RETURN_IF_ERROR(List(at / "phase_peaks", measured.phase_peaks,
+                                   [&](const Pointer& p) { return ReadPhasePeak(p); }));
+    return measured;
+  }
+
+  Result<MeasuredMark> ReadMark(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"name", "iteration", "allocated_bytes"}));
+    MeasuredMark mark;
+    PROGRAM_ASSIGN(mark.name, doc_.String(at / "name"));
+    PROGRAM_ASSIGN(mark.iteration, OptionalUnsigned(at / "iteration"));
+    PROGRAM_ASSIGN(mark.allocated_bytes, doc_.Unsigned(at / "allocated_bytes"));
+    return mark;
+  }
+
+  Result<MeasuredPhasePeak> ReadPhasePeak(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"phase", "iteration", "peak_allocated_bytes"}));
+    MeasuredPhasePeak peak;
+    PROGRAM_ASSIGN(peak.phase, doc_.String(at / "phase"));
+    constexpr std::string_view kPhases[] = {"init", "forward", "backward", "step", "zero_grad"};
+    bool known = false;
+    for (std::string_view phase : kPhases) known = known || peak.phase == phase;
+    if (!known) {
+      return doc_.Error(at / "phase",
+                        fmt::format("'{}' is not a phase (init, forward, backward, step, "
+                                    "zero_grad)",
+                                    peak.phase));
+    }
+    PROGRAM_ASSIGN(peak.iteration, OptionalUnsigned(at / "iteration"));
+    PROGRAM_ASSIGN(peak.peak_allocated_bytes, doc_.Unsigned(at / "peak_allocated_bytes"));
+    return peak;
+  }
+
+  const JsonDocument& doc_;
+  FsdpModel model_;
+  std::map<std::string, std::size_t, std::less<>> instance_index_;
+};
+
+#undef PROGRAM_ASSIGN
+
+Json ShapeJson(const std::vector<std::uint64_t>& shape) {
+  Json array = Json::array();
+  for (std::uint64_t size : shape) array.push_back(size);
+  return array;
+}
+
+Json TensorJson(const ProgramTensor& t) {
+  Json json = {{"id", t.id}, {"bytes", t.bytes}, {"dtype", t.dtype}};
+  if (t.shape) json["shape"] = ShapeJson(*t.shape);
+  if (!t.name.empty()) json["name"] = t.name;
+  if (t.requires_grad) json["requires_grad"] = *t.requires_grad;
+  if (!t.alias.empty()) json["alias"] = t.alias;
+  return json;
+}
+
+Json NewTensorJson(const NewTensor& t) {
+  Json json = {{"bytes", t.bytes}, {"dtype", t.dtype}};
+  if (t.shape) json["shape"] = ShapeJson(*t.shape);
+  if (!t.name.empty()) json["name"] = t.name;
+  return json;
+}
+
+Json SavesJson(const std::vector<SavedTensor>& saves) {
+  Json array = Json::array();
+  for (const SavedTensor& save : saves) {
+    array.push_back(save.tensor.empty() ? NewTensorJson(save.fresh)
+                                        : Json{{"tensor", save.tensor}});
+  }
+  return array;
+}
+
+Json InputJson(const RunInput& input) {
+  switch (input.grad) {
+    case InputGrad::kNew:
+      return input.tensor;
+    case InputGrad::kPass:
+      return {{"tensor", input.tensor}, {"grad", "pass"}};
+    case InputGrad::kNone:
+      return {{"tensor", input.tensor}, {"grad", "none"}};
+  }
+  return input.tensor;
+}
+
+Json OpJson(const ForwardOp& op) {
+  switch (op.kind) {
+    case OpKind::kGather:
+      return {{"op", "gather"}, {"instance", op.instance}};
+    case OpKind::kEndForward:
+      return {{"op", "end_forward"}, {"instance", op.instance}};
+    case OpKind::kCheckpointBegin:
+      return {{"op", "checkpoint_begin"}, {"saves", SavesJson(op.saves)}};
+    case OpKind::kCheckpointEnd:
+      return {{"op", "checkpoint_end"}};
+    case OpKind::kRun:
+      break;
+  }
+  Json json = {{"op", "run"}, {"name", op.name}, {"flops", op.flops}};
+  if (op.backward_flops) json["backward_flops"] = *op.backward_flops;
+  if (!op.uses.empty()) json["uses"] = op.uses;
+  if (!op.inputs.empty()) {
+    Json inputs = Json::array();
+    for (const RunInput& input : op.inputs) inputs.push_back(InputJson(input));
+    json["inputs"] = std::move(inputs);
+  }
+  if (!op.outputs.empty()) {
+    Json outputs = Json::array();
+    for (const ProgramTensor& t : op.outputs) outputs.push_back(TensorJson(t));
+    json["outputs"] = std::move(outputs);
+  }
+  if (!op.saves.empty()) json["saves"] = SavesJson(op.saves);
+  if (!op.workspace.empty()) {
+    Json workspace = Json::array();
+    for (const NewTensor& t : op.workspace) workspace.push_back(NewTensorJson(t));
+    json["workspace"] = std::move(workspace);
+  }
+  return json;
+}
+
+Json MeasuredJson(const Measured& m) {
+  Json json = Json::object();
+  if (m.device) json["device"] = *m.device;
+  if (m.torch_version) json["torch_version"] = *m.torch_version;
+  if (m.world_size) json["world_size"] = *m.world_size;
+  if (m.iterations) json["iterations"] = *m.iterations;
+  if (m.note) json["note"] = *m.note;
+  if (!m.marks.empty()) {
+    Json marks = Json::array();
+    for (const MeasuredMark& mark : m.marks) {
+      Json entry = {{"name", mark.name}};
+      if (mark.iteration) entry["iteration"] = *mark.iteration;
+      entry["allocated_bytes"] = mark.allocated_bytes;
+      marks.push_back(std::move(entry));
+    }
+    json["marks"] = std::move(marks);
+  }
+  if (!m.phase_peaks.empty()) {
+    Json peaks = Json::array();
+    for (const MeasuredPhasePeak& peak : m.phase_peaks) {
+      Json entry = {{"phase", peak.phase}};
+      if (peak.iteration) entry["iteration"] = *peak.iteration;
+      entry["peak_allocated_bytes"] = peak.peak_allocated_bytes;
+      peaks.push_back(std::move(entry));
+    }
+    json["phase_peaks"] = std::move(peaks);
+  }
+  return json;
+}
+
+}  // namespace
+
+Result<FsdpModel> ParseProgram(const std::string& path, std::string_view text) {
+  Result<JsonDocument> doc = JsonDocument::Parse(path, kKind, text);
+  if (!doc.ok()) return doc.status();
+  return ProgramReader(*doc).Read();
+}
+
+Result<FsdpModel> ReadProgramFile(const std::string& path) {
+  Result<JsonDocument> doc = JsonDocument::Read(path, kKind);
+  if (!doc.ok()) return doc.status();
+  return ProgramReader(*doc).Read();
+}
+
+void WriteProgram(const FsdpModel& model, std::ostream& out) {
+  Json head = {{"format", kFormat},
+               {"schema_version", kProgramSchemaVersion},
+               {"description", model.description}};
+  if (model.autocast) head["autocast"] = std::string(DTypeName(*model.autocast));
+  Json instances = Json::array();
+  for (const GenInstance& instance : model.instances) {
+    Json params = Json::array();
+    for (const GenParam& param : instance.params) {
+      params.push_back({{"name", param.name}, {"numel", param.numel}});
+    }
+    Json entry = {{"name", instance.name}, {"params", std::move(params)}};
+    if (!instance.mixed_precision) entry["mixed_precision"] = false;
+    if (!instance.reshard_after_forward) entry["reshard_after_forward"] = false;
+    if (instance.own_group) entry["own_group"] = true;
+    instances.push_back(std::move(entry));
+  }
+  Json inputs = Json::array();
+  for (const ProgramTensor& t : model.inputs) inputs.push_back(TensorJson(t));
+
+  out << "{\n";
+  for (const auto& [key, value] : head.items())
+    out << "  \"" << key << "\": " << value.dump() << ",\n";
+  out << "  \"instances\": [\n";
+  for (std::size_t f = 0; f < instances.size(); ++f) {
+    out << "    " << instances[f].dump() << (f + 1 < instances.size() ? ",\n" : "\n");
+  }
+  out << "  ],\n  \"inputs\": " << inputs.dump() << ",\n  \"forward\": [\n";
+  for (std::size_t i = 0; i < model.forward.size(); ++i) {
+    out << "    " << OpJson(model.forward[i]).dump()
+        << (i + 1 < model.forward.size() ? ",\n" : "\n");
+  }
+  out << "  ],\n  \"loss\": " << Json(model.loss).dump();
+  if (!model.held.empty()) out << ",\n  \"held\": " << Json(model.held).dump();
+  if (model.measured) out << ",\n  \"measured\": " << MeasuredJson(*model.measured).dump();
+  out << "\n}\n";
+}
+
+Status WriteProgramFile(const FsdpModel& model, const std::string& path) {
+  if (path == "-") {
+    WriteProgram(model, std::cout);
+    return std::cout ? Status::Ok() : IoError("cannot write the program to stdout");
+  }
+  std::ofstream out(path);
+  if (!out) return IoError(fmt::format("cannot write '{}'", path));
+  WriteProgram(model, out);
+  out.close();
+  if (!out) return IoError(fmt::format("cannot write '{}'", path));
+  return Status::Ok();
+}
+
+}  // namespace bucketsim

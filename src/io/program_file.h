@@ -1,0 +1,30 @@
+// Model program files (traces/README.md, "Model programs"; traces/program-v1.schema.json): the
+// strict reader, whose errors name the file and the JSON pointer of what is wrong
+// ("m.json: /forward/3/inputs/0: tensor 'h2' is not defined by an earlier run or input"), and
+// the writer, whose output the reader gives back unchanged. A program is read whole: it is
+// small next to the trace it makes.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "gen/fsdp_program.h"
+
+namespace bucketsim {
+
+inline constexpr int kProgramSchemaVersion = 1;
+
+// Reads and checks a program (structure, types, references: ValidateProgram). An unreadable
+// file is an IoError, anything wrong in it an InvalidArgument.
+Result<FsdpModel> ReadProgramFile(const std::string& path);
+// The same from text; `path` names it in messages.
+Result<FsdpModel> ParseProgram(const std::string& path, std::string_view text);
+
+// Writes `model` as JSON: the header keys pretty-printed, then one op per line.
+void WriteProgram(const FsdpModel& model, std::ostream& out);
+// Writes to `path` ("-" for stdout); an IoError if it cannot.
+Status WriteProgramFile(const FsdpModel& model, const std::string& path);
+
+}  // namespace bucketsim

@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Tests of tools/record_program.py and tools/torch_memory.py on real PyTorch (Debian's
+python3-torch under /usr/bin/python3): the program of a small MLP worked out by hand, the meta
+device giving the same program as the CPU, checkpoint regions, the schema, the measured block
+(every byte of the MLP's step derived below) and the errors. Exit code 77 (ctest: skipped) when
+torch is missing."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TOOLS = os.path.join(ROOT, "tools")
+TOOL = os.path.join(TOOLS, "record_program.py")
+EXAMPLES = os.path.join(TOOLS, "examples")
+SCHEMA = os.path.join(ROOT, "traces", "program-v1.schema.json")
+sys.path.insert(0, TOOLS)
+
+try:
+    import torch
+except ImportError:
+    print("record_program_test: torch is not installed (tools/setup.sh): skipped")
+    sys.exit(77)
+
+import torch_memory  # noqa: E402
+
+# A model small enough to derive every byte: Linear(8, 16) -> relu -> Linear(16, 4) on a 2x8
+# batch, the second layer in its own instance (class Head).
+MODEL = textwrap.dedent('''
+    import torch
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 4)
+        def forward(self, x):
+            return self.fc(x)
+
+    class Net(nn.Module):
+        def __init__(self, ckpt=False):
+            super().__init__()
+            self.ckpt = ckpt
+            self.fc = nn.Linear(8, 16)
+            self.head = Head()
+        def forward(self, x):
+            h = torch.relu(self.fc(x))
+            return checkpoint(self.head, h) if self.ckpt else self.head(h)
+
+    def build_model():
+        return Net()
+
+    def build_checkpointed():
+        return Net(ckpt=True)
+
+    def make_batch():
+        return torch.ones(2, 8)
+
+    def wrap_head(module, name):
+        return name == "head"
+
+    class Repeat(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+        def forward(self, x):
+            return self.fc(x.repeat_interleave(2, dim=0))
+
+    def build_repeat():
+        return Repeat()
+
+    NOT_CALLABLE = 3
+''')
+
+
+class RecorderCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        cls.model = os.path.join(cls.dir.name, "net.py")
+        with open(cls.model, "w") as f:
+            f.write(MODEL)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def record(self, build="build_model", *extra, expect=0):
+        out = os.path.join(self.dir.name, "out.json")
+        if os.path.exists(out):
+            os.unlink(out)
+        run = subprocess.run([sys.executable, TOOL, f"{self.model}:{build}", "--batch",
+                              f"{self.model}:make_batch", *extra, "-o", out],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, expect, run.stderr)
+        if expect != 0:
+            self.assertFalse(os.path.exists(out))
+            return run.stderr
+        with open(out) as f:
+            return json.load(f)
+
+
+class Program(RecorderCase):
+    def test_mlp_program_by_hand(self):
+        p = self.record("build_model", "--wrap", "Head", "--no-measure")
+        self.assertEqual(p["format"], "bucketsim-program")
+        # root owns fc (8*16 + 16 = 144), the Head instance its fc (16*4 + 4 = 68).
+        self.assertEqual(p["instances"], [
+            {"name": "root", "params": [{"name": "flat_param_0", "numel": 144}]},
+            {"name": "head", "params": [{"name": "flat_param_0", "numel": 68}]}])
+        self.assertEqual(p["inputs"], [{"id": "t0", "bytes": 64, "dtype": "fp32",
+                                        "shape": [2, 8], "name": "batch[0]"}])
+        self.assertEqual(p["forward"], [
+            {"op": "gather", "instance": "root"},
+            # addmm(bias, x, W^T): 2*2*8*16 FLOPs; AddmmBackward keeps x (the batch).
+            {"op": "run", "name": "fc:addmm", "flops": 512.0, "uses": ["root"],
+             "inputs": ["t0"], "saves": [{"tensor": "t0"}],
+             "outputs": [{"id": "t1", "bytes": 128, "dtype": "fp32", "shape": [2, 16],
+                          "requires_grad": True}]},
+            # relu keeps its result, which the head's addmm keeps as its input too.
+            {"op": "run", "name": "root:relu", "flops": 32.0, "inputs": ["t1"],
+             "saves": [{"tensor": "t2"}],
+             "outputs": [{"id": "t2", "bytes": 128, "dtype": "fp32", "shape": [2, 16],
+                          "requires_grad": True}]},
+            {"op": "gather", "instance": "head"},
+            {"op": "run", "name": "head.fc:addmm", "flops": 256.0, "uses": ["head"],
+             "inputs": ["t2"], "saves": [{"tensor": "t2"}],
+             "outputs": [{"id": "t3", "bytes": 32, "dtype": "fp32", "shape": [2, 4],
+                          "requires_grad": True}]},
+            {"op": "end_forward", "instance": "head"},
+            {"op": "end_forward", "instance": "root"},
+            # the loss: a mean (MeanBackward keeps sizes only).
+            {"op": "run", "name": "root:mean", "flops": 1.0, "inputs": ["t3"],
+             "outputs": [{"id": "t4", "bytes": 4, "dtype": "fp32", "shape": [],
+                          "requires_grad": True}]},
+        ])
+        self.assertEqual(p["loss"], "t4")
+
+    def test_wrap_policy_is_the_same_as_wrap(self):
+        by_class = self.record("build_model", "--wrap", "Head", "--no-measure")
+        by_policy = self.record("build_model", "--wrap-policy", f"{self.model}:wrap_head",
+                                "--no-measure")
+        self.assertEqual(by_policy["instances"], by_class["instances"])
+        self.assertEqual(by_policy["forward"], by_class["forward"])
+
+    def test_meta_records_the_same_program(self):
+        cpu = self.record("build_model", "--wrap", "Head", "--no-measure")
+        meta = self.record("build_model", "--wrap", "Head", "--device", "meta")
+        self.assertNotIn("measured", meta)
+        self.assertEqual(meta["forward"], cpu["forward"])
+        self.assertEqual(meta["instances"], cpu["instances"])
+
+    def test_meta_runs_an_op_without_a_meta_kernel_on_cpu_and_says_so(self):
+        # torch 1.13 has no meta kernel for repeat_interleave without output_size.
+        out = os.path.join(self.dir.name, "repeat.json")
+        run = subprocess.run([sys.executable, TOOL, f"{self.model}:build_repeat", "--batch",
+                              f"{self.model}:make_batch", "--device", "meta", "-o", out],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("record_program: note: no meta kernel in torch", run.stderr)
+        self.assertIn("for: repeat_interleave; they ran on CPU ones of the same shapes: where "
+                      "an output's size depends on values", run.stderr)
+        with open(out) as f:
+            p = json.load(f)
+        self.assertIn("run on CPU for want of a meta kernel: repeat_interleave",
+                      p["description"])
+        # The repeats are values meta does not have: all ones, the linear layer sees a 2x8
+        # batch (2*2*8*4 FLOPs), not the real 4x8. The stderr note says so.
+        addmm = [op for op in p["forward"] if op.get("name") == "fc:addmm"]
+        self.assertEqual(addmm[0]["flops"], 128.0)
+
+    def test_gradient_kinds_are_measured_on_cpu(self):
+        # The GPT's Q, K and V are viewed as (b, s, a, d) and transposed: ViewBackward then
+        # reshapes a transposed gradient, which copies for Q and V. The formulas say pass (what
+        # meta records); the hooked backward on CPU says new.
+        path = os.path.join(EXAMPLES, "tiny_gpt.py")
+        programs = {}
+        for device in ("cpu", "meta"):
+            out = os.path.join(self.dir.name, f"gpt-{device}.json")
+            run = subprocess.run([sys.executable, TOOL, f"{path}:build_model", "--batch",
+                                  f"{path}:make_batch", "--device", device, "--no-measure",
+                                  "-o", out], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            with open(out) as f:
+                programs[device] = [op["inputs"][0] for op in json.load(f)["forward"]
+                                    if op.get("name") == "blocks.0.attn:view"]
+        self.assertEqual(len(programs["cpu"]), 3)  # q, k and v
+        self.assertEqual([i["grad"] for i in programs["meta"]], ["pass"] * 3)
+        # K is transposed again for Q K^T: its gradient arrives in view-compatible layout.
+        kinds = ["new" if isinstance(i, str) else i["grad"] for i in programs["cpu"]]
+        self.assertEqual(kinds, ["new", "pass", "new"])
+
+    def test_checkpoint_region(self):
+        p = self.record("build_checkpointed", "--wrap", "Head", "--no-measure")
+        ops = [op["op"] for op in p["forward"]]
+        self.assertEqual(ops, ["gather", "run", "run", "run", "checkpoint_begin", "gather",
+                               "run", "end_forward", "checkpoint_end", "end_forward", "run"])
+        # Recorded on CPU, checkpoint keeps the CPU RNG state, torch.get_rng_state(): 5056 B
+        # of Mersenne Twister state on its ctx, alive until the loss is dropped (held).
+        self.assertEqual(p["forward"][3], {
+            "op": "run", "name": "root:checkpoint rng state",
+            "outputs": [{"id": "t3", "bytes": 5056, "dtype": "uint8", "shape": [5056],
+                         "name": "cpu rng state", "requires_grad": False}]})
+        self.assertEqual(p["held"], ["t3"])
+        # The region keeps its input, the relu's result; inside, the head's addmm saves it
+        # too (what the recompute keeps).
+        self.assertEqual(p["forward"][4]["saves"], [{"tensor": "t2"}])
+        self.assertEqual(p["forward"][6]["saves"], [{"tensor": "t2"}])
+
+    def test_examples_validate_against_the_schema(self):
+        import jsonschema
+        with open(SCHEMA) as f:
+            schema = json.load(f)
+        for name, model, wrap in (("mlp", "mlp.py:build_model_checkpointed", "Layer"),
+                                  ("convnet", "convnet.py:build_model", "BatchNorm2d"),
+                                  ("gpt", "tiny_gpt.py:build_model_checkpointed", "Block")):
+            with self.subTest(name):
+                out = os.path.join(self.dir.name, name + ".json")
+                path = os.path.join(EXAMPLES, model)
+                run = subprocess.run([sys.executable, TOOL, path, "--batch",
+                                      f"{path.split(':')[0]}:make_batch", "--wrap", wrap,
+                                      "--device", "meta", "-o", out],
+                                     capture_output=True, text=True)
+                self.assertEqual(run.returncode, 0, run.stderr)
+                with open(out) as f:
+                    jsonschema.validate(json.load(f), schema)
+
+
+class Measured(RecorderCase):
+    def test_every_byte_of_the_step(self):
+        p = self.record("build_model", "--wrap", "Head", "--optimizer", "sgd-momentum")
+        m = p["measured"]
+        self.assertEqual(m["device"], "cpu")
+        marks = {x["name"]: x["allocated_bytes"] for x in m["marks"]}
+        # Every allocation counts rounded up to 512 B. start: four parameters (W1 512 B, b1
+        # 64 B, W2 256 B, b2 16 B) and the batch (64 B): 5 x 512.
+        # after fwd: + relu's result (fc's output died with relu, not in place; the head's
+        # output after the mean) and the loss: 7 x 512.
+        # after bwd: relu's result released, four parameter gradients, the loss: 10 x 512.
+        # after step: + four momentum buffers. done: gradients and the loss dropped: 9 x 512.
+        self.assertEqual(marks, {"start": 5 * 512, "after fwd": 7 * 512,
+                                 "after bwd": 10 * 512, "after step": 14 * 512,
+                                 "done": 9 * 512})
+
+    def test_sentinel_pairs_are_counted(self):
+        # Figures from a hand-written event list: 1000 B, mark, +600 -600, mark, ...
+        s = torch_memory.MARK_BYTES
+        events = [1000, s, -s, 600, -600, s, -s, 100, s, -s, s, -s, -100, s, -s]
+        marks, peaks = torch_memory._figures_from_events(events)
+        self.assertEqual([m[0] for m in marks], [1000, 1000, 1100, 1100, 1000])
+        self.assertEqual([m[1] for m in marks], [1024, 1024, 1536, 1536, 1024])
+        self.assertEqual([p[0] for p in peaks], [1600, 1100, 1100, 1100])
+        self.assertEqual([p[1] for p in peaks], [2048, 1536, 1536, 1536])  # 1024 + 1024
+
+
+class Errors(RecorderCase):
+    def test_missing_function(self):
+        err = self.record("no_such_fn", expect=2)
+        self.assertIn(f"model: '{self.model}' defines no 'no_such_fn' (it defines: ", err)
+        self.assertIn("build_model", err)
+
+    def test_missing_file(self):
+        run = subprocess.run([sys.executable, TOOL, "nope.py:build_model", "--batch",
+                              "nope.py:make_batch", "-o", "x.json"], capture_output=True,
+                             text=True)
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("model: no such file 'nope.py'", run.stderr)
+
+    def test_spec_without_function(self):
+        run = subprocess.run([sys.executable, TOOL, self.model, "--batch",
+                              f"{self.model}:make_batch", "-o", "x.json"],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("must be FILE.py:FUNCTION", run.stderr)
+
+    def test_not_callable(self):
+        err = self.record("NOT_CALLABLE", expect=2)
+        self.assertIn("is not callable", err)
+
+    def test_unknown_wrap_class(self):
+        err = self.record("build_model", "--wrap", "TransformerBlock", expect=2)
+        self.assertIn("--wrap TransformerBlock: the model has no module of that class (its "
+                      "classes: Head, Linear, Net)", err)
+
+    def test_build_model_returns_no_module(self):
+        err = self.record("make_batch", expect=2)
+        self.assertIn("build_model() returned Tensor, not a torch.nn.Module", err)
+
+
+if __name__ == "__main__":
+    unittest.main()

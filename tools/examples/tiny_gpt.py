@@ -1,0 +1,122 @@
+"""A small GPT in plain PyTorch: bucketsim's example of "bring your own model".
+
+    /usr/bin/python3 tools/record_program.py tools/examples/tiny_gpt.py:build_model \
+        --batch tools/examples/tiny_gpt.py:make_batch --wrap Block -o tiny-gpt.json
+
+The shape is the one bucketsim's transformer preset describes (src/gen/transformer_preset.cc):
+token and learned position embeddings, pre-layernorm blocks of causal self-attention (separate
+Q, K, V projections with biases, softmax, dropout, output projection, dropout) and a GeLU MLP
+(dropout), a final layernorm and an untied LM head, cross-entropy against the next tokens.
+`Block` is the class to give --wrap; CONFIG and the build_* functions below give other sizes.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+# layers, hidden, heads, seq, micro-batch, vocab, MLP hidden (0: 4 x hidden), dropout
+CONFIG = dict(layers=2, hidden=128, heads=4, seq=64, batch=2, vocab=512, ffn=0, dropout=0.1,
+              checkpointing=False)
+# A 7B-class configuration (GPT-3 6.7B: 32 layers, hidden 4096, MLP 4 x hidden; seq 4096,
+# checkpointed blocks): 6.7e9 parameters, for --device meta only.
+CONFIG_7B = dict(layers=32, hidden=4096, heads=32, seq=4096, batch=1, vocab=32000, ffn=0,
+                 dropout=0.1, checkpointing=True)
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden, heads, dropout):
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(hidden, hidden)
+        self.k = nn.Linear(hidden, hidden)
+        self.v = nn.Linear(hidden, hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.attn_drop = nn.Dropout(dropout)
+        self.proj_drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        d = h // self.heads
+
+        def heads(t):
+            return t.view(b, s, self.heads, d).transpose(1, 2)  # b, a, s, d
+
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+        mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
+        scores = scores.masked_fill(mask, float("-inf"))
+        probs = self.attn_drop(F.softmax(scores, dim=-1))
+        out = (probs @ v).transpose(1, 2).reshape(b, s, h)
+        return self.proj_drop(self.proj(out))
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden, ffn, dropout):
+        super().__init__()
+        self.fc = nn.Linear(hidden, ffn)
+        self.out = nn.Linear(ffn, hidden)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.drop(self.out(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, hidden, heads, ffn, dropout):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(hidden)
+        self.attn = Attention(hidden, heads, dropout)
+        self.ln2 = nn.LayerNorm(hidden)
+        self.mlp = MLP(hidden, ffn, dropout)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, layers, hidden, heads, seq, vocab, ffn, dropout, checkpointing, **_):
+        super().__init__()
+        self.checkpointing = checkpointing
+        self.tok = nn.Embedding(vocab, hidden)
+        self.pos = nn.Embedding(seq, hidden)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(Block(hidden, heads, ffn or 4 * hidden, dropout)
+                                    for _ in range(layers))
+        self.ln_f = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        b, s = idx.shape
+        x = self.tok(idx) + self.pos(torch.arange(s, device=idx.device))
+        for block in self.blocks:
+            x = checkpoint(block, x) if self.checkpointing else block(x)
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(b * s, -1), targets.view(b * s))
+
+
+def build_model(**overrides):
+    torch.manual_seed(0)
+    return GPT(**dict(CONFIG, **overrides))
+
+
+def make_batch(**overrides):
+    c = dict(CONFIG, **overrides)
+    g = torch.Generator().manual_seed(1)
+    idx = torch.randint(c["vocab"], (c["batch"], c["seq"] + 1), generator=g)
+    return idx[:, :-1].contiguous(), idx[:, 1:].contiguous()
+
+
+def build_model_checkpointed():
+    return build_model(checkpointing=True)
+
+
+def build_model_7b():
+    return build_model(**CONFIG_7B)
+
+
+def make_batch_7b():
+    return make_batch(**CONFIG_7B)

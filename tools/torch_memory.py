@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Live bytes of one real PyTorch training step, measured at bucketsim's marks.
+
+One step is: build the model and its batch and optimizer ("start"), forward and the loss
+("after fwd"), loss.backward() ("after bwd"), optimizer.step() ("after step"),
+zero_grad(set_to_none=True) and dropping the loss ("done"). bucketsim's emitter puts its marks at
+the same places (src/gen/fsdp_program.cc), so a replay at world size 1 can be compared mark by
+mark and phase by phase (forward = after "start" up to "after fwd", backward up to "after bwd",
+step up to "after step", zero_grad up to "done").
+
+On CPU the allocator is observed through torch.profiler(profile_memory=True): every allocation
+and free made while profiling is an event with its size, in the order they happened (one thread;
+the profiler keeps them in order). Marks are found by a sentinel: a MARK_BYTES uint8 tensor made
+and dropped at once, whose two events are left out of every figure. Each figure is given twice:
+raw (the sum of the requested sizes) and rounded (each allocation rounded up to 512 B, as
+torch.cuda.memory_allocated and bucketsim's exact memory model count it). On CUDA the figures are
+torch.cuda.memory_allocated() at each mark and torch.cuda.max_memory_allocated() since the
+previous mark (reset at every mark).
+
+    from torch_memory import measure_step
+    result = measure_step(build_model, make_batch, make_optimizer, device="cpu")
+    result["marks"]        -> [{"name": "start", "allocated_bytes": ...}, ...]
+    result["phase_peaks"]  -> [{"phase": "forward", "peak_allocated_bytes": ...}, ...]
+
+    torch_memory.py FILE.py:build_model --batch FILE.py:make_batch [--optimizer sgd] [--json]
+
+Needs only torch (Debian's python3-torch 1.13 under /usr/bin/python3 here).
+"""
+
+import argparse
+import json
+import sys
+
+import torch
+
+MARKS = ("start", "after fwd", "after bwd", "after step", "done")
+# The phase that ends at each mark after the first.
+PHASES = ("forward", "backward", "step", "zero_grad")
+MARK_BYTES = 1234567  # odd, unlikely to be a real tensor's size; checked to occur as a pair
+BLOCK_BYTES = 512     # CUDA caching allocator's granularity (caching_allocator.md §2)
+
+
+def round_up(n, to=BLOCK_BYTES):
+    return (n + to - 1) // to * to
+
+
+def to_loss(out):
+    """The loss backward() is called on: the model's output if it is a scalar, else its mean
+    (a mean over an activation, as fairscale's memory test and bucketsim's presets do)."""
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    if isinstance(out, dict):
+        out = out["loss"] if "loss" in out else next(iter(out.values()))
+    return out if out.dim() == 0 else out.mean()
+
+
+def as_args(batch):
+    return batch if isinstance(batch, (tuple, list)) else (batch,)
+
+
+def make_optimizer(name, params, lr=0.01):
+    """sgd (no state), sgd-momentum (one buffer per parameter), adam (two): bucketsim's
+    --optimizer names."""
+    params = list(params)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+    if name == "adam":
+        # foreach=False: the per-parameter loop, whose only lasting allocations are the state.
+        return torch.optim.Adam(params, lr=lr, foreach=False)
+    raise ValueError(f"unknown optimizer '{name}' (expected sgd, sgd-momentum or adam)")
+
+
+def run_step(build_model, make_batch, optimizer, device, mark):
+    """One training step with `mark(name)` called at each of MARKS."""
+    model = build_model().to(device)
+    model.train()
+    batch = [b.to(device) if isinstance(b, torch.Tensor) else b for b in as_args(make_batch())]
+    opt = make_optimizer(optimizer, model.parameters())
+    mark("start")
+    loss = to_loss(model(*batch))
+    mark("after fwd")
+    loss.backward()
+    mark("after bwd")
+    opt.step()
+    mark("after step")
+    opt.zero_grad(set_to_none=True)
+    del loss
+    mark("done")
+    return model, batch, opt  # alive until the caller has read its figures
+
+
+def _sentinel():
+    t = torch.empty(MARK_BYTES, dtype=torch.uint8)
+    del t
+
+
+def _figures_from_events(sizes):
+    """Marks and phase peaks from the signed allocation sizes in order (sentinels included)."""
+    raw = rounded = 0
+    marks, peaks = [], []
+    peak_raw = peak_rounded = None
+    i = 0
+    while i < len(sizes):
+        n = sizes[i]
+        if n == MARK_BYTES and i + 1 < len(sizes) and sizes[i + 1] == -MARK_BYTES:
+            if marks:
+                peaks.append((peak_raw, peak_rounded))
+            marks.append((raw, rounded))
+            peak_raw, peak_rounded = raw, rounded
+            i += 2
+            continue
+        raw += n
+        rounded += round_up(n) if n > 0 else -round_up(-n)
+        if peak_raw is not None:
+            peak_raw = max(peak_raw, raw)
+            peak_rounded = max(peak_rounded, rounded)
+        i += 1
+    if len(marks) != len(MARKS):
+        raise RuntimeError(f"found {len(marks)} mark sentinels in the profile, expected "
+                           f"{len(MARKS)}: is a {MARK_BYTES}-byte tensor part of the model?")
+    return marks, peaks
+
+
+def _measure_cpu(build_model, make_batch, optimizer):
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        keep = run_step(build_model, make_batch, optimizer, "cpu", lambda name: _sentinel())
+    del keep
+    cpu = torch._C._autograd.DeviceType.CPU
+    sizes = [e.nbytes() for e in prof.profiler.kineto_results.events()
+             if e.name() == "[memory]" and e.device_type() == cpu]
+    return _figures_from_events(sizes)
+
+
+def _measure_cuda(build_model, make_batch, optimizer):
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    marks, peaks = [], []
+
+    def mark(name):
+        torch.cuda.synchronize()
+        now = torch.cuda.memory_allocated() - base
+        if marks:
+            peak = torch.cuda.max_memory_allocated() - base
+            peaks.append((peak, peak))
+        marks.append((now, now))
+        torch.cuda.reset_peak_memory_stats()
+
+    keep = run_step(build_model, make_batch, optimizer, "cuda", mark)
+    del keep
+    return marks, peaks
+
+
+def measure_step(build_model, make_batch, optimizer="sgd", device="cpu"):
+    """Runs one training step of build_model() on make_batch() and returns
+    {"device", "torch_version", "marks": [...], "phase_peaks": [...], "raw": {...}}: the program
+    format's `measured` block (traces/program-v1.schema.json), plus raw sums on CPU."""
+    if device == "cpu":
+        marks, peaks = _measure_cpu(build_model, make_batch, optimizer)
+        note = ("CPU, torch.profiler(profile_memory=True): every allocation rounded up to 512 B as "
+                "torch.cuda.memory_allocated counts it")
+    elif device == "cuda":
+        marks, peaks = _measure_cuda(build_model, make_batch, optimizer)
+        note = ("CUDA: torch.cuda.memory_allocated at each mark, max_memory_allocated since the "
+                "previous mark, less what was allocated before the model was built")
+    else:
+        raise ValueError(f"cannot measure on device '{device}' (cpu or cuda)")
+    result = {
+        "device": device,
+        "torch_version": torch.__version__,
+        "world_size": 1,
+        "iterations": 1,
+        "note": note,
+        "marks": [{"name": name, "iteration": 0, "allocated_bytes": m[1]}
+                  for name, m in zip(MARKS, marks)],
+        "phase_peaks": [{"phase": phase, "iteration": 0, "peak_allocated_bytes": p[1]}
+                        for phase, p in zip(PHASES, peaks)],
+    }
+    raw = {"marks": {name: m[0] for name, m in zip(MARKS, marks)},
+           "phase_peaks": {phase: p[0] for phase, p in zip(PHASES, peaks)}}
+    return result, raw
+
+
+def load_function(spec, what):
+    """FILE.py:NAME -> the function NAME defined in FILE.py (imported as a module)."""
+    import importlib.util
+    import os
+    if ":" not in spec:
+        raise SystemExit(f"{what}: '{spec}' must be FILE.py:FUNCTION")
+    path, name = spec.rsplit(":", 1)
+    if not os.path.isfile(path):
+        raise SystemExit(f"{what}: no such file '{path}'")
+    module_name = "user_" + os.path.splitext(os.path.basename(path))[0]
+    if module_name in sys.modules:
+        module = sys.modules[module_name]
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+        loader_spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[module_name] = module
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as e:  # the user's code: say where it failed
+            del sys.modules[module_name]
+            raise SystemExit(f"{what}: importing '{path}' failed: {type(e).__name__}: {e}")
+    fn = getattr(module, name, None)
+    if fn is None:
+        names = sorted(n for n in dir(module) if callable(getattr(module, n))
+                       and not n.startswith("_"))
+        raise SystemExit(f"{what}: '{path}' defines no '{name}' (it defines: "
+                         f"{', '.join(names) or 'nothing callable'})")
+    if not callable(fn):
+        raise SystemExit(f"{what}: '{path}:{name}' is not callable")
+    return fn
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Measure the live bytes of one real training "
+                                                 "step at bucketsim's marks.")
+    parser.add_argument("model", help="FILE.py:FUNCTION returning the nn.Module")
+    parser.add_argument("--batch", required=True, help="FILE.py:FUNCTION returning the input(s)")
+    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "sgd-momentum", "adam"])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    args = parser.parse_args(argv)
+    build = load_function(args.model, "model")
+    batch = load_function(args.batch, "--batch")
+    result, raw = measure_step(build, batch, args.optimizer, args.device)
+    if args.json:
+        print(json.dumps({"measured": result, "raw": raw}, indent=2))
+        return 0
+    for m in result["marks"]:
+        print(f"{m['name']:>10}: {m['allocated_bytes']:>14,} B")
+    for p in result["phase_peaks"]:
+        print(f"peak {p['phase']:>9}: {p['peak_allocated_bytes']:>14,} B")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
