@@ -577,7 +577,8 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
     packed = {}
 
     def pack(t):
-        if t.layout == torch.strided:
+        # A CPU scalar saved by a device op is not device memory (left out by the walk too).
+        if t.layout == torch.strided and t.device.type == device:
             packed[storage_key(t)] = storage_bytes(t)
         return t
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages bucketsim needs to build and test. As root it runs apt-get;
 # otherwise it prints the exact command to run and fails. chromium is for the browser test of
-# the HTML report (tests/report/browser_test.py). CUDA and NCCL are optional and not
+# the HTML report (tests/report/browser_test.py); clang-14 with its runtime libraries is for the
+# sanitizer and libFuzzer build (tools/sanitize.sh, tools/fuzz*.sh). CUDA and NCCL are optional and not
 # installed here: where nvcc and NCCL are present the CUDA backend is built as well.
 set -euo pipefail
 
@@ -13,6 +14,7 @@ packages=(
   python3 python3-jsonschema python3-torch
   chromium
   libxml2-utils
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

@@ -95,6 +95,16 @@ TimingTotals SumTimings(const std::vector<IterationTiming>& iterations,
     steps.push_back(it.iteration_us);
   }
   if (steps.size() > 1) steps.erase(steps.begin());
+  const std::size_t first_steady = iterations.size() > 1 ? 1 : 0;
+  const double steady = static_cast<double>(iterations.size() - first_steady);
+  for (std::size_t i = first_steady; i < iterations.size(); ++i) {
+    const IterationTiming& it = iterations[i];
+    totals.per_iteration.iteration_us += it.iteration_us / steady;
+    totals.per_iteration.compute_us += it.compute_us / steady;
+    totals.per_iteration.communication_us += it.communication_us / steady;
+    totals.per_iteration.copy_us += it.copy_us / steady;
+    totals.per_iteration.exposed_communication_us += it.exposed_communication_us / steady;
+  }
   if (!steps.empty()) {
     auto middle = steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2);
     std::nth_element(steps.begin(), middle, steps.end());

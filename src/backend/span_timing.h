@@ -33,6 +33,10 @@ struct TimingTotals {
   Micros communication_us = 0;
   Micros copy_us = 0;
   Micros exposed_communication_us = 0;
+  // One iteration's figures beside the step time: means over the iterations the step time is
+  // taken from (those after the first when there are several). Tables show these, and the
+  // totals above only where a sum is what is meant.
+  IterationTiming per_iteration;
   Bytes collective_bytes = 0;  // whole send buffers, as nccl-tests counts a reduce-scatter
   double algbw_GBps = 0;       // collective_bytes over communication time
   double busbw_GBps = 0;       // each collective's bytes scaled by (n-1)/n, over the same time

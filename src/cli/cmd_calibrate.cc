@@ -19,6 +19,7 @@
 #include "backend/host/host_backend.h"
 #include "backend/host/mpi_world.h"
 #include "backend/sim/alpha_beta_fit.h"
+#include "backend/span_timing.h"
 #include "cli/command.h"
 #include "core/size_format.h"
 #include "io/time_profile_io.h"
@@ -95,9 +96,26 @@ Result<TimeProfile> Calibrate(const CalibrateFlags& flags, MpiWorld& world) {
   options.send_bytes = HalfOctaveSizes(kKiB, *max_bytes);
   options.iterations = flags.iterations;
   options.passes = flags.passes;
+  // Each size as it is measured, as nccl-tests prints them (its doc/PERFORMANCE.md: algbw is
+  // the send buffer over the time, busbw that times (n-1)/n); the medians so far of each pass.
+  if (world.rank() == 0) {
+    std::printf("# reduce-scatter on %d ranks, %s, %d pass(es) of %d iterations\n", world.size(),
+                flags.backend.c_str(), options.passes, options.iterations);
+    std::printf("# %10s %6s %12s %12s %12s\n", "size (B)", "pass", "time (us)", "algbw (GB/s)",
+                "busbw (GB/s)");
+    std::fflush(stdout);
+    options.on_measured = [&world](const CollectiveSweepPoint& point, int pass) {
+      std::printf("  %10llu %6d %12.1f %12.3f %12.3f\n",
+                  static_cast<unsigned long long>(point.send_bytes), pass + 1, point.backend_us,
+                  AlgBandwidthGBps(point.send_bytes, point.backend_us),
+                  BusBandwidthGBps(point.send_bytes, point.backend_us, world.size()));
+      std::fflush(stdout);
+    };
+  }
   Result<std::vector<CollectiveSweepPoint>> collectives =
       MeasureBackendCollectives(world, **backend, *header, options);
   if (!collectives.ok()) return collectives.status();
+  options.on_measured = nullptr;
   options.send_bytes = DoublingSizes(kMiB, std::max(*max_bytes, kMiB));
   Result<std::vector<CollectiveSweepPoint>> copies =
       MeasureBackendCopies(world, **backend, *header, options);
@@ -183,12 +201,12 @@ void AddCalibrateCommand(CLI::App& command, CommandContext& context) {
   command.add_option("--max-bytes", flags->max_bytes, "Largest send buffer of the sweep (SIZE)")
       ->capture_default_str();
   command.add_option("--iterations", flags->iterations, "Timed iterations per size and pass")
-      ->check(CLI::PositiveNumber)
+      ->check(NumberFlag({"--iterations", "", "10", NumberKind::kPositiveInteger}))
       ->capture_default_str();
   command
       .add_option("--passes", flags->passes,
                   "Sweeps over every size; each size's figure is the median of all its samples")
-      ->check(CLI::PositiveNumber)
+      ->check(NumberFlag({"--passes", "", "3", NumberKind::kPositiveInteger}))
       ->capture_default_str();
   AddTimeoutFlag(command, flags->timeout_s);
   command.footer(

@@ -18,6 +18,7 @@
 #include "engine/budget_check.h"
 #include "io/budget_file.h"
 #include "io/report_reader.h"
+#include "io/trace_reader.h"
 #include "report/check_report.h"
 #include "report/json_report.h"
 #include "report/junit_writer.h"
@@ -35,6 +36,7 @@ struct CheckFlags {
   std::string baseline_path;
   std::vector<std::string> tolerances;
   std::string junit_path;
+  bool allow_different_trace = false;
 };
 
 // The budgets the flags give; they apply to every policy the check replays.
@@ -166,6 +168,9 @@ class CheckRun {
     tolerance_ = plan->tolerance.text;
     Result<ReplayOutcome> outcome = RunReplays(replay, {});
     if (!outcome.ok()) return Error(outcome.status());
+    if (plan->baseline) {
+      if (Status same = SameCaps(*plan->baseline, outcome->runs); !same.ok()) return Error(same);
+    }
 
     for (std::size_t i = 0; i < outcome->runs.size(); ++i) {
       const RunResult& run = outcome->runs[i];
@@ -209,22 +214,66 @@ class CheckRun {
   }
 
  private:
-  // Reports produced under another memory model count other bytes: comparing them would
-  // pass or fail on the model, not on the change. A different trace is worth a note only: the
-  // baseline's purpose is to catch what a change (to the trace or to the code) does.
+  // A baseline is comparable when it replayed the same trace the same way: another memory model
+  // counts other bytes, another world size, rank or cap another workload, so a figure would pass
+  // or fail on that, not on the change. --allow-different-trace compares a changed trace anyway
+  // (each difference becomes a NOTE line); a memory model difference is never comparable.
   Status Comparable(const ReportDocument& baseline) {
-    if (baseline.context.memory_model != flags_.replay.allocator) {
-      return InvalidArgument(
-          fmt::format("{}: the baseline was replayed with memory model '{}', this check uses '{}' "
-                      "(--allocator): their figures are not comparable",
-                      baseline.source, baseline.context.memory_model, flags_.replay.allocator));
+    if (baseline.context.memory_model != report_context_.memory_model) {
+      return InvalidArgument(fmt::format(
+          "{}: the baseline was replayed with memory model '{}', this check with '{}' "
+          "(--allocator, --alloc-conf): their figures are not comparable",
+          baseline.source, baseline.context.memory_model, report_context_.memory_model));
+    }
+    std::vector<std::string> differences;
+    if (flags_.replay.trace != "-") {
+      Result<TraceHeader> header = ReadTraceHeader(flags_.replay.trace);
+      if (!header.ok()) return header.status();
+      auto differ = [&](std::string_view what, auto baseline_value, auto this_value) {
+        if (baseline_value != this_value) {
+          differences.push_back(
+              fmt::format("{} {} (this trace {})", what, baseline_value, this_value));
+        }
+      };
+      differ("world size", baseline.trace.world_size, header->world_size);
+      differ("rank", baseline.trace.rank, header->rank);
+      differ("bucket_cap_mb", baseline.trace.bucket_cap_mb, header->bucket_cap_mb);
     }
     if (baseline.context.trace_digest != report_context_.trace_digest) {
-      notes_.push_back(fmt::format(
-          "NOTE: the baseline {} was replayed from another trace (digest {}, this trace {})",
-          baseline.source, baseline.context.trace_digest, report_context_.trace_digest));
+      differences.push_back(fmt::format("trace digest {} (this trace {})",
+                                        baseline.context.trace_digest,
+                                        report_context_.trace_digest));
     }
-    return Status::Ok();
+    return Different(baseline, differences);
+  }
+
+  // After the replay: a policy's cap (--bucket-cap-mb, or its own) must be the baseline's.
+  Status SameCaps(const ReportDocument& baseline, const std::vector<RunResult>& runs) {
+    std::vector<std::string> differences;
+    for (const RunResult& run : runs) {
+      for (const RunResult& earlier : baseline.runs) {
+        if (earlier.policy == run.policy && earlier.bucket_cap_mb != run.bucket_cap_mb) {
+          differences.push_back(fmt::format("{}'s bucket cap {} MiB (this check {} MiB)",
+                                            run.policy, earlier.bucket_cap_mb, run.bucket_cap_mb));
+        }
+      }
+    }
+    return Different(baseline, differences);
+  }
+
+  Status Different(const ReportDocument& baseline, const std::vector<std::string>& differences) {
+    if (differences.empty()) return Status::Ok();
+    std::string list;
+    for (const std::string& d : differences) list += (list.empty() ? "" : "; ") + d;
+    if (flags_.allow_different_trace) {
+      notes_.push_back(fmt::format("NOTE: the baseline {} differs (--allow-different-trace): {}",
+                                   baseline.source, list));
+      return Status::Ok();
+    }
+    return InvalidArgument(fmt::format(
+        "{}: the baseline is not comparable with this check: it has {}; regenerate it, or give "
+        "--allow-different-trace to compare anyway",
+        baseline.source, list));
   }
 
   bool AnyDecided(const std::string& policy) const {
@@ -293,15 +342,20 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
   command.add_option("--max-at-mark", flags->max_at_mark,
                      "Budget at a named mark, NAME=SIZE; the largest value over all iterations "
                      "counts (repeatable)");
-  command.add_option("--max-step-time-us", flags->max_step_time_us,
-                     "Budget for the step time in microseconds (the report's "
-                     "timing.step_time_us: the median iteration after the first)");
+  command
+      .add_option("--max-step-time-us", flags->max_step_time_us,
+                  "Budget for the step time in microseconds (the report's "
+                  "timing.step_time_us: the median iteration after the first)")
+      ->check(NumberFlag({"--max-step-time-us", "microseconds", "1500", NumberKind::kNonNegative}));
   command.add_option("--baseline", flags->baseline_path,
                      "A committed JSON report (compare --json): fail when a peak, a mark or "
                      "the step time grew beyond --tolerance");
   command.add_option("--tolerance", flags->tolerances,
                      "Growth over the baseline that still passes: N% and/or +SIZE (bytes; the "
                      "larger allowance wins). Default: no growth");
+  command.add_flag("--allow-different-trace", flags->allow_different_trace,
+                   "Compare with a --baseline of another trace (world size, rank, bucket cap or "
+                   "digest differ) instead of refusing it; each difference is a NOTE line");
   command.add_option("--junit", flags->junit_path, "Also write the verdicts as JUnit XML to FILE");
   command.footer(
       "Budgets: the budget file's \"*\", then the policy's own entry, then the flags; a later\n"
@@ -311,7 +365,7 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
       "baseline file, bad size, unknown mark): an error never passes.\n\n"
       "Examples:\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --policy backward-only \\\n"
-      "      --max-peak-allocated 12GiB --max-at-mark 'after fwd=11GiB'\n"
+      "      --max-peak-allocated 2GiB --max-at-mark 'after fwd=1.5GiB'\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --budget reports/budget-example.json \\\n"
       "      --baseline reports/baseline-gpt-24l-h1024-ws8.json --tolerance 2% --junit check.xml");
   command.callback([flags, &context] { context.exit_code = CheckRun(*flags, context).Run(); });

@@ -55,9 +55,37 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
   }
   Result<ReplayOutcome> outcome = RunReplays(replay, DefaultPolicies(), extras);
   if (!outcome.ok()) return ReportError(outcome.status());
-  if (extras.timeline_policy) {
-    Status written = WriteChromeTrace(flags, *outcome, *extras.timeline_policy);
-    if (!written.ok()) return ReportError(written);
+  if (flags.format == "table") {
+    std::printf(
+        "%s: world size %d, %llu events, %llu iteration(s), memory model %s, time profile %s\n"
+        "\n%s",
+        report_context->trace_name.c_str(), outcome->header.world_size,
+        static_cast<unsigned long long>(outcome->summary.events),
+        static_cast<unsigned long long>(outcome->summary.iterations),
+        report_context->memory_model.c_str(), report_context->time_profile.c_str(),
+        RenderText(BuildComparisonTable(*outcome)).c_str());
+    // What the two time columns are, once: the step as check's budget counts it.
+    std::printf(
+        "\nstep: the median iteration after the first; exposed: communication no compute "
+        "overlapped, per iteration (the sim's%s).\n",
+        report_context->time_profile == "none" ? "; no --profile: communication costs nothing"
+                                               : " prediction");
+    // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
+    // events: say why the rows agree and where a policy-replayable trace comes from.
+    if (outcome->summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
+      std::printf(
+          "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ "
+          "on it; record your model's program with tools/record_program.py (README, \"Bring your "
+          "own model\").\n");
+    }
+    for (const RunResult& run : outcome->runs) {
+      if (run.oom) {
+        std::printf("\n%s: %s; its figures stop there\n", run.policy.c_str(),
+                    DescribeOom(*run.oom).c_str());
+      }
+    }
+    // The answer first: the outputs below can take long on a large trace.
+    std::fflush(stdout);
   }
 
   // The JSON document is built only when it is asked for: on a long trace it is the largest
@@ -79,27 +107,11 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
     // On a terminal there is nowhere to put the charts: `bucketsim report` writes them.
     if (flags.format == "markdown") std::printf("%s", FormatMarkdownReport(docs, {}, "").c_str());
   }
+  if (extras.timeline_policy) {
+    Status written = WriteChromeTrace(flags, *outcome, *extras.timeline_policy);
+    if (!written.ok()) return ReportError(written);
+  }
   if (flags.format == "table") {
-    std::printf("%s: world size %d, %llu events, %llu iteration(s), memory model %s\n\n%s",
-                report_context->trace_name.c_str(), outcome->header.world_size,
-                static_cast<unsigned long long>(outcome->summary.events),
-                static_cast<unsigned long long>(outcome->summary.iterations),
-                report_context->memory_model.c_str(),
-                RenderText(BuildComparisonTable(*outcome)).c_str());
-    // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
-    // events: say why the rows agree and where a policy-replayable trace comes from.
-    if (outcome->summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
-      std::printf(
-          "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ "
-          "on it; record your model's program with tools/record_program.py (README, \"Bring your "
-          "own model\").\n");
-    }
-    for (const RunResult& run : outcome->runs) {
-      if (run.oom) {
-        std::printf("\n%s: %s; its figures stop there\n", run.policy.c_str(),
-                    DescribeOom(*run.oom).c_str());
-      }
-    }
     if (!replay.json_path.empty()) std::printf("\nreport: %s\n", replay.json_path.c_str());
     if (!flags.html_path.empty()) std::printf("html report: %s\n", flags.html_path.c_str());
     if (extras.timeline_policy) {

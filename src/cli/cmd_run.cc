@@ -15,6 +15,7 @@
 #include "backend/host/mpi_world.h"
 #include "cli/command.h"
 #include "engine/trace_checker.h"
+#include "io/atomic_file.h"
 #include "io/trace_reader.h"
 #include "report/chrome_trace.h"
 #include "report/console_table.h"
@@ -242,6 +243,8 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
 int RunRun(const RunFlags& flags, const CommandContext& context) {
   Result<std::unique_ptr<MpiWorld>> world = MpiWorld::Init();
   if (!world.ok()) return ReportError(world.status());
+  // When the launcher ends the job (Ctrl-C to mpirun, a lost rank), each rank says which it was.
+  SetInterruptLabel(fmt::format("rank {}", (*world)->rank()));
   return RunOnWorld(flags, context, **world);
 }
 
@@ -266,7 +269,7 @@ void AddRunCommand(CLI::App& command, CommandContext& context) {
   command
       .add_option("--compute-scale", flags->compute_scale,
                   "Run compute spans for dur_us times this (0: skip them)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NumberFlag({"--compute-scale", "", "1.5", NumberKind::kNonNegative}))
       ->capture_default_str();
   AddTimeoutFlag(command, flags->timeout_s);
   command.add_option("--chrome-trace", flags->chrome_trace_path,

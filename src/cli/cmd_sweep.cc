@@ -15,8 +15,8 @@ namespace {
 
 struct SweepFlags {
   ReplayFlags replay;
-  std::vector<double> caps_mb;
-  std::string budget;  // SIZE; empty: no budget question
+  std::vector<std::string> caps_mb;  // each one or more comma-separated MiB
+  std::string budget;                // SIZE; empty: no budget question
   std::string format = "table";
   std::string html_path;
 };
@@ -46,17 +46,42 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
     if (!parsed.ok()) return ReportError(parsed.status());
     budget = *parsed;
   }
+  Result<std::vector<double>> caps_mb =
+      ParseNumberList({"--bucket-cap-mb", "MiB", "1,5,25"}, flags.caps_mb);
+  if (!caps_mb.ok()) return ReportError(caps_mb.status());
   Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(flags.replay, DefaultPolicies());
   if (!policies.ok()) return ReportError(policies.status());
   Result<ReportContext> report_context = ContextFor(context, flags.replay);
   if (!report_context.ok()) return ReportError(report_context.status());
-  Result<ReplayOutcome> outcome =
-      RunReplays(flags.replay, DefaultPolicies(),
-                 {SweepPolicies(*policies, flags.caps_mb), std::nullopt, 1.0});
+  Result<ReplayOutcome> outcome = RunReplays(
+      flags.replay, DefaultPolicies(), {SweepPolicies(*policies, *caps_mb), std::nullopt, 1.0});
   if (!outcome.ok()) return ReportError(outcome.status());
 
   SweepSection sweep{SummarizeSweep(outcome->runs), std::nullopt};
   if (budget) sweep.budget = ChooseUnderBudget(sweep.points, *budget);
+  if (flags.format != "json") {
+    std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
+                report_context->trace_name.c_str(), sweep.points.size(),
+                report_context->time_profile.c_str(), report_context->memory_model.c_str(),
+                RenderText(BuildSweepTable(sweep)).c_str());
+    // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
+    // events: say why the rows agree and where a policy-replayable trace comes from.
+    if (outcome->summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
+      std::printf(
+          "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ "
+          "on it; record your model's program with tools/record_program.py (README, \"Bring your "
+          "own model\").\n");
+    }
+    std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
+    if (report_context->time_profile == "none") {
+      std::printf(
+          "No --profile: copies and collectives cost nothing, so step times are compute "
+          "alone.\n");
+    }
+    if (sweep.budget) std::printf("\n%s\n", DescribeBudget(sweep.points, *sweep.budget).c_str());
+    // The answer first: the outputs below can take long on a large sweep.
+    std::fflush(stdout);
+  }
   if (!flags.html_path.empty()) {
     const std::vector<ReportDocument> docs = {
         DocumentFromOutcome(*outcome, *report_context, &sweep)};
@@ -74,25 +99,6 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
       return kExitOk;
     }
   }
-  std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
-              report_context->trace_name.c_str(), sweep.points.size(),
-              report_context->time_profile.c_str(), report_context->memory_model.c_str(),
-              RenderText(BuildSweepTable(sweep)).c_str());
-  // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
-  // events: say why the rows agree and where a policy-replayable trace comes from.
-  if (outcome->summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
-    std::printf(
-        "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ "
-        "on it; record your model's program with tools/record_program.py (README, \"Bring your "
-        "own model\").\n");
-  }
-  std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
-  if (report_context->time_profile == "none") {
-    std::printf(
-        "No --profile: copies and collectives cost nothing, so step times are compute "
-        "alone.\n");
-  }
-  if (sweep.budget) std::printf("\n%s\n", DescribeBudget(sweep.points, *sweep.budget).c_str());
   if (!flags.replay.json_path.empty()) {
     std::printf("\nreport: %s\n", flags.replay.json_path.c_str());
   }
@@ -109,9 +115,7 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
   command
       .add_option("--bucket-cap-mb", flags->caps_mb,
                   "Bucket caps in MiB to sweep, comma-separated (<= 0: unbucketed)")
-      ->delimiter(',')
-      ->required()
-      ->check(FiniteNumber());
+      ->required();
   command.add_option("--budget", flags->budget,
                      "Peak reserved memory budget (SIZE, e.g. 40GiB): name the fastest "
                      "configuration that fits, and what it costs against the runner-up");

@@ -23,6 +23,7 @@ struct ValidateFlags {
   std::string alloc_conf;  // empty: the trace's alloc_conf
   bool alloc_conf_given = false;
   std::string device_memory;
+  ProgressFlags progress;
 };
 
 int RunValidate(const ValidateFlags& flags) {
@@ -43,7 +44,8 @@ int RunValidate(const ValidateFlags& flags) {
   });
   TraceHeader header;
   TraceChecker checker(&comparison, CheckerMode::kReport);
-  Status status = ReadTrace(flags.trace, header, checker);
+  Status status =
+      ReadTraceWithProgress(flags.trace, header, checker, flags.progress, "validating", "");
   if (!status.ok()) return ReportError(status);
 
   ValidationReport report;
@@ -71,6 +73,7 @@ void AddValidateCommand(CLI::App& command, CommandContext& context) {
   auto flags = std::make_shared<ValidateFlags>();
   AddTraceArgument(command, flags->trace, /*required=*/true);
   command.add_option("--json", flags->json_path, "Also write the report as JSON to FILE");
+  AddProgressFlags(command, flags->progress);
   command
       .add_option("--alloc-conf", flags->alloc_conf,
                   "Caching allocator settings the snapshot comparison replays with "

@@ -3,11 +3,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "backend/host/mpi_world.h"
 #include "backend/sim/sim_backend.h"
+#include "cli/progress_reporter.h"
 #include "core/size_format.h"
 #include "io/time_profile_io.h"
 #include "io/trace_reader.h"
@@ -15,11 +17,61 @@
 namespace bucketsim {
 
 void AddTraceArgument(CLI::App& command, std::string& trace, bool required) {
-  auto* option = command.add_option("trace", trace, "Trace file (trace format v1; - for stdin)");
+  auto* option =
+      command.add_option("trace", trace, "Trace file (JSON, traces/README.md; - for stdin)");
   if (required) option->required();
 }
 
+void AddProgressFlags(CLI::App& command, ProgressFlags& flags) {
+  command.add_flag("--progress", flags.progress,
+                   "Report progress on stderr even when it is not a terminal (a CI log)");
+  command.add_flag("--quiet", flags.quiet, "No progress on stderr, even on a terminal");
+}
+
+namespace {
+
+// Hands every event on and feeds the progress line the count (the reader feeds it bytes).
+class ProgressSink final : public EventSink {
+ public:
+  ProgressSink(EventSink& next, ProgressReporter& reporter, std::uint64_t total_bytes)
+      : next_(next), reporter_(reporter), total_bytes_(total_bytes) {}
+  Status OnHeader(const TraceHeader& header) override { return next_.OnHeader(header); }
+  Status OnEvent(const Event& event) override {
+    if ((++events_ & 0xfff) == 0) reporter_.Update(bytes_, total_bytes_, events_);
+    return next_.OnEvent(event);
+  }
+  Status OnEnd() override { return next_.OnEnd(); }
+  void Read(std::uint64_t bytes) {
+    bytes_ = bytes;
+    reporter_.Update(bytes_, total_bytes_, events_);
+  }
+
+ private:
+  EventSink& next_;
+  ProgressReporter& reporter_;
+  std::uint64_t total_bytes_;
+  std::uint64_t bytes_ = 0;
+  std::uint64_t events_ = 0;
+};
+
+}  // namespace
+
+Status ReadTraceWithProgress(const std::string& path, TraceHeader& header, EventSink& sink,
+                             const ProgressFlags& flags, std::string_view what,
+                             std::string detail) {
+  ProgressReporter reporter(ProgressModeOf(flags.progress, flags.quiet),
+                            fmt::format("{} {}", what, path == "-" ? "<stdin>" : path),
+                            std::move(detail));
+  if (!reporter.enabled()) return ReadTrace(path, header, sink);
+  std::error_code error;
+  std::uint64_t total = path == "-" ? 0 : std::filesystem::file_size(path, error);
+  if (error) total = 0;
+  ProgressSink counted(sink, reporter, total);
+  return ReadTrace(path, header, counted, [&counted](std::uint64_t bytes) { counted.Read(bytes); });
+}
+
 void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap) {
+  AddProgressFlags(command, flags.progress);
   command.add_option("--policy", flags.policies,
                      "Bucket policy: " + PolicyNamesHelp() + " (repeatable)");
   if (with_cap) {
@@ -27,7 +79,7 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap) {
         .add_option("--bucket-cap-mb", flags.bucket_cap_mb,
                     "Bucket cap in MiB for policies that do not fix their own "
                     "(default: the trace's bucket_cap_mb; <= 0 disables bucketing)")
-        ->check(FiniteNumber());
+        ->check(NumberFlag({"--bucket-cap-mb", "MiB", "25"}));
   }
   command.add_option("--profile", flags.profile_path,
                      "Time profile (JSON, traces/profiles/) for the sim backend's time model: "
@@ -61,13 +113,69 @@ Result<std::vector<PolicySpec>> ParsePolicyFlags(const ReplayFlags& flags,
   return policies;
 }
 
-CLI::Validator FiniteNumber() {
+Result<double> ParseNumberFlag(const NumberFlagSpec& spec, std::string_view text) {
+  // "MiB as a plain number", "seconds as a plain number >= 0", "a whole number above 0".
+  std::string_view bound = spec.kind == NumberKind::kPositiveInteger ? " above 0"
+                           : spec.kind == NumberKind::kNonNegative   ? " >= 0"
+                                                                     : "";
+  std::string what =
+      spec.unit.empty()
+          ? fmt::format("a {} number{}",
+                        spec.kind == NumberKind::kPositiveInteger ? "whole" : "finite", bound)
+          : fmt::format("{} as a plain number{}", spec.unit, bound);
+  auto refuse = [&] {
+    std::string refused = text.empty() ? std::string("an empty value") : fmt::format("'{}'", text);
+    return InvalidArgument(
+        fmt::format("{}: takes {} (e.g. {}), not {}", spec.flag, what, spec.example, refused));
+  };
+  std::string owned(text);
+  char* end = nullptr;
+  double value = owned.empty() ? 0 : std::strtod(owned.c_str(), &end);
+  if (owned.empty() || end != owned.c_str() + owned.size() || !std::isfinite(value)) {
+    return refuse();
+  }
+  if (spec.kind == NumberKind::kNonNegative && value < 0) return refuse();
+  if (spec.kind == NumberKind::kPositiveInteger && (value < 1 || value != std::floor(value))) {
+    return refuse();
+  }
+  return value;
+}
+
+CLI::Validator NumberFlag(NumberFlagSpec spec) {
   return CLI::Validator(
-      [](const std::string& text) {
-        double value = std::strtod(text.c_str(), nullptr);
-        return std::isfinite(value) ? std::string() : std::string("must be a finite number");
+      [spec](const std::string& text) {
+        Result<double> value = ParseNumberFlag(spec, text);
+        if (value.ok()) return std::string();
+        // CLI11 prefixes the flag's name: drop ours.
+        std::string message = value.status().message();
+        return message.substr(spec.flag.size() + 2);
       },
-      "FINITE");
+      spec.unit.empty() ? "NUMBER" : spec.unit);
+}
+
+Result<std::vector<double>> ParseNumberList(const NumberFlagSpec& spec,
+                                            const std::vector<std::string>& values) {
+  std::vector<double> numbers;
+  for (const std::string& value : values) {
+    std::size_t start = 0;
+    while (true) {
+      std::size_t comma = value.find(',', start);
+      std::string_view entry =
+          std::string_view(value).substr(start, comma == std::string::npos ? comma : comma - start);
+      if (entry.empty()) {
+        return InvalidArgument(
+            fmt::format("{}: '{}' has an empty entry (write numbers separated by single commas, "
+                        "e.g. 1,5,25)",
+                        spec.flag, value));
+      }
+      Result<double> number = ParseNumberFlag(spec, entry);
+      if (!number.ok()) return number.status();
+      numbers.push_back(*number);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return numbers;
 }
 
 Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
@@ -109,9 +217,14 @@ Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
                                  ReplayExtras extras) {
   Result<ReplayRequest> request = MakeReplayRequest(flags, default_policies, std::move(extras));
   if (!request.ok()) return request.status();
-  const std::string& path = flags.trace;
+  const std::size_t policies = request->policies.size();
+  std::string detail =
+      policies == 1 ? std::string("1 policy") : fmt::format("{} policies", policies);
   return ReplayPolicies(
-      [&path](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); },
+      [&flags, &detail](TraceHeader& header, EventSink& sink) {
+        return ReadTraceWithProgress(flags.trace, header, sink, flags.progress, "replaying",
+                                     detail);
+      },
       *request);
 }
 
@@ -160,7 +273,7 @@ void AddTimeoutFlag(CLI::App& command, double& timeout_s) {
   command
       .add_option("--timeout", timeout_s,
                   "Seconds one operation may run before every rank is aborted (0: never)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NumberFlag({"--timeout", "seconds", "300", NumberKind::kNonNegative}))
       ->capture_default_str();
 }
 
@@ -170,9 +283,21 @@ int ReportError(const Status& status) {
 }
 
 std::string DefaultTracePath() {
-  // BUCKETSIM_DEFAULT_TRACE in the environment wins, for installed copies of the binary.
+  // BUCKETSIM_DEFAULT_TRACE in the environment wins.
   if (const char* env = std::getenv("BUCKETSIM_DEFAULT_TRACE"); env && *env) return env;
-  return BUCKETSIM_DEFAULT_TRACE;
+  // Relative to the binary, never through the source tree it was built in: installed,
+  // PREFIX/bin/bucketsim and PREFIX/share/bucketsim/traces; in the build tree, the binary at
+  // the top and the same share/bucketsim/traces below it (CMakeLists.txt, "Installed layout").
+  std::error_code error;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  const std::filesystem::path trace =
+      std::filesystem::path("share") / "bucketsim" / "traces" / BUCKETSIM_DEFAULT_TRACE_NAME;
+  std::filesystem::path installed = exe.parent_path().parent_path() / trace;
+  if (error) return trace.string();
+  for (const std::filesystem::path& candidate : {installed, exe.parent_path() / trace}) {
+    if (std::filesystem::exists(candidate, error)) return candidate.string();
+  }
+  return installed.string();  // the error names where the default trace should have been
 }
 
 }  // namespace bucketsim

@@ -42,6 +42,17 @@ void AddRunCommand(CLI::App& command, CommandContext& context);
 void AddCalibrateCommand(CLI::App& command, CommandContext& context);
 void AddSweepCommand(CLI::App& command, CommandContext& context);
 
+// --progress and --quiet: progress of long work on stderr (cli/progress_reporter.h).
+struct ProgressFlags {
+  bool progress = false;  // also when stderr is not a terminal
+  bool quiet = false;     // never
+};
+void AddProgressFlags(CLI::App& command, ProgressFlags& flags);
+// ReadTrace with a progress line ("WHAT FILE: ... of ... (..%), N events, rate, ETA; DETAIL")
+// while it runs for more than about 2 s.
+Status ReadTraceWithProgress(const std::string& path, TraceHeader& header, EventSink& sink,
+                             const ProgressFlags& flags, std::string_view what, std::string detail);
+
 // Flags shared by the commands that replay a trace.
 struct ReplayFlags {
   std::string trace;
@@ -52,6 +63,7 @@ struct ReplayFlags {
   std::optional<std::string> alloc_conf;  // unset: the trace's; "": PyTorch's defaults
   std::string device_memory;              // SIZE; empty: unlimited
   std::string profile_path;  // --profile: the sim's time model; empty: copies and collectives free
+  ProgressFlags progress;
 };
 void AddTraceArgument(CLI::App& command, std::string& trace, bool required);
 // `with_cap`: also --bucket-cap-mb as one number (sweep defines its own list instead).
@@ -83,8 +95,23 @@ Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlag
 
 // ParseSize for a flag's value; a failure's message names the flag.
 Result<Bytes> ParseSizeFlag(std::string_view flag, std::string_view text);
-// Accepts a finite number (the cap flags).
-CLI::Validator FiniteNumber();
+// What a numeric flag accepts. Every numeric flag goes through ParseNumberFlag, so a unit where
+// a plain number belongs ("--bucket-cap-mb 25MB") is answered with what the flag takes.
+enum class NumberKind { kFinite, kNonNegative, kPositiveInteger };
+struct NumberFlagSpec {
+  std::string flag;     // "--bucket-cap-mb"
+  std::string unit;     // "MiB"; "" for a count or a factor
+  std::string example;  // "25"
+  NumberKind kind = NumberKind::kFinite;
+};
+// "--bucket-cap-mb: takes MiB as a plain number (e.g. 25), not '25MB'" on a bad value.
+Result<double> ParseNumberFlag(const NumberFlagSpec& spec, std::string_view text);
+// ParseNumberFlag as a CLI11 check (CLI11 prefixes the flag's name).
+CLI::Validator NumberFlag(NumberFlagSpec spec);
+// A comma-separated list of numbers (each value of a repeatable flag may hold several): an
+// empty entry ("1,5,,25") is refused, not dropped.
+Result<std::vector<double>> ParseNumberList(const NumberFlagSpec& spec,
+                                            const std::vector<std::string>& values);
 
 // Prints "bucketsim: error: <message>" on stderr and returns kExitError.
 int ReportError(const Status& status);

@@ -1,12 +1,17 @@
 // bucketsim: replays FSDP training traces under gradient-bucket policies and reports memory.
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "cli/command.h"
+#include "io/atomic_file.h"
+#include "core/closest_name.h"
 
 namespace bucketsim {
 namespace {
@@ -34,7 +39,56 @@ constexpr std::array<CommandSpec, 9> kCommands = {{
     {"version", "Print the version and the backends this build can run on", &AddVersionCommand},
 }};
 
+std::vector<std::string> CommandNames() {
+  std::vector<std::string> names;
+  for (const CommandSpec& spec : kCommands) names.emplace_back(spec.name);
+  return names;
+}
+
+// CLI11 answers a mistyped command with "A subcommand is required": name it and suggest.
+std::optional<std::string> UnknownCommand(int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return std::nullopt;
+  std::string typed = argv[1];
+  std::vector<std::string> names = CommandNames();
+  if (std::find(names.begin(), names.end(), typed) != names.end()) return std::nullopt;
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  return fmt::format("unknown command '{}'{} (commands: {})", typed, DidYouMean(typed, names),
+                     list);
+}
+
+// The first argument of `command` that looks like a flag it does not have, with the nearest
+// flag it does have: CLI11 says only "arguments were not expected".
+std::optional<std::string> UnknownFlag(const CLI::App& command, int argc, char** argv) {
+  std::vector<std::string> flags = {"--help"};
+  for (const CLI::Option* option : command.get_options()) {
+    for (const std::string& name : option->get_lnames()) flags.push_back("--" + name);
+  }
+  for (int i = 2; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-' || arg == "--") continue;
+    std::string name(arg.substr(0, arg.find('=')));
+    if (name.rfind("--", 0) != 0) {
+      if (command.get_option_no_throw(name) != nullptr || name == "-h") continue;
+      // A negative number is a value, not a flag.
+      if (name.find_first_not_of("-0123456789.") == std::string::npos) continue;
+    } else if (std::find(flags.begin(), flags.end(), name) != flags.end()) {
+      continue;
+    }
+    std::string path = command.get_name();  // "compare", "gen transformer"
+    for (const CLI::App* parent = command.get_parent(); parent && parent->get_parent();
+         parent = parent->get_parent()) {
+      path = parent->get_name() + " " + path;
+    }
+    return fmt::format("{}: unknown flag '{}'{} (see 'bucketsim {} --help')", path, name,
+                       DidYouMean(name, flags), path);
+  }
+  return std::nullopt;
+}
+
 int Main(int argc, char** argv) {
+  // Ctrl-C or SIGTERM mid-write: no half-written file is left, and the exit code says why.
+  InstallInterruptHandlers();
   CommandContext context;
   context.argv.assign(argv, argv + argc);
   CLI::App app{
@@ -42,11 +96,16 @@ int Main(int argc, char** argv) {
       "traces under bucket policies, accounting memory as PyTorch would."};
   app.require_subcommand(1);
   app.footer(
-      "Exit codes: 0 ok, 1 a budget is broken (check), 2 usage or input error.\n"
+      "Exit codes: 0 ok, 1 a budget is broken (check), 2 usage or input error, 130/143 "
+      "interrupted by SIGINT/SIGTERM (no partial file is left).\n"
       "Run 'bucketsim COMMAND --help' for a command's options and an example.");
   for (const CommandSpec& spec : kCommands) {
     CLI::App* command = app.add_subcommand(spec.name, spec.description);
     spec.add(*command, context);
+  }
+  if (std::optional<std::string> unknown = UnknownCommand(argc, argv)) {
+    std::fprintf(stderr, "bucketsim: error: %s\n", unknown->c_str());
+    return kExitError;
   }
   try {
     app.parse(argc, argv);
@@ -54,6 +113,17 @@ int Main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    for (const CLI::App* command : app.get_subcommands()) {
+      // gen's presets are subcommands of gen: their flags are the deepest command's.
+      while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+      if (std::optional<std::string> unknown = UnknownFlag(*command, argc, argv)) {
+        std::fprintf(stderr, "bucketsim: error: %s\n", unknown->c_str());
+        return kExitError;
+      }
+    }
+    app.exit(e);
+    return kExitError;
   } catch (const CLI::ParseError& e) {
     // CLI11 prints its own message; usage errors share exit code 2 with input errors.
     app.exit(e);

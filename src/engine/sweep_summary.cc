@@ -37,10 +37,8 @@ std::vector<SweepPoint> SummarizeSweep(const std::vector<RunResult>& runs) {
     point.peak_allocated_bytes = run.peak.allocated_bytes;
     point.peak_reserved_bytes = run.peak.reserved_bytes;
     point.step_time_us = totals.step_time_us;
-    if (!run.iterations.empty()) {
-      point.exposed_communication_us =
-          totals.exposed_communication_us / static_cast<double>(run.iterations.size());
-    }
+    // Per iteration over the same iterations as the step time (TimingTotals::per_iteration).
+    point.exposed_communication_us = totals.per_iteration.exposed_communication_us;
     point.out_of_memory = run.oom.has_value();
     points.push_back(std::move(point));
   }

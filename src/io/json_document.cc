@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -18,9 +19,32 @@ std::string_view WithoutExceptionId(std::string_view text) {
   return text;
 }
 
+// Where each kind of file comes from, for the message that names the wrong one.
+std::string_view MadeBy(std::string_view kind) {
+  if (kind == "trace") return "bucketsim gen, or a snapshot import";
+  if (kind == "report") return "compare, check or sweep --json";
+  if (kind == "time profile") return "traces/profiles/, or bucketsim calibrate";
+  if (kind == "budget file") return "reports/budget-example.json";
+  return "";
+}
+
 }  // namespace
 
+Status WrongJsonFileKind(const std::string& path, std::string_view wanted, std::string_view is) {
+  return InvalidArgument(fmt::format("{}: this is a {}, not a {} (a {} comes from {})", path, is,
+                                     wanted, wanted, MadeBy(wanted)));
+}
+
+Status RejectDirectory(const std::string& path, std::string_view kind) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return IoError(fmt::format("{}: is a directory, not a {}", path, kind));
+  }
+  return Status::Ok();
+}
+
 Result<JsonDocument> JsonDocument::Read(const std::string& path, std::string_view kind) {
+  BUCKETSIM_RETURN_IF_ERROR(RejectDirectory(path, kind));
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return IoError(fmt::format("cannot read {} '{}': {}", kind, path, std::strerror(errno)));
@@ -34,7 +58,9 @@ Result<JsonDocument> JsonDocument::Read(const std::string& path, std::string_vie
 Result<JsonDocument> JsonDocument::Parse(const std::string& path, std::string_view kind,
                                          std::string_view text) {
   try {
-    return JsonDocument(path, std::string(kind), Json::parse(text));
+    Json root = Json::parse(text);
+    BUCKETSIM_RETURN_IF_ERROR(CheckJsonFileKind(path, kind, root));
+    return JsonDocument(path, std::string(kind), std::move(root));
   } catch (const Json::exception& e) {
     return InvalidArgument(
         fmt::format("{}: not a valid {}: {}", path, kind, WithoutExceptionId(e.what())));

@@ -14,6 +14,28 @@
 
 namespace bucketsim {
 
+// Which of bucketsim's JSON files `root` is, by the keys that tell them apart: "trace" (events),
+// "report" (context and trace, or a policies array), "time profile" (collectives, copy_GBps),
+// "budget file" (a policies object without a context); "" for none of them. A reader that is handed
+// another kind names it ("this is a trace, not a time profile") instead of listing the fields it
+// misses.
+template <class JsonValue>
+std::string_view JsonFileKind(const JsonValue& root) {
+  if (!root.is_object()) return "";
+  if (root.contains("events")) return "trace";
+  const bool policies_array = root.contains("policies") && root["policies"].is_array();
+  const bool policies_object = root.contains("policies") && root["policies"].is_object();
+  if ((root.contains("context") && root.contains("trace")) || policies_array) return "report";
+  if (root.contains("collectives") || root.contains("copy_GBps")) return "time profile";
+  if (policies_object && !root.contains("context")) return "budget file";
+  return "";
+}
+// "PATH: this is a KIND, not a WANTED (...)" when `root` is recognisably another kind of file.
+template <class JsonValue>
+Status CheckJsonFileKind(const std::string& path, std::string_view wanted, const JsonValue& root);
+// "PATH: is a directory, not a KIND" (an IoError) for a directory; Ok for anything else.
+Status RejectDirectory(const std::string& path, std::string_view kind);
+
 class JsonDocument {
  public:
   using Json = nlohmann::ordered_json;
@@ -59,5 +81,14 @@ class JsonDocument {
 
 // The JSON text of a value for messages, shortened to `max_chars`.
 std::string JsonExcerpt(const JsonDocument::Json& value, std::size_t max_chars = 40);
+
+Status WrongJsonFileKind(const std::string& path, std::string_view wanted, std::string_view is);
+
+template <class JsonValue>
+Status CheckJsonFileKind(const std::string& path, std::string_view wanted, const JsonValue& root) {
+  std::string_view is = JsonFileKind(root);
+  if (is.empty() || is == wanted) return Status::Ok();
+  return WrongJsonFileKind(path, wanted, is);
+}
 
 }  // namespace bucketsim

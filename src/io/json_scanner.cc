@@ -129,6 +129,7 @@ bool InputBuffer::Refill(const char* keep) {
     return false;
   }
   progress_.bytes_read += n;
+  if (progress_.on_read) progress_.on_read(progress_.bytes_read);
   return true;
 }
 

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -37,6 +38,8 @@ struct InputProgress {
   // FNV-1a (64 bit) of every byte read so far, hashed as each chunk arrives: a trace's digest
   // costs no second pass over the file.
   std::uint64_t fnv1a64 = 0xcbf29ce484222325ULL;
+  // Called after each chunk with bytes_read (a progress display); unset: nothing.
+  std::function<void(std::uint64_t bytes_read)> on_read;
 };
 
 // Continues an FNV-1a 64-bit hash over [data, data + n).

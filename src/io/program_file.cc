@@ -1,6 +1,5 @@
 #include "io/program_file.h"
 
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -9,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "io/atomic_file.h"
 #include "io/json_document.h"
 
 namespace bucketsim {
@@ -576,12 +576,11 @@ Status WriteProgramFile(const FsdpModel& model, const std::string& path) {
     WriteProgram(model, std::cout);
     return std::cout ? Status::Ok() : IoError("cannot write the program to stdout");
   }
-  std::ofstream out(path);
-  if (!out) return IoError(fmt::format("cannot write '{}'", path));
-  WriteProgram(model, out);
-  out.close();
-  if (!out) return IoError(fmt::format("cannot write '{}'", path));
-  return Status::Ok();
+  // The program appears at `path` only when complete (io/atomic_file.h).
+  Result<std::unique_ptr<AtomicFile>> file = AtomicFile::Create(path);
+  if (!file.ok()) return file.status();
+  WriteProgram(model, (*file)->stream());
+  return (*file)->Commit();
 }
 
 }  // namespace bucketsim

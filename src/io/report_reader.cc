@@ -137,6 +137,15 @@ ReportTraceInfo ReadTraceInfo(const Node& node) {
   return t;
 }
 
+// What a baseline must share with the check's trace beside its digest (cmd_check.cc).
+ReportTraceInfo ReadComparableTrace(const Node& node) {
+  ReportTraceInfo t;
+  t.world_size = node["world_size"].Int();
+  t.rank = node["rank"].Int();
+  t.bucket_cap_mb = node["bucket_cap_mb"].Number();
+  return t;
+}
+
 std::optional<FragmentationInfo> ReadFragmentation(const Node& peak) {
   if (!peak.Has("fragmentation")) return std::nullopt;
   Node node = peak["fragmentation"];
@@ -196,14 +205,19 @@ std::optional<PredictionRow> ReadPrediction(const Node& run) {
   if (!run.Has("timing") || !run["timing"].Has("prediction")) return std::nullopt;
   Node timing = run["timing"];
   Node predicted = timing["prediction"];
+  // Per iteration; reports written before those fields carry only the sums.
+  auto per_iteration = [](const Node& node, const char* figure) {
+    std::string key = fmt::format("{}_per_iteration_us", figure);
+    return node.Has(key) ? node[key].Number() : node[fmt::format("{}_us", figure)].Number();
+  };
   return PredictionRow{run["policy"].String(),
                        predicted["profile"].String(),
                        timing["step_time_us"].Number(),
                        predicted["step_time_us"].Number(),
-                       timing["exposed_communication_us"].Number(),
-                       predicted["exposed_communication_us"].Number(),
-                       timing["communication_us"].Number(),
-                       predicted["communication_us"].Number()};
+                       per_iteration(timing, "exposed_communication"),
+                       per_iteration(predicted, "exposed_communication"),
+                       per_iteration(timing, "communication"),
+                       per_iteration(predicted, "communication")};
 }
 
 void ReadPhases(const Node& node, const ReportTraceInfo& trace, RunResult& run) {
@@ -271,14 +285,26 @@ RunResult ReadRunFigures(const Node& node, ReportContent content) {
     }
     run.marks.push_back(std::move(sample));
   }
+  run.bucket_cap_mb = node["bucket_cap_mb"].Number();  // a baseline's comparability
   return run;
 }
 
 // The rest of what a page draws of one policy.
+// timing.iterations, so that tables of a report read back show the step time and exposed
+// communication per iteration exactly as the replay's own tables do.
+void ReadIterationTimings(const Node& node, RunResult& run) {
+  if (!node.Has("timing")) return;
+  run.backend = node["timing"]["backend"].String();
+  for (const Node& it : node["timing"]["iterations"].Items()) {
+    run.iterations.push_back({it["iteration"].Uint(), it["iteration_us"].Number(),
+                              it["compute_us"].Number(), it["communication_us"].Number(),
+                              it["copy_us"].Number(), it["exposed_communication_us"].Number()});
+  }
+}
+
 void ReadRunDetails(const Node& node, const ReportTraceInfo& trace, RunResult& run,
                     bool& has_timeline) {
   run.canonical = node["canonical"].String();
-  run.bucket_cap_mb = node["bucket_cap_mb"].Number();
   run.memory_model = node["memory_model"].String();
   ReadPeakDetails(node["peak"], run.peak);
   run.peak_bucket_bytes = node["peak_bucket_bytes"].Uint();
@@ -291,6 +317,7 @@ void ReadRunDetails(const Node& node, const ReportTraceInfo& trace, RunResult& r
   ReadPhases(node, trace, run);
   if (!ReadTimeline(node, run)) has_timeline = false;
   ReadBucketLifetimes(node, run);
+  ReadIterationTimings(node, run);
 }
 
 std::optional<std::size_t> ReadIndex(const Node& node, std::size_t points) {
@@ -342,11 +369,6 @@ SweepSection ReadSweep(const Node& node, const std::vector<RunResult>& runs) {
 ReportDocument ReadDocument(const JsonDocument& json, ReportContent content) {
   const Json& root = json.root();
   const Node top(json, Pointer());
-  if (root.is_object() && root.contains("events") && !root.contains("policies")) {
-    top.Fail(
-        "a trace, not a report; make the report with 'bucketsim compare TRACE --json "
-        "REPORT.json'");
-  }
   if (root.is_object() && !root.contains("schema_version")) {
     top.Fail("no schema_version: not a bucketsim report (reports/README.md)");
   }
@@ -357,6 +379,8 @@ ReportDocument ReadDocument(const JsonDocument& json, ReportContent content) {
   if (content == ReportContent::kPage) {
     ReadContext(top["context"], doc.context);
     doc.trace = ReadTraceInfo(top["trace"]);
+  } else {
+    doc.trace = ReadComparableTrace(top["trace"]);
   }
   std::vector<Node> runs = top["policies"].Items();
   if (runs.empty()) top["policies"].Fail("the report has no policy");

@@ -1,11 +1,13 @@
 #include "io/time_profile_io.h"
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "io/atomic_file.h"
+#include "io/json_document.h"
 
 namespace bucketsim {
 namespace {
@@ -148,6 +150,7 @@ Result<TimeProfile> ParseTimeProfile(const std::string& text, const std::string&
     return InvalidArgument(fmt::format("{}: not JSON: {}", origin, e.what()));
   }
   if (!doc.is_object()) return InvalidArgument(fmt::format("{}: expected a JSON object", origin));
+  BUCKETSIM_RETURN_IF_ERROR(CheckJsonFileKind(origin, "time profile", doc));
   Fields top(doc, origin, "");
   Result<const json*> version = top.Get("schema_version", json::value_t::number_integer, true);
   if (!version.ok()) return version.status();
@@ -185,6 +188,7 @@ Result<TimeProfile> ParseTimeProfile(const std::string& text, const std::string&
 }
 
 Result<TimeProfile> ReadTimeProfile(const std::string& path) {
+  BUCKETSIM_RETURN_IF_ERROR(RejectDirectory(path, "time profile"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return IoError(fmt::format("{}: cannot open the profile", path));
   std::ostringstream text;
@@ -225,15 +229,7 @@ std::string TimeProfileJson(const TimeProfile& profile) {
 }
 
 Status WriteTimeProfile(const std::string& path, const TimeProfile& profile) {
-  std::error_code error;
-  std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, error);
-  std::ofstream out(path, std::ios::binary);
-  std::string text = TimeProfileJson(profile);
-  if (!out || !out.write(text.data(), static_cast<std::streamsize>(text.size()))) {
-    return IoError(fmt::format("{}: cannot write the profile", path));
-  }
-  return Status::Ok();
+  return WriteFileAtomically(path, TimeProfileJson(profile));
 }
 
 }  // namespace bucketsim

@@ -1,5 +1,6 @@
 #include "io/trace_reader.h"
 
+#include "io/json_document.h"
 #include "io/json_scanner.h"
 #include "io/trace_reader_internal.h"
 #include "policy/shard_size.h"
@@ -1499,10 +1500,12 @@ Status TraceSaxHandler::Finish(bool parsed) {
 // Parses the trace in `file` (not owned) or, when it is null, `text`, and turns whatever escapes
 // into a Status: nothing throws past here.
 Status RunParse(std::string_view display_name, std::FILE* file, std::string_view text,
-                std::size_t chunk_bytes, TraceHeader& header, EventSink& sink) {
+                std::size_t chunk_bytes, TraceHeader& header, EventSink& sink,
+                const ReadProgress& on_read = {}) {
   header = TraceHeader();
   try {
     InputProgress progress;
+    progress.on_read = on_read;
     json::InputBuffer in(file, text, chunk_bytes, progress);
     TraceSaxHandler handler(display_name, progress, header, sink);
     bool parsed = Json::sax_parse(json::InputIterator(&in), json::InputIterator(), &handler);
@@ -1542,13 +1545,19 @@ Status ReadTraceFromString(std::string_view text, std::string_view display_name,
 }
 
 Status ReadTrace(const std::string& path, TraceHeader& header, EventSink& sink) {
+  return ReadTrace(path, header, sink, {});
+}
+
+Status ReadTrace(const std::string& path, TraceHeader& header, EventSink& sink,
+                 const ReadProgress& on_read) {
   bool is_stdin = path == "-";
+  if (!is_stdin) BUCKETSIM_RETURN_IF_ERROR(RejectDirectory(path, "trace"));
   std::FILE* file = is_stdin ? stdin : std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     return IoError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   }
   Status status = RunParse(is_stdin ? "<stdin>" : path, file, {},
-                           json::InputBuffer::kDefaultChunkBytes, header, sink);
+                           json::InputBuffer::kDefaultChunkBytes, header, sink, on_read);
   if (!is_stdin) std::fclose(file);
   return status;
 }

@@ -9,6 +9,7 @@
 // starts with the file name and says where and what: "t.json: event 12: free: missing field 'id'".
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,11 @@ namespace bucketsim {
 // e.name. A non-OK status from the sink stops the reading and is returned with "<file>: " in
 // front of its message. Never throws.
 Status ReadTrace(const std::string& path, TraceHeader& header, EventSink& sink);
+// The same, calling `on_read` with the bytes read so far after each chunk (about 1 MiB): the
+// feed of a progress display (cli/progress_reporter.h). The reader itself never prints.
+using ReadProgress = std::function<void(std::uint64_t bytes_read)>;
+Status ReadTrace(const std::string& path, TraceHeader& header, EventSink& sink,
+                 const ReadProgress& on_read);
 
 // The header alone (checked and Finalize()d): the reading stops before the first event, so a
 // large trace costs no more than its header. Not for "-" (stdin can be read once).

@@ -83,14 +83,14 @@ Status CheckWritable(const Event& e, int schema_version) {
 TraceWriter::TraceWriter(std::ostream& out, std::string display_name)
     : out_(out), display_name_(std::move(display_name)) {}
 
-TraceWriter::TraceWriter(std::unique_ptr<std::ofstream> file, std::string display_name)
-    : file_(std::move(file)), out_(*file_), display_name_(std::move(display_name)) {}
+TraceWriter::TraceWriter(std::unique_ptr<AtomicFile> file, std::string display_name)
+    : file_(std::move(file)), out_(file_->stream()), display_name_(std::move(display_name)) {}
 
 Result<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path) {
   if (path == "-") return std::make_unique<TraceWriter>(std::cout, "<stdout>");
-  auto file = std::make_unique<std::ofstream>(path, std::ios::binary | std::ios::trunc);
-  if (!*file) return IoError(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
-  return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(file), path));
+  Result<std::unique_ptr<AtomicFile>> file = AtomicFile::Create(path);
+  if (!file.ok()) return file.status();
+  return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(*file), path));
 }
 
 Status TraceWriter::OnHeader(const TraceHeader& header) {
@@ -219,9 +219,11 @@ Status TraceWriter::OnEnd() {
   buffer_.append(std::string_view("\n]}\n"));
   BUCKETSIM_RETURN_IF_ERROR(FlushBuffer());
   out_.flush();
-  if (file_ != nullptr) file_->close();
   if (!out_)
     return IoError(fmt::format("cannot write '{}': {}", display_name_, std::strerror(errno)));
+  // The file appears at its path only now, complete.
+  if (file_ != nullptr) BUCKETSIM_RETURN_IF_ERROR(file_->Commit());
+  file_.reset();
   header_ = nullptr;
   return Status::Ok();
 }

@@ -8,7 +8,6 @@
 // as EventSink allows, to look up the names events refer to.
 #pragma once
 
-#include <fstream>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -20,6 +19,7 @@
 #include "core/event_sink.h"
 #include "core/status.h"
 #include "core/trace_header.h"
+#include "io/atomic_file.h"
 
 namespace bucketsim {
 
@@ -27,22 +27,23 @@ class TraceWriter : public EventSink {
  public:
   // Writes to `out`, which must outlive the writer; `display_name` names it in messages.
   explicit TraceWriter(std::ostream& out, std::string display_name = "<stream>");
-  // Opens `path` for writing ("-" = stdout); IoError when it cannot be created.
+  // Opens `path` for writing ("-" = stdout); IoError when it cannot be created. The file
+  // appears at `path` only when OnEnd succeeds (an AtomicFile).
   static Result<std::unique_ptr<TraceWriter>> Open(const std::string& path);
 
   Status OnHeader(const TraceHeader& header) override;
   Status OnEvent(const Event& event) override;
-  // Closes the events array and flushes (and closes a file opened by Open); IoError when any
+  // Closes the events array and flushes (and commits a file opened by Open); IoError when any
   // write failed.
   Status OnEnd() override;
 
  private:
-  TraceWriter(std::unique_ptr<std::ofstream> file, std::string display_name);
+  TraceWriter(std::unique_ptr<AtomicFile> file, std::string display_name);
   std::string_view EscapedName(std::uint32_t name);
   void AppendTime(const Event& e);
   Status FlushBuffer();
 
-  std::unique_ptr<std::ofstream> file_;  // set when the writer opened the file itself
+  std::unique_ptr<AtomicFile> file_;  // set when the writer opened the file itself
   std::ostream& out_;
   std::string display_name_;
   const TraceHeader* header_ = nullptr;

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/closest_name.h"
+
 namespace bucketsim {
 namespace {
 
@@ -30,7 +32,8 @@ Status SetPart(PolicySpec& spec, std::string_view key, std::string_view value) {
     else if (value == "backward")
       spec.lifetime = Lifetime::kBackward;
     else
-      return InvalidArgument(fmt::format("policy: lifetime '{}' is not always|backward", value));
+      return InvalidArgument(fmt::format("policy: lifetime '{}' is not always|backward{}", value,
+                                         DidYouMean(value, {"always", "backward"})));
     return Status::Ok();
   }
   if (key == "key") {
@@ -39,7 +42,8 @@ Status SetPart(PolicySpec& spec, std::string_view key, std::string_view value) {
     else if (value == "members")
       spec.key = KeyMode::kMembers;
     else
-      return InvalidArgument(fmt::format("policy: key '{}' is not identity|members", value));
+      return InvalidArgument(fmt::format("policy: key '{}' is not identity|members{}", value,
+                                         DidYouMean(value, {"identity", "members"})));
     return Status::Ok();
   }
   if (key == "cap") {
@@ -47,13 +51,16 @@ Status SetPart(PolicySpec& spec, std::string_view key, std::string_view value) {
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), cap);
     if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
         !std::isfinite(cap)) {
-      return InvalidArgument(fmt::format("policy: cap '{}' is not a number of MiB", value));
+      return InvalidArgument(fmt::format(
+          "policy: cap '{}' is not a number: cap= takes MiB as a plain number (e.g. cap=25)",
+          value));
     }
     spec.cap_mb = cap;
     return Status::Ok();
   }
   return InvalidArgument(
-      fmt::format("policy: unknown part '{}' (expected lifetime=, key= or cap=)", key));
+      fmt::format("policy: unknown part '{}'{} (expected lifetime=, key= or cap=)", key,
+                  DidYouMean(key, {"lifetime", "key", "cap"})));
 }
 
 }  // namespace
@@ -71,7 +78,10 @@ Result<PolicySpec> ParsePolicySpec(std::string_view text) {
     }
   }
   if (text.find('=') == std::string_view::npos) {
-    return InvalidArgument(fmt::format("unknown policy '{}' (known: {})", text, PolicyNamesHelp()));
+    std::vector<std::string> names;
+    for (const Preset& preset : kPresets) names.emplace_back(preset.name);
+    return InvalidArgument(fmt::format("unknown policy '{}'{} (known: {})", text,
+                                       DidYouMean(text, names), PolicyNamesHelp()));
   }
   PolicySpec spec;
   spec.name = std::string(text);
@@ -100,7 +110,7 @@ std::vector<PolicySpec> DefaultPolicies() {
 std::string PolicyNamesHelp() {
   std::string names;
   for (const Preset& preset : kPresets) names += fmt::format("{}, ", preset.name);
-  return names + "or lifetime=always|backward,key=identity|members,cap=MB";
+  return names + "or lifetime=always|backward,key=identity|members,cap=MiB";
 }
 
 }  // namespace bucketsim

@@ -49,6 +49,14 @@ std::string DescribeOom(const OomEvent& oom) {
       FormatBytes(r.reserved_unallocated_bytes), r.free_blocks);
 }
 
+std::string OomCell(const OomEvent& oom) {
+  return fmt::format("OOM at event {}: {} {} of {} free ({} allocated)", oom.event_index,
+                     FormatBytes(oom.requested_bytes), CategoryName(oom.category),
+                     FormatBytes(oom.report.free_bytes), FormatBytes(oom.report.allocated_bytes));
+}
+
+std::string Ms(Micros us) { return fmt::format("{:.3f}", us / 1000.0); }
+
 std::string Mib(Bytes bytes) {
   return fmt::format("{:.2f}", static_cast<double>(bytes) / static_cast<double>(kMiB));
 }
@@ -60,13 +68,17 @@ Table BuildComparisonTable(const ReplayOutcome& outcome) {
 Table BuildComparisonTable(const std::vector<RunResult>& runs) {
   Table table;
   std::vector<std::string> marks = MarkNames(runs);
+  const bool any_oom =
+      std::any_of(runs.begin(), runs.end(), [](const RunResult& run) { return run.oom; });
   table.headers = {"policy",        "cap (MiB)",         "peak alloc (MiB)", "peak reserved (MiB)",
                    "vs best (MiB)", "bucket@peak (MiB)", "max bucket (MiB)"};
   for (const std::string& mark : marks) table.headers.push_back(fmt::format("{} (MiB)", mark));
-  for (const char* h : {"buckets", "flushes", "bypassed", "compute (ms)"})
+  for (const char* h : {"buckets", "flushes", "bypassed", "step (ms)", "exposed (ms)"})
     table.headers.push_back(h);
+  if (any_oom) table.headers.push_back("out of memory");
   table.right_aligned.assign(table.headers.size(), true);
   table.right_aligned[0] = false;
+  if (any_oom) table.right_aligned.back() = false;
 
   Bytes best = ~Bytes{0};
   for (const RunResult& run : runs) best = std::min(best, run.peak.allocated_bytes);
@@ -82,7 +94,12 @@ Table BuildComparisonTable(const std::vector<RunResult>& runs) {
     row.push_back(fmt::format("{}", run.counters.buckets));
     row.push_back(fmt::format("{}", run.counters.flushes));
     row.push_back(fmt::format("{}", run.counters.bypasses));
-    row.push_back(fmt::format("{:.3f}", run.compute_us / 1000.0));
+    // One iteration, as check's step time: the sum over a trace's iterations (warm-up included)
+    // is not a step.
+    TimingTotals totals = SumTimings(run.iterations, run.collectives);
+    row.push_back(run.iterations.empty() ? "-" : Ms(totals.step_time_us));
+    row.push_back(run.iterations.empty() ? "-" : Ms(totals.per_iteration.exposed_communication_us));
+    if (any_oom) row.push_back(run.oom ? OomCell(*run.oom) : "");
     table.rows.push_back(std::move(row));
   }
   return table;
@@ -90,26 +107,24 @@ Table BuildComparisonTable(const std::vector<RunResult>& runs) {
 
 Table BuildTimingTable(const ReplayOutcome& outcome) {
   Table table;
-  table.headers = {"policy",       "backend",      "step (ms)",    "compute (ms)",
-                   "comm (ms)",    "exposed (ms)", "copy (ms)",    "collectives",
-                   "busbw (GB/s)", "verified",     "communicators"};
+  table.headers = {"policy",         "backend",           "step (ms)",          "compute/iter (ms)",
+                   "comm/iter (ms)", "exposed/iter (ms)", "exposed total (ms)", "copy/iter (ms)",
+                   "collectives",    "busbw (GB/s)",      "verified",           "communicators"};
   table.right_aligned.assign(table.headers.size(), true);
   table.right_aligned[0] = false;
   table.right_aligned[1] = false;
   for (const RunResult& run : outcome.runs) {
     TimingTotals totals = SumTimings(run.iterations, run.collectives);
+    const IterationTiming& one = totals.per_iteration;
     const ExecutionFacts& facts = run.execution;
     std::string verified = !facts.verified ? "no"
                            : facts.verify_failures == 0
                                ? fmt::format("{} ok", facts.verified_collectives)
                                : fmt::format("{} FAILED", facts.verify_failures);
     table.rows.push_back({run.policy, facts.emulated ? run.backend + " (emulated)" : run.backend,
-                          fmt::format("{:.3f}", totals.step_time_us / 1000.0),
-                          fmt::format("{:.3f}", totals.compute_us / 1000.0),
-                          fmt::format("{:.3f}", totals.communication_us / 1000.0),
-                          fmt::format("{:.3f}", totals.exposed_communication_us / 1000.0),
-                          fmt::format("{:.3f}", totals.copy_us / 1000.0),
-                          fmt::format("{}", run.collectives.size()),
+                          Ms(totals.step_time_us), Ms(one.compute_us), Ms(one.communication_us),
+                          Ms(one.exposed_communication_us), Ms(totals.exposed_communication_us),
+                          Ms(one.copy_us), fmt::format("{}", run.collectives.size()),
                           fmt::format("{:.2f}", totals.busbw_GBps), verified,
                           fmt::format("{}", facts.communicators)});
   }
@@ -118,8 +133,9 @@ Table BuildTimingTable(const ReplayOutcome& outcome) {
 
 Table BuildPredictionTable(const std::vector<PredictionRow>& rows) {
   Table table;
-  table.headers = {"policy",           "step (ms)",      "predicted (ms)", "error",
-                   "exposed sum (ms)", "predicted (ms)", "comm sum (ms)",  "predicted (ms)"};
+  table.headers = {"policy",         "step (ms)",         "predicted (ms)",
+                   "error",          "exposed/iter (ms)", "predicted (ms)",
+                   "comm/iter (ms)", "predicted (ms)"};
   table.right_aligned.assign(table.headers.size(), true);
   table.right_aligned[0] = false;
   auto ms = [](Micros us) { return fmt::format("{:.3f}", us / 1000.0); };

@@ -19,15 +19,17 @@ struct Table {
 
 // Columns: policy, cap, peak allocated, peak reserved, delta to the lowest peak, bucket bytes at
 // the peak, largest bucket bytes, the largest value of each named mark, buckets, flushes, bypassed
-// requests, compute time.
+// requests, step time and exposed communication of one iteration (as check's step time), and,
+// when a run ran out of --device-memory, where (every other column stops at that event).
 Table BuildComparisonTable(const ReplayOutcome& outcome);
 Table BuildComparisonTable(const std::vector<RunResult>& runs);
-// Time per policy on the backend that ran it: step time, compute, communication, exposed
-// communication, copies, collectives with their bus bandwidth, and what was verified.
+// Time per policy on the backend that ran it: step time, and per iteration compute,
+// communication, exposed communication (its total over the trace beside it) and copies;
+// collectives with their bus bandwidth, and what was verified.
 Table BuildTimingTable(const ReplayOutcome& outcome);
 // run --profile on a real backend: measured against predicted step time (median after the first
 // iteration) with its error (predicted / measured - 1), and exposed communication and
-// communication time summed over the iterations.
+// communication time per iteration (TimingTotals::per_iteration).
 Table BuildPredictionTable(const std::vector<PredictionRow>& rows);
 // The composition of one policy's peak: bytes per non-empty category.
 Table BuildPeakCompositionTable(const RunResult& run);
@@ -41,6 +43,11 @@ std::string RenderHtml(const Table& table);
 
 // "out of memory at event N (...): ..." for a run that ran out of device memory.
 std::string DescribeOom(const OomEvent& oom);
+// The same in a table cell: "OOM at event N: 1.00 GiB param of 80 B free (0 B allocated)".
+std::string OomCell(const OomEvent& oom);
+
+// Milliseconds with three decimals, the time unit of every table.
+std::string Ms(Micros us);
 
 // MiB with two decimals, the unit of every table.
 std::string Mib(Bytes bytes);

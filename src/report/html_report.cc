@@ -1,5 +1,7 @@
 #include "report/html_report.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "report/console_table.h"
@@ -10,8 +12,9 @@
 namespace bucketsim {
 namespace {
 
-// System fonts only: nothing is fetched. Tables scroll sideways on a narrow window; charts
-// scale with it.
+// System fonts only: nothing is fetched. Tables fit the page: headers wrap at their words, and
+// a wide table is turned on its side, a few policies at a time (PoliciesTables); charts scale
+// with the window.
 constexpr std::string_view kStyle = R"(
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
        color: #1d1d1d; background: #ffffff; margin: 0; line-height: 1.45; }
@@ -21,8 +24,12 @@ h2 { font-size: 1.35em; border-bottom: 1px solid #d8d8d8; padding-bottom: 4px; m
 h3 { font-size: 1.1em; margin: 1.2em 0 0.4em; }
 .table-wrap { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 0.9em; margin: 8px 0; }
-th, td { border: 1px solid #d8d8d8; padding: 3px 8px; text-align: left; white-space: nowrap; }
-th { background: #f3f3f3; }
+th, td { border: 1px solid #d8d8d8; padding: 3px 6px; text-align: left; white-space: nowrap; }
+th { background: #f3f3f3; white-space: normal; vertical-align: bottom; }
+table.stacked th { white-space: normal; overflow-wrap: anywhere; vertical-align: bottom; }
+table.stacked td, td:first-child { white-space: normal; }
+details.more { margin: 12px 0; }
+details.more > summary { cursor: pointer; font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 figure { margin: 12px 0 20px; }
 figure svg { width: 100%; height: auto; display: block; border: 1px solid #e4e4e4; }
@@ -40,11 +47,70 @@ std::string HtmlTable(const Table& table) {
   return "<div class=\"table-wrap\">\n" + RenderHtml(table) + "</div>\n";
 }
 
+// The policies side by side as columns, the figures as rows: a table of 14 columns and a few
+// policies fits the page this way, where 14 columns side by side need a sideways scroll.
+constexpr std::size_t kStackAboveColumns = 8;
+constexpr std::size_t kStackUpToRows = 6;
+std::string PoliciesTable(const Table& table) {
+  if (table.headers.size() <= kStackAboveColumns || table.rows.size() > kStackUpToRows) {
+    return HtmlTable(table);
+  }
+  Table stacked;
+  stacked.headers = {""};
+  for (const auto& row : table.rows) stacked.headers.push_back(row[0]);
+  for (std::size_t c = 1; c < table.headers.size(); ++c) {
+    std::vector<std::string> row = {table.headers[c]};
+    for (const auto& cells : table.rows) row.push_back(cells[c]);
+    stacked.rows.push_back(std::move(row));
+  }
+  stacked.right_aligned.assign(stacked.headers.size(), true);
+  stacked.right_aligned[0] = false;
+  std::string html = RenderHtml(stacked);
+  html.replace(html.find("<table"), 6, "<table class=\"stacked\"");
+  return "<div class=\"table-wrap\">\n" + html + "</div>\n";
+}
+
+// Any number of policies: stacked tables of at most kStackUpToRows policies each.
+std::string PoliciesTables(const Table& table) {
+  if (table.headers.size() <= kStackAboveColumns) return HtmlTable(table);
+  std::string html;
+  for (std::size_t first = 0; first < table.rows.size(); first += kStackUpToRows) {
+    Table part = table;
+    part.rows.assign(table.rows.begin() + static_cast<std::ptrdiff_t>(first),
+                     table.rows.begin() + static_cast<std::ptrdiff_t>(
+                                              std::min(first + kStackUpToRows, table.rows.size())));
+    html += PoliciesTable(part);
+  }
+  return html;
+}
+
+// A sweep of more configurations than this shows its Pareto set, with everything else (every
+// configuration's table row, section and bucket chart) in a collapsed details section.
+constexpr std::size_t kCollapseSweepAbove = 8;
+
+bool Collapsed(const ReportDocument& doc) {
+  return doc.sweep && doc.sweep->points.size() > kCollapseSweepAbove;
+}
+
+// The rows of the sweep table that are Pareto-optimal (rows follow the points).
+Table ParetoRows(const Table& table, const SweepSection& sweep) {
+  Table pareto = table;
+  pareto.rows.clear();
+  for (std::size_t i = 0; i < sweep.points.size() && i < table.rows.size(); ++i) {
+    if (sweep.points[i].pareto) pareto.rows.push_back(table.rows[i]);
+  }
+  return pareto;
+}
+
 void AppendDocument(std::string& out, const ReportDocument& doc,
                     const std::vector<ReportChart>& charts, int h) {
   if (!doc.trace.description.empty()) out += fmt::format("<p>{}</p>\n", Esc(doc.trace.description));
   out += fmt::format("<p>{}</p>\n", Esc(TraceSummaryText(doc)));
-  out += fmt::format("<h{0}>Policies</h{0}>\n", h) + HtmlTable(BuildComparisonTable(doc.runs));
+  const bool collapsed = Collapsed(doc);
+  if (!collapsed) {
+    out +=
+        fmt::format("<h{0}>Policies</h{0}>\n", h) + PoliciesTables(BuildComparisonTable(doc.runs));
+  }
   for (const RunResult& run : doc.runs) {
     if (run.oom) {
       out += fmt::format("<p class=\"oom\"><strong>{}</strong>: {}; its figures stop there.</p>\n",
@@ -57,25 +123,46 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
     out += HtmlTable(BuildPredictionTable(doc.predictions));
   }
   if (doc.sweep) {
-    out += fmt::format("<h{0}>Sweep</h{0}>\n", h) + HtmlTable(BuildSweepTable(*doc.sweep));
+    const Table table = BuildSweepTable(*doc.sweep);
+    if (collapsed) {
+      out += fmt::format(
+          "<h{0}>Sweep</h{0}>\n<p>The Pareto-optimal configurations of {1}; every configuration "
+          "is under <a href=\"#details\">Details</a>.</p>\n",
+          h, doc.sweep->points.size());
+      out += HtmlTable(ParetoRows(table, *doc.sweep));
+    } else {
+      out += fmt::format("<h{0}>Sweep</h{0}>\n", h) + HtmlTable(table);
+    }
     out += fmt::format("<p>{}</p>\n", Esc(kSweepParetoNote));
     if (doc.sweep->budget) {
       out += fmt::format("<p>{}</p>\n", Esc(DescribeBudget(doc.sweep->points, *doc.sweep->budget)));
     }
   }
   if (!doc.has_timeline) out += fmt::format("<p>{}</p>\n", Esc(kNoTimelineNote));
+  std::string details;  // a collapsed sweep's per-configuration part
   for (const ReportChart& chart : charts) {
-    out += fmt::format(
+    // A collapsed sweep keeps its per-configuration charts (bucket lifetimes) with the details.
+    std::string& to =
+        collapsed && chart.id.find("bucket-lifetimes") != std::string::npos ? details : out;
+    to += fmt::format(
         "<section class=\"chart\" id=\"{0}\">\n<h{1}>{2}</h{1}>\n<figure>\n{3}<figcaption>{4}"
         "</figcaption>\n</figure>\n</section>\n",
         Esc(chart.id), h, Esc(chart.title), chart.svg, Esc(chart.caption));
   }
+  std::string& runs = collapsed ? details : out;
   for (const RunResult& run : doc.runs) {
-    out += fmt::format("<h{0}>{1} (<code>{2}</code>)</h{0}>\n<p>{3}</p>\n", h, Esc(run.policy),
-                       Esc(run.canonical), Esc(PeakText(run)));
-    if (auto text = FragmentationText(run)) out += fmt::format("<p>{}</p>\n", Esc(*text));
-    out += HtmlTable(BuildPeakCompositionTable(run));
-    if (!run.peak.largest.empty()) out += HtmlTable(BuildLargestAtPeakTable(run));
+    runs += fmt::format("<h{0}>{1} (<code>{2}</code>)</h{0}>\n<p>{3}</p>\n", h, Esc(run.policy),
+                        Esc(run.canonical), Esc(PeakText(run)));
+    if (auto text = FragmentationText(run)) runs += fmt::format("<p>{}</p>\n", Esc(*text));
+    runs += HtmlTable(BuildPeakCompositionTable(run));
+    if (!run.peak.largest.empty()) runs += HtmlTable(BuildLargestAtPeakTable(run));
+  }
+  if (collapsed) {
+    out += fmt::format(
+        "<details class=\"more\" id=\"details\">\n<summary>Details: all {} configurations "
+        "</summary>\n<h{}>Policies</h{}>\n{}{}{}</details>\n",
+        doc.runs.size(), h, h, PoliciesTables(BuildComparisonTable(doc.runs)),
+        HtmlTable(BuildSweepTable(*doc.sweep)), details);
   }
   out += fmt::format("<h{0}>Context</h{0}>\n<dl class=\"context\">\n", h);
   for (const auto& [label, value] : ContextItems(doc)) {

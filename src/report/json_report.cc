@@ -1,12 +1,8 @@
 #include "report/json_report.h"
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-
 #include <fmt/format.h>
 
+#include "io/atomic_file.h"
 #include "report/json_writer.h"
 
 namespace bucketsim {
@@ -264,6 +260,8 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
   w.Field("communication_us", totals.communication_us);
   w.Field("copy_us", totals.copy_us);
   w.Field("exposed_communication_us", totals.exposed_communication_us);
+  w.Field("communication_per_iteration_us", totals.per_iteration.communication_us);
+  w.Field("exposed_communication_per_iteration_us", totals.per_iteration.exposed_communication_us);
   w.Field("collective_bytes", totals.collective_bytes);
   w.Field("algbw_GBps", totals.algbw_GBps);
   w.Field("busbw_GBps", totals.busbw_GBps);
@@ -293,6 +291,9 @@ void WriteTiming(JsonWriter& w, const RunResult& run) {
     w.Field("communication_us", predicted.communication_us);
     w.Field("copy_us", predicted.copy_us);
     w.Field("exposed_communication_us", predicted.exposed_communication_us);
+    w.Field("communication_per_iteration_us", predicted.per_iteration.communication_us);
+    w.Field("exposed_communication_per_iteration_us",
+            predicted.per_iteration.exposed_communication_us);
     w.Field("step_time_error", PredictionError(predicted.step_time_us, totals.step_time_us));
     w.EndObject();
   }
@@ -409,15 +410,7 @@ std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& co
 }
 
 Status WriteTextFile(const std::string& path, std::string_view text) {
-  std::filesystem::path target(path);
-  std::error_code ec;
-  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return IoError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) return IoError(fmt::format("cannot write '{}'", path));
-  return Status::Ok();
+  return WriteFileAtomically(path, text);
 }
 
 }  // namespace bucketsim

@@ -17,7 +17,8 @@ namespace bucketsim {
 // follows the policies (`bucketsim sweep`).
 std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context,
                            const SweepSection* sweep = nullptr);
-// Writes `text` to `path`, creating missing parent directories.
+// Writes `text` to `path`, creating missing parent directories, through an AtomicFile: the
+// file appears only when complete (io/atomic_file.h).
 Status WriteTextFile(const std::string& path, std::string_view text);
 
 }  // namespace bucketsim

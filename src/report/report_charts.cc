@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -35,6 +36,10 @@ std::string_view PhaseFill(Phase phase) {
   }
   return "#f0f0f0";
 }
+
+// The tables' unit (console_table.h: MiB): every chart's byte axis is in it too, so a figure
+// reads the same in a chart and in the table beside it.
+constexpr Bytes kTableUnitBytes = kMiB;
 
 std::string MibText(Bytes bytes) {
   return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / static_cast<double>(kMiB));
@@ -179,7 +184,7 @@ std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc) {
                    run.memory_model == "caching";
   }
   const EventIndex span = EventSpan(doc);
-  const ByteAxis axis = MakeByteAxis(most, 6);
+  const ByteAxis axis = MakeByteAxisIn(most, 6, kTableUnitBytes);
   const LinearScale x{0, static_cast<double>(span), kLeft, kWidth - kRight};
   const LinearScale y{0, axis.top_bytes(), bottom, top};
   const double legend_rows = 1 + static_cast<double>(legend.size()) / 5;
@@ -189,11 +194,17 @@ std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc) {
   DrawByteAxis(svg, axis, y, kLeft, kWidth - kRight, "memory");
   DrawEventAxis(svg, x, span, bottom);
 
-  // Marks: a dotted line and the name (marks of one name recur per iteration).
+  // Marks: a dotted line and the name (marks of one name recur per iteration). Names are
+  // vertical, 12 units apart at least: a mark closer than that to the last one named keeps its
+  // name in the line's tooltip only ("after bwd" and "after step" sit a few events apart).
+  double last_label_x = -1e9;
   for (const MarkSample& m : doc.runs.front().marks) {
     const double mx = x(static_cast<double>(m.event_index));
+    const std::string name = fmt::format("{} (it {})", m.name, m.iteration);
     svg.Line(mx, top, mx, bottom, "#555555", 1, "2,3");
-    svg.Text(mx - 3, bottom - 6, fmt::format("{} (it {})", m.name, m.iteration), "start", 10, -90);
+    if (mx - last_label_x < 12) continue;
+    svg.Text(mx - 3, bottom - 6, name, "start", 10, -90);
+    last_label_x = mx;
   }
 
   for (std::size_t i = 0; i < doc.runs.size(); ++i) {
@@ -245,8 +256,16 @@ std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc) {
   return ReportChart{"memory-over-time", "Memory over time", caption, svg.Finish()};
 }
 
+// Room left of a bar chart for its longest row label (about 7 units a character at kFont).
+double RowLabelWidth(const std::vector<RunResult>& runs) {
+  std::size_t longest = 0;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    longest = std::max(longest, RunLabel(runs, i).size());
+  return std::clamp(16 + 7.0 * static_cast<double>(longest), 120.0, 420.0);
+}
+
 ReportChart PeakCompositionChart(const ReportDocument& doc) {
-  const double left = 170;
+  const double left = RowLabelWidth(doc.runs);
   const double top = 20;
   const double bar_h = 24;
   const double gap = 12;
@@ -263,7 +282,7 @@ ReportChart PeakCompositionChart(const ReportDocument& doc) {
   for (const RunResult& run : doc.runs) most = std::max(most, run.peak.allocated_bytes);
   const double plot_h = static_cast<double>(doc.runs.size()) * (bar_h + gap);
   const double bottom = top + plot_h;
-  const ByteAxis axis = MakeByteAxis(most, 8);
+  const ByteAxis axis = MakeByteAxisIn(most, 8, kTableUnitBytes);
   const LinearScale x{0, axis.top_bytes(), left, kWidth - kRight - 70};
   std::vector<std::string> legend;
   for (Category c : shown) legend.emplace_back(CategoryName(c));
@@ -291,14 +310,22 @@ ReportChart PeakCompositionChart(const ReportDocument& doc) {
                "stroke=\"#ffffff\" stroke-width=\"0.5\"",
                fmt::format("{}: {} {}", name, CategoryName(c), MibText(bytes)));
     }
-    svg.Text(x(static_cast<double>(sum)) + 6, y0 + bar_h / 2 + 4, MibText(sum), "start", kFont);
+    // A run that ran out of --device-memory: its bar is what was alive when it failed.
+    svg.Text(x(static_cast<double>(sum)) + 6, y0 + bar_h / 2 + 4,
+             run.oom ? fmt::format("{} OOM", MibText(sum)) : MibText(sum), "start", kFont, 0,
+             run.oom ? "fill=\"#B00020\" font-weight=\"bold\"" : "");
   }
   DrawLegend(svg, bottom + 56, legend, [&svg, &shown](double lx, double ly, std::size_t i) {
     svg.Rect(lx, ly - 6, 22, 12, CategoryColor(shown[i]));
   });
+  const bool any_oom =
+      std::any_of(doc.runs.begin(), doc.runs.end(), [](const RunResult& r) { return r.oom; });
   return {"peak-composition", "Composition of the peak",
-          "What is alive at each policy's peak allocated memory, stacked by category (the trace's "
-          "own tensors first, then the buffers the policy made).",
+          std::string("What is alive at each policy's peak allocated memory, stacked by category "
+                      "(the trace's own tensors first, then the buffers the policy made).") +
+              (any_oom ? " OOM: the policy ran out of --device-memory; its bar is its peak "
+                         "before the allocation that failed."
+                       : ""),
           svg.Finish()};
 }
 
@@ -404,12 +431,12 @@ std::optional<ReportChart> FragmentationChart(const ReportDocument& doc) {
         most, run.peak.allocated_bytes + run.peak.fragmentation->reserved_minus_allocated_bytes);
   }
   if (runs.empty()) return std::nullopt;
-  const double left = 170;
+  const double left = RowLabelWidth(doc.runs);
   const double top = 20;
   const double bar_h = 24;
   const double gap = 12;
   const double bottom = top + static_cast<double>(runs.size()) * (bar_h + gap);
-  const ByteAxis axis = MakeByteAxis(most, 8);
+  const ByteAxis axis = MakeByteAxisIn(most, 8, kTableUnitBytes);
   const LinearScale x{0, axis.top_bytes(), left, kWidth - kRight - 70};
   SvgBuilder svg(kWidth, bottom + 80, kChartClass,
                  "Reserved memory at the allocated peak (caching allocator)");
@@ -460,6 +487,7 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
   const double plot_right = kWidth - kRight - 150;  // room for the labels of the rightmost points
   Bytes most = budget ? budget->budget_bytes : 0;
   Micros slowest = 0;
+  Micros fastest = std::numeric_limits<Micros>::max();
   std::size_t out_of_memory = 0;
   for (const SweepPoint& p : points) {
     if (p.out_of_memory) {
@@ -468,15 +496,23 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
     }
     most = std::max(most, p.peak_reserved_bytes);
     slowest = std::max(slowest, p.step_time_us);
+    fastest = std::min(fastest, p.step_time_us);
   }
-  const ByteAxis axis = MakeByteAxis(most, 8);
-  const std::vector<double> time_ticks = NiceTicks(0, slowest / 1000.0, 6);
+  if (fastest > slowest) fastest = slowest;
+  const ByteAxis axis = MakeByteAxisIn(most, 8, kTableUnitBytes);
+  // The time axis spans the points, not 0 to the slowest: step times a few percent apart are
+  // the question, and from 0 they would lie on one line. Padded by a tenth of the spread (or
+  // 1% of the time when every point takes the same), floored to a tick.
+  const double pad_ms = std::max((slowest - fastest) / 1000.0 / 10, slowest / 1000.0 / 100);
+  const std::vector<double> time_ticks =
+      NiceTicks(std::max(0.0, fastest / 1000.0 - pad_ms), slowest / 1000.0 + pad_ms, 6);
   const LinearScale x{0, axis.top_bytes(), kLeft, plot_right};
-  const LinearScale y{0, time_ticks.back(), bottom, top};
+  const LinearScale y{time_ticks.front(), time_ticks.back(), bottom, top};
   SvgBuilder svg(kWidth, bottom + 76, kChartClass,
                  "Peak reserved memory versus step time, one point per configuration of the sweep");
   for (double tick : time_ticks) {
-    svg.Line(kLeft, y(tick), plot_right, y(tick), tick == 0 ? "#444444" : "#d0d0d0", 1);
+    svg.Line(kLeft, y(tick), plot_right, y(tick),
+             tick == time_ticks.front() ? "#444444" : "#d0d0d0", 1);
     svg.Text(kLeft - 6, y(tick) + 4, FormatTick(tick), "end", kFont);
   }
   svg.Text(16, (top + bottom) / 2, "predicted step time (ms)", "middle", kFont, -90);
@@ -489,8 +525,10 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
   if (budget) {
     const double bx = x(static_cast<double>(budget->budget_bytes));
     svg.Line(bx, top, bx, bottom, "#444444", 1.5, "6,4");
-    svg.Text(bx + 4, top + 12, fmt::format("budget {}", MibText(budget->budget_bytes)), "start",
-             kFont);
+    svg.Text(bx + 4, top + 12,
+             fmt::format("budget {} {}", axis.Label(static_cast<double>(budget->budget_bytes)),
+                         axis.unit),
+             "start", kFont);
   }
   // The Pareto front as the engine marked it (engine/sweep_summary.h), from the least memory
   // to the most: along it, each step buys time with memory.
@@ -525,22 +563,38 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
                            p.step_time_us / 1000.0, p.exposed_communication_us / 1000.0,
                            p.pareto ? " (Pareto-optimal)" : ""));
   }
-  // Labels go right of their dot, moved down past any label already placed: configurations with
-  // the same or nearly the same figures (a policy whose cap does not matter) stay legible.
+  // Labels sit right of their dot, at its height: the Pareto-optimal configurations and the
+  // chosen one only (every dot has its figures in its tooltip and in the sweep table). A label
+  // that would overlap one already placed goes left of its dot, else is left out rather than
+  // moved away from it.
   struct Box {
     double x0, x1, y;
   };
   std::vector<Box> placed;
-  for (const SweepPoint& p : points) {
-    if (p.out_of_memory) continue;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const SweepPoint& p = points[i];
+    const bool chosen = budget && budget->best && *budget->best == i;
+    if (p.out_of_memory || !(p.pareto || chosen)) continue;
     const std::string label = PolicyAtCap(p.policy, p.bucket_cap_mb);
     const double px = x(static_cast<double>(p.peak_reserved_bytes));
-    Box box{px + 8, px + 8 + 5.6 * static_cast<double>(label.size()),
-            y(p.step_time_us / 1000.0) - 6};
-    auto overlaps = [&box](const Box& other) {
-      return box.x0 < other.x1 && other.x0 < box.x1 && std::abs(box.y - other.y) < 11;
+    const double label_w = 5.6 * static_cast<double>(label.size());
+    const double ly = y(p.step_time_us / 1000.0) + 3.5;
+    auto fits = [&placed](const Box& box) {
+      return std::none_of(placed.begin(), placed.end(), [&box](const Box& other) {
+        return box.x0 < other.x1 && other.x0 < box.x1 && std::abs(box.y - other.y) < 11;
+      });
     };
-    while (std::any_of(placed.begin(), placed.end(), overlaps)) box.y += 11;
+    // Right of the dot, else left of it (where the right is taken or leaves the chart).
+    const Box right{px + 9, px + 9 + label_w, ly};
+    const Box left{px - 9 - label_w, px - 9, ly};
+    std::optional<Box> at;
+    if (right.x1 <= kWidth - 4 && fits(right)) {
+      at = right;
+    } else if (left.x0 >= kLeft && fits(left)) {
+      at = left;
+    }
+    if (!at) continue;
+    const Box box = *at;
     placed.push_back(box);
     svg.Text(box.x0, box.y, label, "start", 10);
   }
@@ -559,7 +613,7 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
       "Each dot is one (policy, bucket cap) configuration of the sweep: its peak reserved memory "
       "against its predicted step time. The Pareto-optimal ones (no other configuration has "
       "both less peak reserved memory and a shorter step) are joined, from the least memory to "
-      "the most.";
+      "the most, and labelled; every dot's figures are in its tooltip and in the sweep table.";
   if (budget) {
     caption += budget->best
                    ? fmt::format(

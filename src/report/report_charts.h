@@ -33,7 +33,7 @@ std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::
 std::optional<ReportChart> FragmentationChart(const ReportDocument& doc);
 // A sweep's trade-off (`bucketsim sweep`, doc.sweep): peak reserved memory (x) against predicted
 // step time (y), one dot per (policy, cap) that ran to the end, the Pareto-optimal ones joined
-// from the least memory to the most, labelled "policy @ cap MB"; with a budget, its line and the
+// from the least memory to the most, labelled "policy @ cap MiB"; with a budget, its line and the
 // configuration chosen within it ringed. Unset for a report that is not a sweep.
 std::optional<ReportChart> ParetoChart(const ReportDocument& doc);
 

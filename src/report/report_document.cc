@@ -32,9 +32,10 @@ std::vector<PredictionRow> PredictionRows(const std::vector<RunResult>& runs) {
     TimingTotals measured = SumTimings(run.iterations, run.collectives);
     TimingTotals predicted = SumTimings(run.prediction->iterations, run.collectives);
     rows.push_back({run.policy, run.prediction->profile, measured.step_time_us,
-                    predicted.step_time_us, measured.exposed_communication_us,
-                    predicted.exposed_communication_us, measured.communication_us,
-                    predicted.communication_us});
+                    predicted.step_time_us, measured.per_iteration.exposed_communication_us,
+                    predicted.per_iteration.exposed_communication_us,
+                    measured.per_iteration.communication_us,
+                    predicted.per_iteration.communication_us});
   }
   return rows;
 }

@@ -37,6 +37,7 @@ struct PredictionRow {
   std::string profile;  // the profile's name
   Micros measured_step_us = 0;
   Micros predicted_step_us = 0;
+  // Per iteration (TimingTotals::per_iteration), as the step time is.
   Micros measured_exposed_us = 0;
   Micros predicted_exposed_us = 0;
   Micros measured_communication_us = 0;

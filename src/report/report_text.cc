@@ -56,7 +56,7 @@ std::string DocumentTitle(const ReportDocument& doc) {
 
 std::string PolicyAtCap(std::string_view policy, double bucket_cap_mb) {
   if (bucket_cap_mb <= 0) return std::string(policy);
-  return fmt::format("{} @ {:g} MB", policy, bucket_cap_mb);
+  return fmt::format("{} @ {:g} MiB", policy, bucket_cap_mb);
 }
 
 std::string RunLabel(const std::vector<RunResult>& runs, std::size_t i) {

@@ -29,7 +29,7 @@ std::string PeakText(const RunResult& run);
 std::optional<std::string> FragmentationText(const RunResult& run);
 // The context block as (label, value) pairs; values empty in the report are left out.
 std::vector<std::pair<std::string, std::string>> ContextItems(const ReportDocument& doc);
-// "backward-only @ 25 MB": a policy at one bucket cap (a sweep replays a policy at several caps);
+// "backward-only @ 25 MiB": a policy at one bucket cap (a sweep replays a policy at several caps);
 // without the cap when it is <= 0 (unbucketed).
 std::string PolicyAtCap(std::string_view policy, double bucket_cap_mb);
 // The name of runs[i] in a chart: its policy, and its cap when another run has the same policy.

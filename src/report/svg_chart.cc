@@ -51,10 +51,16 @@ std::string FormatTick(double value) {
 }
 
 ByteAxis MakeByteAxis(Bytes max_bytes, int max_ticks) {
+  Bytes unit_bytes = 1;
+  while (unit_bytes < 1024 * kGiB && max_bytes >= unit_bytes * 1024) unit_bytes *= 1024;
+  return MakeByteAxisIn(max_bytes, max_ticks, unit_bytes);
+}
+
+ByteAxis MakeByteAxisIn(Bytes max_bytes, int max_ticks, Bytes unit_bytes) {
   static constexpr std::array<std::string_view, 5> kUnits = {"B", "KiB", "MiB", "GiB", "TiB"};
   ByteAxis axis;
   std::size_t unit = 0;
-  while (unit + 1 < kUnits.size() && static_cast<double>(max_bytes) >= axis.unit_bytes * 1024) {
+  while (unit + 1 < kUnits.size() && axis.unit_bytes < static_cast<double>(unit_bytes)) {
     axis.unit_bytes *= 1024;
     ++unit;
   }
@@ -68,9 +74,17 @@ ByteAxis MakeByteAxis(Bytes max_bytes, int max_ticks) {
 std::string ByteAxis::Label(double bytes) const { return FormatTick(bytes / unit_bytes); }
 
 std::string_view SeriesColor(std::size_t index) {
-  // Okabe-Ito without its yellow (too light on white) and with black last.
-  static constexpr std::array<std::string_view, 7> kColors = {
-      "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"};
+  // Okabe-Ito without its yellow (too light on white) and with black last; past those, hues a
+  // golden angle apart at a fixed dark saturation, so that 13 series are 13 colours.
+  static const std::vector<std::string> kColors = [] {
+    std::vector<std::string> colors = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                                       "#E69F00", "#56B4E9", "#000000"};
+    for (int i = 0; colors.size() < kSeriesColors; ++i) {
+      colors.push_back(fmt::format("hsl({:.0f},70%,{}%)", std::fmod(20 + 137.508 * i, 360.0),
+                                   i % 2 == 0 ? 38 : 52));
+    }
+    return colors;
+  }();
   return kColors[index % kColors.size()];
 }
 

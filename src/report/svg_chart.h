@@ -38,12 +38,17 @@ struct ByteAxis {
   std::string Label(double bytes) const;  // the tick label in the unit, e.g. "1.5"
 };
 ByteAxis MakeByteAxis(Bytes max_bytes, int max_ticks);
+// The same in a given binary unit (kKiB, kMiB, ...): a page whose tables are in MiB draws its
+// charts in MiB, so a figure reads the same in both.
+ByteAxis MakeByteAxisIn(Bytes max_bytes, int max_ticks, Bytes unit_bytes);
 
 // A number as a tick label: at most three decimals, trailing zeros dropped ("2.5", "10").
 std::string FormatTick(double value);
 
 // The Okabe-Ito palette (Okabe & Ito 2008, "Color Universal Design"): told apart by people with
-// any of the common colour-vision deficiencies. Series colours, in order; wraps around.
+// any of the common colour-vision deficiencies. Series colours, in order; after its seven,
+// further distinct hues, so that no two of kSeriesColors series share a colour.
+inline constexpr std::size_t kSeriesColors = 48;
 std::string_view SeriesColor(std::size_t index);
 
 // An SVG document under construction. Coordinates are user units of the viewBox; the width

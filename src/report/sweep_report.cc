@@ -5,8 +5,6 @@
 namespace bucketsim {
 namespace {
 
-std::string Ms(Micros us) { return fmt::format("{:.3f}", us / 1e3); }
-
 std::string Name(const SweepPoint& p) {
   return fmt::format("{} at cap {:g} MiB", p.policy, p.bucket_cap_mb);
 }

@@ -125,7 +125,7 @@ TEST(BadInput, NonFiniteBucketCapIsAUsageError) {
   testing::BinaryResult run =
       RunBucketsim({"compare", "traces/tiny-ws2.json", "--bucket-cap-mb", "inf"});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_NE(run.err.find("must be a finite number"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("takes MiB as a plain number"), std::string::npos) << run.err;
 }
 
 TEST(BadInput, AllocatorOptionsAreChecked) {

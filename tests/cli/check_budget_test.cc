@@ -180,15 +180,18 @@ TEST(CheckBudgetFile, NothingToCheckIsAnError) {
 std::string BaselineReport(const std::string& name, const std::string& policy, long allocated,
                            long reserved, long after_fwd, double step_us,
                            const std::string& model = "caching") {
-  return WriteTempFile(
-      name, R"({"schema_version": 1, "context": {"memory_model": ")" + model +
-                R"(", "trace_digest": "fnv1a64:29d7f7d9e7295b7f"}, "policies": [{"policy": ")" +
-                policy + R"(", "peak_allocated_bytes": )" + std::to_string(allocated) +
-                R"(, "peak_reserved_bytes": )" + std::to_string(reserved) +
-                R"(, "timing": {"step_time_us": )" + std::to_string(step_us) +
-                R"(, "iterations": [{"iteration": 0}, {"iteration": 1}]})" +
-                R"(, "oom": null, "marks": [{"name": "after fwd", "allocated_bytes": )" +
-                std::to_string(after_fwd) + "}]}]}");
+  return WriteTempFile(name,
+                       R"({"schema_version": 1, "context": {"memory_model": ")" + model +
+                           R"(", "trace_digest": "fnv1a64:29d7f7d9e7295b7f"},)" +
+                           R"( "trace": {"world_size": 2, "rank": 0, "bucket_cap_mb": 0.25},)" +
+                           R"( "policies": [{"policy": ")" + policy +
+                           R"(", "bucket_cap_mb": 0.25, "peak_allocated_bytes": )" +
+                           std::to_string(allocated) + R"(, "peak_reserved_bytes": )" +
+                           std::to_string(reserved) + R"(, "timing": {"step_time_us": )" +
+                           std::to_string(step_us) +
+                           R"(, "iterations": [{"iteration": 0}, {"iteration": 1}]})" +
+                           R"(, "oom": null, "marks": [{"name": "after fwd", "allocated_bytes": )" +
+                           std::to_string(after_fwd) + "}]}]}");
 }
 
 TEST(CheckBaseline, TheGoldenReportIsUnchanged) {
@@ -303,6 +306,7 @@ TEST(CheckBaseline, MissingMalformedOrIncomparableIsExit2) {
   std::string broken = WriteTempFile(
       "broken.json",
       R"({"schema_version": 1, "context": {"memory_model": "caching", "trace_digest": "x"},
+          "trace": {"world_size": 2, "rank": 0, "bucket_cap_mb": 0.25},
           "policies": [{"policy": "backward-only", "peak_allocated_bytes": "3MiB"}]})");
   BinaryResult field = RunBucketsim(Check({"--policy", "backward-only", "--baseline", broken}));
   EXPECT_EQ(field.exit_code, 2);
@@ -314,7 +318,7 @@ TEST(CheckBaseline, MissingMalformedOrIncomparableIsExit2) {
   EXPECT_EQ(model.exit_code, 2);
   EXPECT_TRUE(Has(model.err,
                   "the baseline was replayed with memory model 'caching', this check "
-                  "uses 'exact' (--allocator): their figures are not comparable"))
+                  "with 'exact' (--allocator, --alloc-conf): their figures are not comparable"))
       << model.err;
   // The exact model's own golden is comparable.
   EXPECT_EQ(RunBucketsim(Check({"--policy", "backward-only", "--allocator", "exact", "--baseline",
@@ -334,17 +338,26 @@ TEST(CheckBaseline, MissingMalformedOrIncomparableIsExit2) {
       << ambiguous.err;
 }
 
-TEST(CheckBaseline, AnotherTraceIsANote) {
+TEST(CheckBaseline, AnotherTraceIsRefusedUnlessAllowed) {
   std::string baseline = WriteTempFile(
       "digest.json",
       R"({"schema_version": 1, "context": {"memory_model": "caching", "trace_digest": "fnv1a64:0"},
-          "policies": [{"policy": "backward-only", "peak_allocated_bytes": 3261440,
-                        "peak_reserved_bytes": 6291456, "marks": []}]})");
-  BinaryResult run = RunBucketsim(Check({"--policy", "backward-only", "--baseline", baseline}));
+          "trace": {"world_size": 2, "rank": 0, "bucket_cap_mb": 0.25},
+          "policies": [{"policy": "backward-only", "bucket_cap_mb": 0.25,
+                        "peak_allocated_bytes": 3261440, "peak_reserved_bytes": 6291456,
+                        "marks": []}]})");
+  BinaryResult refused = RunBucketsim(Check({"--policy", "backward-only", "--baseline", baseline}));
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_EQ(refused.err, "bucketsim: error: " + baseline +
+                             ": the baseline is not comparable with this check: it has trace "
+                             "digest fnv1a64:0 (this trace fnv1a64:29d7f7d9e7295b7f); regenerate "
+                             "it, or give --allow-different-trace to compare anyway\n");
+  BinaryResult run = RunBucketsim(
+      Check({"--policy", "backward-only", "--baseline", baseline, "--allow-different-trace"}));
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out.rfind("NOTE: the baseline " + baseline +
-                              " was replayed from another trace (digest fnv1a64:0, this trace "
-                              "fnv1a64:29d7f7d9e7295b7f)\n",
+                              " differs (--allow-different-trace): trace digest fnv1a64:0 (this "
+                              "trace fnv1a64:29d7f7d9e7295b7f)\n",
                           0),
             0u)
       << run.out;

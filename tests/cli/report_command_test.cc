@@ -118,8 +118,8 @@ TEST_F(ReportCommand, BadInputIsAnErrorWithExitCode2) {
   BinaryResult trace = RunBucketsim({"report", "traces/tiny-ws2.json", "-o", out});
   EXPECT_EQ(trace.exit_code, 2);
   EXPECT_EQ(trace.err,
-            "bucketsim: error: traces/tiny-ws2.json: (top level): a trace, not a report; make "
-            "the report with 'bucketsim compare TRACE --json REPORT.json'\n");
+            "bucketsim: error: traces/tiny-ws2.json: this is a trace, not a report (a report "
+            "comes from compare, check or sweep --json)\n");
 
   std::string truncated = testing::WriteTempFile("truncated.json", "{\"schema_version\": 1,");
   BinaryResult bad = RunBucketsim({"report", truncated, "-o", out});
@@ -178,7 +178,7 @@ TEST_F(ReportCommand, ASweepReportGetsItsTableAndParetoChart) {
   ASSERT_NE(pareto, std::string::npos) << md;
   EXPECT_LT(pareto, md.find("# Memory over time"));
   std::string svg = ReadFile(out + "/charts/pareto.svg");
-  EXPECT_NE(svg.find("<title>chosen within the budget: backward-only @ 1 MB</title>"),
+  EXPECT_NE(svg.find("<title>chosen within the budget: backward-only @ 1 MiB</title>"),
             std::string::npos);
   EXPECT_NE(svg.find(">unbucketed</text>"), std::string::npos);
   EXPECT_NE(ReadFile(out + "/report.html").find("<h2>Sweep</h2>"), std::string::npos);

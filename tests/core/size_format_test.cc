@@ -31,6 +31,22 @@ TEST(ParseSize, RejectsWhatItCannotRepresent) {
             std::string::npos);
 }
 
+TEST(ParseSize, ReadsIntegersAbove2To53Exactly) {
+  // libFuzzer: 2^53 + 1 went through a double and came back as 2^53.
+  EXPECT_EQ(*ParseSize("9007199254740993"), 9'007'199'254'740'993u);
+  EXPECT_EQ(*ParseSize("18446744073709551615"), 18'446'744'073'709'551'615u);  // 2^64 - 1
+  EXPECT_EQ(*ParseSize("18446744073709551615B"), 18'446'744'073'709'551'615u);
+  EXPECT_FALSE(ParseSize("18446744073709551616").ok());  // 2^64
+  // 2^53 + 1 KiB and a fraction that is whole only when read exactly.
+  EXPECT_EQ(*ParseSize("9007199254740993KiB"), 9'007'199'254'740'993ull * 1024);
+  EXPECT_EQ(*ParseSize("8589934591.5KiB"), 8'589'934'591ull * 1024 + 512);
+  EXPECT_EQ(*ParseSize("0.00000095367431640625TiB"), 1ull << 20);  // 2^-20 TiB
+  EXPECT_EQ(*ParseSize("1.000000000000000000000000000000000000000000GiB"), 1ull << 30);
+  EXPECT_FALSE(ParseSize("1.0000000000000000000000000000000000000000001GiB").ok());
+  EXPECT_FALSE(ParseSize(".").ok());
+  EXPECT_EQ(*ParseSize(".5KiB"), 512u);
+}
+
 TEST(FormatBytes, PicksTheLargestBinaryUnitBelowTheValue) {
   EXPECT_EQ(FormatBytes(0), "0 B");
   EXPECT_EQ(FormatBytes(1023), "1023 B");

@@ -128,8 +128,8 @@ TEST(ReportReader, RejectsWhatIsNotAReport) {
             "x.json: (top level): no schema_version: not a bucketsim report "
             "(reports/README.md)");
   EXPECT_EQ(ParseReport(R"({"schema_version": 2, "events": []})", "trace.json").status().message(),
-            "trace.json: (top level): a trace, not a report; make the report with 'bucketsim "
-            "compare TRACE --json REPORT.json'");
+            "trace.json: this is a trace, not a report (a report comes from compare, check or "
+            "sweep --json)");
   Result<ReportDocument> missing = ReadReportFile("/nonexistent/report.json");
   EXPECT_EQ(missing.status().code(), StatusCode::kIoError);
   EXPECT_EQ(missing.status().message(),
@@ -182,7 +182,8 @@ TEST(ReportReaderFigures, AnOomPolicyIsMarked) {
 }
 
 constexpr const char* kContext =
-    R"("context": {"memory_model": "exact", "trace_digest": "fnv1a64:0000000000000000"})";
+    R"("context": {"memory_model": "exact", "trace_digest": "fnv1a64:0000000000000000"},
+       "trace": {"world_size": 2, "rank": 0, "bucket_cap_mb": 25})";
 
 Result<ReportDocument> ParseFigures(const std::string& source, const std::string& text) {
   return ParseReport(text, source, ReportContent::kFigures);
@@ -213,7 +214,7 @@ TEST(ReportReaderFigures, ErrorsNameTheFileAndTheField) {
             "base.json: /policies/0/marks/0/allocated_bytes: missing (the report needs an "
             "integer >= 0 here)");
   std::string one = R"({"policy": "x", "peak_allocated_bytes": 1, "peak_reserved_bytes": 1,
-                        "marks": []})";
+                        "marks": [], "bucket_cap_mb": 25})";
   EXPECT_EQ(FiguresErrorOf(std::string(R"({"schema_version": 1, )") + kContext +
                            R"(, "policies": [)" + one + "," + one + "]}"),
             "base.json: /policies/1/policy: policy 'x' appears twice");
@@ -226,7 +227,7 @@ TEST(ReportReaderFigures, ErrorsNameTheFileAndTheField) {
 TEST(ReportReaderFigures, StepTimeOnlyWhenAnIterationWasTimed) {
   std::string head = std::string(R"({"schema_version": 1, )") + kContext +
                      R"(, "policies": [{"policy": "x", "peak_allocated_bytes": 1,
-                         "peak_reserved_bytes": 2, "marks": [], "timing": )";
+                         "peak_reserved_bytes": 2, "marks": [], "bucket_cap_mb": 25, "timing": )";
   Result<ReportDocument> timed = ParseFigures(
       "t.json", head + R"({"step_time_us": 12.5, "iterations": [{"iteration": 0}]}}]})");
   ASSERT_TRUE(timed.ok()) << timed.status().ToString();
@@ -245,7 +246,7 @@ TEST(ReportReaderFigures, AnOlderReportWithoutStepTimeReads) {
   Result<ReportDocument> report =
       ParseFigures("old.json", std::string(R"({"schema_version": 1, )") + kContext +
                                    R"(, "policies": [{"policy": "x", "peak_allocated_bytes": 1,
-                          "peak_reserved_bytes": 2, "oom": null, "marks": [
+                          "peak_reserved_bytes": 2, "oom": null, "bucket_cap_mb": 25, "marks": [
                             {"name": "m", "allocated_bytes": 5},
                             {"name": "m", "allocated_bytes": 4}]}]})");
   ASSERT_TRUE(report.ok()) << report.status().ToString();
@@ -257,7 +258,7 @@ TEST(ReportReaderFigures, ThePageNeedsMoreThanABaseline) {
   // A baseline cut to its figures is not a page.
   std::string cut = std::string(R"({"schema_version": 1, )") + kContext +
                     R"(, "policies": [{"policy": "x", "peak_allocated_bytes": 1,
-                         "peak_reserved_bytes": 2, "marks": []}]})";
+                         "peak_reserved_bytes": 2, "marks": [], "bucket_cap_mb": 25}]})";
   ASSERT_TRUE(ParseFigures("cut.json", cut).ok());
   EXPECT_EQ(ParseReport(cut, "cut.json").status().message(),
             "cut.json: /context/backend: missing (the report needs a string here)");

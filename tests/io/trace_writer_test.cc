@@ -1,6 +1,7 @@
 #include "io/trace_writer.h"
 
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -294,11 +295,30 @@ TEST(TraceWriter, OpensAndWritesAFile) {
 }
 
 TEST(TraceWriter, ReportsAPathThatCannotBeCreated) {
-  Result<std::unique_ptr<TraceWriter>> writer = TraceWriter::Open("/nonexistent/dir/t.json");
+  // Missing directories are created (as for every file bucketsim writes); a regular file in the
+  // way of one cannot be.
+  std::string file = std::filesystem::temp_directory_path() / "bucketsim-trace-writer-not-a-dir";
+  std::ofstream(file) << "x";
+  std::string path = file + "/t.json";
+  Result<std::unique_ptr<TraceWriter>> writer = TraceWriter::Open(path);
   ASSERT_FALSE(writer.ok());
   EXPECT_EQ(writer.status().code(), StatusCode::kIoError);
-  EXPECT_EQ(writer.status().message(),
-            "cannot create '/nonexistent/dir/t.json': No such file or directory");
+  EXPECT_EQ(writer.status().message(), "cannot write '" + path + "': Not a directory");
+}
+
+TEST(TraceWriter, TheFileAppearsOnlyWhenTheTraceIsComplete) {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "bucketsim-trace-writer-atomic";
+  std::filesystem::remove_all(dir);
+  std::string path = (dir / "t.json").string();
+  Result<std::unique_ptr<TraceWriter>> writer = TraceWriter::Open(path);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  TraceHeader header;
+  ASSERT_TRUE(header.Finalize().ok());
+  ASSERT_TRUE((*writer)->OnHeader(header).ok());
+  EXPECT_FALSE(std::filesystem::exists(path));
+  ASSERT_TRUE((*writer)->OnEnd().ok());
+  EXPECT_TRUE(std::filesystem::exists(path));
 }
 
 }  // namespace

@@ -15,6 +15,10 @@ Usage: browser_test.py BUCKETSIM_BINARY SOURCE_DIR
 4. chromium --screenshot renders it: the PNG (decoded here with zlib) is not blank.
 5. A control page with a failing image fetch and a script error must be caught by step 3, so a
    check that cannot fail cannot pass.
+6. Layout, on the fresh page and on the shipped compare and sweep examples (reports/examples/),
+   at the window width: no table wider than the page (the Policies table's 14 columns included),
+   no table cell whose text is cut, every chart's text inside its chart, and no two labels of a
+   chart on top of each other. A control page with each fault must be caught.
 
 Exit 77 (ctest SKIP_RETURN_CODE) when chromium is not installed; tools/setup.sh installs it.
 """
@@ -100,6 +104,66 @@ def probe(chromium, html_path, profile):
         fail(f"the probe did not run on {copy}")
     problems = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
     return problems + console
+
+
+# Measures the rendered page: tables wider than their box, cells whose text is cut, chart texts
+# outside their <svg>, chart texts overlapping another (more than 2 px each way).
+LAYOUT_PROBE = """<script>
+window.addEventListener("load", function () {
+  var faults = [];
+  // Collapsed sections are measured open: what a reader sees after a click counts too.
+  document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+  function short(t) { return (t || "").trim().slice(0, 40); }
+  document.querySelectorAll(".table-wrap").forEach(function (w) {
+    if (w.scrollWidth > w.clientWidth + 1) {
+      var th = w.querySelector("th");
+      faults.push("table wider than the page by " + (w.scrollWidth - w.clientWidth) +
+                  " px: " + short(th ? th.textContent : ""));
+    }
+  });
+  document.querySelectorAll("th, td").forEach(function (c) {
+    if (c.scrollWidth > c.clientWidth + 1) faults.push("cut cell: " + short(c.textContent));
+  });
+  document.querySelectorAll("svg.bucketsim-chart").forEach(function (svg) {
+    var box = svg.getBoundingClientRect();
+    var texts = Array.prototype.slice.call(svg.querySelectorAll("text"));
+    var rects = texts.map(function (t) { return t.getBoundingClientRect(); });
+    texts.forEach(function (t, i) {
+      var r = rects[i];
+      if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 ||
+          r.bottom > box.bottom + 1) {
+        faults.push("label outside its chart (" + svg.getAttribute("aria-label").slice(0, 30) +
+                    "): " + short(t.textContent));
+      }
+      for (var j = 0; j < i; ++j) {
+        var q = rects[j];
+        var w = Math.min(r.right, q.right) - Math.max(r.left, q.left);
+        var h = Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top);
+        if (w > 2 && h > 2) {
+          faults.push("labels overlap: " + short(t.textContent) + " / " +
+                      short(texts[j].textContent));
+        }
+      }
+    });
+  });
+  document.documentElement.setAttribute("data-layout", JSON.stringify(faults));
+});
+</script>"""
+
+
+def layout_faults(chromium, html_path, profile, work_dir):
+    """What the layout probe found on a copy of the page (in `work_dir`, same resources)."""
+    html = open(html_path, encoding="utf-8").read()
+    copy = os.path.join(work_dir, os.path.basename(os.path.dirname(html_path)) + ".layout.html")
+    with open(copy, "w", encoding="utf-8") as f:
+        f.write(re.sub(r"<head>", "<head>" + LAYOUT_PROBE, html, count=1) if "<head>" in html
+                else LAYOUT_PROBE + html)
+    dom, _ = load(chromium, copy, profile)
+    found = re.search(r'data-layout="([^"]*)"', dom)
+    if not found:
+        fail(f"the layout probe did not run on {copy}")
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&")
+                      .replace("&lt;", "<").replace("&gt;", ">"))
 
 
 def png_pixels(path):
@@ -202,7 +266,7 @@ def main():
             fail(f"the rendered DOM has {rendered_charts} charts, the file {expected_charts}")
         for needle in ("Memory over time", "Composition of the peak", "backward-only",
                        "peak alloc (MiB)", "<polyline", "Memory versus step time (sweep)",
-                       "Pareto front", "backward-only @ 1 MB"):
+                       "Pareto front", "backward-only @ 1 MiB"):
             if needle not in dom:
                 fail(f"the rendered DOM lacks {needle!r}")
 
@@ -233,6 +297,34 @@ def main():
         if not control_problems:
             fail("the control page's failed fetch and script error went unnoticed")
         print(f"control page: {len(control_problems)} problem(s) caught as expected")
+
+        # 6. Layout of the fresh page and of the shipped examples.
+        pages = [html_path] + [os.path.join(source_dir, "reports", "examples", name, "report.html")
+                               for name in ("gpt-24l-h1024-ws8", "sweep-gpt-4l-h256-ws4")]
+        for page in pages:
+            faults = layout_faults(chromium, page, profile, tmp)
+            if faults:
+                fail(f"layout of {page}:\n  " + "\n  ".join(faults[:20]))
+            print(f"layout of {os.path.relpath(page, tmp) if page == html_path else page}: ok")
+        bad_layout = os.path.join(tmp, "bad-layout", "report.html")
+        os.makedirs(os.path.dirname(bad_layout))
+        with open(bad_layout, "w", encoding="utf-8") as f:
+            f.write('<!DOCTYPE html><html><head></head><body style="width:600px">'
+                    '<div class="table-wrap" style="overflow-x:auto"><table><tr>' +
+                    "".join(f"<th style='white-space:nowrap'>column number {i}</th>"
+                            for i in range(14)) +
+                    '</tr></table></div><table><tr><td style="max-width:30px;overflow:hidden;'
+                    'white-space:nowrap">er-group-dedup-and-more</td></tr></table>'
+                    '<svg class="bucketsim-chart" aria-label="control" viewBox="0 0 200 100" '
+                    'width="200" height="100"><text x="-30" y="50">clipped label</text>'
+                    '<text x="100" y="80">after bwd</text><text x="104" y="80">after step</text>'
+                    '</svg></body></html>')
+        faults = layout_faults(chromium, bad_layout, profile, tmp)
+        for kind in ("table wider than the page", "cut cell", "label outside its chart",
+                     "labels overlap"):
+            if not any(fault.startswith(kind) for fault in faults):
+                fail(f"the layout control's '{kind}' went unnoticed: {faults}")
+        print(f"layout control page: {len(faults)} fault(s) caught as expected")
 
     print(f"PASS: {rendered_charts} charts rendered, no network or console errors")
     return 0

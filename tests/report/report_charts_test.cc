@@ -149,11 +149,22 @@ TEST(ReportCharts, ParetoChartHasOneDotPerConfigurationAndJoinsExactlyTheFront) 
   std::vector<Mark> marks = PointMarks(chart->svg);
   ASSERT_EQ(marks.size(), 5u);  // the one that ran out of memory is not drawn
   EXPECT_EQ(marks[0].title,
-            "p @ 1 MB: peak reserved 100.00 MiB, step 50.000 ms, exposed communication 0.000 ms "
+            "p @ 1 MiB: peak reserved 100.00 MiB, step 50.000 ms, exposed communication 0.000 ms "
             "(Pareto-optimal)");
   EXPECT_EQ(marks[2].title,
-            "p @ 25 MB: peak reserved 300.00 MiB, step 30.000 ms, exposed communication 0.000 ms");
-  EXPECT_NE(chart->svg.find(">q @ 5 MB</text>"), std::string::npos);  // the label beside it
+            "p @ 25 MiB: peak reserved 300.00 MiB, step 30.000 ms, exposed communication 0.000 ms");
+  EXPECT_NE(chart->svg.find(">q @ 5 MiB</text>"), std::string::npos);  // the label beside it
+  // Dominated configurations are not labelled (their tooltips and the table name them).
+  EXPECT_EQ(chart->svg.find(">q @ 1 MiB</text>"), std::string::npos);
+  EXPECT_EQ(chart->svg.find(">p @ 25 MiB</text>"), std::string::npos);
+  // The time axis spans the points (30 to 60 ms, padded by 3 ms), not 0 to 60: its ticks,
+  // right-aligned left of the plot, run from 20 to 70 ms.
+  EXPECT_EQ(chart->svg.find("text-anchor=\"end\" font-size=\"12\" fill=\"#222222\">0</text>"),
+            std::string::npos);
+  EXPECT_NE(chart->svg.find("text-anchor=\"end\" font-size=\"12\" fill=\"#222222\">20</text>"),
+            std::string::npos);
+  EXPECT_NE(chart->svg.find("text-anchor=\"end\" font-size=\"12\" fill=\"#222222\">70</text>"),
+            std::string::npos);
   EXPECT_EQ(Count(chart->svg, "<polyline"), 1u);
   auto vertex = [&](std::size_t i) { return marks[i].cx + "," + marks[i].cy; };
   EXPECT_EQ(FrontVertices(chart->svg),
@@ -170,9 +181,9 @@ TEST(ReportCharts, ParetoChartDrawsTheBudgetAndRingsTheChoice) {
   std::optional<ReportChart> chart = ParetoChart(SweepDocument(250));
   ASSERT_TRUE(chart.has_value());
   // b (200 MiB, 30 ms) is the fastest within 250 MiB.
-  EXPECT_NE(chart->svg.find("<title>chosen within the budget: p @ 5 MB</title>"),
+  EXPECT_NE(chart->svg.find("<title>chosen within the budget: p @ 5 MiB</title>"),
             std::string::npos);
-  EXPECT_NE(chart->svg.find(">budget 250.00 MiB</text>"), std::string::npos);
+  EXPECT_NE(chart->svg.find(">budget 250 MiB</text>"), std::string::npos);  // the axis' unit
   EXPECT_EQ(PointMarks(chart->svg).size(), 5u);
   EXPECT_NE(chart->caption.find("the ringed dot the fastest configuration within it"),
             std::string::npos);
@@ -191,7 +202,7 @@ TEST(ReportCharts, ASweepComesFirstAndNamesEachRunWithItsCap) {
   ASSERT_GE(charts.size(), 2u);
   EXPECT_EQ(charts[0].id, "pareto");
   EXPECT_EQ(charts[1].id, "memory-over-time");
-  EXPECT_NE(charts[1].svg.find(">backward-only @ 5 MB</text>"), std::string::npos);
+  EXPECT_NE(charts[1].svg.find(">backward-only @ 5 MiB</text>"), std::string::npos);
   EXPECT_NE(charts[1].svg.find(">always-allocated</text>"), std::string::npos);  // one cap only
 }
 

@@ -1,5 +1,7 @@
 #include "report/svg_chart.h"
 
+#include <set>
+
 #include <gtest/gtest.h>
 
 namespace bucketsim {
@@ -75,9 +77,15 @@ TEST(SvgBuilder, EscapesTextAndClosesTheDocument) {
   EXPECT_EQ(out.substr(out.size() - 7), "</svg>\n");
 }
 
-TEST(SeriesColor, WrapsAroundTheOkabeItoPalette) {
+TEST(SeriesColor, OkabeItoFirstThenDistinctHuesForAnyNumberOfSeries) {
   EXPECT_EQ(SeriesColor(0), "#0072B2");
-  EXPECT_EQ(SeriesColor(7), SeriesColor(0));
+  EXPECT_EQ(SeriesColor(6), "#000000");
+  EXPECT_EQ(SeriesColor(7), "hsl(20,70%,38%)");
+  // A 13-configuration sweep's series, and every one up to kSeriesColors, differ.
+  std::set<std::string_view> colors;
+  for (std::size_t i = 0; i < kSeriesColors; ++i) colors.insert(SeriesColor(i));
+  EXPECT_EQ(colors.size(), kSeriesColors);
+  EXPECT_EQ(SeriesColor(kSeriesColors), SeriesColor(0));
 }
 
 }  // namespace

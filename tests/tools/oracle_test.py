@@ -17,7 +17,8 @@ that makes it worse fails.
 
 Run by ctest (Tools.Oracle) as `/usr/bin/python3 oracle_test.py` (Debian's python3-torch,
 tools/setup.sh); BUCKETSIM names the binary. Exit code 77 (ctest: skipped) when torch is
-missing or when the binary's emitter refuses world size 1.
+missing or when the binary's emitter refuses world size 1 (before it made the unsharded
+trace).
 """
 
 import json
@@ -76,36 +77,34 @@ CASES = {
 TARGET = {"marks": 0.005, "forward": 0.02, "backward": 0.02}
 
 # What each (case, source) meets where it is not the target (measured gap, rounded up), with
-# the cause. Measured 2026-12-01 with torch 1.13 on CPU and the emitter of branch gen d7e0086
-# with world size 1 allowed:
-#   FSDP  at world size 1 the emitter still all-gathers a full fp32 copy of each instance's
-#         parameters while it runs (the root's for the whole forward and backward) and keeps the
-#         full gradient apart from the reduced one; fairscale at world size 1 does not shard (its
-#         parameters are the full ones), and neither does the single-process oracle. The
-#         recorder's marks are exact, and the peaks' excess is consistent with those copies:
-#         the MLP's forward peak is +1,708,544 B, the root's 657,664 B and one Layer's
-#         1,050,624 B of parameters.
-#   ONEDNN  CPU convolutions (mkldnn_convolution) reorder their input and output into blocked
-#         layouts: transient copies (the first block conv's 1.97 MB input) that no program
-#         shows; on a GPU cuDNN's workspace plays this part.
+# the cause. Measured 2026-12-01 with torch 1.13 on the CPU and the emitter of branch gen
+# 8730277 (world size 1 is the unsharded trace). Every mark of every recorded program is exact
+# to the byte, and so are the MLP's and the GPT's forward peaks.
+#   ONEDNN  CPU convolutions (mkldnn_convolution and its backward) reorder their input and
+#         output into blocked layouts: transient copies (the first block conv's 1.97 MB input)
+#         that no program shows; on a GPU cuDNN's workspace plays this part.
+#   PYVAR the checkpointed region's forward runs under no_grad, where a tensor dies when its
+#         Python variable does, not after its last reader as the program says (the GPT's
+#         attention scores live on through softmax and dropout).
+#   BWD   not yet explained: the replayed backward of the recorded program holds more than
+#         autograd did (the MLP: 261,632 B, two 128 KiB activations, at the peak); recorder (an
+#         input's gradient kind) or emitter (the order of a run's backward), to be found.
 #   BUF   the fairscale-convnet preset has no BatchNorm buffers (running mean, var, count) and
 #         flattens parameters (one 512 B rounding per instance instead of per tensor).
-#   KORTH the transformer preset's per-layer activations follow Korthikanti et al. (1-byte
-#         dropout masks, no scores before masking, ...): the real fp32 CPU model keeps fp32
-#         dropout masks and the masked scores.
+#   KORTH the transformer preset's per-layer activations follow Korthikanti et al.: PyTorch's
+#         matmul on the transposed head views saves contiguous copies of Q, K and V that the
+#         preset's fused-attention accounting does not make (after fwd -7%).
 TOLERANCES = {
-    ("mlp", "recorder"): {"forward": 0.30, "backward": 0.28},            # FSDP
-    ("mlp-ckpt", "recorder"): {"forward": 0.30, "backward": 0.32},       # FSDP
-    ("convnet", "recorder"): {"forward": 0.03, "backward": 0.055},       # FSDP, ONEDNN
-    ("convnet-ckpt", "recorder"): {"forward": 0.105, "backward": 0.055},  # ONEDNN, FSDP
-    ("gpt", "recorder"): {"forward": 0.14, "backward": 0.34},            # FSDP
-    ("gpt-ckpt", "recorder"): {"forward": 0.375, "backward": 0.40},      # FSDP
-    ("convnet", "preset"): {"marks": 0.016, "forward": 0.03, "backward": 0.025},  # BUF, FSDP
-    ("convnet-ckpt", "preset"): {"marks": 0.016, "forward": 0.105,
-                                 "backward": 0.025},                     # BUF, ONEDNN, FSDP
-    ("gpt", "preset"): {"marks": 0.025, "forward": 0.023, "backward": 0.146},  # KORTH, FSDP
-    ("gpt-ckpt", "preset"): {"marks": 0.094, "forward": 0.19,
-                             "backward": 0.213},                         # KORTH, FSDP
+    ("mlp", "recorder"): {"backward": 0.03},                               # BWD
+    ("mlp-ckpt", "recorder"): {"backward": 0.055},                         # BWD
+    ("convnet", "recorder"): {"backward": 0.09},                           # ONEDNN
+    ("convnet-ckpt", "recorder"): {"forward": 0.16, "backward": 0.09},     # ONEDNN
+    ("gpt", "recorder"): {"backward": 0.125},                              # BWD
+    ("gpt-ckpt", "recorder"): {"forward": 0.045, "backward": 0.155},       # PYVAR, BWD
+    ("convnet", "preset"): {"marks": 0.016},                               # BUF
+    ("convnet-ckpt", "preset"): {"marks": 0.016, "forward": 0.16},         # BUF, ONEDNN
+    ("gpt", "preset"): {"marks": 0.071, "forward": 0.068},                 # KORTH
+    ("gpt-ckpt", "preset"): {"forward": 0.048, "backward": 0.068},         # PYVAR, KORTH
 }
 
 

@@ -82,6 +82,10 @@ Result<std::vector<CollectiveSweepPoint>> InPasses(const CollectiveSweepOptions&
       Result<Bytes> measured = measure_once(options.send_bytes[i], samples[i]);
       if (!measured.ok()) return measured.status();
       bytes[i] = *measured;
+      if (options.on_measured) {
+        options.on_measured(
+            {bytes[i], ranks, 0, Median(samples[i].spans), Median(samples[i].end_to_end)}, pass);
+      }
     }
   }
   std::vector<CollectiveSweepPoint> points;

@@ -5,6 +5,7 @@
 // comparison (bucketsim must cost nothing measurable on top of MPI).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -16,14 +17,6 @@
 
 namespace bucketsim {
 
-struct CollectiveSweepOptions {
-  std::vector<Bytes> send_bytes;  // whole send buffers, as nccl-tests sizes a reduce-scatter
-  int warmup = 3;
-  int iterations = 20;
-  int passes = 1;  // sweeps over every size; a size's figure is the median of all its samples
-  DType dtype = DType::kFloat32;
-};
-
 // One size. Times are medians over the iterations (of every pass) of the slowest rank's time.
 struct CollectiveSweepPoint {
   Bytes send_bytes = 0;
@@ -31,6 +24,17 @@ struct CollectiveSweepPoint {
   Micros bare_us = 0;        // MPI_Reduce_scatter_block alone (RunCollectiveSweep only)
   Micros backend_us = 0;     // the backend's collective span (what a report shows)
   Micros end_to_end_us = 0;  // issue to completion through the backend
+};
+
+struct CollectiveSweepOptions {
+  std::vector<Bytes> send_bytes;  // whole send buffers, as nccl-tests sizes a reduce-scatter
+  int warmup = 3;
+  int iterations = 20;
+  int passes = 1;  // sweeps over every size; a size's figure is the median of all its samples
+  DType dtype = DType::kFloat32;
+  // Called on every rank after each size of each pass with the figures so far (medians of the
+  // passes up to `pass`, 0-based): calibrate prints them as they come, as nccl-tests does.
+  std::function<void(const CollectiveSweepPoint& point, int pass)> on_measured;
 };
 
 // The header of a one-group trace over the whole world (streams default and post_backward), for

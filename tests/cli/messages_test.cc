@@ -1,0 +1,262 @@
+// The messages a new user's mistakes get, each exactly (issue 15): a suggestion for a mistyped
+// command, flag or policy; what a numeric flag takes when it is given a unit; an empty list entry;
+// a JSON file of the wrong kind, or a directory, named as such; a baseline of another workload
+// refused with every difference.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "testing/run_binary.h"
+
+namespace bucketsim {
+namespace {
+
+using testing::RunBucketsim;
+
+constexpr const char* kUsageHint = "Run with --help for more information.\n";
+
+TEST(Messages, MistypedCommandGetsASuggestion) {
+  testing::BinaryResult run = RunBucketsim({"comapre", "traces/tiny-ws2.json"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "bucketsim: error: unknown command 'comapre'; did you mean 'compare'? (commands: "
+            "compare, sweep, check, calibrate, run, report, validate, gen, version)\n");
+}
+
+TEST(Messages, UnknownCommandFarFromAnyGetsTheListOnly) {
+  testing::BinaryResult run = RunBucketsim({"frobnicate"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "bucketsim: error: unknown command 'frobnicate' (commands: compare, sweep, check, "
+            "calibrate, run, report, validate, gen, version)\n");
+}
+
+TEST(Messages, MistypedFlagGetsASuggestion) {
+  testing::BinaryResult run =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--polcy", "backward-only"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "bucketsim: error: compare: unknown flag '--polcy'; did you mean '--policy'? (see "
+            "'bucketsim compare --help')\n");
+  testing::BinaryResult with_value =
+      RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "1", "--budgte=3GiB"});
+  EXPECT_EQ(with_value.exit_code, 2);
+  EXPECT_EQ(with_value.err,
+            "bucketsim: error: sweep: unknown flag '--budgte'; did you mean '--budget'? (see "
+            "'bucketsim sweep --help')\n");
+}
+
+TEST(Messages, MistypedPolicyGetsASuggestion) {
+  testing::BinaryResult run =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--policy", "backward-onyl"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "bucketsim: error: unknown policy 'backward-onyl'; did you mean 'backward-only'? "
+            "(known: always-allocated, backward-only, per-group-dedup, unbucketed, or "
+            "lifetime=always|backward,key=identity|members,cap=MiB)\n");
+}
+
+TEST(Messages, NumericFlagGivenAUnitSaysWhatItTakes) {
+  testing::BinaryResult cap =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--bucket-cap-mb", "25MB"});
+  EXPECT_EQ(cap.exit_code, 2);
+  EXPECT_EQ(cap.err, std::string("--bucket-cap-mb: takes MiB as a plain number (e.g. 25), not "
+                                 "'25MB'\n") +
+                         kUsageHint);
+  testing::BinaryResult step = RunBucketsim(
+      {"check", "traces/tiny-ws2.json", "--policy", "backward-only", "--max-step-time-us", "2ms"});
+  EXPECT_EQ(step.exit_code, 2);
+  EXPECT_EQ(step.err, std::string("--max-step-time-us: takes microseconds as a plain number >= 0 "
+                                  "(e.g. 1500), not '2ms'\n") +
+                          kUsageHint);
+  testing::BinaryResult timeout =
+      RunBucketsim({"run", "traces/tiny-ws2.json", "--backend", "sim", "--timeout", "5min"});
+  EXPECT_EQ(timeout.exit_code, 2);
+  EXPECT_EQ(timeout.err, std::string("--timeout: takes seconds as a plain number >= 0 (e.g. 300), "
+                                     "not '5min'\n") +
+                             kUsageHint);
+  testing::BinaryResult sweep =
+      RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "1,25MiB"});
+  EXPECT_EQ(sweep.exit_code, 2);
+  EXPECT_EQ(sweep.err,
+            "bucketsim: error: --bucket-cap-mb: takes MiB as a plain number (e.g. 1,5,25), not "
+            "'25MiB'\n");
+}
+
+TEST(Messages, NonFiniteCapIsRefused) {
+  testing::BinaryResult run =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--bucket-cap-mb", "inf"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, std::string("--bucket-cap-mb: takes MiB as a plain number (e.g. 25), not "
+                                 "'inf'\n") +
+                         kUsageHint);
+}
+
+TEST(Messages, EmptyListEntryIsRefusedNotDropped) {
+  testing::BinaryResult run =
+      RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "1,5,,25"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "bucketsim: error: --bucket-cap-mb: '1,5,,25' has an empty entry (write numbers "
+            "separated by single commas, e.g. 1,5,25)\n");
+  testing::BinaryResult trailing =
+      RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "1,"});
+  EXPECT_EQ(trailing.exit_code, 2);
+  EXPECT_NE(trailing.err.find("'1,' has an empty entry"), std::string::npos) << trailing.err;
+}
+
+TEST(Messages, WrongKindOfJsonFileIsNamed) {
+  testing::BinaryResult profile =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--profile", "traces/tiny-ws2.json"});
+  EXPECT_EQ(profile.exit_code, 2);
+  EXPECT_EQ(profile.err,
+            "bucketsim: error: traces/tiny-ws2.json: this is a trace, not a time profile (a time "
+            "profile comes from traces/profiles/, or bucketsim calibrate)\n");
+  testing::BinaryResult budget =
+      RunBucketsim({"check", "traces/tiny-ws2.json", "--budget",
+                    "traces/profiles/h100-8gpu-nvlink.json", "--policy", "backward-only"});
+  EXPECT_EQ(budget.exit_code, 2);
+  EXPECT_NE(budget.err.find("bucketsim: error: traces/profiles/h100-8gpu-nvlink.json: this is a "
+                            "time profile, not a budget file (a budget file comes from "
+                            "reports/budget-example.json)\n"),
+            std::string::npos)
+      << budget.err;
+  testing::BinaryResult baseline =
+      RunBucketsim({"check", "traces/tiny-ws2.json", "--baseline", "reports/budget-example.json",
+                    "--policy", "backward-only"});
+  EXPECT_EQ(baseline.exit_code, 2);
+  EXPECT_NE(baseline.err.find("bucketsim: error: reports/budget-example.json: this is a budget "
+                              "file, not a report (a report comes from compare, check or sweep "
+                              "--json)\n"),
+            std::string::npos)
+      << baseline.err;
+}
+
+TEST(Messages, DirectoryPassedAsAFileSaysSo) {
+  testing::BinaryResult budget = RunBucketsim(
+      {"check", "traces/tiny-ws2.json", "--budget", "traces", "--policy", "backward-only"});
+  EXPECT_EQ(budget.exit_code, 2);
+  EXPECT_NE(budget.err.find("bucketsim: error: traces: is a directory, not a budget file\n"),
+            std::string::npos)
+      << budget.err;
+  testing::BinaryResult profile =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--profile", "traces/profiles"});
+  EXPECT_EQ(profile.exit_code, 2);
+  EXPECT_EQ(profile.err, "bucketsim: error: traces/profiles: is a directory, not a time profile\n");
+  testing::BinaryResult trace = RunBucketsim({"validate", "traces"});
+  EXPECT_EQ(trace.exit_code, 2);
+  EXPECT_EQ(trace.err, "bucketsim: error: traces: is a directory, not a trace\n");
+}
+
+TEST(Messages, HelpNamesNoTraceFormatVersion) {
+  for (const char* command : {"compare", "check", "sweep", "validate", "run"}) {
+    testing::BinaryResult run = RunBucketsim({command, "--help"});
+    EXPECT_EQ(run.exit_code, 0) << command;
+    EXPECT_EQ(run.out.find("format v1"), std::string::npos) << command << ": " << run.out;
+    EXPECT_NE(run.out.find("--progress"), std::string::npos) << command;
+    EXPECT_NE(run.out.find("--quiet"), std::string::npos) << command;
+  }
+}
+
+// The help's example budgets hold on the trace they name: check --help's first example passes.
+TEST(Messages, CheckHelpExampleBudgetFitsItsTrace) {
+  testing::BinaryResult run =
+      RunBucketsim({"check", "traces/gpt-24l-h1024-ws8.json", "--policy", "backward-only",
+                    "--max-peak-allocated", "2GiB", "--max-at-mark", "after fwd=1.5GiB"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  testing::BinaryResult help = RunBucketsim({"check", "--help"});
+  EXPECT_NE(help.out.find("--max-peak-allocated 2GiB --max-at-mark 'after fwd=1.5GiB'"),
+            std::string::npos)
+      << help.out;
+}
+
+std::string DigestOf(const std::string& report_path) {
+  return nlohmann::json::parse(testing::ReadFile(report_path))["context"]["trace_digest"];
+}
+
+TEST(Baseline, OfAnotherWorkloadIsRefusedWithEveryDifference) {
+  const std::string baseline = testing::WriteTempFile("baseline-tiny.json", "");
+  const std::string other = testing::WriteTempFile("other-gpt4l.json", "");
+  ASSERT_EQ(RunBucketsim({"compare", "traces/tiny-ws2.json", "--policy", "backward-only", "--json",
+                          baseline})
+                .exit_code,
+            0);
+  ASSERT_EQ(RunBucketsim({"compare", "traces/gpt-4l-h256-ws4.json", "--policy", "backward-only",
+                          "--json", other})
+                .exit_code,
+            0);
+  testing::BinaryResult run = RunBucketsim({"check", "traces/gpt-4l-h256-ws4.json", "--policy",
+                                            "backward-only", "--baseline", baseline});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "bucketsim: error: " + baseline +
+                ": the baseline is not comparable with this check: it has world size 2 (this "
+                "trace 4); bucket_cap_mb 0.25 (this trace 25); trace digest " +
+                DigestOf(baseline) + " (this trace " + DigestOf(other) +
+                "); regenerate it, or give --allow-different-trace to compare anyway\n");
+
+  testing::BinaryResult allowed =
+      RunBucketsim({"check", "traces/gpt-4l-h256-ws4.json", "--policy", "backward-only",
+                    "--baseline", baseline, "--tolerance", "10000%", "--allow-different-trace"});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_EQ(allowed.out.rfind("NOTE: the baseline " + baseline +
+                                  " differs (--allow-different-trace): world size 2 (this trace 4)",
+                              0),
+            0u)
+      << allowed.out;
+}
+
+TEST(Baseline, AtAnotherBucketCapIsRefused) {
+  const std::string baseline = testing::WriteTempFile("baseline-cap1.json", "");
+  ASSERT_EQ(RunBucketsim({"compare", "traces/tiny-ws2.json", "--policy", "backward-only",
+                          "--bucket-cap-mb", "1", "--json", baseline})
+                .exit_code,
+            0);
+  testing::BinaryResult run = RunBucketsim(
+      {"check", "traces/tiny-ws2.json", "--policy", "backward-only", "--baseline", baseline});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err.rfind("bucketsim: error: " + baseline +
+                              ": the baseline is not comparable with this check: it has "
+                              "backward-only's bucket cap 1 MiB (this check 0.25 MiB); "
+                              "regenerate it, or give --allow-different-trace to compare anyway\n",
+                          0),
+            0u)
+      << run.err;
+}
+
+// 80 bytes of device memory: the first allocation (event 0, a 360 KiB param) fails under every
+// policy. compare answers (exit 0) and marks every row, the JSON and the page.
+TEST(OutOfMemory, MarkedInEveryRowTheJsonAndThePage) {
+  const std::string json_path = testing::WriteTempFile("oom.json", "");
+  const std::string html_path = testing::WriteTempFile("oom.html", "");
+  testing::BinaryResult run = RunBucketsim({"compare", "traces/tiny-ws2.json", "--device-memory",
+                                            "80", "--json", json_path, "--html", html_path});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const std::string cell = "OOM at event 0: 360.00 KiB param of 80 B free (0 B allocated)";
+  for (const char* policy :
+       {"always-allocated", "backward-only", "per-group-dedup", "unbucketed"}) {
+    std::size_t row = run.out.find(std::string("\n") + policy + " ");
+    ASSERT_NE(row, std::string::npos) << policy << ": " << run.out;
+    std::string line = run.out.substr(row + 1, run.out.find('\n', row + 1) - row - 1);
+    EXPECT_EQ(line.substr(line.size() - cell.size()), cell) << line;
+  }
+  EXPECT_NE(run.out.find("  out of memory\n"), std::string::npos) << run.out;  // the header
+  nlohmann::json report = nlohmann::json::parse(testing::ReadFile(json_path));
+  ASSERT_EQ(report["policies"].size(), 4u);
+  for (const auto& policy : report["policies"]) {
+    ASSERT_TRUE(policy["oom"].is_object()) << policy["policy"];
+    EXPECT_EQ(policy["oom"]["event_index"], 0);
+  }
+  const std::string page = testing::ReadFile(html_path);
+  EXPECT_NE(page.find("<td>out of memory</td>"), std::string::npos);  // the stacked table
+  EXPECT_NE(page.find(cell), std::string::npos);
+  EXPECT_NE(page.find(">0.00 MiB OOM</text>"), std::string::npos);  // the composition chart
+  // check fails it: it did not fit.
+  testing::BinaryResult check =
+      RunBucketsim({"check", "traces/tiny-ws2.json", "--policy", "backward-only", "--device-memory",
+                    "80", "--max-peak-allocated", "1GiB"});
+  EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
+}
+
+}  // namespace
+}  // namespace bucketsim
