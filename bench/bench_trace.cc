@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <utility>
 
 #include "gen/transformer_preset.h"
 #include "io/trace_writer.h"
@@ -53,10 +55,10 @@ void CheckOk(const Status& status, const char* what) {
   std::abort();
 }
 
-StoredTrace Generate() {
+StoredTrace Generate(int layers, int iterations) {
   TransformerConfig config;
-  config.layers = FromEnvironment("BUCKETSIM_BENCH_LAYERS", kLayers);
-  config.iterations = FromEnvironment("BUCKETSIM_BENCH_ITERATIONS", kIterations);
+  config.layers = layers;
+  config.iterations = iterations;
   StoredTrace trace;
   StoringSink sink(trace);
   CheckOk(GenerateTransformer(config, sink), "generating the bench trace");
@@ -91,8 +93,17 @@ class TempTraceFile {
 }  // namespace
 
 const StoredTrace& BenchTrace() {
-  static const StoredTrace trace = Generate();
+  static const StoredTrace trace =
+      Generate(FromEnvironment("BUCKETSIM_BENCH_LAYERS", kLayers),
+               FromEnvironment("BUCKETSIM_BENCH_ITERATIONS", kIterations));
   return trace;
+}
+
+const StoredTrace& DepthTrace(int layers, int iterations) {
+  static std::map<std::pair<int, int>, StoredTrace> traces;
+  auto [it, inserted] = traces.try_emplace({layers, iterations});
+  if (inserted) it->second = Generate(layers, iterations);
+  return it->second;
 }
 
 TraceSource StoredSource(const StoredTrace& trace) {
@@ -136,7 +147,10 @@ bool SkipIfError(benchmark::State& state, const Status& status) {
 }
 
 void ReplayLoop(benchmark::State& state, const ReplayRequest& request) {
-  const StoredTrace& trace = BenchTrace();
+  ReplayLoop(state, request, BenchTrace());
+}
+
+void ReplayLoop(benchmark::State& state, const ReplayRequest& request, const StoredTrace& trace) {
   const TraceSource source = StoredSource(trace);
   for (auto _ : state) {
     Result<ReplayOutcome> outcome = ReplayPolicies(source, request);

@@ -23,6 +23,11 @@ struct StoredTrace {
 // Generated on first use; aborts when the generator fails (a bench set-up bug, not a result).
 const StoredTrace& BenchTrace();
 
+// A generated transformer trace of `layers` blocks and `iterations` iterations, generated on
+// first use and kept for the process (the depth benches: the cost per event must not grow with
+// the depth of the model).
+const StoredTrace& DepthTrace(int layers, int iterations);
+
 // A TraceSource that streams `trace` (copying the header into the caller's), as a reader would.
 TraceSource StoredSource(const StoredTrace& trace);
 
@@ -60,5 +65,6 @@ bool SkipIfError(benchmark::State& state, const Status& status);
 
 // The timed loop of every replay benchmark: `request` over the stored trace, events counted.
 void ReplayLoop(benchmark::State& state, const ReplayRequest& request);
+void ReplayLoop(benchmark::State& state, const ReplayRequest& request, const StoredTrace& trace);
 
 }  // namespace bucketsim

@@ -59,6 +59,10 @@ struct TraceHeader {
   // v3: the PYTORCH_CUDA_ALLOC_CONF the trace was recorded under (an imported snapshot's
   // allocator_settings); empty when unknown. The caching model's default for `validate`.
   std::string alloc_conf;
+  // Not part of the format: "fnv1a64:<16 hex digits>" of every byte of the trace as read,
+  // computed by the reader in the same pass (the value DescribeTrace gives a file); empty until
+  // a reader has read the whole input.
+  std::string content_digest;
 
   // Validates and builds the indexes. Messages name the offending header entry.
   Status Finalize();

@@ -57,11 +57,13 @@ void MemoryLedger::ObserveReserved(Bytes reserved) {
   phase.peak_reserved_bytes = std::max(phase.peak_reserved_bytes, reserved);
 }
 
-void MemoryLedger::RecordPeakAllocations(std::vector<LiveAllocation> largest,
-                                         std::optional<FragmentationInfo> fragmentation) {
-  peak_.largest = std::move(largest);
+void MemoryLedger::RecordPeakFragmentation(std::optional<FragmentationInfo> fragmentation) {
   peak_.fragmentation = std::move(fragmentation);
   peak_unrecorded_ = false;
+}
+
+void MemoryLedger::RecordPeakLargest(std::vector<LiveAllocation> largest) {
+  peak_.largest = std::move(largest);
 }
 
 void MemoryLedger::Finish(RunResult& result) {

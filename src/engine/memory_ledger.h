@@ -29,11 +29,13 @@ class MemoryLedger {
   void AddCompute(Micros duration) { phases_.back().compute_us += duration; }
   void Mark(std::string name, EventIndex at, Bytes reserved);
 
-  // True from the moment a new peak is reached until the owner has recorded what is alive at
-  // it (it must, before the first decrease, while the peak's allocations are still all live).
+  // True from the moment a new peak is reached until the owner has recorded the fragmentation
+  // at it (it must, before the first decrease, while the peak's allocations are still all live).
   bool peak_unrecorded() const { return peak_unrecorded_; }
-  void RecordPeakAllocations(std::vector<LiveAllocation> largest,
-                             std::optional<FragmentationInfo> fragmentation);
+  void RecordPeakFragmentation(std::optional<FragmentationInfo> fragmentation);
+  // The largest allocations live at the last recorded peak (the owner ranks them once, at the
+  // end of the replay).
+  void RecordPeakLargest(std::vector<LiveAllocation> largest);
 
   Bytes current_bytes() const { return current_; }
   const CategoryBytes& current_by_category() const { return by_category_; }

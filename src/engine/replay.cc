@@ -109,6 +109,7 @@ Status Replay::OnEnd() {
   if (in_iteration_ && !out_of_memory_) BUCKETSIM_RETURN_IF_ERROR(FinishIteration());
   result_.execution = backend_->facts();
   RecordPeakIfNeeded();
+  RankLargestAtPeak();
   ledger_.Finish(result_);
   result_.counters = policy_->counters();
   result_.allocator = memory_->Totals();
@@ -171,7 +172,16 @@ Status Replay::Charge(Allocation& allocation, BufferHandle handle, Bytes request
 }
 
 void Replay::Discharge(Allocation& allocation, BufferHandle handle) {
-  RecordPeakIfNeeded();
+  const bool recorded_now = RecordPeakIfNeeded();
+  if (recorded_now && allocation.refs == 0) {
+    // A policy buffer whose last reference Release just dropped: the peak's list has always
+    // been taken with its count already at zero, so it is not listed (the reviewed reports
+    // say so; it is counted in by_category). Marked as kept, it is not ranked.
+    allocation.peak_epoch = peak_epoch_;
+  } else {
+    const bool policy_buffer = (handle & kTraceBufferBit) == 0;
+    KeepForPeak(policy_buffer, static_cast<std::uint32_t>(handle & ~kTraceBufferBit), allocation);
+  }
   if (allocation.in_model) {
     backend_->Release(handle, allocation.stream);
     if (allocation.used_on.empty()) {
@@ -191,6 +201,7 @@ Status Replay::AllocateTrace(const Event& event) {
   allocation.category = event.category;
   allocation.refs = 1;
   allocation.trace_id = event.id;
+  MakeLive(allocation);
   return Charge(allocation, kTraceBufferBit | event.slot, event.bytes, event.stream);
 }
 
@@ -212,6 +223,7 @@ BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId g
   buffer.refs = 1;
   buffer.dtype = dtype;
   buffer.group = group;
+  MakeLive(buffer);
   Status status = Charge(buffer, id, bytes, policy_stream_);
   if (!status.ok() && deferred_error_.ok()) deferred_error_ = std::move(status);
   buffer.lifetime = RecordLifetime(buffer);
@@ -232,6 +244,7 @@ void Replay::Release(BufferId id) {
 void Replay::Relabel(BufferId id, Category category) {
   RecordPeakIfNeeded();  // the peak's list shows what the categories were at the peak
   Allocation& buffer = buffers_[id];
+  KeepForPeak(true, id, buffer);
   if (buffer.lifetime != kNoLifetime) {
     result_.bucket_lifetimes[buffer.lifetime].retired_event = current_event_;
   }
@@ -299,34 +312,82 @@ std::uint32_t Replay::RecordLifetime(const Allocation& buffer) {
   return static_cast<std::uint32_t>(result_.bucket_lifetimes.size() - 1);
 }
 
-void Replay::RecordPeakIfNeeded() {
-  if (!ledger_.peak_unrecorded()) return;
-  // Runs once per new peak, which in a deep forward pass is every layer: rank pointers and
-  // format only the few that are kept.
-  peak_candidates_.clear();
-  for (const auto* table : {&trace_slots_, &buffers_}) {
-    for (const Allocation& a : *table) {
-      if (a.refs > 0) peak_candidates_.push_back(&a);
+namespace {
+
+// What the peak's list shows of an allocation (used_on, a vector, is left out).
+template <typename Allocation>
+Allocation AsRanked(const Allocation& a) {
+  Allocation copy;
+  copy.block = a.block;
+  copy.category = a.category;
+  copy.since = a.since;
+  copy.trace_id = a.trace_id;
+  copy.dtype = a.dtype;
+  copy.group = a.group;
+  return copy;
+}
+
+}  // namespace
+
+void Replay::MakeLive(Allocation& allocation) {
+  allocation.live_seq = next_live_seq_++;
+  allocation.peak_epoch = 0;
+}
+
+bool Replay::RecordPeakIfNeeded() {
+  if (!ledger_.peak_unrecorded()) return false;
+  ++peak_epoch_;
+  peak_live_seq_ = next_live_seq_;
+  peak_changed_.clear();
+  ledger_.RecordPeakFragmentation(memory_->Fragmentation());
+  return true;
+}
+
+void Replay::KeepForPeak(bool policy_buffer, std::uint32_t index, Allocation& allocation) {
+  if (peak_epoch_ == 0 || allocation.live_seq >= peak_live_seq_ ||
+      allocation.peak_epoch == peak_epoch_) {
+    return;  // born after the peak, or already kept as it was then
+  }
+  allocation.peak_epoch = peak_epoch_;
+  peak_changed_.push_back({policy_buffer, index, AsRanked(allocation)});
+}
+
+void Replay::RankLargestAtPeak() {
+  if (peak_epoch_ == 0) return;
+  // Everything live at the peak, in the order the tables hold it: trace slots by slot, then
+  // policy buffers by id (the partial sort below then breaks ties as it always did).
+  std::vector<PeakEntry> live = std::move(peak_changed_);
+  for (const bool policy_buffer : {false, true}) {
+    const std::vector<Allocation>& table = policy_buffer ? buffers_ : trace_slots_;
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      const Allocation& a = table[i];
+      if (a.refs == 0 || a.live_seq >= peak_live_seq_ || a.peak_epoch == peak_epoch_) continue;
+      live.push_back({policy_buffer, static_cast<std::uint32_t>(i), AsRanked(a)});
     }
   }
+  std::sort(live.begin(), live.end(), [](const PeakEntry& x, const PeakEntry& y) {
+    return x.policy_buffer != y.policy_buffer ? y.policy_buffer : x.index < y.index;
+  });
+  std::vector<const Allocation*> ranked;
+  ranked.reserve(live.size());
+  for (const PeakEntry& entry : live) ranked.push_back(&entry.allocation);
   auto larger = [](const Allocation* x, const Allocation* y) {
     return x->block.charged != y->block.charged ? x->block.charged > y->block.charged
                                                 : x->since < y->since;
   };
-  std::size_t keep = std::min<std::size_t>(peak_candidates_.size(), options_.largest_at_peak);
-  std::partial_sort(peak_candidates_.begin(),
-                    peak_candidates_.begin() + static_cast<std::ptrdiff_t>(keep),
-                    peak_candidates_.end(), larger);
+  std::size_t keep = std::min<std::size_t>(ranked.size(), options_.largest_at_peak);
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep),
+                    ranked.end(), larger);
   std::vector<LiveAllocation> largest;
   for (std::size_t i = 0; i < keep; ++i) {
-    const Allocation& a = *peak_candidates_[i];
+    const Allocation& a = *ranked[i];
     std::string what =
         IsPolicyCategory(a.category)
             ? fmt::format("{} {} group {}", CategoryName(a.category), DTypeName(a.dtype), a.group)
             : fmt::format("trace alloc id {}", a.trace_id);
     largest.push_back({a.category, a.block.charged, std::move(what), a.since});
   }
-  ledger_.RecordPeakAllocations(std::move(largest), memory_->Fragmentation());
+  ledger_.RecordPeakLargest(std::move(largest));
 }
 
 void Replay::SampleMemory(StreamId stream) {

@@ -60,6 +60,15 @@ class Replay final : public EventSink, private PolicyHost {
     DType dtype = DType::kFloat32;         // policy buffers
     GroupId group = 0;                     // policy buffers
     std::uint32_t lifetime = kNoLifetime;  // bucket buffers: its entry in bucket_lifetimes
+    std::uint64_t live_seq = 0;            // the how-manieth allocation made live this is
+    std::uint32_t peak_epoch = 0;          // the peak record it was last copied into
+  };
+  // An allocation live at the recorded peak, as it was then, and where it lived (the tables'
+  // order is the order the largest are ranked in, which breaks ties as the old per-peak scan).
+  struct PeakEntry {
+    bool policy_buffer = false;  // buffers_ (else trace_slots_)
+    std::uint32_t index = 0;
+    Allocation allocation;
   };
 
   // PolicyHost
@@ -78,7 +87,19 @@ class Replay final : public EventSink, private PolicyHost {
   void Discharge(Allocation& allocation, BufferHandle handle);
   // Asks the backend for the iteration that ends here and times its collectives.
   Status FinishIteration();
-  void RecordPeakIfNeeded();
+  // At the first decrease after a new peak (while everything live at the peak is still live):
+  // records the peak's fragmentation and remembers the moment. What was live at it is rebuilt
+  // once, at the end, by RankLargestAtPeak: a deep model reaches a new peak at every layer, and
+  // ranking every live allocation each time cost time quadratic in the depth.
+  // Returns whether it recorded one now.
+  bool RecordPeakIfNeeded();
+  // Before `allocation` (live, at `index` of its table) is freed or relabelled: keeps a copy of
+  // it as it was at the recorded peak, the first time it changes after the peak.
+  void KeepForPeak(bool policy_buffer, std::uint32_t index, Allocation& allocation);
+  // Makes `allocation` live: a new sequence number, so it counts as born after any recorded peak.
+  void MakeLive(Allocation& allocation);
+  // The largest allocations live at the recorded peak, into the ledger.
+  void RankLargestAtPeak();
   std::uint32_t RecordLifetime(const Allocation& buffer);
   // With keep_timeline: the memory counters now, at `stream`'s issue clock.
   void SampleMemory(StreamId stream);
@@ -105,7 +126,12 @@ class Replay final : public EventSink, private PolicyHost {
   std::vector<BufferId> held_grad_;  // per parameter: the buffer its gradient lives in
   std::vector<std::uint32_t> holding_params_;
 
-  std::vector<const Allocation*> peak_candidates_;  // scratch of RecordPeakIfNeeded
+  // The recorded peak: allocations made live before peak_live_seq_ were live at it; those
+  // freed or relabelled since are copied in peak_changed_, at most one entry each.
+  std::uint64_t next_live_seq_ = 0;
+  std::uint64_t peak_live_seq_ = 0;
+  std::uint32_t peak_epoch_ = 0;  // 0: no peak recorded yet
+  std::vector<PeakEntry> peak_changed_;
 
   MemoryLedger ledger_;
   RunResult result_;

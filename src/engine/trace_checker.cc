@@ -150,6 +150,10 @@ Status TraceChecker::CheckAlloc(Event& event) {
                                            "(allocated at event {})",
                                            event.index, event.id, state.last_event)));
   }
+  // An id above every id allocated so far was never freed (the common case: fresh ids).
+  if (inserted && allocated_any_ && event.id <= max_id_) ForgetFree(event.id);
+  max_id_ = allocated_any_ ? std::max(max_id_, event.id) : event.id;
+  allocated_any_ = true;
   if (free_slots_.empty()) {
     state.slot = num_slots_++;
   } else {
@@ -172,6 +176,12 @@ Status TraceChecker::CheckAlloc(Event& event) {
 Status TraceChecker::CheckFree(Event& event) {
   auto it = ids_.find(event.id);
   if (it == ids_.end()) {
+    if (InForgottenFrees(event.id)) {
+      return Broken(Inconsistency::kDoubleFree,
+                    InvalidTrace(fmt::format("event {}: double free of id {} (already freed, "
+                                             "more than {} frees before)",
+                                             event.index, event.id, remembered_frees_)));
+    }
     return Broken(Inconsistency::kFreeOfUnknownId,
                   InvalidTrace(fmt::format("event {}: free of unknown allocation id {}",
                                            event.index, event.id)));
@@ -191,7 +201,65 @@ Status TraceChecker::CheckFree(Event& event) {
   event.bytes = state.bytes;
   live_bytes_ -= state.bytes;
   --live_count_;
+  RememberFree(event.id, event.index);
   return Status::Ok();
+}
+
+void TraceChecker::RememberFree(std::uint64_t id, EventIndex at) {
+  free_order_.emplace_back(id, at);
+  if (free_order_.size() <= remembered_frees_) return;
+  const auto [oldest, freed_at] = free_order_.front();
+  free_order_.pop_front();
+  // Unless the id was allocated again since (it is live, or was freed again later).
+  auto it = ids_.find(oldest);
+  if (it == ids_.end() || it->second.live || it->second.last_event != freed_at) return;
+  ids_.erase(it);
+  AddForgottenFree(oldest);
+}
+
+void TraceChecker::ForgetFree(std::uint64_t id) {
+  auto next = forgotten_frees_.upper_bound(id);
+  if (next == forgotten_frees_.begin()) return;
+  auto range = std::prev(next);
+  const auto [first, last] = *range;
+  if (last < id) return;
+  forgotten_frees_.erase(range);
+  forgotten_hint_ = forgotten_frees_.end();
+  if (first < id) forgotten_frees_.emplace(first, id - 1);
+  if (id < last) forgotten_frees_.emplace(id + 1, last);
+}
+
+bool TraceChecker::InForgottenFrees(std::uint64_t id) const {
+  auto next = forgotten_frees_.upper_bound(id);
+  return next != forgotten_frees_.begin() && std::prev(next)->second >= id;
+}
+
+void TraceChecker::AddForgottenFree(std::uint64_t id) {
+  // Generated traces free runs of consecutive ids: most often the id extends the range that
+  // grew last, found without a search.
+  auto next = forgotten_hint_ != forgotten_frees_.end() && forgotten_hint_->second + 1 == id
+                  ? std::next(forgotten_hint_)
+                  : forgotten_frees_.upper_bound(id);
+  if (next != forgotten_frees_.begin()) {
+    auto range = std::prev(next);
+    if (range->second >= id) return;  // already there
+    if (range->second + 1 == id) {
+      range->second = id;
+      if (next != forgotten_frees_.end() && next->first == id + 1) {
+        range->second = next->second;
+        forgotten_frees_.erase(next);
+      }
+      forgotten_hint_ = range;
+      return;
+    }
+  }
+  if (next != forgotten_frees_.end() && id + 1 == next->first) {
+    const std::uint64_t last = next->second;
+    forgotten_frees_.erase(next);
+    forgotten_hint_ = forgotten_frees_.emplace(id, last).first;
+    return;
+  }
+  forgotten_hint_ = forgotten_frees_.emplace(id, id).first;
 }
 
 Status TraceChecker::CheckReduceScatter(const Event& event) {

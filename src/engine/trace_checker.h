@@ -5,6 +5,13 @@
 // The checker also gives each live allocation a dense slot (Event::slot) so that replays index
 // a vector instead of hashing ids, then forwards the event to the next sink.
 //
+// Its memory is bounded by what is live, not by the trace's length: it keeps the live ids, the
+// last `remembered_frees` freed ids with the event that freed them (a double free of one of
+// those names that event), and the older freed ids only as ranges of ids (a double free of one
+// of those is still a double free, without the event). An id may be allocated again once freed
+// (imported traces use block addresses as ids), which takes it out of the freed ids; generated
+// traces number allocations in order, so their freed ids collapse into a few ranges.
+//
 // In front of a replay the checker rejects: the first broken rule stops the stream. For
 // `bucketsim validate` it reports instead: every broken rule is counted by kind with the first
 // few event indices, the offending event is not forwarded (a free of an unknown id frees
@@ -12,6 +19,8 @@
 #pragma once
 
 #include <array>
+#include <deque>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -62,17 +71,26 @@ enum class CheckerMode { kReject, kReport };
 
 class TraceChecker final : public EventSink {
  public:
+  static constexpr std::size_t kRememberedFrees = 4096;
+
   // `next` may be null: then the checker only validates and summarises.
-  explicit TraceChecker(EventSink* next, CheckerMode mode = CheckerMode::kReject)
-      : next_(next), mode_(mode) {}
+  explicit TraceChecker(EventSink* next, CheckerMode mode = CheckerMode::kReject,
+                        std::size_t remembered_frees = kRememberedFrees)
+      : next_(next), mode_(mode), remembered_frees_(remembered_frees) {}
+  TraceChecker(const TraceChecker&) = delete;  // holds an iterator into its own map
+  TraceChecker& operator=(const TraceChecker&) = delete;
 
   Status OnHeader(const TraceHeader& header) override;
   Status OnEvent(const Event& event) override;
   Status OnEnd() override;
 
   const TraceSummary& summary() const { return summary_; }
+  // How many ids (or ranges of ids) the checker holds now: live ones, recently freed ones, and
+  // ranges of forgotten freed ones. Bounded by the live allocations, whatever the trace length.
+  std::size_t remembered_ids() const { return ids_.size() + forgotten_frees_.size(); }
 
  private:
+  // A live id, or one of the last remembered_frees_ freed ones.
   struct IdState {
     std::uint32_t slot = 0;
     bool live = false;
@@ -89,13 +107,27 @@ class TraceChecker final : public EventSink {
   Status CheckFree(Event& event);
   Status CheckReduceScatter(const Event& event);
   Status CheckPhase(const Event& event);
+  // `id` was just freed at `at`: when more than remembered_frees_ freed ids are remembered,
+  // the oldest is forgotten into forgotten_frees_.
+  void RememberFree(std::uint64_t id, EventIndex at);
+  // `id` is allocated again: it is no longer a forgotten freed id.
+  void ForgetFree(std::uint64_t id);
+  bool InForgottenFrees(std::uint64_t id) const;
+  void AddForgottenFree(std::uint64_t id);
 
   EventSink* next_;
   CheckerMode mode_;
   Inconsistency last_broken_ = Inconsistency::kFreeOfUnknownId;
   const TraceHeader* header_ = nullptr;
   TraceSummary summary_;
+  std::size_t remembered_frees_;
   std::unordered_map<std::uint64_t, IdState> ids_;
+  std::deque<std::pair<std::uint64_t, EventIndex>> free_order_;  // recent frees, oldest first
+  std::map<std::uint64_t, std::uint64_t> forgotten_frees_;       // first id -> last id
+  // The range AddForgottenFree grew last (end() if none, or erased).
+  std::map<std::uint64_t, std::uint64_t>::iterator forgotten_hint_ = forgotten_frees_.end();
+  std::uint64_t max_id_ = 0;  // the largest id allocated
+  bool allocated_any_ = false;
   std::vector<std::uint32_t> free_slots_;
   std::uint32_t num_slots_ = 0;
   Bytes live_bytes_ = 0;

@@ -58,18 +58,40 @@ InputBuffer::InputBuffer(std::FILE* file, std::string_view text, std::size_t chu
   cur = end = data_.get();
 }
 
+std::uint64_t Fnv1a64(std::uint64_t hash, const char* data, std::size_t n) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) {
+    hash ^= bytes[i];
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
 std::size_t InputBuffer::Read(char* dst, std::size_t n) {
   if (file_ == nullptr) {
     n = std::min(n, text_.size());
     std::memcpy(dst, text_.data(), n);
     text_.remove_prefix(n);
+    progress_.fnv1a64 = Fnv1a64(progress_.fnv1a64, dst, n);
     return n;
   }
   std::size_t got = std::fread(dst, 1, n, file_);
   if (got < n && std::ferror(file_) && progress_.read_errno == 0) {
     progress_.read_errno = errno != 0 ? errno : EIO;
   }
+  progress_.fnv1a64 = Fnv1a64(progress_.fnv1a64, dst, got);
   return got;
+}
+
+void InputBuffer::ReadRest() {
+  if (eof) return;
+  // The buffer's content is no longer needed: read into it from the start.
+  while (Read(data_.get(), capacity_) > 0) {
+  }
+  cur = end = data_.get();
+  data_[0] = '\0';
+  eof = true;
+  progress_.at_eof = true;
 }
 
 bool InputBuffer::Refill(const char* keep) {

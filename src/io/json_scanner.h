@@ -35,9 +35,15 @@ struct InputProgress {
   std::uint64_t bytes_read = 0;
   bool at_eof = false;
   int read_errno = 0;
+  // FNV-1a (64 bit) of every byte read so far, hashed as each chunk arrives: a trace's digest
+  // costs no second pass over the file.
+  std::uint64_t fnv1a64 = 0xcbf29ce484222325ULL;
   // Called after each chunk with bytes_read (a progress display); unset: nothing.
   std::function<void(std::uint64_t bytes_read)> on_read;
 };
+
+// Continues an FNV-1a 64-bit hash over [data, data + n).
+std::uint64_t Fnv1a64(std::uint64_t hash, const char* data, std::size_t n);
 
 // A buffer over a file or a string, refilled in chunks. [begin(), end) holds the input not yet
 // discarded; *end == '\0'.
@@ -58,6 +64,9 @@ class InputBuffer {
   // Discards the input before `keep`, moves the rest to the front (cur = begin()) and appends
   // what can be read. Returns false, and sets eof, when nothing more could be read.
   bool Refill(const char* keep);
+  // Reads (and hashes) whatever input is left, without keeping it: what the parser stopped
+  // before still counts in InputProgress::fnv1a64.
+  void ReadRest();
 
   // nlohmann's position of the character at `p` (or of the end of input when p == end): 1-based
   // line, and the number of characters read on that line including it (0 for a newline).

@@ -1510,6 +1510,13 @@ Status RunParse(std::string_view display_name, std::FILE* file, std::string_view
     TraceSaxHandler handler(display_name, progress, header, sink);
     bool parsed = Json::sax_parse(json::InputIterator(&in), json::InputIterator(), &handler);
     if (handler.handed_off()) parsed = handler.ParseEvents(in);
+    if (parsed) {
+      // The digest is of every byte, also those after a NUL the parser stops at.
+      in.ReadRest();
+      if (progress.read_errno == 0) {
+        header.content_digest = fmt::format("fnv1a64:{:016x}", progress.fnv1a64);
+      }
+    }
     return handler.Finish(parsed);
   } catch (const std::bad_alloc&) {
     return {StatusCode::kInternal, fmt::format("{}: out of memory while reading", display_name)};

@@ -1,9 +1,6 @@
 #include "memory/caching_allocator_model.h"
 
 #include <algorithm>
-#include <map>
-
-#include <algorithm>
 #include <bit>
 
 #include <fmt/format.h>
@@ -169,7 +166,7 @@ void CachingAllocatorModel::Attach(Index i) {
   Pool& pool = PoolOf(b);
   if (b.state == BlockState::kFree) {
     b.gc_count_base = pool.get_free_blocks_call_count;
-    FreeIndex(pool, b.stream).Insert({b.size, b.address, i});
+    b.in_free = FreeIndex(pool, b.stream).Insert({b.size, b.address, i});
     return;
   }
   BUCKETSIM_CHECK(b.state == BlockState::kUnmapped);
@@ -188,7 +185,7 @@ void CachingAllocatorModel::Detach(Index i) {
   BlockRec& b = blocks_[i];
   Pool& pool = PoolOf(b);
   if (b.state == BlockState::kFree) {
-    FindFreeIndex(pool, b.stream)->Erase(b.size, b.address);
+    FindFreeIndex(pool, b.stream)->Erase(b.in_free);
     return;
   }
   BUCKETSIM_CHECK(b.state == BlockState::kUnmapped);
@@ -287,7 +284,7 @@ CachingAllocatorModel::Index CachingAllocatorModel::GetFreeBlock(StreamId stream
     return kNone;
   }
   const Index i = best.block;
-  Detach(i);
+  index->Erase(*cursor);  // Detach, without searching again
   return i;
 }
 
@@ -320,6 +317,9 @@ CachingAllocatorModel::Index CachingAllocatorModel::AllocBlock(StreamId stream, 
   blocks_[i].small_pool = small_pool;
   Increase(stats_.segment, small_pool, 1);
   Increase(stats_.reserved_bytes, small_pool, Signed(alloc_size));
+  SegmentTotals& totals = TotalsOf(stream, small_pool);
+  ++totals.count;
+  totals.bytes += alloc_size;
   if (alloc_size >= conf_.max_split_size) IncreaseStat(stats_.oversize_segments, 1);
   ++stats_.num_device_alloc;
   NotifySegment({SegmentAction::kAlloc, blocks_[i].address, alloc_size, stream, small_pool});
@@ -411,6 +411,7 @@ CachingAllocatorModel::Index CachingAllocatorModel::FindExpandableBlock(StreamId
   Index c = segments_[s].head;
   blocks_[c].stream = stream;
   blocks_[c].small_pool = small_pool;
+  ++TotalsOf(stream, small_pool).count;  // no memory until pages are mapped
   Attach(c);
   return c;
 }
@@ -435,6 +436,7 @@ CachingAllocatorModel::Index CachingAllocatorModel::MapBlock(Index i, Bytes size
   i = MergeNeighbours(i, &absorbed_bytes, &absorbed_count);
   Attach(i);
   Increase(stats_.reserved_bytes, small_pool, Signed(mapped));
+  TotalsOf(blocks_[i].stream, small_pool).bytes += mapped;
   ++stats_.num_device_alloc;
   return i;
 }
@@ -462,6 +464,7 @@ CachingAllocatorModel::Index CachingAllocatorModel::UnmapBlock(Index i) {
   unmapped = MergeNeighbours(unmapped, &absorbed_bytes, &absorbed_count);
   Attach(unmapped);
   Decrease(stats_.reserved_bytes, small_pool, Signed(end - begin));
+  TotalsOf(blocks_[unmapped].stream, small_pool).bytes -= end - begin;
   ++stats_.num_device_free;
   NotifySegment({SegmentAction::kUnmap, segments_[blocks_[unmapped].segment].address + begin,
                  end - begin, blocks_[unmapped].stream, small_pool});
@@ -469,6 +472,7 @@ CachingAllocatorModel::Index CachingAllocatorModel::UnmapBlock(Index i) {
 }
 
 void CachingAllocatorModel::ReleaseExpandableSegment(Index i) {
+  --TotalsOf(blocks_[i].stream, blocks_[i].small_pool).count;  // wholly unmapped: no bytes
   Detach(i);
   DeleteSegment(blocks_[i].segment);
   DeleteBlock(i);
@@ -571,6 +575,9 @@ void CachingAllocatorModel::ReleaseBlock(Index i) {
   Detach(i);
   Decrease(stats_.segment, b.small_pool, 1);
   Decrease(stats_.reserved_bytes, b.small_pool, Signed(b.size));
+  SegmentTotals& totals = TotalsOf(b.stream, b.small_pool);
+  --totals.count;
+  totals.bytes -= b.size;
   if (b.size >= conf_.max_split_size) DecreaseStat(stats_.oversize_segments, 1);
   ++stats_.num_device_free;
   NotifySegment({SegmentAction::kFree, b.address, b.size, b.stream, b.small_pool});
@@ -590,7 +597,7 @@ bool CachingAllocatorModel::ReleaseAvailableCachedBlocks(StreamId stream, bool s
     return true;
   }
   // Otherwise release oversize blocks of this stream, largest first, until key bytes are freed.
-  // Erasing an entry moves only entries after it, so the cursor to the one before stays valid.
+  // Erasing an entry invalidates only cursors to it, so the cursor to the one before stays valid.
   Bytes released = 0;
   for (auto cursor = found ? index->Prev(*found) : index->Last();
        cursor && released < key && index->At(*cursor).size >= conf_.max_split_size;) {
@@ -730,37 +737,38 @@ std::vector<SegmentSnapshot> CachingAllocatorModel::Snapshot() const {
   return snapshot;
 }
 
+CachingAllocatorModel::SegmentTotals& CachingAllocatorModel::TotalsOf(StreamId stream,
+                                                                      bool small_pool) {
+  auto before = [](const SegmentTotals& t, std::pair<StreamId, bool> key) {
+    return t.stream != key.first ? t.stream < key.first : t.small_pool < key.second;
+  };
+  auto at = std::lower_bound(segment_totals_.begin(), segment_totals_.end(),
+                             std::pair{stream, small_pool}, before);
+  if (at == segment_totals_.end() || at->stream != stream || at->small_pool != small_pool) {
+    at = segment_totals_.insert(at, {stream, small_pool, 0, 0});
+  }
+  return *at;
+}
+
 std::optional<FragmentationInfo> CachingAllocatorModel::Fragmentation() const {
-  // Called at every new peak of a replay: walks segment records, not a Snapshot().
+  // Called at every new peak of a replay: reads running totals, walks no segment.
   FragmentationInfo info;
   info.reserved_minus_allocated_bytes = reserved_bytes() - allocated_bytes();
   info.inactive_split_bytes = static_cast<Bytes>(stats_.inactive_split_bytes.all.current);
-  info.largest_free_block_bytes = stats().largest_free_block_bytes;
-  for (const SegmentRec& segment : segments_) {
-    if (!segment.live) continue;
-    const BlockRec& head = blocks_[segment.head];
-    Bytes mapped = segment.size;
-    if (head.expandable) {
-      // An expandable segment's unmapped tail is address space, not memory.
-      mapped = 0;
-      for (Index i = segment.head; i != kNone; i = blocks_[i].next) {
-        if (blocks_[i].state != BlockState::kUnmapped) mapped += blocks_[i].size;
+  for (const Pool* pool : {&small_, &large_}) {
+    for (const auto& [stream, index] : pool->free) {
+      if (auto last = index.Last()) {
+        info.largest_free_block_bytes =
+            std::max(info.largest_free_block_bytes, index.At(*last).size);
       }
     }
-    auto same = [&](const FragmentationInfo::Segments& e) {
-      return e.stream == head.stream && e.small_pool == head.small_pool;
-    };
-    auto it = std::find_if(info.segments.begin(), info.segments.end(), same);
-    if (it == info.segments.end()) {
-      it = info.segments.insert(info.segments.end(), {head.stream, head.small_pool, 0, 0});
-    }
-    ++it->count;
-    it->bytes += mapped;
   }
-  // By stream, the large pool before the small one.
-  std::sort(info.segments.begin(), info.segments.end(), [](const auto& a, const auto& b) {
-    return a.stream != b.stream ? a.stream < b.stream : a.small_pool < b.small_pool;
-  });
+  // By stream, the large pool before the small one (segment_totals_' order); an expandable
+  // segment's unmapped tail is address space, not memory.
+  for (const SegmentTotals& totals : segment_totals_) {
+    if (totals.count == 0) continue;
+    info.segments.push_back({totals.stream, totals.small_pool, totals.count, totals.bytes});
+  }
   return info;
 }
 

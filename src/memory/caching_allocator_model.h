@@ -148,7 +148,8 @@ class CachingAllocatorModel final : public MemoryModel {
     Bytes size = 0;
     Bytes requested = 0;
     std::uint64_t gc_count_base = 0;
-    UnmappedSet::iterator in_set;  // valid while kUnmapped
+    UnmappedSet::iterator in_set;    // valid while kUnmapped
+    FreeBlockIndex::Cursor in_free;  // valid while kFree
     Index prev = kNone;
     Index next = kNone;
     Index segment = kNone;
@@ -173,6 +174,14 @@ class CachingAllocatorModel final : public MemoryModel {
   struct Pending {
     Index block;
     std::vector<StreamId> streams;
+  };
+  // The live segments of one stream and pool and the device memory they hold (an expandable
+  // segment's mapped pages only), kept as segments come and go so Fragmentation is cheap.
+  struct SegmentTotals {
+    StreamId stream = 0;
+    bool small_pool = false;
+    std::uint64_t count = 0;
+    Bytes bytes = 0;
   };
 
   Pool& PoolOf(bool small_pool) { return small_pool ? small_ : large_; }
@@ -215,6 +224,7 @@ class CachingAllocatorModel final : public MemoryModel {
   void SynchronizeAndFreeEvents();
   void GarbageCollectCachedBlocks();
   Status OutOfMemory(Bytes alloc_size);
+  SegmentTotals& TotalsOf(StreamId stream, bool small_pool);
   Index CheckedAllocatedBlock(const Block& block) const;
 
   void Increase(AllocatorStatArray& stat, bool small_pool, std::int64_t amount);
@@ -229,6 +239,7 @@ class CachingAllocatorModel final : public MemoryModel {
   Pool small_;
   Pool large_;
   std::vector<Pending> pending_;
+  std::vector<SegmentTotals> segment_totals_;  // by (stream, small_pool)
   // Set nodes of mapped blocks, reused so mapping and unmapping allocate no memory.
   std::vector<UnmappedSet::node_type> spare_nodes_;
   Bytes next_address_;

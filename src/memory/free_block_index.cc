@@ -1,22 +1,14 @@
 #include "memory/free_block_index.h"
 
-#include <algorithm>
 #include <bit>
 
 #include "core/status.h"
 
 namespace bucketsim {
-namespace {
-
-bool Before(const FreeBlockIndex::Entry& a, Bytes size, Bytes address) {
-  return a.size != size ? a.size < size : a.address < address;
-}
-
-}  // namespace
 
 FreeBlockIndex::FreeBlockIndex() : bins_(kBins) {}
 
-// Sizes below 16 get a bin each; above, the bin is the power of two and the next kSubBits bits.
+// Sizes below 32 get a bin each; above, the bin is the power of two and the next kSubBits bits.
 // Bins are monotonic in size, so scanning bins upward visits sizes in order.
 std::uint32_t FreeBlockIndex::BinOf(Bytes size) {
   constexpr Bytes kLinear = Bytes{1} << kSubBits;
@@ -35,26 +27,33 @@ void FreeBlockIndex::MarkBin(std::uint32_t bin) {
   }
 }
 
-void FreeBlockIndex::Insert(const Entry& entry) {
+FreeBlockIndex::Cursor FreeBlockIndex::Insert(const Entry& entry) {
   const std::uint32_t bin = BinOf(entry.size);
-  std::vector<Entry>& entries = bins_[bin];
-  auto at =
-      std::lower_bound(entries.begin(), entries.end(), entry,
-                       [](const Entry& a, const Entry& b) { return Before(a, b.size, b.address); });
-  entries.insert(at, entry);
+  Bin::iterator at;
+  if (spare_nodes_.empty()) {
+    at = bins_[bin].insert(entry).first;
+  } else {
+    Bin::node_type node = std::move(spare_nodes_.back());
+    spare_nodes_.pop_back();
+    node.value() = entry;
+    at = bins_[bin].insert(std::move(node)).position;
+  }
   MarkBin(bin);
   ++count_;
+  return Cursor{bin, at};
 }
 
 void FreeBlockIndex::Erase(Bytes size, Bytes address) {
   const std::uint32_t bin = BinOf(size);
-  std::vector<Entry>& entries = bins_[bin];
-  auto at =
-      std::lower_bound(entries.begin(), entries.end(), Entry{size, address, 0},
-                       [](const Entry& a, const Entry& b) { return Before(a, b.size, b.address); });
-  BUCKETSIM_CHECK(at != entries.end() && at->size == size && at->address == address);
-  entries.erase(at);
-  MarkBin(bin);
+  Bin& entries = bins_[bin];
+  auto at = entries.find(Entry{size, address, 0});
+  BUCKETSIM_CHECK(at != entries.end());
+  Erase(Cursor{bin, at});
+}
+
+void FreeBlockIndex::Erase(Cursor cursor) {
+  spare_nodes_.push_back(bins_[cursor.bin].extract(cursor.at));
+  MarkBin(cursor.bin);
   --count_;
 }
 
@@ -66,7 +65,8 @@ std::optional<FreeBlockIndex::Cursor> FreeBlockIndex::NonEmptyFrom(std::uint32_t
     if (++word == kWords) return std::nullopt;
     bits = non_empty_[word];
   }
-  return Cursor{word * 64 + static_cast<std::uint32_t>(std::countr_zero(bits)), 0};
+  const auto found = word * 64 + static_cast<std::uint32_t>(std::countr_zero(bits));
+  return Cursor{found, bins_[found].begin()};
 }
 
 std::optional<FreeBlockIndex::Cursor> FreeBlockIndex::NonEmptyBefore(std::uint32_t bin) const {
@@ -80,25 +80,27 @@ std::optional<FreeBlockIndex::Cursor> FreeBlockIndex::NonEmptyBefore(std::uint32
     bits = non_empty_[--word];
   }
   const auto found = word * 64 + static_cast<std::uint32_t>(63 - std::countl_zero(bits));
-  return Cursor{found, static_cast<std::uint32_t>(bins_[found].size() - 1)};
+  return Cursor{found, std::prev(bins_[found].end())};
 }
 
 std::optional<FreeBlockIndex::Cursor> FreeBlockIndex::LowerBound(Bytes size) const {
   const std::uint32_t bin = BinOf(size);
-  const std::vector<Entry>& entries = bins_[bin];
-  auto at = std::lower_bound(entries.begin(), entries.end(), size,
-                             [](const Entry& a, Bytes s) { return a.size < s; });
-  if (at != entries.end()) return Cursor{bin, static_cast<std::uint32_t>(at - entries.begin())};
+  const Bin& entries = bins_[bin];
+  if (!entries.empty() && std::prev(entries.end())->size >= size) {
+    return Cursor{bin, entries.lower_bound(Entry{size, 0, 0})};
+  }
   return NonEmptyFrom(bin + 1);
 }
 
 std::optional<FreeBlockIndex::Cursor> FreeBlockIndex::Next(Cursor cursor) const {
-  if (cursor.offset + 1 < bins_[cursor.bin].size()) return Cursor{cursor.bin, cursor.offset + 1};
+  if (auto next = std::next(cursor.at); next != bins_[cursor.bin].end()) {
+    return Cursor{cursor.bin, next};
+  }
   return NonEmptyFrom(cursor.bin + 1);
 }
 
 std::optional<FreeBlockIndex::Cursor> FreeBlockIndex::Prev(Cursor cursor) const {
-  if (cursor.offset > 0) return Cursor{cursor.bin, cursor.offset - 1};
+  if (cursor.at != bins_[cursor.bin].begin()) return Cursor{cursor.bin, std::prev(cursor.at)};
   return NonEmptyBefore(cursor.bin);
 }
 

@@ -1,15 +1,19 @@
 // The cached free blocks of one stream and pool, ordered by (size, address): the order in which
-// PyTorch's caching allocator picks a best fit (smallest size >= request, then lowest address).
-// A std::set gives the same order but spends most of a malloc/free pair in tree rebalancing
-// and cache misses, so the blocks are binned by size class instead (two-level segregated fit:
-// a power of two split into 32 sub-classes; classes are in size order) with a bitmap of
-// non-empty bins, and each bin is a short vector kept sorted. The index owns only the entries;
+// PyTorch's caching allocator picks a best fit (smallest size >= request, then lowest address;
+// BlockPool is a std::set ordered by BlockComparatorSize, reference/caching_allocator.md §2.2).
+// The blocks are binned by size class (two-level segregated fit: a power of two split into 32
+// sub-classes; classes are in size order) with a bitmap of non-empty bins, so a best-fit search
+// finds the first candidate bin with one bit scan. Each bin is an ordered set, so inserting and
+// erasing are O(log n) however many blocks of one size are cached (a training step caches
+// thousands of same-size blocks: a sorted vector per bin spent most of a free in memmove). Set
+// nodes are recycled, so a steady state allocates no memory. The index owns only the entries;
 // the model owns the blocks they name.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "core/units.h"
@@ -23,21 +27,32 @@ class FreeBlockIndex {
     Bytes address = 0;
     std::uint32_t block = 0;
   };
-  // A position: a bin and an offset in it. Inserting or erasing invalidates cursors at or after
-  // the changed position in that bin only.
+  struct EntryLess {
+    bool operator()(const Entry& a, const Entry& b) const {
+      return a.size != b.size ? a.size < b.size : a.address < b.address;
+    }
+  };
+  using Bin = std::set<Entry, EntryLess>;
+  // A position: a bin and an entry in it. Stays valid until that entry is erased.
   struct Cursor {
     std::uint32_t bin = 0;
-    std::uint32_t offset = 0;
+    Bin::const_iterator at;
   };
 
   FreeBlockIndex();
+  FreeBlockIndex(FreeBlockIndex&&) noexcept = default;
+  FreeBlockIndex& operator=(FreeBlockIndex&&) noexcept = default;
 
-  void Insert(const Entry& entry);
+  // Returns where the entry went: erasing it there needs no search.
+  Cursor Insert(const Entry& entry);
   // The entry must be present with exactly this size and address.
   void Erase(Bytes size, Bytes address);
+  // The entry at `cursor` (no search).
+  void Erase(Cursor cursor);
 
   bool empty() const { return count_ == 0; }
-  const Entry& At(Cursor cursor) const { return bins_[cursor.bin][cursor.offset]; }
+  std::size_t size() const { return count_; }
+  const Entry& At(Cursor cursor) const { return *cursor.at; }
   // The first entry with size >= `size`.
   std::optional<Cursor> LowerBound(Bytes size) const;
   std::optional<Cursor> Next(Cursor cursor) const;
@@ -53,13 +68,16 @@ class FreeBlockIndex {
   static constexpr std::uint32_t kWords = (kBins + 63) / 64;
 
   static std::uint32_t BinOf(Bytes size);
+  // The first entry of the first non-empty bin at or after `bin`.
   std::optional<Cursor> NonEmptyFrom(std::uint32_t bin) const;
+  // The last entry of the last non-empty bin before `bin`.
   std::optional<Cursor> NonEmptyBefore(std::uint32_t bin) const;
   void MarkBin(std::uint32_t bin);
 
-  std::vector<std::vector<Entry>> bins_;
+  std::vector<Bin> bins_;
   std::array<std::uint64_t, kWords> non_empty_{};
   std::size_t count_ = 0;
+  std::vector<Bin::node_type> spare_nodes_;  // nodes of erased entries, reused by Insert
 };
 
 }  // namespace bucketsim

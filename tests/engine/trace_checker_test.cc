@@ -114,5 +114,114 @@ TEST(TraceChecker, RejectsIterationsOutOfOrder) {
   ExpectInvalid(t, "event 1: iteration 1 does not follow iteration 1");
 }
 
+// Feeds events to a checker one by one, numbering them, as a reader would.
+class Feeder {
+ public:
+  explicit Feeder(TraceChecker& checker) : checker_(checker) {
+    header_.streams = {{"default"}};
+    EXPECT_TRUE(header_.Finalize().ok());
+    EXPECT_TRUE(checker_.OnHeader(header_).ok());
+  }
+  Status Feed(Event event) {
+    event.index = next_++;
+    return checker_.OnEvent(event);
+  }
+  EventIndex next() const { return next_; }
+
+ private:
+  TraceChecker& checker_;
+  TraceHeader header_;
+  EventIndex next_ = 0;
+};
+
+// 200000 allocations and frees with fresh ids: the checker keeps the live ids, the last 64
+// frees and one range of older freed ids, not an entry per id ever seen.
+TEST(TraceChecker, ForgetsFreedIdsSoItsMemoryIsBoundedByWhatIsLive) {
+  TraceChecker checker(nullptr, CheckerMode::kReject, /*remembered_frees=*/64);
+  Feeder feed(checker);
+  ASSERT_TRUE(feed.Feed(AllocEvent(1'000'000, 512, Category::kParam, 0)).ok());  // lives on
+  std::size_t most = 0;
+  for (std::uint64_t id = 0; id < 100'000; ++id) {
+    ASSERT_TRUE(feed.Feed(AllocEvent(id, 512, Category::kActivation, 0)).ok());
+    ASSERT_TRUE(feed.Feed(FreeEvent(id)).ok());
+    most = std::max(most, checker.remembered_ids());
+  }
+  // 1 live + at most 64 recent frees + 1 range of forgotten ones.
+  EXPECT_LE(most, 1u + 64u + 1u);
+  EXPECT_EQ(checker.summary().max_live_allocations, 2u);
+}
+
+TEST(TraceChecker, NamesADoubleFreeOfAnIdItHasForgotten) {
+  TraceChecker checker(nullptr, CheckerMode::kReject, 4);
+  Feeder feed(checker);
+  for (std::uint64_t id = 0; id < 10; ++id) {
+    ASSERT_TRUE(feed.Feed(AllocEvent(id, 512, Category::kOther, 0)).ok());
+  }
+  for (std::uint64_t id = 0; id < 10; ++id) ASSERT_TRUE(feed.Feed(FreeEvent(id)).ok());
+  // Id 9 is among the last 4 frees: its event is named. Id 0 was freed 10 frees ago.
+  Status recent = feed.Feed(FreeEvent(9));
+  EXPECT_EQ(recent.message(), "event 20: double free of id 9 (already freed at event 19)");
+  TraceChecker again(nullptr, CheckerMode::kReject, 4);
+  Feeder feed_again(again);
+  for (std::uint64_t id = 0; id < 10; ++id) {
+    ASSERT_TRUE(feed_again.Feed(AllocEvent(id, 512, Category::kOther, 0)).ok());
+  }
+  for (std::uint64_t id = 0; id < 10; ++id) ASSERT_TRUE(feed_again.Feed(FreeEvent(id)).ok());
+  Status old = feed_again.Feed(FreeEvent(0));
+  EXPECT_EQ(old.code(), StatusCode::kInvalidTrace);
+  EXPECT_EQ(old.message(),
+            "event 20: double free of id 0 (already freed, more than 4 frees before)");
+}
+
+TEST(TraceChecker, StillRejectsAFreeOfAnIdNeverAllocatedAfterForgetting) {
+  TraceChecker checker(nullptr, CheckerMode::kReject, 2);
+  Feeder feed(checker);
+  for (std::uint64_t id = 0; id < 10; id += 2) {  // even ids only
+    ASSERT_TRUE(feed.Feed(AllocEvent(id, 512, Category::kOther, 0)).ok());
+    ASSERT_TRUE(feed.Feed(FreeEvent(id)).ok());
+  }
+  Status status = feed.Feed(FreeEvent(3));
+  EXPECT_EQ(status.message(), "event 10: free of unknown allocation id 3");
+}
+
+// Imported traces use block addresses as ids: an id comes back after it was freed and
+// forgotten, and only its newest life counts.
+TEST(TraceChecker, AnIdAllocatedAgainAfterItWasForgottenIsLiveAgain) {
+  TraceChecker checker(nullptr, CheckerMode::kReject, 1);
+  Feeder feed(checker);
+  for (std::uint64_t id : {5, 6, 7, 8}) {
+    ASSERT_TRUE(feed.Feed(AllocEvent(id, 512, Category::kOther, 0)).ok());
+  }
+  for (std::uint64_t id : {5, 6, 7, 8}) ASSERT_TRUE(feed.Feed(FreeEvent(id)).ok());
+  ASSERT_TRUE(feed.Feed(AllocEvent(6, 1024, Category::kOther, 0)).ok());  // event 8
+  Status live_again = feed.Feed(AllocEvent(6, 1024, Category::kOther, 0));
+  EXPECT_EQ(live_again.message(),
+            "event 9: alloc of id 6, which is already live (allocated at event 8)");
+  ASSERT_TRUE(feed.Feed(FreeEvent(6)).ok());  // event 10
+  EXPECT_EQ(feed.Feed(FreeEvent(6)).message(),
+            "event 11: double free of id 6 (already freed at event 10)");
+  // 5 was freed and forgotten, and never allocated again: still a double free.
+  EXPECT_EQ(feed.Feed(FreeEvent(5)).message(),
+            "event 12: double free of id 5 (already freed, more than 1 frees before)");
+}
+
+TEST(TraceChecker, ReportModeCountsDoubleFreesOfForgottenIds) {
+  TraceChecker checker(nullptr, CheckerMode::kReport, 1);
+  Feeder feed(checker);
+  for (std::uint64_t id : {1, 2, 3}) {
+    ASSERT_TRUE(feed.Feed(AllocEvent(id, 512, Category::kOther, 0)).ok());
+  }
+  for (std::uint64_t id : {1, 2, 3}) ASSERT_TRUE(feed.Feed(FreeEvent(id)).ok());
+  for (std::uint64_t id : {1, 2, 3, 4}) ASSERT_TRUE(feed.Feed(FreeEvent(id)).ok());
+  ASSERT_TRUE(checker.OnEnd().ok());
+  const auto& found = checker.summary().inconsistencies;
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].kind, Inconsistency::kDoubleFree);
+  EXPECT_EQ(found[0].count, 3u);
+  EXPECT_EQ(found[0].first_events, (std::vector<EventIndex>{6, 7, 8}));
+  EXPECT_EQ(found[1].kind, Inconsistency::kFreeOfUnknownId);
+  EXPECT_EQ(found[1].count, 1u);
+}
+
 }  // namespace
 }  // namespace bucketsim

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "recording_sink.h"
+#include "report/report_context.h"
 
 namespace bucketsim {
 namespace {
@@ -292,6 +293,39 @@ TEST_F(ReadTraceFile, ReadsAFileLargerThanOneChunk) {
   ASSERT_EQ(sink.events.size(), static_cast<std::size_t>(kEvents));
   EXPECT_EQ(sink.events.back().id, static_cast<std::uint64_t>(kEvents - 1));
   EXPECT_EQ(sink.events.back().bytes, static_cast<Bytes>(kEvents - 1) * 512);
+}
+
+// The reader hashes the bytes as it reads them: its digest is the one DescribeTrace computes
+// over the file (the value reports and baselines carry), with no second pass over the file.
+TEST_F(ReadTraceFile, DigestsTheFileInTheSamePassAsDescribeTrace) {
+  std::string events;
+  for (int i = 0; i < 30000; ++i) {  // ~1.5 MiB: more than one chunk
+    events += fmt::format("{}{{\"ev\": \"alloc\", \"id\": {}, \"bytes\": 512, \"cat\": \"other\"}}",
+                          i == 0 ? "" : ",\n", i);
+  }
+  // A NUL ends the input for the parser (as for nlohmann), but the digest is of every byte.
+  const std::string with_tail = Trace(events) + std::string(1, '\0') + "not json";
+  for (const std::string& text : {Trace(events), with_tail}) {
+    std::string path = Write("digest.json", text);
+    TraceHeader header;
+    RecordingSink sink;
+    Status status = ReadTrace(path, header, sink);
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    ReportContext context;
+    ASSERT_TRUE(DescribeTrace(path, context).ok());
+    EXPECT_TRUE(header.content_digest.starts_with("fnv1a64:")) << header.content_digest;
+    EXPECT_EQ(header.content_digest, context.trace_digest);
+  }
+  // From memory, the same bytes give the same digest.
+  ReadResult r = Read(with_tail);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ReportContext context;
+  ASSERT_TRUE(DescribeTrace(Write("digest.json", with_tail), context).ok());
+  EXPECT_EQ(r.header.content_digest, context.trace_digest);
+  // A header read alone does not digest what it did not read.
+  Result<TraceHeader> header = ReadTraceHeader(Write("digest.json", with_tail));
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->content_digest, "");
 }
 
 TEST_F(ReadTraceFile, ReportsATruncatedFileWithItsPath) {

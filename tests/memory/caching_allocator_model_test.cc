@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -653,6 +654,31 @@ void ExpectArray(const AllocatorStatArray& stat, const std::int64_t (&recount)[2
   EXPECT_GE(stat.all.peak, stat.all.current) << name;
 }
 
+// Fragmentation keeps its per-(stream, pool) segment figures as segments come and go: they
+// equal a recount of the snapshot (an expandable segment counts its mapped blocks only).
+void ExpectFragmentationRecounted(const CachingAllocatorModel& model, int step) {
+  std::map<std::pair<StreamId, bool>, std::pair<std::uint64_t, Bytes>> recount;
+  for (const SegmentSnapshot& segment : model.Snapshot()) {
+    auto& [count, bytes] = recount[{segment.stream, segment.small_pool}];
+    ++count;
+    for (const auto& block : segment.blocks) {
+      if (block.state != BlockState::kUnmapped) bytes += block.size;
+    }
+  }
+  const std::optional<FragmentationInfo> info = model.Fragmentation();
+  ASSERT_TRUE(info.has_value());
+  ASSERT_EQ(info->segments.size(), recount.size()) << "step " << step;
+  auto want = recount.begin();
+  for (const FragmentationInfo::Segments& got : info->segments) {
+    EXPECT_EQ(std::pair(got.stream, got.small_pool), want->first) << "step " << step;
+    EXPECT_EQ(got.count, want->second.first) << "step " << step;
+    EXPECT_EQ(got.bytes, want->second.second) << "step " << step;
+    ++want;
+  }
+  EXPECT_EQ(info->largest_free_block_bytes, model.stats().largest_free_block_bytes);
+  EXPECT_EQ(info->reserved_minus_allocated_bytes, model.reserved_bytes() - model.allocated_bytes());
+}
+
 // Blocks tile each segment exactly, segments do not overlap, neighbours in the same state are
 // merged, and every stat equals a recount from the block list.
 void CheckInvariants(const CachingAllocatorModel& model, Bytes live_charged, int step) {
@@ -719,6 +745,7 @@ void CheckInvariants(const CachingAllocatorModel& model, Bytes live_charged, int
   ExpectArray(stats.inactive_split_bytes, r.inactive_split_bytes, "inactive_split_bytes", step);
   EXPECT_EQ(stats.largest_free_block_bytes, r.largest_free) << "step " << step;
   EXPECT_LE(model.allocated_bytes(), model.reserved_bytes()) << "step " << step;
+  ExpectFragmentationRecounted(model, step);
   EXPECT_EQ(model.allocated_bytes(), live_charged) << "step " << step;
 }
 

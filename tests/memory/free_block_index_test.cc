@@ -1,5 +1,6 @@
 #include "memory/free_block_index.h"
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <tuple>
@@ -72,6 +73,54 @@ TEST(FreeBlockIndex, AgreesWithAnOrderedSet) {
   std::vector<Key> all;
   for (const auto& entry : index.Entries()) all.push_back(KeyOf(entry));
   EXPECT_EQ(all, std::vector<Key>(reference.begin(), reference.end()));
+}
+
+// A training step caches thousands of blocks of one size: among them the lowest address is the
+// best fit, whatever order they were freed in, and erasing any of them keeps that order.
+TEST(FreeBlockIndex, ManyBlocksOfOneSizeAreTakenLowestAddressFirst) {
+  constexpr int kBlocks = 5000;
+  std::vector<Bytes> addresses;
+  for (int i = 0; i < kBlocks; ++i) addresses.push_back(kMiB * (1 + static_cast<Bytes>(i)));
+  std::mt19937_64 rng(3);
+  std::shuffle(addresses.begin(), addresses.end(), rng);
+  FreeBlockIndex index;
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    index.Insert({4 * kMiB, addresses[i], static_cast<std::uint32_t>(i)});
+  }
+  index.Insert({4 * kMiB - 512, 999 * kMiB * kMiB, 77777});  // smaller, at a high address
+  EXPECT_EQ(index.size(), kBlocks + 1u);
+  EXPECT_EQ(index.At(*index.LowerBound(4 * kMiB - 512)).block, 77777u);
+  // Ties on size break by address: 1 MiB, 2 MiB, ... in turn, as each best fit is taken.
+  for (Bytes expected = kMiB; expected <= 100 * kMiB; expected += kMiB) {
+    auto best = index.LowerBound(4 * kMiB);
+    ASSERT_TRUE(best.has_value());
+    ASSERT_EQ(index.At(*best).address, expected);
+    index.Erase(4 * kMiB, expected);
+  }
+  // Erasing from the middle leaves the neighbours linked in order.
+  index.Erase(4 * kMiB, 200 * kMiB);
+  auto at = index.LowerBound(4 * kMiB);
+  for (Bytes expected = 101 * kMiB; expected < 200 * kMiB; expected += kMiB) at = index.Next(*at);
+  EXPECT_EQ(index.At(*at).address, 201 * kMiB);
+  EXPECT_EQ(index.At(*index.Prev(*at)).address, 199 * kMiB);
+  EXPECT_EQ(index.size(), kBlocks + 1u - 101u);
+}
+
+// A cursor stays valid while other entries come and go, even in its own bin (the release of
+// oversize blocks walks backwards while erasing what it walked past).
+TEST(FreeBlockIndex, ACursorSurvivesTheErasureOfOtherEntries) {
+  FreeBlockIndex index;
+  for (Bytes i = 1; i <= 8; ++i)
+    index.Insert({64 * kMiB, i * 64 * kMiB, static_cast<std::uint32_t>(i)});
+  auto last = index.Last();
+  ASSERT_TRUE(last.has_value());
+  auto before = index.Prev(*last);
+  index.Erase(64 * kMiB, 8 * 64 * kMiB);  // what `last` named
+  index.Erase(64 * kMiB, 1 * 64 * kMiB);
+  index.Insert({64 * kMiB, 9 * 64 * kMiB, 9});
+  EXPECT_EQ(index.At(*before).block, 7u);
+  EXPECT_EQ(index.At(*index.Next(*before)).block, 9u);
+  EXPECT_EQ(index.At(*index.First()).block, 2u);
 }
 
 }  // namespace
