@@ -39,7 +39,7 @@ struct CapFlag {
   std::optional<CapRange> range;  // A..B; unset with `auto` (from the trace)
 };
 
-const NumberFlagSpec kCapFlag{"--bucket-cap-mb", "MiB", "25"};
+const NumberFlagSpec kCapFlag{"--bucket-cap-mb", "MiB", "1,5,25"};
 
 Result<double> ParseCapNumber(std::string_view text) { return ParseNumberFlag(kCapFlag, text); }
 

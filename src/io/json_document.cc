@@ -26,6 +26,8 @@ std::string_view MadeBy(std::string_view kind) {
   if (kind == "report") return "compare, check or sweep --json";
   if (kind == "time profile") return "traces/profiles/, or bucketsim calibrate";
   if (kind == "budget file") return "reports/budget-example.json";
+  if (kind == "model program")
+    return "bucketsim gen PRESET --emit-program, or tools/record_program.py";
   return "";
 }
 
@@ -58,6 +60,7 @@ Result<JsonDocument> JsonDocument::Read(const std::string& path, std::string_vie
 
 Result<JsonDocument> JsonDocument::Read(const std::string& path, std::string_view kind,
                                         const std::vector<std::string>& skip) {
+  BUCKETSIM_RETURN_IF_ERROR(RejectDirectory(path, kind));
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return IoError(fmt::format("cannot read {} '{}': {}", kind, path, std::strerror(errno)));
@@ -70,6 +73,7 @@ Result<JsonDocument> JsonDocument::Read(const std::string& path, std::string_vie
   try {
     Json root = Json::parse(in, keep);
     if (in.bad()) return IoError(fmt::format("cannot read {} '{}'", kind, path));
+    BUCKETSIM_RETURN_IF_ERROR(CheckJsonFileKind(path, kind, root));
     return JsonDocument(path, std::string(kind), std::move(root));
   } catch (const Json::exception& e) {
     return InvalidArgument(

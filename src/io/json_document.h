@@ -17,12 +17,14 @@ namespace bucketsim {
 
 // Which of bucketsim's JSON files `root` is, by the keys that tell them apart: "trace" (events),
 // "report" (context and trace, or a policies array), "time profile" (collectives, copy_GBps),
-// "budget file" (a policies object without a context); "" for none of them. A reader that is handed
+// "budget file" (a policies object without a context), "model program" (its format key); "" for
+// none of them. A reader that is handed
 // another kind names it ("this is a trace, not a time profile") instead of listing the fields it
 // misses.
 template <class JsonValue>
 std::string_view JsonFileKind(const JsonValue& root) {
   if (!root.is_object()) return "";
+  if (root.contains("format") && root["format"] == "bucketsim-program") return "model program";
   if (root.contains("events")) return "trace";
   const bool policies_array = root.contains("policies") && root["policies"].is_array();
   const bool policies_object = root.contains("policies") && root["policies"].is_object();

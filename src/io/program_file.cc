@@ -35,11 +35,6 @@ class ProgramReader {
   Result<FsdpModel> Read() {
     const Pointer top;
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(top).status());
-    if (!doc_.Has(Pointer("/format")) && doc_.Has(Pointer("/events"))) {
-      return doc_.Error(top,
-                        "this is a trace, not a model program (no 'format' key); "
-                        "bucketsim gen program reads programs");
-    }
     std::string format;
     PROGRAM_ASSIGN(format, doc_.String(Pointer("/format")));
     if (format != kFormat) {

@@ -125,8 +125,8 @@ constexpr const char* kHead =
 
 TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
   EXPECT_EQ(ErrorOf(R"({"schema_version": 3, "world_size": 2, "rank": 0, "events": []})"),
-            "m.json: (top level): this is a trace, not a model program (no 'format' key); "
-            "bucketsim gen program reads programs");
+            "m.json: this is a trace, not a model program (a model program comes from bucketsim "
+            "gen PRESET --emit-program, or tools/record_program.py)");
   EXPECT_EQ(ErrorOf(R"({"format": "x", "schema_version": 1})"),
             "m.json: /format: expected \"bucketsim-program\", got \"x\"");
   EXPECT_EQ(ErrorOf(std::string("{") + kHead + R"(, "forward": [], "loss": "l", "extra": 1})"),
