@@ -116,8 +116,6 @@ using Request = std::tuple<std::uint32_t, GroupId, Numel>;  // fsdp, group, nume
 
 constexpr Category kParam = Category::kParam;
 constexpr Category kAct = Category::kActivation;
-constexpr Category kGrad = Category::kGrad;
-constexpr Category kAg = Category::kAllGather;
 constexpr Category kOpt = Category::kOptimizerState;
 
 // Walks the trace with its iteration and phase; `visit` sees every event with both.
