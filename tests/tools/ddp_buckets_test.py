@@ -139,7 +139,7 @@ def replay(trace, view):
         policy = (f"ddp,cap={CAP_MB},first_cap={FIRST_BUCKET_BYTES / 2**20!r},"
                   f"grad_as_view={view}")
         result = subprocess.run([BUCKETSIM, "compare", path, "--policy", policy, "--format",
-                                 "json", "--allocator", "exact"],
+                                 "json", "--allocator", "exact", "--full-log"],
                                 capture_output=True, text=True, check=True)
         return json.loads(result.stdout)["policies"][0]
 
