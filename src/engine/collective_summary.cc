@@ -23,4 +23,17 @@ void CollectiveSummary::Add(std::uint64_t iteration, Phase phase, const Collecti
   Count(groups_[group->second].total, bytes);
 }
 
+CollectiveSummary CollectiveSummary::Restored(std::vector<PhaseCollectives> phases,
+                                              std::vector<GroupCollectives> groups) {
+  CollectiveSummary summary;
+  for (const PhaseCollectives& phase : phases) {
+    summary.totals_.count += phase.total.count;
+    summary.totals_.bytes += phase.total.bytes;
+  }
+  for (std::size_t i = 0; i < groups.size(); ++i) summary.group_index_[groups[i].group] = i;
+  summary.phases_ = std::move(phases);
+  summary.groups_ = std::move(groups);
+  return summary;
+}
+
 }  // namespace bucketsim

@@ -46,6 +46,11 @@ class CollectiveSummary {
   // Per group, in the order groups first issued a collective.
   const std::vector<GroupCollectives>& groups() const { return groups_; }
 
+  // A summary as a report wrote it, read back (io/report_reader): the stretches and groups as
+  // they were, and totals of their counts and bytes (a report does not keep the bus bytes).
+  static CollectiveSummary Restored(std::vector<PhaseCollectives> phases,
+                                    std::vector<GroupCollectives> groups);
+
  private:
   CollectiveTotals totals_;
   std::vector<PhaseCollectives> phases_;

@@ -302,6 +302,34 @@ void ReadIterationTimings(const Node& node, RunResult& run) {
   }
 }
 
+// collective_summary, so that a page read back shows the collectives as the replay's own page
+// does (the framework table). Reports written before the summary have none.
+void ReadCollectiveSummary(const Node& node, RunResult& run) {
+  if (!node.Has("collective_summary")) return;
+  const Node summary = node["collective_summary"];
+  std::vector<PhaseCollectives> phases;
+  for (const Node& p : summary["phases"].Items()) {
+    PhaseCollectives phase;
+    phase.iteration = p["iteration"].Uint();
+    phase.phase = ReadPhase(p["phase"]);
+    phase.total = {p["count"].Uint(), p["bytes"].Uint()};
+    for (int k = 0; k < kNumCollectiveKinds; ++k) {
+      const std::string_view kind = CollectiveKindName(static_cast<CollectiveKind>(k));
+      if (!p.Has(kind)) continue;  // a report from before the kind existed
+      const Node count = p[kind];
+      phase.by_kind[static_cast<std::size_t>(k)] = {count["count"].Uint(), count["bytes"].Uint()};
+    }
+    phases.push_back(phase);
+  }
+  std::vector<GroupCollectives> groups;
+  for (const Node& g : summary["groups"].Items()) {
+    groups.push_back({g["group"].Uint(),
+                      static_cast<int>(g["group_size"].Uint()),
+                      {g["count"].Uint(), g["bytes"].Uint()}});
+  }
+  run.collective_summary = CollectiveSummary::Restored(std::move(phases), std::move(groups));
+}
+
 void ReadRunDetails(const Node& node, const ReportTraceInfo& trace, RunResult& run,
                     bool& has_timeline) {
   run.canonical = node["canonical"].String();
@@ -318,6 +346,7 @@ void ReadRunDetails(const Node& node, const ReportTraceInfo& trace, RunResult& r
   if (!ReadTimeline(node, run)) has_timeline = false;
   ReadBucketLifetimes(node, run);
   ReadIterationTimings(node, run);
+  ReadCollectiveSummary(node, run);
 }
 
 std::optional<std::size_t> ReadIndex(const Node& node, std::size_t points) {
