@@ -75,14 +75,7 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
       std::printf("\nacross frameworks:\n%s",
                   RenderText(BuildFrameworkTable(outcome->runs)).c_str());
     }
-    // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
-    // events: say why the rows agree and where a policy-replayable trace comes from.
-    if (outcome->summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
-      std::printf(
-          "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ "
-          "on it; record your model's program with tools/record_program.py (README, \"Bring your "
-          "own model\").\n");
-    }
+    PrintNoteIfNoReduceScatter(outcome->summary);
     for (const RunResult& run : outcome->runs) {
       if (run.oom) {
         std::printf("\n%s: %s; its figures stop there\n", run.policy.c_str(),

@@ -259,14 +259,7 @@ void PrintSweep(const ReportContext& report_context, const TraceSummary& summary
               report_context.trace_name.c_str(), sweep.points.size(),
               report_context.time_profile.c_str(), report_context.memory_model.c_str(),
               RenderText(BuildSweepTable(sweep)).c_str());
-  // A trace without reduce-scatter requests (an imported snapshot) gives every policy the same
-  // events: say why the rows agree and where a policy-replayable trace comes from.
-  if (summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] == 0) {
-    std::printf(
-        "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ "
-        "on it; record your model's program with tools/record_program.py (README, \"Bring your "
-        "own model\").\n");
-  }
+  PrintNoteIfNoReduceScatter(summary);
   std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
   if (report_context.time_profile == "none") {
     std::printf(

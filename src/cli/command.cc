@@ -289,6 +289,14 @@ void AddTimeoutFlag(CLI::App& command, double& timeout_s) {
       ->capture_default_str();
 }
 
+void PrintNoteIfNoReduceScatter(const TraceSummary& summary) {
+  if (summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] != 0) return;
+  std::printf(
+      "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ on "
+      "it; record your model's program with tools/record_program.py (README, \"Bring your own "
+      "model\").\n");
+}
+
 int ReportError(const Status& status) {
   std::fprintf(stderr, "bucketsim: error: %s\n", status.message().c_str());
   return kExitError;

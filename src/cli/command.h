@@ -64,8 +64,8 @@ struct ReplayFlags {
   std::string device_memory;              // SIZE; empty: unlimited
   std::string profile_path;  // --profile: the sim's time model; empty: copies and collectives free
   ProgressFlags progress;
-  bool full_log = false;     // --full-log: every collective in the report, not only the summary
-  unsigned jobs = 1;         // --jobs (compare, sweep, check): replay threads; 0: every core
+  bool full_log = false;  // --full-log: every collective in the report, not only the summary
+  unsigned jobs = 1;      // --jobs (compare, sweep, check): replay threads; 0: every core
 };
 void AddTraceArgument(CLI::App& command, std::string& trace, bool required);
 // `with_cap`: also --bucket-cap-mb as one number (sweep defines its own list instead).
@@ -120,6 +120,10 @@ Result<std::vector<double>> ParseNumberList(const NumberFlagSpec& spec,
 
 // Prints "bucketsim: error: <message>" on stderr and returns kExitError.
 int ReportError(const Status& status);
+// compare and sweep on a trace without reduce-scatter requests (an imported snapshot): every
+// policy sees the same events, so say in one line why the rows agree and where a
+// policy-replayable trace comes from.
+void PrintNoteIfNoReduceScatter(const TraceSummary& summary);
 
 class MpiWorld;
 // For a real backend's on_fatal (a failure other ranks may be blocked on): prints
