@@ -146,7 +146,9 @@ Result<TimeProfile> ParseTimeProfile(const std::string& text, const std::string&
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number beyond a double ("1e30800": found by
+    // tests/fuzz/time_profile_fuzz.cc).
     return InvalidArgument(fmt::format("{}: not JSON: {}", origin, e.what()));
   }
   if (!doc.is_object()) return InvalidArgument(fmt::format("{}: expected a JSON object", origin));
