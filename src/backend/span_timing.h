@@ -39,7 +39,7 @@ struct TimingTotals {
   IterationTiming per_iteration;
   Bytes collective_bytes = 0;  // whole send buffers, as nccl-tests counts a reduce-scatter
   double algbw_GBps = 0;       // collective_bytes over communication time
-  double busbw_GBps = 0;       // each collective's bytes scaled by its BusFactor, over the same time
+  double busbw_GBps = 0;  // each collective's bytes scaled by its BusFactor, over the same time
 };
 
 TimingTotals SumTimings(const std::vector<IterationTiming>& iterations,

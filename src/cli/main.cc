@@ -10,8 +10,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/command.h"
-#include "io/atomic_file.h"
 #include "core/closest_name.h"
+#include "io/atomic_file.h"
 
 namespace bucketsim {
 namespace {

@@ -30,7 +30,8 @@ std::vector<PredictionRow> PredictionRows(const std::vector<RunResult>& runs) {
   for (const RunResult& run : runs) {
     if (!run.prediction) continue;
     TimingTotals measured = SumTimings(run.iterations, run.collective_summary.totals());
-    TimingTotals predicted = SumTimings(run.prediction->iterations, run.collective_summary.totals());
+    TimingTotals predicted =
+        SumTimings(run.prediction->iterations, run.collective_summary.totals());
     rows.push_back({run.policy, run.prediction->profile, measured.step_time_us,
                     predicted.step_time_us, measured.per_iteration.exposed_communication_us,
                     predicted.per_iteration.exposed_communication_us,

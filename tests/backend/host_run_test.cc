@@ -64,10 +64,10 @@ void ExpectHostMatchesSim(const std::string& trace, int ranks, const std::string
                           const std::vector<std::string>& policies = kPolicies) {
   std::string host_path = WriteTempFile(name + "-host.json", "");
   std::string sim_path = WriteTempFile(name + "-sim.json", "");
-  std::vector<std::string> run = {"run",       trace,       "--backend", "host",
-                                  "--compute-scale", "0.05", "--timeout", "60",
-                                  "--json",    host_path,   "--full-log"};
-  std::vector<std::string> compare = {"compare", trace,  "--json",    sim_path,
+  std::vector<std::string> run = {
+      "run",       trace, "--backend", "host",    "--compute-scale", "0.05",
+      "--timeout", "60",  "--json",    host_path, "--full-log"};
+  std::vector<std::string> compare = {"compare",  trace,  "--json",    sim_path,
                                       "--format", "json", "--full-log"};
   for (const std::string& arg : PolicyArgs(policies)) {
     run.push_back(arg);

@@ -191,9 +191,9 @@ TEST(Profile, ABadProfileIsAnInputError) {
 }
 
 TEST(Profile, PricesCollectivesInTheReport) {
-  testing::BinaryResult run = RunBucketsim({"compare", "traces/tiny-ws2.json", "--policy",
-                                            "unbucketed", "--profile", kH100, "--format", "json",
-                                            "--full-log"});
+  testing::BinaryResult run =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--policy", "unbucketed", "--profile", kH100,
+                    "--format", "json", "--full-log"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   json report = json::parse(run.out);
   EXPECT_EQ(report["context"]["time_profile"], "h100-8gpu-nvlink-derived");
