@@ -43,32 +43,8 @@ const NumberFlagSpec kCapFlag{"--bucket-cap-mb", "MiB", "1,5,25"};
 
 Result<double> ParseCapNumber(std::string_view text) { return ParseNumberFlag(kCapFlag, text); }
 
-// Each value of the flag split at its commas; an empty entry ("1,5,,25") is refused, not dropped
-// (CLI11's own delimiter would drop it silently).
-Result<std::vector<std::string>> SplitCapItems(const std::vector<std::string>& values) {
-  std::vector<std::string> items;
-  for (const std::string& value : values) {
-    std::size_t start = 0;
-    while (true) {
-      const std::size_t comma = value.find(',', start);
-      std::string item =
-          value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (item.empty()) {
-        return InvalidArgument(
-            fmt::format("--bucket-cap-mb: '{}' has an empty entry (write numbers separated by "
-                        "single commas, e.g. 1,5,25)",
-                        value));
-      }
-      items.push_back(std::move(item));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
-  return items;
-}
-
 Result<CapFlag> ParseCapFlag(const std::vector<std::string>& values) {
-  Result<std::vector<std::string>> items = SplitCapItems(values);
+  Result<std::vector<std::string>> items = SplitListEntries(kCapFlag.flag, values);
   if (!items.ok()) return items.status();
   CapFlag flag;
   for (const std::string& item : *items) {

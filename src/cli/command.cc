@@ -163,29 +163,27 @@ CLI::Validator NumberFlag(NumberFlagSpec spec) {
       spec.unit.empty() ? "NUMBER" : spec.unit);
 }
 
-Result<std::vector<double>> ParseNumberList(const NumberFlagSpec& spec,
-                                            const std::vector<std::string>& values) {
-  std::vector<double> numbers;
+Result<std::vector<std::string>> SplitListEntries(std::string_view flag,
+                                                  const std::vector<std::string>& values) {
+  std::vector<std::string> entries;
   for (const std::string& value : values) {
     std::size_t start = 0;
     while (true) {
-      std::size_t comma = value.find(',', start);
-      std::string_view entry =
-          std::string_view(value).substr(start, comma == std::string::npos ? comma : comma - start);
+      const std::size_t comma = value.find(',', start);
+      std::string entry =
+          value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       if (entry.empty()) {
         return InvalidArgument(
             fmt::format("{}: '{}' has an empty entry (write numbers separated by single commas, "
                         "e.g. 1,5,25)",
-                        spec.flag, value));
+                        flag, value));
       }
-      Result<double> number = ParseNumberFlag(spec, entry);
-      if (!number.ok()) return number.status();
-      numbers.push_back(*number);
+      entries.push_back(std::move(entry));
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
   }
-  return numbers;
+  return entries;
 }
 
 Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,

@@ -113,10 +113,10 @@ struct NumberFlagSpec {
 Result<double> ParseNumberFlag(const NumberFlagSpec& spec, std::string_view text);
 // ParseNumberFlag as a CLI11 check (CLI11 prefixes the flag's name).
 CLI::Validator NumberFlag(NumberFlagSpec spec);
-// A comma-separated list of numbers (each value of a repeatable flag may hold several): an
-// empty entry ("1,5,,25") is refused, not dropped.
-Result<std::vector<double>> ParseNumberList(const NumberFlagSpec& spec,
-                                            const std::vector<std::string>& values);
+// The entries of a comma-separated list flag (each value of a repeatable flag may hold several):
+// an empty entry ("1,5,,25") is refused, not dropped as CLI11's own delimiter would.
+Result<std::vector<std::string>> SplitListEntries(std::string_view flag,
+                                                  const std::vector<std::string>& values);
 
 // Prints "bucketsim: error: <message>" on stderr and returns kExitError.
 int ReportError(const Status& status);
