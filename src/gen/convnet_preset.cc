@@ -60,14 +60,16 @@ class ConvnetBuilder {
     // The instances in named_modules() order of the root: root, stem, its BN, blocks, their
     // BNs, head. The root owns no parameters and, as the root, never reshards.
     program_.AddInstance({"root", {}, true, false});
-    const std::size_t stem_instance =
-        program_.AddInstance({"stem", {Flat(ConvNumels(stem))}, true, true});
+    const std::size_t stem_instance = program_.AddInstance({"stem", Params(stem), true, true});
     std::vector<std::size_t> stem_bns = AddBatchNorms(stem);
     const std::size_t blocks_instance =
-        program_.AddInstance({"blocks", {Flat(ConvNumels(blocks))}, true, true});
+        program_.AddInstance({"blocks", Params(blocks), true, true});
     std::vector<std::size_t> block_bns = AddBatchNorms(blocks);
-    const std::size_t head_instance = program_.AddInstance(
-        {"head", {{"flat_param_0", SaturatingProduct({hd + 1, kClasses})}}, true, true});
+    const std::vector<GenParam> head_params =
+        config_.flatten_parameters
+            ? std::vector<GenParam>{{"flat_param_0", SaturatingProduct({hd + 1, kClasses})}}
+            : std::vector<GenParam>{{"weight", hd * kClasses}, {"bias", kClasses}};
+    const std::size_t head_instance = program_.AddInstance({"head", head_params, true, true});
 
     // The batch is made once before the loop, fp32, and kept (randn(2, 3, 224, 224).cuda()).
     const std::uint64_t image = static_cast<std::uint64_t>(config_.image_size);
@@ -122,9 +124,10 @@ class ConvnetBuilder {
  private:
   std::string Describe() const {
     return fmt::format(
-        "fairscale FSDP memory-test convnet, hidden_dim {}, input {}x3x{}x{}{}{}; {}",
+        "fairscale FSDP memory-test convnet, hidden_dim {}, input {}x3x{}x{}{}{}{}; {}",
         config_.hidden_dim, config_.batch, config_.image_size, config_.image_size,
         config_.activation_checkpointing ? ", checkpointed blocks" : "",
+        config_.flatten_parameters ? "" : ", parameters not flattened",
         config_.autocast ? fmt::format(", autocast {}", DTypeName(*config_.autocast)) : "",
         DescribeGenOptions(config_));
   }
@@ -141,18 +144,21 @@ class ConvnetBuilder {
                ? std::numeric_limits<Numel>::max()
                : numel;
   }
-  static std::vector<Numel> ConvNumels(const std::vector<ConvGroup>& groups) {
-    std::vector<Numel> numels;
-    for (const ConvGroup& group : groups) numels.push_back(ConvNumel(group));
-    return numels;
-  }
-  // FlattenParamsWrapper: one flat parameter of all the wrapped convs' parameters.
-  static GenParam Flat(const std::vector<Numel>& numels) {
+  // FlattenParamsWrapper: one flat parameter of all the wrapped convs' parameters; without
+  // it, each conv's weight and bias (named by their index in the Sequential).
+  std::vector<GenParam> Params(const std::vector<ConvGroup>& groups) const {
+    std::vector<GenParam> params;
     Numel total = 0;
-    for (Numel numel : numels) {
-      if (__builtin_add_overflow(total, numel, &total)) total = std::numeric_limits<Numel>::max();
+    for (const ConvGroup& group : groups) {
+      if (__builtin_add_overflow(total, ConvNumel(group), &total)) {
+        total = std::numeric_limits<Numel>::max();
+      }
+      const std::string index = group.conv_name.substr(group.conv_name.find('.') + 1);
+      params.push_back({index + ".weight", ConvWeightNumel(group)});
+      params.push_back({index + ".bias", group.out_channels});
     }
-    return {"flat_param_0", total};
+    if (config_.flatten_parameters) return {{"flat_param_0", total}};
+    return params;
   }
 
   // auto_wrap_bn: FSDP(bn, mixed_precision=False, flatten_parameters=False,
@@ -161,6 +167,13 @@ class ConvnetBuilder {
   std::vector<std::size_t> AddBatchNorms(const std::vector<ConvGroup>& groups) {
     std::vector<std::size_t> instances;
     for (const ConvGroup& group : groups) {
+      // Its buffers, alive all run and never sharded: running mean and variance (C fp32 each;
+      // fp32 in an instance without mixed precision) and num_batches_tracked (an int64
+      // scalar); BatchNorm in training updates them in place.
+      const Bytes stats = SaturatingProduct({kFp32Size, group.out_channels});
+      program_.AddInput(Tensor(group.bn_name + ".running_mean", stats, "fp32"));
+      program_.AddInput(Tensor(group.bn_name + ".running_var", stats, "fp32"));
+      program_.AddInput(Tensor(group.bn_name + ".num_batches_tracked", 8, "int64"));
       instances.push_back(
           program_.AddInstance({group.bn_name,
                                 {{"weight", group.out_channels}, {"bias", group.out_channels}},
@@ -265,6 +278,10 @@ class ConvnetPreset : public Preset {
     params.push_back(BoolParam("activation-checkpointing",
                                "Wrap blocks in checkpoint_wrapper (the test's ckpt configs)",
                                c.activation_checkpointing));
+    params.push_back(BoolParam("flatten-parameters",
+                               "One flat parameter per instance (fairscale's flatten_parameters); "
+                               "false: each weight and bias its own",
+                               c.flatten_parameters));
     params.push_back(AutocastParam(c.autocast));
     for (PresetParam& param : GenOptionParams(c)) params.push_back(std::move(param));
     return params;

@@ -31,6 +31,10 @@ struct ConvnetConfig : GenOptions {
   int batch = 2;
   int image_size = 224;
   bool activation_checkpointing = false;
+  // fairscale's flatten_parameters (default True) for the stem, blocks and head instances: one
+  // flat parameter each; false: each conv's and linear's weight and bias on their own (the BN
+  // wrappers never flatten).
+  bool flatten_parameters = true;
   // The test's fsdp_amp_* configurations run forward and loss under autocast (fp16).
   std::optional<DType> autocast;
 

@@ -174,9 +174,10 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
 PresetParam AutocastParam(std::optional<DType>& autocast) {
   return ChoiceParam(
       "autocast",
-      "torch.autocast dtype of forward and loss (none: off): activations and the "
-      "per-op weight copies (saved for backward) in it, parameters gathered in "
-      "--param-dtype",
+      "torch.autocast dtype of forward and loss (none: off): convolutions and matmuls run in it "
+      "(their cast inputs and weight copies saved for backward), layernorm, softmax and the "
+      "loss in fp32, other ops in their input's dtype (CUDA's autocast op lists); parameters "
+      "gathered in --param-dtype",
       autocast, {{"none", std::nullopt}, {"fp16", DType::kFloat16}, {"bf16", DType::kBFloat16}});
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,8 +16,6 @@ namespace bucketsim {
 namespace {
 
 constexpr Bytes kFp32Size = 4;
-// Dropout masks are bool tensors: one byte per element whatever the compute dtype.
-constexpr Bytes kMaskSize = 1;
 
 std::uint64_t SaturatingSum(std::uint64_t a, std::uint64_t b) {
   std::uint64_t sum = 0;
@@ -27,19 +26,15 @@ struct ModelDims {
   std::uint64_t b, s, h, a, v;  // micro-batch, sequence, hidden, heads, vocab
   std::uint64_t h_kv;           // K/V projection width: kv_heads x (h / a)
   std::uint64_t f;              // MLP hidden
-  Bytes e;                      // bytes per activation element (the compute dtype)
   std::uint64_t tokens() const { return b * s; }
 };
 
 ModelDims DimsOf(const TransformerConfig& config) {
   const auto u = [](int x) { return static_cast<std::uint64_t>(x); };
   const std::uint64_t head_dim = u(config.hidden) / u(config.heads);
-  // Activations are in the autocast dtype, else the compute dtype; Korthikanti et al. assume
-  // 16-bit (e = 2).
-  return {u(config.micro_batch), u(config.seq),
-          u(config.hidden),      u(config.heads),
-          u(config.vocab),       u(config.KvHeads()) * head_dim,
-          u(config.FfnHidden()), ElementSize(config.autocast.value_or(config.compute_dtype))};
+  return {u(config.micro_batch), u(config.seq),   u(config.hidden),
+          u(config.heads),       u(config.vocab), u(config.KvHeads()) * head_dim,
+          u(config.FfnHidden())};
 }
 
 // Q h² + h, K and V h·h_kv + h_kv each, output projection h² + h, MLP 2hf + f + h, two
@@ -50,32 +45,44 @@ Numel BlockNumel(const ModelDims& d) {
       SaturatingSum(SaturatingProduct({d.f, 2 * d.h + 1}), 5 * d.h));
 }
 
+std::string_view AttentionName(AttentionKind kind) {
+  switch (kind) {
+    case AttentionKind::kMegatron:
+      return "megatron";
+    case AttentionKind::kUnfused:
+      return "unfused";
+    case AttentionKind::kFlash:
+      return "flash";
+  }
+  return "?";
+}
+
 std::string Describe(const TransformerConfig& config) {
   std::string ffn =
       config.FfnHidden() == 4 * config.hidden ? "" : fmt::format(", ffn {}", config.FfnHidden());
   std::string kv =
       config.KvHeads() == config.heads ? "" : fmt::format(", {} kv heads", config.KvHeads());
   return fmt::format(
-      "GPT {} layers, hidden {}{}, {} heads{}, seq {}, micro-batch {}, vocab {}{}{}; {}{}",
+      "GPT {} layers, hidden {}{}, {} heads{}, seq {}, micro-batch {}, vocab {}{}, {} attention, "
+      "dropout {}{}; {}{}",
       config.layers, config.hidden, ffn, config.heads, kv, config.seq, config.micro_batch,
       config.vocab, config.tied_embeddings ? ", tied embeddings" : "",
+      AttentionName(config.attention), config.dropout,
       config.autocast ? fmt::format(", autocast {}", DTypeName(*config.autocast)) : "",
       DescribeGenOptions(config),
       config.activation_checkpointing ? ", activation checkpointing" : "");
 }
 
 // The model as a program of runs, one per op of a pre-LN GPT block, with what each saves for
-// backward (PyTorch's derivatives.yaml) and the gradients each backward makes. Per block
-// (e bytes per activation element, masks one byte, LN statistics fp32):
+// backward (PyTorch's tools/autograd/derivatives.yaml) and the gradients its backward makes.
+// Per block, without autocast (e bytes per activation element, dropout masks one byte: CUDA's
+// native_dropout returns a bool mask; LN statistics fp32; h_k = h_kv):
 //
 //   run              reads         makes            saves                 backward makes
 //   ln1              x             ln1 e·sbh        x, mean, rstd 8·sb    grad x (new)
 //   qkv              ln1           qkv e·sb(h+2hk)  ln1                   grad ln1
 //   qkv.split        qkv           q, k, v: views   -                     grad qkv (cat)
-//   attn.scores      q, k          e·as²b           q, k                  grad q, grad k
-//   attn.softmax     scores        e·as²b           its output            grad scores
-//   attn.dropout     probs         e·as²b           mask as²b             grad probs
-//   attn.context     drop, v       e·sbh            drop, v               grad drop, grad v
+//   attention (one of three, below)                                       grad q, k, v
 //   attn.proj        context       e·sbh            context               grad context
 //   attn.proj.drop   proj          e·sbh            mask sbh              grad proj
 //   residual1        x, drop       x2 e·sbh         -                     passes its gradient on
@@ -86,20 +93,71 @@ std::string Describe(const TransformerConfig& config) {
 //   mlp.drop         fc2           e·sbh            mask sbh              grad fc2
 //   residual2        x2, drop      e·sbh            -                     passes its gradient on
 //
-// What a block keeps from forward to backward is Korthikanti et al. 2022 ("Reducing Activation
-// Recomputation in Large Transformer Models", §4.1): attention sb[(3e + 1)h + 2e·h_kv] (QKV
-// input, Q, K, V, projection input, its mask), scores (2e + 1)·as²b (softmax output, its mask,
-// dropout output), MLP sb[(e + 1)h + 2e·f] (input, GeLU input and output, mask), layernorm
-// inputs 2e·sbh; with e = 2, h_kv = h and f = 4h the paper's sbh(34 + 5as/h). The LN
-// statistics (16·sb bytes per block) are what the paper leaves out. The residual adds pass
-// their incoming gradient to both inputs (AddBackward0), so a block input's gradient is that
-// pass-through summed with its LN's gradient into a new tensor (InputBuffer::accumulate).
+// Attention `megatron` (Megatron-LM's core attention: baddbmm of the scaled scores, the fused
+// scale-mask-softmax kernel that saves only its output, dropout, bmm with V):
+//   attn.scores      q, k          e·as²b           q, k                  grad q, grad k
+//   attn.softmax     scores        e·as²b           its output            grad scores
+//   attn.dropout     probs         e·as²b           mask as²b             grad probs
+//   attn.context     drop, v       e·sbh            drop, v               grad drop, grad v
+// What a block keeps from forward to backward is then Korthikanti et al. 2022 ("Reducing
+// Activation Recomputation in Large Transformer Models", §4.1): attention sb[(3e + 1)h +
+// 2e·h_kv] (QKV input, Q, K, V, projection input, its mask), scores (2e + 1)·as²b (softmax
+// output, its mask, dropout output), MLP sb[(e + 1)h + 2e·f] (input, GeLU input and output,
+// mask), layernorm inputs 2e·sbh; with e = 2, h_kv = h and f = 4h the paper's sbh(34 + 5as/h).
+// The LN statistics (16·sb bytes per block) are what the paper leaves out.
+//
+// Attention `unfused` (a GPT written with PyTorch ops, tools/examples/tiny_gpt.py: separate
+// Q, K, V projections, `q @ k.transpose(-2, -1) * scale`, `masked_fill` with a causal mask made
+// in forward, softmax, dropout, `probs @ v`, `.transpose(1, 2).reshape`). at::matmul folds the
+// 4-d operands into bmm through expand + reshape, and reshaping a transposed view copies: Q, K
+// (transposed), V and the context are copied (CloneBackward passes its gradient on):
+//   attn.q/k/v       ln1           e·sbh, e·sbh_k x2 ln1 (one tensor)     grad ln1 each, summed
+//   attn.q/k.copy    q, k          e·sbh, e·sbh_k   -                     passes its gradient on
+//   attn.scores      q, k copies   e·as²b           both copies           grad of each
+//   attn.scale       scores        e·as²b           - (a CPU scalar)      grad scores
+//   attn.mask        scaled        e·as²b           causal mask s² (bool) grad scaled
+//   attn.softmax, attn.dropout as in megatron
+//   attn.v.copy      v             e·sbh_k          -                     passes its gradient on
+//   attn.context     drop, v copy  e·sbh            drop, v copy          grad drop, grad v copy
+//   attn.context.copy  context     e·sbh            -                     passes its gradient on
+// It keeps the same Q, K, V bytes as megatron (copies instead of the projection's output) plus
+// the causal mask, and its forward makes two more transient e·as²b tensors (the scaled and the
+// masked scores). With grouped-query attention the K and V copies are of the K/V width.
+//
+// Attention `flash` (FlashAttention-2, Dao 2023, and PyTorch 2's scaled_dot_product_attention on
+// its flash backend; `scaled_dot_product_attention` does not exist in PyTorch 1.13): one kernel
+// that keeps no s² tensor. flash_attn's autograd function saves q, k, v, its output, the
+// softmax log-sum-exp (fp32, a·s·b) and, with dropout, the RNG state (two 64-bit words); its
+// backward recomputes the scores (5 matmuls against the forward's 2: 2.5x the forward FLOPs)
+// with two fp32 workspaces, dq_accum (s·b·h) and softmax_d (a·s·b) (csrc/flash_attn/
+// flash_api.cpp, mha_bwd; the padding of s to 128 and of the head size left out):
+//   attn.flash       q, k, v       e·sbh            q, k, v, output, lse  grad q, grad k, grad v
+//
+// The residual adds pass their incoming gradient to both inputs (AddBackward0), so a block
+// input's gradient is that pass-through summed with its LN's gradient into a new tensor
+// (InputBuffer::accumulate). A dropout of probability 0 is no op at all (nn.Dropout(0) returns
+// its input in PyTorch 1.13's _dropout_impl).
+//
+// Under torch.autocast (CUDA; the op lists in aten/src/ATen/autocast_mode.cpp, the same for these
+// ops from 1.10 to 2.x): matmuls (linear, addmm, bmm, matmul, baddbmm, scaled_dot_product_
+// attention) run in the autocast dtype, casting an input of another dtype to a copy that they
+// save (activations are cast at every use, only fp32 leaf weights are cached: cached_cast); the
+// weight copies are saved and their gradients cast back into the parameter's (ToCopyBackward);
+// layer_norm and nll_loss run in fp32 ("fp32" policy) and softmax and log_softmax in fp32
+// ("fp32_set_opt_dtype": softmax(x, dtype=float); on CUDA an fp16 input goes through the
+// half_to_float kernel without a copy, a bf16 one is first cast to an fp32 copy); every other
+// op (embedding, GeLU, dropout, the residual adds) runs in its input's dtype, so the residual
+// stream stays in the gathered parameters' dtype (fp32 + fp16 promotes to fp32) and a branch's
+// gradient is cast back to the branch's dtype where the add's inputs differ (the engine's
+// validate_outputs). The loss of a low-precision model without autocast casts the logits to
+// fp32 first (cross_entropy(logits.float(), labels)).
 class TransformerBuilder {
  public:
   explicit TransformerBuilder(const TransformerConfig& config)
       : config_(config),
         d_(DimsOf(config)),
-        dtype_(DTypeName(config.autocast.value_or(config.compute_dtype))),
+        act_(config.autocast.value_or(config.compute_dtype)),
+        norm_(config.autocast ? DType::kFloat32 : config.compute_dtype),
         program_(Describe(config)) {}
 
   FsdpModel Build() {
@@ -110,7 +168,9 @@ class TransformerBuilder {
     program_.AddInput(Tensor("labels", SaturatingProduct({8, d_.s, d_.b}), "int64"));
 
     // Token embedding (v x h) plus learned position embedding (s x h). Its forward is a lookup
-    // and an add: charged as 2 FLOPs per output element; its backward needs only the ids. With
+    // and an add: charged as 2 FLOPs per output element; its backward needs only the ids: the
+    // tokens and the positions (arange(s), int64, made in forward and saved by the position
+    // lookup's EmbeddingBackward). Not an autocast op: its output is in the gathered dtype. With
     // tied embeddings the head uses its token embedding too, so it is the outermost instance:
     // its forward ends after the head's, and like fairscale's root it is not resharded.
     constexpr std::size_t kEmbedding = 0;
@@ -120,7 +180,8 @@ class TransformerBuilder {
                           !config_.tied_embeddings});
     program_.Gather(kEmbedding);
     program_.Run("embedding", 2 * tokens * static_cast<double>(d_.h), {kEmbedding}, {In("tokens")},
-                 {Hidden("embedding.out")}, {Keep("tokens")});
+                 {New("embedding.out", Tokens(d_.h), config_.compute_dtype)},
+                 {Keep("tokens"), Fresh(SaturatingProduct({8, d_.s}), "int64", "positions")});
     if (!config_.tied_embeddings) program_.EndForward(kEmbedding);
 
     std::string x = "embedding.out";
@@ -138,128 +199,218 @@ class TransformerBuilder {
     std::vector<std::size_t> head_uses = {head};
     if (config_.tied_embeddings) head_uses.push_back(kEmbedding);
     program_.Gather(head);
-    LayerNorm("final_norm", x, {head});
-    ForwardOp& lm_head =
-        program_.Run("head", 2 * tokens * static_cast<double>(SaturatingProduct({d_.h, d_.v})),
-                     std::move(head_uses), {In("final_norm.out")},
-                     {Tensor("logits", Act(d_.v), dtype_)}, {Keep("final_norm.out")});
-    Linear(lm_head, SaturatingProduct({d_.h, d_.v}), SaturatingProduct({d_.h, d_.v}));
+    const std::string norm = LayerNorm("final_norm", x, {head});
+    Linear("head", norm, d_.h, d_.v, std::move(head_uses), "logits", false);
     program_.EndForward(head);
     if (config_.tied_embeddings) program_.EndForward(kEmbedding);
 
-    // cross_entropy(logits.float(), labels): the cast (skipped when the logits are fp32
-    // already: .float() returns them), log_softmax, which saves its fp32 output, and nll_loss,
-    // which saves the labels; nll_loss's backward makes the fp32 gradient of the log-probs,
-    // log_softmax's that of the fp32 logits, the cast's that of the logits.
+    // cross_entropy(logits, labels): log_softmax, which saves its fp32 output, and nll_loss,
+    // which saves the labels and its total weight (an fp32 scalar); nll_loss's backward makes
+    // the fp32 gradient of the log-probs, log_softmax's that of its (fp32) input, a cast's that
+    // of the logits. The fp32 input is the logits themselves in an fp32 model, a cast copy
+    // under bf16 autocast or of a low-precision model without autocast, and none under fp16
+    // autocast (half_to_float).
     std::string logits = "logits";
-    const Bytes fp32_logits = SaturatingProduct({kFp32Size, d_.s, d_.b, d_.v});
-    if (dtype_ != "fp32") {
-      program_.Run("loss.cast", 0, {}, {In(logits)}, {Tensor("logits.fp32", fp32_logits, "fp32")});
-      logits = "logits.fp32";
-    }
+    const bool half_to_float = config_.autocast == DType::kFloat16;
+    if (!half_to_float) logits = Cast("loss.cast", logits, DType::kFloat32);
+    const std::uint64_t logit_numel = Tokens(d_.v);
     program_.Run("loss.log_softmax", 0, {}, {In(logits)},
-                 {Tensor("log_probs", fp32_logits, "fp32")}, {Keep("log_probs")});
+                 {New("log_probs", logit_numel, DType::kFloat32)}, {Keep("log_probs")});
     program_.Run("loss.nll", 0, {}, {In("log_probs"), In("labels", InputGrad::kNone)},
-                 {Tensor("loss", kFp32Size, "fp32")}, {Keep("labels")});
+                 {Tensor("loss", kFp32Size, "fp32")},
+                 {Keep("labels"), Fresh(kFp32Size, "fp32", "total_weight")});
     program_.SetLoss("loss");
     return program_.Take();
   }
 
  private:
-  // Bytes of an activation of sb x `width` elements in the activation dtype.
-  Bytes Act(std::uint64_t width) const { return SaturatingProduct({d_.e, d_.s, d_.b, width}); }
-  ProgramTensor Hidden(std::string id) const { return Tensor(std::move(id), Act(d_.h), dtype_); }
+  struct TensorInfo {
+    std::uint64_t numel;
+    DType dtype;
+  };
 
-  // Under autocast a matmul casts its weight (weight_numel) to the autocast dtype and saves the
-  // copy; its backward makes the copy's gradient and the bias's (param_numel in all) in that
-  // dtype before ToCopyBackward casts them into the parameter's gradient.
-  void Linear(ForwardOp& op, Numel weight_numel, Numel param_numel) const {
-    if (!config_.autocast) return;
-    const Bytes e = ElementSize(*config_.autocast);
-    op.saves.push_back(Fresh(SaturatingProduct({e, weight_numel}), dtype_, "weight cast"));
-    op.workspace.push_back(
-        Workspace(SaturatingProduct({e, param_numel}), dtype_, "weight cast grad"));
+  // Elements of an activation of s x b tokens x `width`.
+  std::uint64_t Tokens(std::uint64_t width) const { return SaturatingProduct({d_.s, d_.b, width}); }
+
+  // A run output of `numel` elements of `dtype`, remembered for the casts and copies below.
+  ProgramTensor New(const std::string& id, std::uint64_t numel, DType dtype,
+                    std::string alias = "") {
+    info_[id] = {numel, dtype};
+    return Tensor(id, SaturatingProduct({ElementSize(dtype), numel}), DTypeName(dtype),
+                  std::move(alias));
+  }
+  const TensorInfo& Info(const std::string& id) const { return info_.at(id); }
+
+  // `x` in `dtype`: itself, or a cast copy (a run `name`; ToCopyBackward gives `x` a new
+  // gradient in its own dtype).
+  std::string Cast(const std::string& name, const std::string& x, DType dtype) {
+    if (Info(x).dtype == dtype) return x;
+    const std::string id = fmt::format("{}.{}", x, DTypeName(dtype));
+    program_.Run(name, 0, {}, {In(x)}, {New(id, Info(x).numel, dtype)});
+    return id;
+  }
+  // The operand of an autocast matmul: cast to the autocast dtype where it is not in it.
+  std::string MatmulOperand(const std::string& name, const std::string& x) {
+    return config_.autocast ? Cast(name + ".cast", x, *config_.autocast) : x;
+  }
+  // A copy of `x` (clone, .contiguous(), a reshape of a transposed view): CloneBackward passes
+  // its gradient on.
+  std::string Copy(const std::string& name, const std::string& x) {
+    program_.Run(name, 0, {}, {In(x, InputGrad::kPass)},
+                 {New(name + ".out", Info(x).numel, Info(x).dtype)});
+    return name + ".out";
   }
 
-  // A LayerNorm run: saves its input and its per-token mean and rstd (fp32).
-  void LayerNorm(const std::string& name, const std::string& x, std::vector<std::size_t> uses) {
+  // A linear layer `name` (in x out weights, with a bias unless !bias) on `x`: saves its
+  // operand; returns its output `out_id`. Under autocast it casts its weight to the autocast
+  // dtype and saves the copy; its backward makes the copy's gradient and the bias's in that
+  // dtype before ToCopyBackward casts them into the parameter's gradient.
+  std::string Linear(const std::string& name, const std::string& x, std::uint64_t in,
+                     std::uint64_t out, std::vector<std::size_t> uses, const std::string& out_id,
+                     bool bias = true) {
+    const std::string operand = MatmulOperand(name, x);
+    const std::uint64_t param_numel = SaturatingProduct({in + (bias ? 1 : 0), out});
+    ForwardOp& op = program_.Run(
+        name, 2 * static_cast<double>(d_.tokens()) * static_cast<double>(param_numel),
+        std::move(uses), {In(operand)}, {New(out_id, Tokens(out), act_)}, {Keep(operand)});
+    if (config_.autocast) {
+      const Bytes e = ElementSize(*config_.autocast);
+      const std::string_view dtype = DTypeName(*config_.autocast);
+      op.saves.push_back(Fresh(SaturatingProduct({e, in, out}), dtype, "weight cast"));
+      op.workspace.push_back(
+          Workspace(SaturatingProduct({e, param_numel}), dtype, "weight cast grad"));
+    }
+    return out_id;
+  }
+
+  // A LayerNorm run (fp32 under autocast: its input cast to fp32 if it is not): saves its input
+  // and its per-token mean and rstd (fp32). Returns its output.
+  std::string LayerNorm(const std::string& name, const std::string& x,
+                        std::vector<std::size_t> uses) {
+    const std::string input = config_.autocast ? Cast(name + ".cast", x, DType::kFloat32) : x;
     const Bytes stats = SaturatingProduct({kFp32Size, d_.s, d_.b});
     program_.Run(name, 2 * static_cast<double>(d_.tokens()) * 2 * static_cast<double>(d_.h),
-                 std::move(uses), {In(x)}, {Hidden(name + ".out")},
-                 {Keep(x), Fresh(stats, "fp32", "mean"), Fresh(stats, "fp32", "rstd")});
+                 std::move(uses), {In(input)}, {New(name + ".out", Tokens(d_.h), norm_)},
+                 {Keep(input), Fresh(stats, "fp32", "mean"), Fresh(stats, "fp32", "rstd")});
+    return name + ".out";
   }
 
-  // A dropout run: saves its mask (one byte per element).
-  void Dropout(const std::string& name, const std::string& x, Bytes bytes, Bytes mask_bytes) {
-    program_.Run(name, 0, {}, {In(x)}, {Tensor(name + ".out", bytes, dtype_)},
-                 {Fresh(mask_bytes, "bool", "mask")});
+  // Softmax over the scores: fp32 under autocast (a bf16 input through an fp32 copy); saves its
+  // output.
+  std::string Softmax(const std::string& name, const std::string& scores,
+                      const std::string& out_id) {
+    std::string input = scores;
+    DType out = Info(scores).dtype;
+    if (config_.autocast) {
+      out = DType::kFloat32;
+      if (*config_.autocast != DType::kFloat16) input = Cast(name + ".cast", scores, out);
+    }
+    program_.Run(name, 0, {}, {In(input)}, {New(out_id, Info(scores).numel, out)}, {Keep(out_id)});
+    return out_id;
+  }
+
+  // A dropout run: saves its mask (bool, one byte per element); none without dropout.
+  std::string Dropout(const std::string& name, const std::string& x) {
+    if (config_.dropout <= 0) return x;
+    program_.Run(name, 0, {}, {In(x)}, {New(name + ".out", Info(x).numel, Info(x).dtype)},
+                 {Fresh(Info(x).numel, "bool", "mask")});
+    return name + ".out";
+  }
+
+  // x + y in the promoted dtype; an input of that dtype gets the incoming gradient itself, one
+  // of another dtype a cast of it.
+  std::string Residual(const std::string& name, const std::string& x, const std::string& y,
+                       const std::string& out) {
+    const DType dtype = Info(x).dtype == Info(y).dtype ? Info(x).dtype : DType::kFloat32;
+    const auto grad = [&](const std::string& id) {
+      return Info(id).dtype == dtype ? InputGrad::kPass : InputGrad::kNew;
+    };
+    program_.Run(name, 0, {}, {In(x, grad(x)), In(y, grad(y))}, {New(out, Tokens(d_.h), dtype)});
+    return out;
+  }
+
+  // The attention of a block from the layernormed input; returns the context (s x b x h).
+  std::string Attention(const std::string& p, const std::string& ln, std::size_t f) {
+    const std::uint64_t scores = SaturatingProduct({d_.a, d_.s, d_.s, d_.b});
+    // QK^T and scores x V: 2bs²h FLOPs each (per query head, so GQA does not change them).
+    const double matmul_flops = 2.0 * static_cast<double>(d_.b) * static_cast<double>(d_.s) *
+                                static_cast<double>(d_.s) * static_cast<double>(d_.h);
+    std::string q, k, v;
+    if (config_.attention == AttentionKind::kUnfused) {
+      q = Linear(p + "attn.q", ln, d_.h, d_.h, {f}, p + "q");
+      k = Linear(p + "attn.k", ln, d_.h, d_.h_kv, {f}, p + "k");
+      v = Linear(p + "attn.v", ln, d_.h, d_.h_kv, {f}, p + "v");
+    } else {
+      const std::string qkv = Linear(p + "qkv", ln, d_.h, d_.h + 2 * d_.h_kv, {f}, p + "qkv.out");
+      program_.Run(p + "qkv.split", 0, {}, {In(qkv)},
+                   {New(p + "q", Tokens(d_.h), act_, qkv), New(p + "k", Tokens(d_.h_kv), act_, qkv),
+                    New(p + "v", Tokens(d_.h_kv), act_, qkv)});
+      q = p + "q", k = p + "k", v = p + "v";
+    }
+    if (config_.attention == AttentionKind::kFlash) {
+      std::vector<SavedTensor> saves = {
+          Keep(q), Keep(k), Keep(v), Keep(p + "attn.flash.out"),
+          Fresh(SaturatingProduct({kFp32Size, d_.a, d_.s, d_.b}), "fp32", "softmax_lse")};
+      if (config_.dropout > 0) saves.push_back(Fresh(16, "int64", "rng_state"));
+      ForwardOp& flash = program_.Run(p + "attn.flash", 2 * matmul_flops, {}, {In(q), In(k), In(v)},
+                                      {New(p + "attn.flash.out", Tokens(d_.h), act_)}, saves);
+      flash.backward_flops = 2.5 * flash.flops;
+      flash.workspace = {
+          Workspace(SaturatingProduct({kFp32Size, d_.s, d_.b, d_.h}), "fp32", "dq_accum"),
+          Workspace(SaturatingProduct({kFp32Size, d_.a, d_.s, d_.b}), "fp32", "softmax_d")};
+      return p + "attn.flash.out";
+    }
+    const bool unfused = config_.attention == AttentionKind::kUnfused;
+    if (unfused) q = Copy(p + "attn.q.copy", q), k = Copy(p + "attn.k.copy", k);
+    program_.Run(p + "attn.scores", matmul_flops, {}, {In(q), In(k)},
+                 {New(p + "scores", scores, act_)}, {Keep(q), Keep(k)});
+    std::string s = p + "scores";
+    if (unfused) {
+      program_.Run(p + "attn.scale", 0, {}, {In(s)}, {New(p + "attn.scale.out", scores, act_)});
+      program_.Run(p + "attn.mask", 0, {}, {In(p + "attn.scale.out")},
+                   {New(p + "attn.mask.out", scores, act_)},
+                   {Fresh(SaturatingProduct({d_.s, d_.s}), "bool", "causal mask")});
+      s = p + "attn.mask.out";
+    }
+    const std::string probs =
+        MatmulOperand(p + "attn.context",
+                      Dropout(p + "attn.dropout", Softmax(p + "attn.softmax", s, p + "probs")));
+    if (unfused) v = Copy(p + "attn.v.copy", v);
+    program_.Run(p + "attn.context", matmul_flops, {}, {In(probs), In(v)},
+                 {New(p + "context", Tokens(d_.h), act_)}, {Keep(probs), Keep(v)});
+    return unfused ? Copy(p + "attn.context.copy", p + "context") : p + "context";
   }
 
   std::string AddBlock(int i, const std::string& x) {
     const std::size_t f = program_.AddInstance(
         {fmt::format("block{}", i), {{"flat_param_0", BlockNumel(d_)}}, true, true});
     const std::string p = fmt::format("block{}.", i);
-    const auto tokens = static_cast<double>(d_.tokens());
-    const auto flops = [&](std::uint64_t params) {
-      return 2 * tokens * static_cast<double>(params);
-    };
-    const std::uint64_t qkv_width = d_.h + 2 * d_.h_kv;
-    const Bytes scores = SaturatingProduct({d_.e, d_.a, d_.s, d_.s, d_.b});
-    const Bytes score_mask = SaturatingProduct({kMaskSize, d_.a, d_.s, d_.s, d_.b});
-    // QK^T and scores x V: 2bs²h FLOPs each (per query head, so GQA does not change them).
-    const double attention_flops = 2.0 * static_cast<double>(d_.b) * static_cast<double>(d_.s) *
-                                   static_cast<double>(d_.s) * static_cast<double>(d_.h);
-
     program_.Gather(f);
     // torch.utils.checkpoint saves the block's input (e per sbh element) and nothing else:
     // L blocks keep e·sbh·L, Korthikanti et al. §5's 2sbhL with 16-bit activations.
     if (config_.activation_checkpointing) program_.CheckpointBegin({Keep(x)});
-    LayerNorm(p + "ln1", x, {f});
-    ForwardOp& qkv =
-        program_.Run(p + "qkv", flops((d_.h + 1) * qkv_width), {f}, {In(p + "ln1.out")},
-                     {Tensor(p + "qkv.out", Act(qkv_width), dtype_)}, {Keep(p + "ln1.out")});
-    Linear(qkv, d_.h * qkv_width, (d_.h + 1) * qkv_width);
-    program_.Run(p + "qkv.split", 0, {}, {In(p + "qkv.out")},
-                 {Tensor(p + "q", Act(d_.h), dtype_, p + "qkv.out"),
-                  Tensor(p + "k", Act(d_.h_kv), dtype_, p + "qkv.out"),
-                  Tensor(p + "v", Act(d_.h_kv), dtype_, p + "qkv.out")});
-    program_.Run(p + "attn.scores", attention_flops, {}, {In(p + "q"), In(p + "k")},
-                 {Tensor(p + "scores", scores, dtype_)}, {Keep(p + "q"), Keep(p + "k")});
-    program_.Run(p + "attn.softmax", 0, {}, {In(p + "scores")},
-                 {Tensor(p + "probs", scores, dtype_)}, {Keep(p + "probs")});
-    Dropout(p + "attn.dropout", p + "probs", scores, score_mask);
-    program_.Run(p + "attn.context", attention_flops, {}, {In(p + "attn.dropout.out"), In(p + "v")},
-                 {Hidden(p + "context")}, {Keep(p + "attn.dropout.out"), Keep(p + "v")});
-    ForwardOp& proj =
-        program_.Run(p + "attn.proj", flops((d_.h + 1) * d_.h), {f}, {In(p + "context")},
-                     {Hidden(p + "proj")}, {Keep(p + "context")});
-    Linear(proj, d_.h * d_.h, (d_.h + 1) * d_.h);
-    Dropout(p + "attn.proj.drop", p + "proj", Act(d_.h),
-            SaturatingProduct({kMaskSize, d_.s, d_.b, d_.h}));
-    program_.Run(p + "residual1", 0, {},
-                 {In(x, InputGrad::kPass), In(p + "attn.proj.drop.out", InputGrad::kPass)},
-                 {Hidden(p + "x2")});
-    LayerNorm(p + "ln2", p + "x2", {f});
-    ForwardOp& fc1 = program_.Run(p + "mlp.fc1", flops((d_.h + 1) * d_.f), {f}, {In(p + "ln2.out")},
-                                  {Tensor(p + "fc1", Act(d_.f), dtype_)}, {Keep(p + "ln2.out")});
-    Linear(fc1, d_.h * d_.f, (d_.h + 1) * d_.f);
-    program_.Run(p + "mlp.gelu", 0, {}, {In(p + "fc1")}, {Tensor(p + "gelu", Act(d_.f), dtype_)},
-                 {Keep(p + "fc1")});
-    ForwardOp& fc2 = program_.Run(p + "mlp.fc2", flops((d_.f + 1) * d_.h), {f}, {In(p + "gelu")},
-                                  {Hidden(p + "fc2")}, {Keep(p + "gelu")});
-    Linear(fc2, d_.f * d_.h, (d_.f + 1) * d_.h);
-    Dropout(p + "mlp.drop", p + "fc2", Act(d_.h), SaturatingProduct({kMaskSize, d_.s, d_.b, d_.h}));
-    program_.Run(p + "residual2", 0, {},
-                 {In(p + "x2", InputGrad::kPass), In(p + "mlp.drop.out", InputGrad::kPass)},
-                 {Hidden(p + "out")});
+    const std::string context = Attention(p, LayerNorm(p + "ln1", x, {f}), f);
+    const std::string proj = Dropout(p + "attn.proj.drop",
+                                     Linear(p + "attn.proj", context, d_.h, d_.h, {f}, p + "proj"));
+    const std::string x2 = Residual(p + "residual1", x, proj, p + "x2");
+    const std::string fc1 =
+        Linear(p + "mlp.fc1", LayerNorm(p + "ln2", x2, {f}), d_.h, d_.f, {f}, p + "fc1");
+    // GeLU (not an autocast op) saves its input.
+    program_.Run(p + "mlp.gelu", 0, {}, {In(fc1)},
+                 {New(p + "gelu", Info(fc1).numel, Info(fc1).dtype)}, {Keep(fc1)});
+    const std::string fc2 =
+        Dropout(p + "mlp.drop", Linear(p + "mlp.fc2", p + "gelu", d_.f, d_.h, {f}, p + "fc2"));
+    const std::string out = Residual(p + "residual2", x2, fc2, p + "out");
     if (config_.activation_checkpointing) program_.CheckpointEnd();
     program_.EndForward(f);
-    return p + "out";
+    return out;
   }
 
   const TransformerConfig& config_;
   const ModelDims d_;
-  const std::string dtype_;
+  const DType act_;   // the matmuls' output dtype: the autocast dtype, else the compute dtype
+  const DType norm_;  // the layernorms' output dtype: fp32 under autocast
+  std::map<std::string, TensorInfo> info_;
   ProgramBuilder program_;
 };
 
@@ -289,6 +440,10 @@ Status ValidateConfig(const TransformerConfig& config) {
   if (config.kv_heads < 0 || config.heads % config.KvHeads() != 0) {
     return InvalidArgument(fmt::format("kv_heads ({}) must divide heads ({}), or be 0 for heads",
                                        config.kv_heads, config.heads));
+  }
+  if (!(config.dropout >= 0 && config.dropout < 1)) {
+    return InvalidArgument(
+        fmt::format("dropout must be at least 0 and below 1 (got {})", config.dropout));
   }
   BUCKETSIM_RETURN_IF_ERROR(ValidateAutocast(config.autocast));
   return ValidateGenOptions(config);
@@ -321,6 +476,18 @@ class TransformerPreset : public Preset {
                                "The LM head reuses the token embedding (one shared weight in "
                                "the embedding instance)",
                                c.tied_embeddings));
+    params.push_back(ChoiceParam(
+        "attention",
+        "What attention saves: megatron (fused scale-mask-softmax, Korthikanti et al.), unfused "
+        "(PyTorch ops on transposed head views: copies of Q, K, V, a causal mask), flash "
+        "(FlashAttention-2 / scaled_dot_product_attention: no s x s tensor)",
+        c.attention,
+        {{"megatron", AttentionKind::kMegatron},
+         {"unfused", AttentionKind::kUnfused},
+         {"flash", AttentionKind::kFlash}}));
+    params.push_back(NumberParam(
+        "dropout", "Dropout probability (attention and residual branches; 0: no dropout ops)",
+        c.dropout));
     params.push_back(BoolParam("activation-checkpointing",
                                "Checkpoint every block: keep its input in forward, recompute its "
                                "activations in backward",

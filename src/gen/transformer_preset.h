@@ -4,13 +4,17 @@
 // query attention (kv_heads < heads) shrinks the K and V projections; ffn_hidden sizes the MLP;
 // with tied embeddings the LM head reuses the token embedding, which then lives in the
 // embedding instance, kept gathered from its forward to its backward like a root's parameters.
-// The model is a program of one run per op (layernorms, QKV, scores, softmax, dropouts,
-// context, projections, MLP, residual adds, cross-entropy); what each saves adds up to
-// Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
-// §4.1) per layer, and its backward makes the gradients autograd makes; the table is in
-// transformer_preset.cc. With `autocast` the activations are in the autocast dtype and each
-// matmul saves its cast weight copy (layernorm and softmax, which autocast runs in fp32, are
-// kept in the autocast dtype here).
+// The model is a program of one run per op (layernorms, QKV, attention, dropouts, projections,
+// MLP, residual adds, cross-entropy); what each saves, and the gradients its backward makes, are
+// in the table in transformer_preset.cc. Attention comes in three forms (`attention`): Megatron-
+// LM's (fused scale-mask-softmax; what each layer saves adds up to Korthikanti et al. 2022,
+// "Reducing Activation Recomputation in Large Transformer Models", §4.1), plain PyTorch ops on
+// transposed head views (`q @ k.transpose(-2, -1)`, masked_fill, softmax: the matmuls save
+// contiguous copies of Q, K and V), and a fused kernel (FlashAttention-2, PyTorch 2's
+// scaled_dot_product_attention: no s² tensor). With `autocast` the ops run in the dtypes
+// torch.autocast gives them on CUDA: matmuls in the autocast dtype (casting their inputs and
+// weights, the copies saved), layernorm, softmax and the loss in fp32, other ops in their
+// input's dtype, the residual stream in the promoted dtype.
 //
 // With `activation_checkpointing`, each transformer block is wrapped as
 // FSDP(checkpoint_wrapper(block)) (fairscale's checkpoint_wrapper, i.e. torch.utils.checkpoint):
@@ -28,6 +32,9 @@
 
 namespace bucketsim {
 
+// How attention is computed, which decides what it saves (transformer_preset.cc).
+enum class AttentionKind { kMegatron, kUnfused, kFlash };
+
 struct TransformerConfig : GenOptions {
   int layers = 24;
   int hidden = 1024;
@@ -38,6 +45,10 @@ struct TransformerConfig : GenOptions {
   int micro_batch = 1;
   int vocab = 50304;
   bool tied_embeddings = false;
+  AttentionKind attention = AttentionKind::kMegatron;
+  // Dropout probability of the attention probabilities and the two residual branches; 0: no
+  // dropout ops at all (nn.Dropout(0) returns its input; Llama-style models have none).
+  double dropout = 0.1;
   // Activation checkpointing of every transformer block (embedding and head are not wrapped).
   // In forward a block keeps one activation, its input; its internal activations are allocated
   // after its forward compute and freed right away, so one block's transient peak shows. In

@@ -192,13 +192,47 @@ TEST(ConvnetPreset, ReferenceParameterCounts) {
   }
 }
 
+// Without flatten_parameters, configuration C's stem, blocks and head instances own each
+// weight and bias: the stem conv 64·3·3² = 1728 and 64, the block convs 3·64·5² = 4800,
+// 3·3·5² = 225 twice, with 3 each, the head 3·10 = 30 and 10; flattened, their sums 1792,
+// 5259 and 40. The BN instances never flatten.
+TEST(ConvnetPreset, UnflattenedInstancesOwnEachWeightAndBias) {
+  ConvnetConfig config = ConfigC();
+  using Params = std::vector<std::pair<std::string, Numel>>;
+  const auto params = [&](std::size_t instance) {
+    Result<FsdpModel> program = ConvnetProgram(config);
+    EXPECT_TRUE(program.ok());
+    Params out;
+    for (const GenParam& p : program->instances.at(instance).params)
+      out.emplace_back(p.name, p.numel);
+    return out;
+  };
+  EXPECT_EQ(params(1), (Params{{"flat_param_0", 1792}}));
+  EXPECT_EQ(params(3), (Params{{"flat_param_0", 5259}}));
+  EXPECT_EQ(params(7), (Params{{"flat_param_0", 40}}));
+  config.flatten_parameters = false;
+  EXPECT_EQ(params(1), (Params{{"0.weight", 1728}, {"0.bias", 64}}));
+  EXPECT_EQ(params(2), (Params{{"weight", 64}, {"bias", 64}}));
+  EXPECT_EQ(params(3), (Params{{"0.weight", 4800},
+                               {"0.bias", 3},
+                               {"3.weight", 225},
+                               {"3.bias", 3},
+                               {"6.weight", 225},
+                               {"6.bias", 3}}));
+  EXPECT_EQ(params(7), (Params{{"weight", 30}, {"bias", 10}}));
+}
+
 // Configuration C as a program: conv, BN (its own instance, gathered around it), in-place ReLU
 // (an alias of the BN's output that saves itself) per group; pool, Flatten (a view that passes
 // its gradient on), head, and the mean loss. Instances: 0 root, 1 stem, 2 stem.1, 3 blocks,
-// 4..6 the blocks' BNs, 7 head.
+// 4..6 the blocks' BNs, 7 head. The inputs are the BNs' buffers (running mean and variance
+// C·4 bytes each, num_batches_tracked 8) and the batch.
 std::vector<std::string> ProgramC(bool checkpointing) {
   std::vector<std::string> lines = {
-      "inputs batch:768",
+      "inputs stem.1.running_mean:256 stem.1.running_var:256 stem.1.num_batches_tracked:8 "
+      "blocks.1.running_mean:12 blocks.1.running_var:12 blocks.1.num_batches_tracked:8 "
+      "blocks.4.running_mean:12 blocks.4.running_var:12 blocks.4.num_batches_tracked:8 "
+      "blocks.7.running_mean:12 blocks.7.running_var:12 blocks.7.num_batches_tracked:8 batch:768",
       "gather 1",
       "stem.0 uses=[1] in=[batch] out=[stem.0.out:9216] saves=[batch]",
       "gather 2",
@@ -248,18 +282,19 @@ TEST(ConvnetPreset, ProgramOfConfigC) {
   }
 }
 
-// After forward, configuration C keeps: the batch 768; the stem conv's output 9216 (the BN's
+// After forward, configuration C keeps: the BNs' buffers 256 + 256 + 8 + 3 x (12 + 12 + 8) =
+// 616; the batch 768; the stem conv's output 9216 (the BN's
 // input) and the BN's statistics 256 + 256; the BN/ReLU output 9216; per block group the
 // conv's output 432, statistics 12 + 12 and the BN/ReLU output 432 (888, three times: 2664);
 // the pooled features 12 (the head's input, through the Flatten view); the loss 4. The logits
-// (40) are freed: the mean saves nothing. Total 22392. With the blocks checkpointed only the
+// (40) are freed: the mean saves nothing. Total 23008. With the blocks checkpointed only the
 // region's input stays of the blocks (the stem's output, kept anyway) and the pooled features:
-// 768 + 9216 + 512 + 9216 + 12 + 4 = 19728.
+// 616 + 768 + 9216 + 512 + 9216 + 12 + 4 = 20344.
 TEST(ConvnetPreset, ForwardKeepsWhatEachOpSaves) {
   ConvnetConfig config = ConfigC();
-  EXPECT_EQ(LiveAtMark(Generate(config), Category::kActivation, "after fwd"), 22392u);
+  EXPECT_EQ(LiveAtMark(Generate(config), Category::kActivation, "after fwd"), 23008u);
   config.activation_checkpointing = true;
-  EXPECT_EQ(LiveAtMark(Generate(config), Category::kActivation, "after fwd"), 19728u);
+  EXPECT_EQ(LiveAtMark(Generate(config), Category::kActivation, "after fwd"), 20344u);
 }
 
 // The default-stream gradients of configuration C's backward, in order: ones_like(loss) 4;

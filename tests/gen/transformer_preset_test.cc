@@ -322,7 +322,7 @@ std::vector<std::string> ProgramT(bool checkpointing) {
   std::vector<std::string> lines = {
       "inputs tokens:16 labels:16",
       "gather 0",
-      "embedding uses=[0] in=[tokens] out=[embedding.out:32] saves=[tokens]",
+      "embedding uses=[0] in=[tokens] out=[embedding.out:32] saves=[tokens, 16 int64 positions]",
       "end 0",
       "gather 1",
   };
@@ -367,7 +367,7 @@ std::vector<std::string> ProgramT(bool checkpointing) {
            "end 2",
            // fp32 logits: .float() is the logits themselves, no cast run.
            "loss.log_softmax in=[logits] out=[log_probs:64] saves=[log_probs]",
-           "loss.nll in=[log_probs, labels:none] out=[loss:4] saves=[labels]",
+           "loss.nll in=[log_probs, labels:none] out=[loss:4] saves=[labels, 4 fp32 total_weight]",
            "loss loss",
        }) {
     lines.push_back(line);
@@ -385,17 +385,18 @@ TEST(TransformerPreset, ProgramIsThePerOpTable) {
   }
 }
 
-// What forward keeps, configuration T: the inputs 32; the block's saves 632 = Korthikanti's
-// 600 (attention sb[(3e+1)h + 2e·h_kv] = 168, scores (2e+1)as²b = 72, MLP sb[(e+1)h + 2ef] =
-// 296, LN inputs 2e·sbh = 64) + the LN statistics 32; the final LN's input 32 and statistics
-// 16, its output 32 (the head's input), the log-probs 64 and the loss 4. Total 812. With
-// checkpointing the block keeps only its input (32, also the LN's... no: the region keeps it):
-// 32 + 32 + 32 + 16 + 32 + 64 + 4 = 212.
+// What forward keeps, configuration T: the inputs 32 and the position ids the embedding saves
+// 16; the block's saves 632 = Korthikanti's 600 (attention sb[(3e+1)h + 2e·h_kv] = 168, scores
+// (2e+1)as²b = 72, MLP sb[(e+1)h + 2ef] = 296, LN inputs 2e·sbh = 64) + the LN statistics 32;
+// the final LN's input 32 and statistics 16, its output 32 (the head's input), the log-probs
+// 64, nll_loss's total weight 4 and the loss 4. Total 832. With checkpointing the region keeps
+// only its input, the embedding's output: 32 + 16 + 32 + (final LN 32 + 16 + 32) + 64 + 4 + 4
+// = 232.
 TEST(TransformerPreset, ForwardKeepsKorthikantiPerBlock) {
   TransformerConfig config = ConfigT();
-  EXPECT_EQ(ActivationsAfterForward(Generate(config)), std::vector<Bytes>{812});
+  EXPECT_EQ(ActivationsAfterForward(Generate(config)), std::vector<Bytes>{832});
   config.activation_checkpointing = true;
-  EXPECT_EQ(ActivationsAfterForward(Generate(config)), std::vector<Bytes>{212});
+  EXPECT_EQ(ActivationsAfterForward(Generate(config)), std::vector<Bytes>{232});
 }
 
 // Every gradient the backward of configuration T allocates on the default stream, in order
@@ -419,33 +420,195 @@ TEST(TransformerPreset, BackwardMakesTheGradientsOfEveryOp) {
   }
 }
 
-// Under autocast (fp16, parameters fp32) activations are fp16 (sbh = 16 bytes), every matmul
-// saves its fp16 weight copy and its backward makes the copy's gradient (weight and bias) in
-// fp16: QKV h·3h = 48 elements (96 bytes), with bias 60 (120 bytes); the loss casts the fp16
-// logits (32 bytes) to fp32 (64) first.
-TEST(TransformerPreset, AutocastSavesWeightCopies) {
+// Under autocast (parameters and compute fp32, configuration T: sbh = 8 elements, fp16 16
+// bytes, fp32 32), the ops take the dtypes of CUDA's autocast lists (transformer_preset.cc):
+// the embedding's output and the residual stream stay fp32; each layernorm runs in fp32; each
+// matmul casts its fp32 operand to an fp16 copy (a run of its own, whose backward makes the fp32
+// gradient) and saves it with its fp16 weight copy (QKV h·3h = 48 elements: 96 bytes; its
+// backward's copy gradient with the bias, 60: 120); softmax makes fp32 probabilities (as²b = 8
+// elements: 32 bytes) straight from fp16 scores (half_to_float), the dropout keeps them fp32 and
+// the context matmul casts them back (16); a residual add of the fp32 stream and an fp16 branch
+// is fp32 and gives the branch a new (cast) gradient; log_softmax reads the fp16 logits
+// (sbv = 16 elements: 32 bytes) directly and makes fp32 log-probs (64).
+std::vector<std::string> AutocastProgramT() {
+  return {
+      "inputs tokens:16 labels:16",
+      "gather 0",
+      "embedding uses=[0] in=[tokens] out=[embedding.out:32] saves=[tokens, 16 int64 positions]",
+      "end 0",
+      "gather 1",
+      "block0.ln1 uses=[1] in=[embedding.out] out=[block0.ln1.out:32] "
+      "saves=[embedding.out, 8 fp32 mean, 8 fp32 rstd]",
+      "block0.qkv.cast in=[block0.ln1.out] out=[block0.ln1.out.fp16:16]",
+      "block0.qkv uses=[1] in=[block0.ln1.out.fp16] out=[block0.qkv.out:48] "
+      "saves=[block0.ln1.out.fp16, 96 fp16 weight cast] ws=[120 fp16]",
+      "block0.qkv.split in=[block0.qkv.out] out=[block0.q:16@block0.qkv.out, "
+      "block0.k:16@block0.qkv.out, block0.v:16@block0.qkv.out]",
+      "block0.attn.scores in=[block0.q, block0.k] out=[block0.scores:16] "
+      "saves=[block0.q, block0.k]",
+      "block0.attn.softmax in=[block0.scores] out=[block0.probs:32] saves=[block0.probs]",
+      "block0.attn.dropout in=[block0.probs] out=[block0.attn.dropout.out:32] "
+      "saves=[8 bool mask]",
+      "block0.attn.context.cast in=[block0.attn.dropout.out] "
+      "out=[block0.attn.dropout.out.fp16:16]",
+      "block0.attn.context in=[block0.attn.dropout.out.fp16, block0.v] out=[block0.context:16] "
+      "saves=[block0.attn.dropout.out.fp16, block0.v]",
+      "block0.attn.proj uses=[1] in=[block0.context] out=[block0.proj:16] "
+      "saves=[block0.context, 32 fp16 weight cast] ws=[40 fp16]",
+      "block0.attn.proj.drop in=[block0.proj] out=[block0.attn.proj.drop.out:16] "
+      "saves=[8 bool mask]",
+      "block0.residual1 in=[embedding.out:pass, block0.attn.proj.drop.out] out=[block0.x2:32]",
+      "block0.ln2 uses=[1] in=[block0.x2] out=[block0.ln2.out:32] "
+      "saves=[block0.x2, 8 fp32 mean, 8 fp32 rstd]",
+      "block0.mlp.fc1.cast in=[block0.ln2.out] out=[block0.ln2.out.fp16:16]",
+      "block0.mlp.fc1 uses=[1] in=[block0.ln2.out.fp16] out=[block0.fc1:64] "
+      "saves=[block0.ln2.out.fp16, 128 fp16 weight cast] ws=[160 fp16]",
+      "block0.mlp.gelu in=[block0.fc1] out=[block0.gelu:64] saves=[block0.fc1]",
+      "block0.mlp.fc2 uses=[1] in=[block0.gelu] out=[block0.fc2:16] "
+      "saves=[block0.gelu, 128 fp16 weight cast] ws=[136 fp16]",
+      "block0.mlp.drop in=[block0.fc2] out=[block0.mlp.drop.out:16] saves=[8 bool mask]",
+      "block0.residual2 in=[block0.x2:pass, block0.mlp.drop.out] out=[block0.out:32]",
+      "end 1",
+      "gather 2",
+      "final_norm uses=[2] in=[block0.out] out=[final_norm.out:32] "
+      "saves=[block0.out, 8 fp32 mean, 8 fp32 rstd]",
+      "head.cast in=[final_norm.out] out=[final_norm.out.fp16:16]",
+      "head uses=[2] in=[final_norm.out.fp16] out=[logits:32] "
+      "saves=[final_norm.out.fp16, 64 fp16 weight cast] ws=[64 fp16]",
+      "end 2",
+      "loss.log_softmax in=[logits] out=[log_probs:64] saves=[log_probs]",
+      "loss.nll in=[log_probs, labels:none] out=[loss:4] saves=[labels, 4 fp32 total_weight]",
+      "loss loss",
+  };
+}
+
+TEST(TransformerPreset, AutocastRunsEachOpInItsAutocastDtype) {
   TransformerConfig config = ConfigT();
   config.autocast = DType::kFloat16;
+  Result<FsdpModel> program = TransformerProgram(config);
+  ASSERT_TRUE(program.ok());
+  EXPECT_EQ(RenderProgram(*program), AutocastProgramT());
+  EXPECT_EQ(program->autocast, DType::kFloat16);
+  // The full gradients stay fp32: the block's is 244 x 4.
+  const std::vector<Bytes> grads = BackwardAllocs(Generate(config).events, Category::kGrad, 0);
+  EXPECT_NE(std::find(grads.begin(), grads.end(), 976u), grads.end());
+}
+
+// What forward keeps under fp16 autocast, configuration T (the saves of AutocastProgramT): the
+// inputs 32 and positions 16 (48); the block: ln1's input 32 and statistics 16, the QKV
+// operand 16 and weight copy 96, Q K V 48, the probabilities 32, their mask 8 and fp16 copy
+// 16, the context 16, the projection's weight copy 32, its mask 8, ln2's input 32 and
+// statistics 16, fc1's operand 16 and weight copy 128, GeLU's input 64, fc2's input 64 and
+// weight copy 128, the MLP's mask 8 (776); the final LN's input 32 and statistics 16, the
+// head's operand 16 and weight copy 64, the log-probs 64, the total weight 4 and the loss 4
+// (200). Total 1024.
+TEST(TransformerPreset, AutocastForwardKeepsCastCopies) {
+  TransformerConfig config = ConfigT();
+  config.autocast = DType::kFloat16;
+  EXPECT_EQ(ActivationsAfterForward(Generate(config)), std::vector<Bytes>{1024});
+}
+
+// bf16 autocast has no half_to_float kernels: softmax and log_softmax read an fp32 copy of
+// their input, made just before them and freed after them (saved by nobody).
+TEST(TransformerPreset, Bf16AutocastCastsSoftmaxInputs) {
+  TransformerConfig config = ConfigT();
+  config.autocast = DType::kBFloat16;
   Result<FsdpModel> program = TransformerProgram(config);
   ASSERT_TRUE(program.ok());
   const std::vector<std::string> lines = RenderProgram(*program);
   const auto has = [&](const std::string& line) {
     return std::find(lines.begin(), lines.end(), line) != lines.end();
   };
+  EXPECT_TRUE(has("block0.attn.softmax.cast in=[block0.scores] out=[block0.scores.fp32:32]"));
   EXPECT_TRUE(
-      has("block0.qkv uses=[1] in=[block0.ln1.out] out=[block0.qkv.out:48] "
-          "saves=[block0.ln1.out, 96 fp16 weight cast] ws=[120 fp16]"));
-  EXPECT_TRUE(
-      has("head uses=[2] in=[final_norm.out] out=[logits:32] "
-          "saves=[final_norm.out, 64 fp16 weight cast] ws=[64 fp16]"));
+      has("block0.attn.softmax in=[block0.scores.fp32] out=[block0.probs:32] "
+          "saves=[block0.probs]"));
   EXPECT_TRUE(has("loss.cast in=[logits] out=[logits.fp32:64]"));
-  EXPECT_TRUE(
-      has("block0.ln1 uses=[1] in=[embedding.out] out=[block0.ln1.out:16] "
-          "saves=[embedding.out, 8 fp32 mean, 8 fp32 rstd]"));
-  EXPECT_EQ(program->autocast, DType::kFloat16);
-  // The full gradients stay fp32: the block's is 244 x 4.
-  const std::vector<Bytes> grads = BackwardAllocs(Generate(config).events, Category::kGrad, 0);
-  EXPECT_NE(std::find(grads.begin(), grads.end(), 976u), grads.end());
+  EXPECT_TRUE(has("loss.log_softmax in=[logits.fp32] out=[log_probs:64] saves=[log_probs]"));
+}
+
+// The block's runs of configuration T from ln1 to ln2 under another attention (lines 5 to 20
+// of the program, or fewer).
+std::vector<std::string> AttentionLines(const TransformerConfig& config) {
+  Result<FsdpModel> program = TransformerProgram(config);
+  EXPECT_TRUE(program.ok());
+  std::vector<std::string> lines = RenderProgram(*program);
+  std::vector<std::string> block;
+  bool in = false;
+  for (const std::string& line : lines) {
+    if (line.rfind("block0.ln1 ", 0) == 0) in = true;
+    if (line.rfind("block0.ln2 ", 0) == 0) break;
+    if (in) block.push_back(line);
+  }
+  return block;
+}
+
+// Unfused attention without dropout, configuration T (sbh = 8 elements, 32 bytes; as²b = 8,
+// 32): separate Q, K, V projections each saving the layernorm's output; matmul's copies of Q
+// and K (passing their gradients on) saved by the scores; the scale's and masked_fill's new
+// scores, the latter saving the s² = 4-byte causal mask; softmax; the copy of V; the context,
+// copied by the reshape of its transposed view, which the projection saves. No dropout runs.
+TEST(TransformerPreset, UnfusedAttentionSavesCopiesAndTheCausalMask) {
+  TransformerConfig config = ConfigT();
+  config.attention = AttentionKind::kUnfused;
+  config.dropout = 0;
+  const std::vector<std::string> expected = {
+      "block0.ln1 uses=[1] in=[embedding.out] out=[block0.ln1.out:32] "
+      "saves=[embedding.out, 8 fp32 mean, 8 fp32 rstd]",
+      "block0.attn.q uses=[1] in=[block0.ln1.out] out=[block0.q:32] saves=[block0.ln1.out]",
+      "block0.attn.k uses=[1] in=[block0.ln1.out] out=[block0.k:32] saves=[block0.ln1.out]",
+      "block0.attn.v uses=[1] in=[block0.ln1.out] out=[block0.v:32] saves=[block0.ln1.out]",
+      "block0.attn.q.copy in=[block0.q:pass] out=[block0.attn.q.copy.out:32]",
+      "block0.attn.k.copy in=[block0.k:pass] out=[block0.attn.k.copy.out:32]",
+      "block0.attn.scores in=[block0.attn.q.copy.out, block0.attn.k.copy.out] "
+      "out=[block0.scores:32] saves=[block0.attn.q.copy.out, block0.attn.k.copy.out]",
+      "block0.attn.scale in=[block0.scores] out=[block0.attn.scale.out:32]",
+      "block0.attn.mask in=[block0.attn.scale.out] out=[block0.attn.mask.out:32] "
+      "saves=[4 bool causal mask]",
+      "block0.attn.softmax in=[block0.attn.mask.out] out=[block0.probs:32] saves=[block0.probs]",
+      "block0.attn.v.copy in=[block0.v:pass] out=[block0.attn.v.copy.out:32]",
+      "block0.attn.context in=[block0.probs, block0.attn.v.copy.out] out=[block0.context:32] "
+      "saves=[block0.probs, block0.attn.v.copy.out]",
+      "block0.attn.context.copy in=[block0.context:pass] out=[block0.attn.context.copy.out:32]",
+      "block0.attn.proj uses=[1] in=[block0.attn.context.copy.out] out=[block0.proj:32] "
+      "saves=[block0.attn.context.copy.out]",
+      "block0.residual1 in=[embedding.out:pass, block0.proj:pass] out=[block0.x2:32]",
+  };
+  EXPECT_EQ(AttentionLines(config), expected);
+  // After forward: the inputs 32 and positions 16; the block: ln1's input 32 and statistics
+  // 16, its output 32, the Q and K copies 64, the mask 4, the probabilities 32, the V copy 32,
+  // the context copy 32, ln2's input 32 and statistics 16, its output 32, fc1 128, GeLU 128
+  // (580); the final LN 32 + 16 + 32, the log-probs 64, total weight 4, loss 4 (152): 780,
+  // megatron's 776 without dropout plus the causal mask.
+  EXPECT_EQ(ActivationsAfterForward(Generate(config)), std::vector<Bytes>{780});
+  config.attention = AttentionKind::kMegatron;
+  EXPECT_EQ(ActivationsAfterForward(Generate(config)), std::vector<Bytes>{776});
+}
+
+// Flash attention, configuration T with dropout: one run that saves Q, K, V, its output, the
+// fp32 log-sum-exp (a·s·b = 4 elements: 16 bytes) and the RNG state (16); its backward counts
+// 2.5 times its forward FLOPs and makes the fp32 workspaces dq_accum (sbh: 32) and softmax_d
+// (16).
+TEST(TransformerPreset, FlashAttentionKeepsNoScores) {
+  TransformerConfig config = ConfigT();
+  config.attention = AttentionKind::kFlash;
+  const std::vector<std::string> lines = AttentionLines(config);
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[3],
+            "block0.attn.flash in=[block0.q, block0.k, block0.v] out=[block0.attn.flash.out:32] "
+            "saves=[block0.q, block0.k, block0.v, block0.attn.flash.out, 16 fp32 softmax_lse, "
+            "16 int64 rng_state] ws=[32 fp32, 16 fp32]");
+  Result<FsdpModel> program = TransformerProgram(config);
+  ASSERT_TRUE(program.ok());
+  for (const ForwardOp& op : program->forward) {
+    if (op.name == "block0.attn.flash") {
+      EXPECT_EQ(op.BackwardFlops(), 2.5 * op.flops);
+    }
+  }
+  // After forward: 48; the block: ln1 48, its output 32, QKV 96, the output 32, lse 16, RNG
+  // state 16, the projection's mask 8, ln2 48 and output 32, fc1 128, GeLU 128, the MLP's mask
+  // 8 (592); the head's 152. Total 792.
+  EXPECT_EQ(ActivationsAfterForward(Generate(config)), std::vector<Bytes>{792});
 }
 
 // Whatever a step makes, only the fp32 shards, the optimizer state and the batch outlive the
@@ -631,7 +794,8 @@ TEST(TransformerPresetArithmetic, ConfigAHeader) {
   const TraceHeader& h = trace.header;
   EXPECT_EQ(h.description,
             "GPT 2 layers, hidden 64, ffn 96, 4 heads, 2 kv heads, seq 8, micro-batch 2, vocab "
-            "100; fairscale FSDP rank 4 of 6, compute bf16, reduce fp32, hsdp shard groups of 3, "
+            "100, megatron attention, dropout 0.1; fairscale FSDP rank 4 of 6, compute bf16, "
+            "reduce fp32, hsdp shard groups of 3, "
             "sgd-momentum, 1 iterations");
   ASSERT_EQ(h.groups.size(), 1u);
   EXPECT_EQ(h.groups[0].ranks, (std::vector<int>{3, 4, 5}));

@@ -114,6 +114,18 @@ def build_model_checkpointed():
     return build_model(checkpointing=True)
 
 
+def build_model_no_dropout():
+    """Without dropout: on the CPU, dropout saves its noise in the activation dtype (PyTorch
+    1.13's _dropout_impl: empty_like(input).bernoulli_(1 - p)), on CUDA a bool mask
+    (native_dropout), which is what bucketsim's transformer preset describes; the oracle
+    compares the preset with --dropout 0 against this model."""
+    return build_model(dropout=0.0)
+
+
+def build_model_checkpointed_no_dropout():
+    return build_model(dropout=0.0, checkpointing=True)
+
+
 def build_model_7b():
     return build_model(**CONFIG_7B)
 
