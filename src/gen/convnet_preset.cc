@@ -65,9 +65,11 @@ class ConvnetBuilder {
     const std::size_t blocks_instance =
         program_.AddInstance({"blocks", Params(blocks), true, true});
     std::vector<std::size_t> block_bns = AddBatchNorms(blocks);
+    const std::vector<ParamView> head_views = {{"weight", hd * kClasses}, {"bias", kClasses}};
     const std::vector<GenParam> head_params =
         config_.flatten_parameters
-            ? std::vector<GenParam>{{"flat_param_0", SaturatingProduct({hd + 1, kClasses})}}
+            ? std::vector<GenParam>{{"flat_param_0", SaturatingProduct({hd + 1, kClasses}),
+                                     head_views}}
             : std::vector<GenParam>{{"weight", hd * kClasses}, {"bias", kClasses}};
     const std::size_t head_instance = program_.AddInstance({"head", head_params, true, true});
 
@@ -110,6 +112,7 @@ class ConvnetBuilder {
     ForwardOp& head = program_.Run(
         "head", 2.0 * static_cast<double>(n_ * (hd + 1) * kClasses), {head_instance}, {In(x)},
         {Tensor("head.out", SaturatingProduct({e_, n_, kClasses}), Dtype())}, {Keep(x)});
+    head.param_reads = {{"weight", "bias"}};
     AutocastWeight(head, hd * kClasses, (hd + 1) * kClasses);
     program_.EndForward(head_instance);
 
@@ -144,8 +147,9 @@ class ConvnetBuilder {
                ? std::numeric_limits<Numel>::max()
                : numel;
   }
-  // FlattenParamsWrapper: one flat parameter of all the wrapped convs' parameters; without
-  // it, each conv's weight and bias (named by their index in the Sequential).
+  // FlattenParamsWrapper: one flat parameter of all the wrapped convs' parameters, whose views
+  // they are; without it, each conv's weight and bias (named by their index in the
+  // Sequential). Either way a conv reads its weight and bias by those names.
   std::vector<GenParam> Params(const std::vector<ConvGroup>& groups) const {
     std::vector<GenParam> params;
     Numel total = 0;
@@ -157,8 +161,10 @@ class ConvnetBuilder {
       params.push_back({index + ".weight", ConvWeightNumel(group)});
       params.push_back({index + ".bias", group.out_channels});
     }
-    if (config_.flatten_parameters) return {{"flat_param_0", total}};
-    return params;
+    if (!config_.flatten_parameters) return params;
+    std::vector<ParamView> views;
+    for (const GenParam& param : params) views.push_back({param.name, param.numel});
+    return {{"flat_param_0", total, std::move(views)}};
   }
 
   // auto_wrap_bn: FSDP(bn, mixed_precision=False, flatten_parameters=False,
@@ -219,12 +225,16 @@ class ConvnetBuilder {
       }
       ForwardOp& conv = program_.Run(group.conv_name, conv_flops, {conv_instance}, {In(x)},
                                      {Tensor(conv_out, bytes, Dtype())}, std::move(conv_saves));
+      const std::string index = group.conv_name.substr(group.conv_name.find('.') + 1);
+      conv.param_reads = {{index + ".weight", index + ".bias"}};
       AutocastWeight(conv, ConvWeightNumel(group), ConvNumel(group));
       program_.Gather(bn_instances[g]);
-      program_.Run(group.bn_name, kBnFlopsPerElement * static_cast<double>(elements),
-                   {bn_instances[g]}, {In(conv_out)}, {Tensor(bn_out, bytes, Dtype())},
-                   {Keep(conv_out), Fresh(c * kFp32Size, "fp32", "save_mean"),
-                    Fresh(c * kFp32Size, "fp32", "save_invstd")});
+      program_
+          .Run(group.bn_name, kBnFlopsPerElement * static_cast<double>(elements), {bn_instances[g]},
+               {In(conv_out)}, {Tensor(bn_out, bytes, Dtype())},
+               {Keep(conv_out), Fresh(c * kFp32Size, "fp32", "save_mean"),
+                Fresh(c * kFp32Size, "fp32", "save_invstd")})
+          .param_reads = {{"weight", "bias"}};
       program_.EndForward(bn_instances[g]);
       program_.Run(group.relu_name, kReluFlopsPerElement * static_cast<double>(elements), {},
                    {In(bn_out)}, {Tensor(relu_out, bytes, Dtype(), bn_out)}, {Keep(relu_out)});

@@ -37,12 +37,39 @@ ModelDims DimsOf(const TransformerConfig& config) {
           u(config.FfnHidden())};
 }
 
-// Q h² + h, K and V h·h_kv + h_kv each, output projection h² + h, MLP 2hf + f + h, two
-// layernorms 4h. Without GQA and with f = 4h: 12h² + 13h.
-Numel BlockNumel(const ModelDims& d) {
-  return SaturatingSum(
-      SaturatingSum(SaturatingProduct({2, d.h, d.h + 1}), SaturatingProduct({2, d.h_kv, d.h + 1})),
-      SaturatingSum(SaturatingProduct({d.f, 2 * d.h + 1}), 5 * d.h));
+// FlattenParamsWrapper's flat parameter of `views` (their numels summed, in order).
+GenParam FlatOf(std::vector<ParamView> views) {
+  Numel total = 0;
+  for (const ParamView& view : views) total = SaturatingSum(total, view.numel);
+  return {"flat_param_0", total, std::move(views)};
+}
+
+// A block's parameters in registration order (nn.Module.named_parameters, the order
+// FlattenParamsWrapper concatenates them in): ln1, the Q K V projection (one fused, or three),
+// the output projection, ln2, the MLP's two matrices. Q h² + h, K and V h·h_kv + h_kv each,
+// output projection h² + h, MLP 2hf + f + h, two layernorms 4h; without GQA and with f = 4h:
+// 12h² + 13h.
+std::vector<ParamView> BlockViews(const ModelDims& d, AttentionKind attention) {
+  const auto linear = [](std::string name, std::uint64_t in, std::uint64_t out) {
+    return std::vector<ParamView>{{name + ".weight", SaturatingProduct({in, out})},
+                                  {name + ".bias", out}};
+  };
+  std::vector<ParamView> views = {{"ln1.weight", d.h}, {"ln1.bias", d.h}};
+  const auto add = [&](std::vector<ParamView> more) {
+    views.insert(views.end(), more.begin(), more.end());
+  };
+  if (attention == AttentionKind::kUnfused) {
+    add(linear("attn.q", d.h, d.h));
+    add(linear("attn.k", d.h, d.h_kv));
+    add(linear("attn.v", d.h, d.h_kv));
+  } else {
+    add(linear("qkv", d.h, d.h + 2 * d.h_kv));
+  }
+  add(linear("attn.proj", d.h, d.h));
+  add({{"ln2.weight", d.h}, {"ln2.bias", d.h}});
+  add(linear("mlp.fc1", d.h, d.f));
+  add(linear("mlp.fc2", d.f, d.h));
+  return views;
 }
 
 std::string_view AttentionName(AttentionKind kind) {
@@ -175,13 +202,16 @@ class TransformerBuilder {
     // its forward ends after the head's, and like fairscale's root it is not resharded.
     constexpr std::size_t kEmbedding = 0;
     program_.AddInstance({"embedding",
-                          {{"flat_param_0", SaturatingProduct({d_.v + d_.s, d_.h})}},
+                          {FlatOf({{"tok.weight", SaturatingProduct({d_.v, d_.h})},
+                                   {"pos.weight", SaturatingProduct({d_.s, d_.h})}})},
                           true,
                           !config_.tied_embeddings});
     program_.Gather(kEmbedding);
-    program_.Run("embedding", 2 * tokens * static_cast<double>(d_.h), {kEmbedding}, {In("tokens")},
-                 {New("embedding.out", Tokens(d_.h), config_.compute_dtype)},
-                 {Keep("tokens"), Fresh(SaturatingProduct({8, d_.s}), "int64", "positions")});
+    program_
+        .Run("embedding", 2 * tokens * static_cast<double>(d_.h), {kEmbedding}, {In("tokens")},
+             {New("embedding.out", Tokens(d_.h), config_.compute_dtype)},
+             {Keep("tokens"), Fresh(SaturatingProduct({8, d_.s}), "int64", "positions")})
+        .param_reads = {{"tok.weight", "pos.weight"}};
     if (!config_.tied_embeddings) program_.EndForward(kEmbedding);
 
     std::string x = "embedding.out";
@@ -190,17 +220,16 @@ class TransformerBuilder {
     // Final layernorm (2h) and the LM head (v x h, untied), the last instance: it runs last in
     // forward and first in backward, so like fairscale's root (whose own parameters
     // disable_reshard_on_root keeps) it is not resharded: that saves an all-gather at no peak.
-    const std::size_t head = program_.AddInstance(
-        {"head",
-         {{"flat_param_0",
-           config_.tied_embeddings ? 2 * d_.h : SaturatingProduct({d_.h, d_.v + 2})}},
-         true,
-         false});
+    std::vector<ParamView> head_views = {{"final_norm.weight", d_.h}, {"final_norm.bias", d_.h}};
+    if (!config_.tied_embeddings)
+      head_views.push_back({"head.weight", SaturatingProduct({d_.h, d_.v})});
+    const std::size_t head = program_.AddInstance({"head", {FlatOf(head_views)}, true, false});
     std::vector<std::size_t> head_uses = {head};
     if (config_.tied_embeddings) head_uses.push_back(kEmbedding);
     program_.Gather(head);
     const std::string norm = LayerNorm("final_norm", x, {head});
-    Linear("head", norm, d_.h, d_.v, std::move(head_uses), "logits", false);
+    Linear("head", norm, d_.h, d_.v, std::move(head_uses), "logits", false,
+           config_.tied_embeddings ? "tok.weight" : "head.weight");
     program_.EndForward(head);
     if (config_.tied_embeddings) program_.EndForward(kEmbedding);
 
@@ -228,6 +257,12 @@ class TransformerBuilder {
     std::uint64_t numel;
     DType dtype;
   };
+
+  // The parameter name of a run's module in its instance's views: the run's name without its
+  // block's prefix ("block3.mlp.fc1" -> "mlp.fc1").
+  static std::string ParamName(const std::string& run) {
+    return run.rfind("block", 0) == 0 ? run.substr(run.find('.') + 1) : run;
+  }
 
   // Elements of an activation of s x b tokens x `width`.
   std::uint64_t Tokens(std::uint64_t width) const { return SaturatingProduct({d_.s, d_.b, width}); }
@@ -261,18 +296,24 @@ class TransformerBuilder {
     return name + ".out";
   }
 
-  // A linear layer `name` (in x out weights, with a bias unless !bias) on `x`: saves its
+  // A linear layer `name` (in x out weights, with a bias unless !bias; its parameters the views
+  // named after it, ParamName) on `x`: saves its
   // operand; returns its output `out_id`. Under autocast it casts its weight to the autocast
   // dtype and saves the copy; its backward makes the copy's gradient and the bias's in that
   // dtype before ToCopyBackward casts them into the parameter's gradient.
   std::string Linear(const std::string& name, const std::string& x, std::uint64_t in,
                      std::uint64_t out, std::vector<std::size_t> uses, const std::string& out_id,
-                     bool bias = true) {
+                     bool bias = true, std::string weight = "") {
     const std::string operand = MatmulOperand(name, x);
     const std::uint64_t param_numel = SaturatingProduct({in + (bias ? 1 : 0), out});
     ForwardOp& op = program_.Run(
         name, 2 * static_cast<double>(d_.tokens()) * static_cast<double>(param_numel),
         std::move(uses), {In(operand)}, {New(out_id, Tokens(out), act_)}, {Keep(operand)});
+    // Its backward makes the weight's gradient (`weight`: a weight it shares, tied embeddings)
+    // and the bias's.
+    const std::string param = ParamName(name);
+    op.param_reads = std::vector<std::string>{weight.empty() ? param + ".weight" : weight};
+    if (bias) op.param_reads->push_back(param + ".bias");
     if (config_.autocast) {
       const Bytes e = ElementSize(*config_.autocast);
       const std::string_view dtype = DTypeName(*config_.autocast);
@@ -289,9 +330,12 @@ class TransformerBuilder {
                         std::vector<std::size_t> uses) {
     const std::string input = config_.autocast ? Cast(name + ".cast", x, DType::kFloat32) : x;
     const Bytes stats = SaturatingProduct({kFp32Size, d_.s, d_.b});
-    program_.Run(name, 2 * static_cast<double>(d_.tokens()) * 2 * static_cast<double>(d_.h),
-                 std::move(uses), {In(input)}, {New(name + ".out", Tokens(d_.h), norm_)},
-                 {Keep(input), Fresh(stats, "fp32", "mean"), Fresh(stats, "fp32", "rstd")});
+    const std::string param = ParamName(name);
+    program_
+        .Run(name, 2 * static_cast<double>(d_.tokens()) * 2 * static_cast<double>(d_.h),
+             std::move(uses), {In(input)}, {New(name + ".out", Tokens(d_.h), norm_)},
+             {Keep(input), Fresh(stats, "fp32", "mean"), Fresh(stats, "fp32", "rstd")})
+        .param_reads = {{param + ".weight", param + ".bias"}};
     return name + ".out";
   }
 
@@ -383,7 +427,7 @@ class TransformerBuilder {
 
   std::string AddBlock(int i, const std::string& x) {
     const std::size_t f = program_.AddInstance(
-        {fmt::format("block{}", i), {{"flat_param_0", BlockNumel(d_)}}, true, true});
+        {fmt::format("block{}", i), {FlatOf(BlockViews(d_, config_.attention))}, true, true});
     const std::string p = fmt::format("block{}.", i);
     program_.Gather(f);
     // torch.utils.checkpoint saves the block's input (e per sbh element) and nothing else:

@@ -297,17 +297,22 @@ TEST(ConvnetPreset, ForwardKeepsWhatEachOpSaves) {
   EXPECT_EQ(LiveAtMark(Generate(config), Category::kActivation, "after fwd"), 20344u);
 }
 
-// The default-stream gradients of configuration C's backward, in order: ones_like(loss) 4;
-// loss: grad logits 40; head: full 160, grad pooled 12; Flatten passes it; pool: grad of the
-// last ReLU output 432; ReLU: grad of the BN output 432; BN: full weight and bias 12 + 12,
-// grad conv output 432; conv: the blocks' full gradient 5259·4 = 21036, grad input 432; then
-// ReLU 432, BN 12 12 432, conv 432, ReLU 432, BN 12 12 432, conv: grad of the stem's output
-// 64·36·4 = 9216; stem ReLU 9216; stem BN 256 256 9216; stem conv: full 7168 (the batch gets
-// no gradient). The same with the blocks checkpointed.
+// The default-stream gradients of configuration C's backward, in order. Each parameter's
+// gradient comes at the backward of the op that reads it (param_reads), before the op's input
+// gradient; a flat parameter's is the cat of its views' at its instance's post-backward hook:
+// ones_like(loss) 4; loss: grad logits 40; head: weight 30·4 = 120, bias 40, grad pooled 12;
+// the head's hook: cat 160; Flatten passes it; pool: grad of the last ReLU output 432; ReLU:
+// grad of the BN output 432; BN: weight and bias 12 + 12 (own parameters), grad conv output
+// 432; conv blocks.6: weight 225·4 = 900, bias 12, grad input 432; then ReLU 432, BN 12 12 432,
+// conv blocks.3 900 12 432, ReLU 432, BN 12 12 432, conv blocks.0: weight 4800·4 = 19200, bias
+// 12, grad of the stem's output 64·36·4 = 9216; the blocks' hook: cat 5259·4 = 21036; stem
+// ReLU 9216; stem BN 256 256 9216; stem conv: weight 1728·4 = 6912, bias 256 (the batch gets
+// no gradient); the stem's hook: cat 7168. The same with the blocks checkpointed.
 TEST(ConvnetPreset, BackwardMakesTheGradientsOfEveryOp) {
-  const std::vector<Bytes> expected = {4,     40,  160,  12,   432, 432, 12,   12,  432,
-                                       21036, 432, 432,  12,   12,  432, 432,  432, 12,
-                                       12,    432, 9216, 9216, 256, 256, 9216, 7168};
+  const std::vector<Bytes> expected = {4,    40,    120,  40,  12,  160,  432,  432,   12,
+                                       12,   432,   900,  12,  432, 432,  12,   12,    432,
+                                       900,  12,    432,  432, 12,  12,   432,  19200, 12,
+                                       9216, 21036, 9216, 256, 256, 9216, 6912, 256,   7168};
   for (bool checkpointing : {false, true}) {
     ConvnetConfig config = ConfigC();
     config.activation_checkpointing = checkpointing;

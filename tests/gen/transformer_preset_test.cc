@@ -399,24 +399,78 @@ TEST(TransformerPreset, ForwardKeepsKorthikantiPerBlock) {
   EXPECT_EQ(ActivationsAfterForward(Generate(config)), std::vector<Bytes>{232});
 }
 
-// Every gradient the backward of configuration T allocates on the default stream, in order
-// (the full parameter gradients numel·4: head 160, block 976, embedding 160):
-//   ones_like(loss) 4; nll: grad log-probs 64; log_softmax: grad logits 64; head: full 160,
-//   grad final_norm.out 32; final_norm: grad block0.out 32; residual2 passes it on;
-//   mlp.drop: grad fc2 32; fc2: full 976, grad gelu 128; gelu: grad fc1 128; fc1: grad ln2.out
-//   32; ln2: grad x2 32, summed with residual2's into a new 32; residual1 passes; proj.drop:
-//   32; proj: grad context 32; context: grad dropout.out 32, grad v 32; dropout: grad probs 32;
-//   softmax: grad scores 32; scores: grad q 32, grad k 32; split: grad qkv 96 (the cat);
-//   qkv: grad ln1.out 32; ln1: grad embedding.out 32, summed with residual1's: 32;
-//   embedding: full 160 (the token ids get none).
+// Every gradient the backward of configuration T allocates on the default stream, in order.
+// Each parameter's gradient comes at the backward of the run that reads it (param_reads; numel
+// x 4), before the run's input gradients, and each instance's flat gradient is the cat of its
+// views' at its post-backward hook (head 40 x 4 = 160, block 244 x 4 = 976, embedding 160):
+//   ones_like(loss) 4; nll: grad log-probs 64; log_softmax: grad logits 64; head: head.weight
+//   hv = 32 elements 128, grad final_norm.out 32; final_norm: weight 16, bias 16, grad
+//   block0.out 32; the head's hook: 160; residual2 passes on; mlp.drop: grad fc2 32; fc2:
+//   weight fh = 64 elements 256, bias 16, grad gelu 128; gelu: grad fc1 128; fc1: weight 256,
+//   bias f = 16 elements 64, grad ln2.out 32; ln2: weight 16, bias 16, grad x2 32, summed with
+//   residual2's into a new 32; residual1 passes; proj.drop: 32; proj: weight 64, bias 16, grad
+//   context 32; context: grad dropout.out 32, grad v 32; dropout: grad probs 32; softmax: grad
+//   scores 32; scores: grad q 32, grad k 32; split: grad qkv 96 (the cat); qkv: weight 3h² = 48
+//   elements 192, bias 48, grad ln1.out 32; ln1: weight 16, bias 16, grad embedding.out 32,
+//   summed with residual1's: 32; the block's hook 976; embedding: tok.weight vh = 32 elements
+//   128, pos.weight sh = 8 elements 32 (the token ids get none); its hook 160.
 // With checkpointing the same gradients come after the recompute.
 TEST(TransformerPreset, BackwardMakesTheGradientsOfEveryOp) {
-  const std::vector<Bytes> expected = {4,  64, 64, 160, 32, 32, 32, 976, 128, 128, 32, 32, 32,
-                                       32, 32, 32, 32,  32, 32, 32, 32,  96,  32,  32, 32, 160};
+  const std::vector<Bytes> expected = {4,  64,  64,  128, 32, 16, 16,  32,  160, 32, 256,
+                                       16, 128, 128, 256, 64, 32, 16,  16,  32,  32, 32,
+                                       64, 16,  32,  32,  32, 32, 32,  32,  32,  96, 192,
+                                       48, 32,  16,  16,  32, 32, 976, 128, 32,  160};
   for (bool checkpointing : {false, true}) {
     TransformerConfig config = ConfigT();
     config.activation_checkpointing = checkpointing;
     EXPECT_EQ(BackwardAllocs(Generate(config).events, Category::kGrad, 0), expected);
+  }
+}
+
+// Every run that uses parameters names the views it reads, and the views of each flat
+// parameter are the module's parameters in registration order, summing to its numel.
+TEST(TransformerPreset, RunsReadTheirModulesViews) {
+  for (AttentionKind attention :
+       {AttentionKind::kMegatron, AttentionKind::kUnfused, AttentionKind::kFlash}) {
+    for (bool tied : {false, true}) {
+      TransformerConfig config = ConfigT();
+      config.attention = attention;
+      config.tied_embeddings = tied;
+      Result<FsdpModel> program = TransformerProgram(config);
+      ASSERT_TRUE(program.ok());
+      std::map<std::string, std::vector<std::string>> reads;
+      for (const ForwardOp& op : program->forward) {
+        if (op.kind != OpKind::kRun || op.uses.empty()) continue;
+        ASSERT_TRUE(op.param_reads.has_value()) << op.name;
+        reads[op.name] = *op.param_reads;
+      }
+      EXPECT_EQ(reads["embedding"], (std::vector<std::string>{"tok.weight", "pos.weight"}));
+      EXPECT_EQ(reads["block0.ln1"], (std::vector<std::string>{"ln1.weight", "ln1.bias"}));
+      EXPECT_EQ(reads["block0.mlp.fc2"],
+                (std::vector<std::string>{"mlp.fc2.weight", "mlp.fc2.bias"}));
+      EXPECT_EQ(reads["head"], (std::vector<std::string>{tied ? "tok.weight" : "head.weight"}));
+      const GenParam& block = program->instances[1].params.at(0);
+      std::vector<std::string> names;
+      Numel total = 0;
+      for (const ParamView& view : block.views) {
+        names.push_back(view.name);
+        total += view.numel;
+      }
+      EXPECT_EQ(total, block.numel);
+      EXPECT_EQ(block.numel, 244u);  // 12h² + 13h, h = 4
+      if (attention == AttentionKind::kUnfused) {
+        EXPECT_EQ(reads["block0.attn.k"],
+                  (std::vector<std::string>{"attn.k.weight", "attn.k.bias"}));
+        EXPECT_EQ(names, (std::vector<std::string>{
+                             "ln1.weight", "ln1.bias", "attn.q.weight", "attn.q.bias",
+                             "attn.k.weight", "attn.k.bias", "attn.v.weight", "attn.v.bias",
+                             "attn.proj.weight", "attn.proj.bias", "ln2.weight", "ln2.bias",
+                             "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias"}));
+      } else {
+        EXPECT_EQ(reads["block0.qkv"], (std::vector<std::string>{"qkv.weight", "qkv.bias"}));
+        EXPECT_EQ(names.at(2), "qkv.weight");
+      }
+    }
   }
 }
 
