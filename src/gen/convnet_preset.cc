@@ -36,7 +36,12 @@ struct ConvGroup {
 // and its batch mean and inverse std (C fp32 each); the in-place ReLU its result, the BN's
 // output overwritten (threshold_backward reads the result). The gradients their backward makes:
 // every input that requires grad gets a new tensor of its size (the batch gets none); the
-// Flatten view passes its gradient on (a view of it).
+// Flatten view passes its gradient on (a view of it). Under torch.autocast (CUDA's op lists,
+// aten/src/ATen/autocast_mode.cpp) only the convolutions and the linear head are autocast ops
+// (lower precision: the stem casts the fp32 batch to a copy it saves, each casts its weight);
+// batch_norm, relu, adaptive_avg_pool2d and mean are on no list and run in their input's dtype,
+// the autocast dtype from the stem conv on (cuDNN's batch norm takes fp16 input with fp32
+// weights and keeps fp32 statistics). So every activation is in the autocast dtype.
 class ConvnetBuilder {
  public:
   explicit ConvnetBuilder(const ConvnetConfig& config)
