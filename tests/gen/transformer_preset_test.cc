@@ -562,6 +562,33 @@ TEST(TransformerPreset, AutocastForwardKeepsCastCopies) {
   EXPECT_EQ(ActivationsAfterForward(Generate(config)), std::vector<Bytes>{1024});
 }
 
+// Every gradient (and autocast weight-copy gradient, the runs' workspace) the backward of
+// configuration T under fp16 autocast allocates, in order; fp32 parameters, so parameter
+// gradients are fp32 (numel x 4) and each matmul's weight-copy gradient fp16 (with its bias):
+//   ones_like(loss) 4; nll: grad log-probs (fp32) 64; log_softmax: grad logits, fp16 32 (the
+//   half_to_float kernel's backward gives its input's dtype); head: head.weight 128, grad of its
+//   fp16 operand 16, weight-copy gradient 32 x 2 = 64; head.cast: grad final_norm.out fp32 32;
+//   final_norm: 16, 16, grad block0.out 32; the head's hook 160; residual2: the fp16 branch's
+//   cast gradient 16 (the fp32 stream passes); mlp.drop: grad fc2 16; fc2: weight 256, bias
+//   16, grad gelu 64, copy gradient (64 + 4) x 2 = 136; gelu: grad fc1 64; fc1: weight 256,
+//   bias 64, grad of its operand 16, copy gradient (64 + 16) x 2 = 160; fc1.cast: grad ln2.out
+//   32; ln2: 16, 16, grad x2 32, the sum with residual2's 32; residual1: the branch's 16;
+//   proj.drop 16; proj: weight 64, bias 16, grad context 16, copy gradient 40; context: grad of
+//   the probabilities' fp16 copy 16, grad v 16; context.cast: grad dropout.out fp32 32;
+//   dropout: grad probs 32; softmax: grad scores, fp16 16; scores: grad q 16, grad k 16; split:
+//   grad qkv 48; qkv: weight 192, bias 48, grad of its operand 16, copy gradient 120; qkv.cast:
+//   grad ln1.out 32; ln1: 16, 16, grad embedding.out 32, the sum 32; the block's hook 976;
+//   embedding: 128, 32, its hook 160.
+TEST(TransformerPreset, AutocastBackwardMakesEachGradientInItsDtype) {
+  TransformerConfig config = ConfigT();
+  config.autocast = DType::kFloat16;
+  const std::vector<Bytes> expected = {
+      4,   64, 32, 128, 16, 64,  32, 16, 16,  32, 160, 16, 16, 256, 16,  64,  136, 64,
+      256, 64, 16, 160, 32, 16,  16, 32, 32,  16, 16,  64, 16, 16,  40,  16,  16,  32,
+      32,  16, 16, 16,  48, 192, 48, 16, 120, 32, 16,  16, 32, 32,  976, 128, 32,  160};
+  EXPECT_EQ(BackwardAllocs(Generate(config).events, Category::kGrad, 0), expected);
+}
+
 // bf16 autocast has no half_to_float kernels: softmax and log_softmax read an fp32 copy of
 // their input, made just before them and freed after them (saved by nobody).
 TEST(TransformerPreset, Bf16AutocastCastsSoftmaxInputs) {
@@ -730,6 +757,10 @@ TEST(TransformerPreset, InvalidConfigsNameTheField) {
       {[](TransformerConfig& c) { c.bucket_cap_mb = std::numeric_limits<double>::infinity(); },
        "bucket_cap_mb"},
       {[](TransformerConfig& c) { c.seq = 1 << 30; }, "seq"},  // attention scores > 1 PiB
+      {[](TransformerConfig& c) { c.dropout = -0.1; }, "dropout"},
+      {[](TransformerConfig& c) { c.dropout = 1; }, "dropout"},
+      {[](TransformerConfig& c) { c.dropout = std::numeric_limits<double>::quiet_NaN(); },
+       "dropout"},
   };
   for (const Case& test : cases) {
     TransformerConfig config = MixedPrecisionConfig();

@@ -9,8 +9,9 @@ forward and backward peaks are compared with bucketsim's replay (`compare --poli
 --allocator exact`) of
   (a) the recorder's program of the same model (tools/record_program.py, then
       `bucketsim gen program --world-size 1 --iterations 1`), and
-  (b) the preset's trace where a preset describes the same model (fairscale-convnet,
-      transformer), with the same sizes.
+  (b) the preset's trace where a preset describes the same model, with the same sizes and the
+      variant that describes it (fairscale-convnet --flatten-parameters=false; transformer
+      --attention unfused --dropout 0, measured on the GPT without dropout: PRESET_MODEL).
 The target is every mark within 0.5% and each phase's peak within 2%. Where a source does not
 meet it, TOLERANCES says what it meets and why (the cause is in the comment), so that a change
 that makes it worse fails.
