@@ -3,7 +3,8 @@
     /usr/bin/python3 tools/record_program.py tools/examples/tiny_gpt.py:build_model \
         --batch tools/examples/tiny_gpt.py:make_batch --wrap Block -o tiny-gpt.json
 
-The shape is the one bucketsim's transformer preset describes (src/gen/transformer_preset.cc):
+The shape is the one bucketsim's transformer preset describes with `--attention unfused`
+(src/gen/transformer_preset.cc; `--dropout 0` for build_model_no_dropout):
 token and learned position embeddings, pre-layernorm blocks of causal self-attention (separate
 Q, K, V projections with biases, softmax, dropout, output projection, dropout) and a GeLU MLP
 (dropout), a final layernorm and an untied LM head, cross-entropy against the next tokens.
