@@ -274,7 +274,11 @@ class TransformerBuilder {
     return Tensor(id, SaturatingProduct({ElementSize(dtype), numel}), DTypeName(dtype),
                   std::move(alias));
   }
-  const TensorInfo& Info(const std::string& id) const { return info_.at(id); }
+  const TensorInfo& Info(const std::string& id) const {
+    const auto it = info_.find(id);
+    BUCKETSIM_CHECK(it != info_.end());  // every id is made by New before it is read
+    return it->second;
+  }
 
   // `x` in `dtype`: itself, or a cast copy (a run `name`; ToCopyBackward gives `x` a new
   // gradient in its own dtype).
