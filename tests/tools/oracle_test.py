@@ -98,11 +98,14 @@ TARGET = {"marks": 0.005, "forward": 0.02, "backward": 0.02}
 #   BWD   not yet explained: the replayed backward of the recorded program holds more than
 #         autograd did (the MLP: 261,632 B, two 128 KiB activations, at the peak); recorder (an
 #         input's gradient kind) or emitter (the order of a run's backward), to be found.
-#   REORDER ONEDNN as the preset row meets it: the checkpointed region's first conv (no_grad,
-#         so nothing else of the region is alive) reorders its input
-#         (the stem's output, 1,968,128 B), its weight (204,800 B) and its output (984,064 B)
-#         into oneDNN's blocked layouts, all transient inside mkldnn_convolution; no program
-#         shows them (torch.profiler's memory events under aten::mkldnn_convolution).
+#   REORDER ONEDNN as the preset row meets it, to the byte: the measured forward peak is inside
+#         the checkpointed region's first conv (no_grad), where mkldnn_convolution holds a
+#         blocked copy of its input (the stem's output, 1,968,128 B) and of its weight (204,800
+#         B) beside its blocked output (984,064 B, the output the program allocates); the
+#         program has 5,450,752 B alive there, plus RNG's 5,120 B and the two copies = 7,628,800
+#         B, the measured peak. The program's own forward peak (6,435,840 B, at the second
+#         block conv's BatchNorm) is a different moment: without the copies the real peak would
+#         be within 0.1% (RNG).
 #   RNG   torch.utils.checkpoint(preserve_rng_state=True) keeps torch.get_rng_state(), a 5,056 B
 #         CPU tensor (5,120 rounded), per region from its forward until the graph dies with the
 #         loss; on CUDA that state and torch.cuda.get_rng_state() are CPU tensors too, so a
