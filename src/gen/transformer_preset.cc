@@ -248,7 +248,7 @@ class TransformerBuilder {
     const bool half_to_float = config_.autocast == DType::kFloat16;
     if (!half_to_float) logits = Cast("loss.cast", logits, DType::kFloat32);
     const std::uint64_t logit_numel = Tokens(d_.v);
-    program_.Run("loss.log_softmax", 0, {}, {In(logits)},
+    program_.Run("loss.log_softmax", 0, {}, Operand(logits, "logits"),
                  {New("log_probs", logit_numel, DType::kFloat32)}, {Keep("log_probs")});
     program_.Run("loss.nll", 0, {}, {In("log_probs"), In("labels", InputGrad::kNone)},
                  {Tensor("loss", kFp32Size, "fp32")},
@@ -289,9 +289,20 @@ class TransformerBuilder {
   // gradient in its own dtype).
   std::string Cast(const std::string& name, const std::string& x, DType dtype) {
     if (Info(x).dtype == dtype) return x;
-    const std::string id = fmt::format("{}.{}", x, DTypeName(dtype));
+    // Named after the run: each matmul casts its operand itself (three projections reading one
+    // layernorm output make three copies).
+    const std::string id = name + ".out";
     program_.Run(name, 0, {}, {In(x)}, {New(id, Info(x).numel, dtype)});
     return id;
+  }
+  // The inputs of a run that reads `operand`, a cast copy of `original` (or `original`
+  // itself): the cast happens inside the op (autocast's wrapper, softmax(x, dtype)), whose
+  // caller holds `original` until the op returns, so the run reads it too (no gradient through
+  // it: that flows through the copy's cast run).
+  static std::vector<RunInput> Operand(const std::string& operand, const std::string& original) {
+    std::vector<RunInput> inputs = {In(operand)};
+    if (operand != original) inputs.push_back(In(original, InputGrad::kNone));
+    return inputs;
   }
   // The operand of an autocast matmul: cast to the autocast dtype where it is not in it.
   std::string MatmulOperand(const std::string& name, const std::string& x) {
@@ -317,7 +328,7 @@ class TransformerBuilder {
     const std::uint64_t param_numel = SaturatingProduct({in + (bias ? 1 : 0), out});
     ForwardOp& op = program_.Run(
         name, 2 * static_cast<double>(d_.tokens()) * static_cast<double>(param_numel),
-        std::move(uses), {In(operand)}, {New(out_id, Tokens(out), act_)}, {Keep(operand)});
+        std::move(uses), Operand(operand, x), {New(out_id, Tokens(out), act_)}, {Keep(operand)});
     // Its backward makes the weight's gradient (`weight`: a weight it shares, tied embeddings)
     // and the bias's.
     const std::string param = ParamName(name);
@@ -342,7 +353,7 @@ class TransformerBuilder {
     const std::string param = ParamName(name);
     program_
         .Run(name, 2 * static_cast<double>(d_.tokens()) * 2 * static_cast<double>(d_.h),
-             std::move(uses), {In(input)}, {New(name + ".out", Tokens(d_.h), norm_)},
+             std::move(uses), Operand(input, x), {New(name + ".out", Tokens(d_.h), norm_)},
              {Keep(input), Fresh(stats, "fp32", "mean"), Fresh(stats, "fp32", "rstd")})
         .param_reads = {{param + ".weight", param + ".bias"}};
     return name + ".out";
@@ -358,7 +369,8 @@ class TransformerBuilder {
       out = DType::kFloat32;
       if (*config_.autocast != DType::kFloat16) input = Cast(name + ".cast", scores, out);
     }
-    program_.Run(name, 0, {}, {In(input)}, {New(out_id, Info(scores).numel, out)}, {Keep(out_id)});
+    program_.Run(name, 0, {}, Operand(input, scores), {New(out_id, Info(scores).numel, out)},
+                 {Keep(out_id)});
     return out_id;
   }
 
@@ -425,11 +437,13 @@ class TransformerBuilder {
                    {Fresh(SaturatingProduct({d_.s, d_.s}), "bool", "causal mask")});
       s = p + "attn.mask.out";
     }
-    const std::string probs =
-        MatmulOperand(p + "attn.context",
-                      Dropout(p + "attn.dropout", Softmax(p + "attn.softmax", s, p + "probs")));
+    const std::string dropped =
+        Dropout(p + "attn.dropout", Softmax(p + "attn.softmax", s, p + "probs"));
+    const std::string probs = MatmulOperand(p + "attn.context", dropped);
     if (unfused) v = Copy(p + "attn.v.copy", v);
-    program_.Run(p + "attn.context", matmul_flops, {}, {In(probs), In(v)},
+    std::vector<RunInput> context_inputs = Operand(probs, dropped);
+    context_inputs.insert(context_inputs.begin() + 1, In(v));
+    program_.Run(p + "attn.context", matmul_flops, {}, std::move(context_inputs),
                  {New(p + "context", Tokens(d_.h), act_)}, {Keep(probs), Keep(v)});
     return unfused ? Copy(p + "attn.context.copy", p + "context") : p + "context";
   }

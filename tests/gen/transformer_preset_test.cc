@@ -478,7 +478,8 @@ TEST(TransformerPreset, RunsReadTheirModulesViews) {
 // bytes, fp32 32), the ops take the dtypes of CUDA's autocast lists (transformer_preset.cc):
 // the embedding's output and the residual stream stay fp32; each layernorm runs in fp32; each
 // matmul casts its fp32 operand to an fp16 copy (a run of its own, whose backward makes the fp32
-// gradient) and saves it with its fp16 weight copy (QKV h·3h = 48 elements: 96 bytes; its
+// gradient; the matmul reads the original too, without a gradient: its caller holds it until
+// the op returns) and saves it with its fp16 weight copy (QKV h·3h = 48 elements: 96 bytes; its
 // backward's copy gradient with the bias, 60: 120); softmax makes fp32 probabilities (as²b = 8
 // elements: 32 bytes) straight from fp16 scores (half_to_float), the dropout keeps them fp32 and
 // the context matmul casts them back (16); a residual add of the fp32 stream and an fp16 branch
@@ -493,9 +494,9 @@ std::vector<std::string> AutocastProgramT() {
       "gather 1",
       "block0.ln1 uses=[1] in=[embedding.out] out=[block0.ln1.out:32] "
       "saves=[embedding.out, 8 fp32 mean, 8 fp32 rstd]",
-      "block0.qkv.cast in=[block0.ln1.out] out=[block0.ln1.out.fp16:16]",
-      "block0.qkv uses=[1] in=[block0.ln1.out.fp16] out=[block0.qkv.out:48] "
-      "saves=[block0.ln1.out.fp16, 96 fp16 weight cast] ws=[120 fp16]",
+      "block0.qkv.cast in=[block0.ln1.out] out=[block0.qkv.cast.out:16]",
+      "block0.qkv uses=[1] in=[block0.qkv.cast.out, block0.ln1.out:none] out=[block0.qkv.out:48] "
+      "saves=[block0.qkv.cast.out, 96 fp16 weight cast] ws=[120 fp16]",
       "block0.qkv.split in=[block0.qkv.out] out=[block0.q:16@block0.qkv.out, "
       "block0.k:16@block0.qkv.out, block0.v:16@block0.qkv.out]",
       "block0.attn.scores in=[block0.q, block0.k] out=[block0.scores:16] "
@@ -504,9 +505,11 @@ std::vector<std::string> AutocastProgramT() {
       "block0.attn.dropout in=[block0.probs] out=[block0.attn.dropout.out:32] "
       "saves=[8 bool mask]",
       "block0.attn.context.cast in=[block0.attn.dropout.out] "
-      "out=[block0.attn.dropout.out.fp16:16]",
-      "block0.attn.context in=[block0.attn.dropout.out.fp16, block0.v] out=[block0.context:16] "
-      "saves=[block0.attn.dropout.out.fp16, block0.v]",
+      "out=[block0.attn.context.cast.out:16]",
+      "block0.attn.context in=[block0.attn.context.cast.out, block0.v, "
+      "block0.attn.dropout.out:none] "
+      "out=[block0.context:16] "
+      "saves=[block0.attn.context.cast.out, block0.v]",
       "block0.attn.proj uses=[1] in=[block0.context] out=[block0.proj:16] "
       "saves=[block0.context, 32 fp16 weight cast] ws=[40 fp16]",
       "block0.attn.proj.drop in=[block0.proj] out=[block0.attn.proj.drop.out:16] "
@@ -514,9 +517,10 @@ std::vector<std::string> AutocastProgramT() {
       "block0.residual1 in=[embedding.out:pass, block0.attn.proj.drop.out] out=[block0.x2:32]",
       "block0.ln2 uses=[1] in=[block0.x2] out=[block0.ln2.out:32] "
       "saves=[block0.x2, 8 fp32 mean, 8 fp32 rstd]",
-      "block0.mlp.fc1.cast in=[block0.ln2.out] out=[block0.ln2.out.fp16:16]",
-      "block0.mlp.fc1 uses=[1] in=[block0.ln2.out.fp16] out=[block0.fc1:64] "
-      "saves=[block0.ln2.out.fp16, 128 fp16 weight cast] ws=[160 fp16]",
+      "block0.mlp.fc1.cast in=[block0.ln2.out] out=[block0.mlp.fc1.cast.out:16]",
+      "block0.mlp.fc1 uses=[1] in=[block0.mlp.fc1.cast.out, block0.ln2.out:none] "
+      "out=[block0.fc1:64] "
+      "saves=[block0.mlp.fc1.cast.out, 128 fp16 weight cast] ws=[160 fp16]",
       "block0.mlp.gelu in=[block0.fc1] out=[block0.gelu:64] saves=[block0.fc1]",
       "block0.mlp.fc2 uses=[1] in=[block0.gelu] out=[block0.fc2:16] "
       "saves=[block0.gelu, 128 fp16 weight cast] ws=[136 fp16]",
@@ -526,9 +530,9 @@ std::vector<std::string> AutocastProgramT() {
       "gather 2",
       "final_norm uses=[2] in=[block0.out] out=[final_norm.out:32] "
       "saves=[block0.out, 8 fp32 mean, 8 fp32 rstd]",
-      "head.cast in=[final_norm.out] out=[final_norm.out.fp16:16]",
-      "head uses=[2] in=[final_norm.out.fp16] out=[logits:32] "
-      "saves=[final_norm.out.fp16, 64 fp16 weight cast] ws=[64 fp16]",
+      "head.cast in=[final_norm.out] out=[head.cast.out:16]",
+      "head uses=[2] in=[head.cast.out, final_norm.out:none] out=[logits:32] "
+      "saves=[head.cast.out, 64 fp16 weight cast] ws=[64 fp16]",
       "end 2",
       "loss.log_softmax in=[logits] out=[log_probs:64] saves=[log_probs]",
       "loss.nll in=[log_probs, labels:none] out=[loss:4] saves=[labels, 4 fp32 total_weight]",
@@ -590,7 +594,8 @@ TEST(TransformerPreset, AutocastBackwardMakesEachGradientInItsDtype) {
 }
 
 // bf16 autocast has no half_to_float kernels: softmax and log_softmax read an fp32 copy of
-// their input, made just before them and freed after them (saved by nobody).
+// their input, made just before them and freed after them (saved by nobody), and the input
+// itself, alive until they return.
 TEST(TransformerPreset, Bf16AutocastCastsSoftmaxInputs) {
   TransformerConfig config = ConfigT();
   config.autocast = DType::kBFloat16;
@@ -600,12 +605,15 @@ TEST(TransformerPreset, Bf16AutocastCastsSoftmaxInputs) {
   const auto has = [&](const std::string& line) {
     return std::find(lines.begin(), lines.end(), line) != lines.end();
   };
-  EXPECT_TRUE(has("block0.attn.softmax.cast in=[block0.scores] out=[block0.scores.fp32:32]"));
   EXPECT_TRUE(
-      has("block0.attn.softmax in=[block0.scores.fp32] out=[block0.probs:32] "
+      has("block0.attn.softmax.cast in=[block0.scores] out=[block0.attn.softmax.cast.out:32]"));
+  EXPECT_TRUE(
+      has("block0.attn.softmax in=[block0.attn.softmax.cast.out, block0.scores:none] "
+          "out=[block0.probs:32] "
           "saves=[block0.probs]"));
-  EXPECT_TRUE(has("loss.cast in=[logits] out=[logits.fp32:64]"));
-  EXPECT_TRUE(has("loss.log_softmax in=[logits.fp32] out=[log_probs:64] saves=[log_probs]"));
+  EXPECT_TRUE(has("loss.cast in=[logits] out=[loss.cast.out:64]"));
+  EXPECT_TRUE(
+      has("loss.log_softmax in=[loss.cast.out, logits:none] out=[log_probs:64] saves=[log_probs]"));
 }
 
 // The block's runs of configuration T from ln1 to ln2 under another attention (lines 5 to 20
