@@ -11,9 +11,10 @@ forward and backward peaks are compared with bucketsim's replay (`compare --poli
       `bucketsim gen program --world-size 1 --iterations 1`), and
   (b) the preset's trace where a preset describes the same model, with the same sizes and the
       variant that describes it (fairscale-convnet --flatten-parameters=false; transformer
-      --attention unfused --dropout 0, measured on the GPT without dropout: PRESET_MODEL).
-(c) for autocast, where the CPU's autocast is not CUDA's, the preset `--autocast bf16` against the
-example GPT with CUDA autocast's casts written out (cuda_autocast_gpt.py, AUTOCAST_CASES).
+      --attention unfused --dropout 0, measured on the GPT without dropout: PRESET_MODEL), and
+  (c) under autocast, which on the CPU follows other op lists than CUDA's, the preset with
+      `--autocast bf16` against that GPT with CUDA autocast's casts written out by hand
+      (cuda_autocast_gpt.py, AUTOCAST_CASES).
 The target is every mark within 0.5% and each phase's peak within 2%. Where a source does not
 meet it, TOLERANCES says what it meets and why (the cause is in the comment), so that a change
 that makes it worse fails.
