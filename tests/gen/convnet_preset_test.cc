@@ -338,6 +338,37 @@ TEST(ConvnetPreset, AutocastSavesCastCopies) {
             "saves=[stem.0.out, 256 fp32 save_mean, 256 fp32 save_invstd]");
 }
 
+// What forward keeps under fp16 autocast, configuration C: the BN buffers 616 and the fp32
+// batch 768; the stem conv's saved input cast 384 and weight copy 3456, its output 4608 (the
+// BN's input), the BN statistics 256 + 256 (fp32), the BN/ReLU output 4608; the block convs'
+// weight copies 4800·2 = 9600 and 225·2 = 450 twice; per block group the conv's output 3·36·2
+// = 216, statistics 12 + 12 and the BN/ReLU output 216 (456, three times: 1368); the pooled
+// features 6 (fp16), the head's weight copy 30·2 = 60, the fp16 loss 2. Total 26888.
+TEST(ConvnetPreset, AutocastForwardKeepsCastCopies) {
+  ConvnetConfig config = ConfigC();
+  config.autocast = DType::kFloat16;
+  EXPECT_EQ(LiveAtMark(Generate(config), Category::kActivation, "after fwd"), 26888u);
+}
+
+// The default-stream gradients of configuration C's backward under fp16 autocast, in order:
+// parameter gradients fp32 (the instances compute in fp32), activation gradients fp16, and each
+// conv's or linear's weight-copy gradient (weight and bias, fp16) in its workspace:
+// ones_like(loss) 2; loss: grad logits 10·2 = 20; head: weight 30·4 = 120, bias 40, grad
+// pooled 3·2 = 6, copy gradient 40·2 = 80; its hook 160; pool 216; ReLU 216; BN 12 12 216;
+// conv blocks.6: 900, 12, 216, copy gradient 228·2 = 456; ReLU 216, BN 12 12 216, blocks.3 900
+// 12 216 456, ReLU 216, BN 12 12 216; blocks.0: 19200, 12, grad of the stem's output 2304·2 =
+// 4608, copy gradient 4803·2 = 9606; the blocks' hook 21036; stem ReLU 4608; BN 256 256 4608;
+// stem conv 6912, 256 (the batch gets none), copy gradient 1792·2 = 3584; its hook 7168.
+TEST(ConvnetPreset, AutocastBackwardMakesEachGradientInItsDtype) {
+  ConvnetConfig config = ConfigC();
+  config.autocast = DType::kFloat16;
+  const std::vector<Bytes> expected = {
+      2,     20,  120,  40,   6,     80,   160, 216, 216,  12,   12,  216,  900, 12,
+      216,   456, 216,  12,   12,    216,  900, 12,  216,  456,  216, 12,   12,  216,
+      19200, 12,  4608, 9606, 21036, 4608, 256, 256, 4608, 6912, 256, 3584, 7168};
+  EXPECT_EQ(BackwardAllocs(Generate(config).events, Category::kGrad, 0), expected);
+}
+
 // The memory test's groups at #633/#650: one group object for root, stem, blocks and head, one
 // of its own for each of the four BN wrappers.
 TEST(ConvnetPreset, SharedBnOwnGroups) {
