@@ -158,8 +158,9 @@ std::string Describe(const TransformerConfig& config) {
 // that keeps no s² tensor. flash_attn's autograd function saves q, k, v, its output, the
 // softmax log-sum-exp (fp32, a·s·b) and, with dropout, the RNG state (two 64-bit words); its
 // backward recomputes the scores (5 matmuls against the forward's 2: 2.5x the forward FLOPs)
-// with two fp32 workspaces, dq_accum (s·b·h) and softmax_d (a·s·b) (csrc/flash_attn/
-// flash_api.cpp, mha_bwd; the padding of s to 128 and of the head size left out):
+// with two fp32 workspaces, dq_accum (s·b·h) and softmax_d (a·s·b), and with grouped-query
+// attention dk_expanded and dv_expanded (e·sbh each) (csrc/flash_attn/flash_api.cpp, mha_bwd,
+// non-deterministic; the rounding of s to 128 and of the head size left out):
 //   attn.flash       q, k, v       e·sbh            q, k, v, output, lse  grad q, grad k, grad v
 //
 // Measured: `unfused` without dropout against tools/examples/tiny_gpt.py on PyTorch 1.13 (CPU,
@@ -423,6 +424,14 @@ class TransformerBuilder {
       flash.workspace = {
           Workspace(SaturatingProduct({kFp32Size, d_.s, d_.b, d_.h}), "fp32", "dq_accum"),
           Workspace(SaturatingProduct({kFp32Size, d_.a, d_.s, d_.b}), "fp32", "softmax_d")};
+      // With grouped-query attention the kernel writes dK and dV per query head first
+      // (dk_expanded, dv_expanded) and sums them into the K/V heads' gradients.
+      if (d_.h_kv != d_.h) {
+        for (const char* name : {"dk_expanded", "dv_expanded"}) {
+          flash.workspace.push_back(Workspace(
+              SaturatingProduct({ElementSize(act_), d_.s, d_.b, d_.h}), DTypeName(act_), name));
+        }
+      }
       return p + "attn.flash.out";
     }
     const bool unfused = config_.attention == AttentionKind::kUnfused;

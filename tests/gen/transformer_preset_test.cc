@@ -694,6 +694,16 @@ TEST(TransformerPreset, FlashAttentionKeepsNoScores) {
       EXPECT_EQ(op.BackwardFlops(), 2.5 * op.flops);
     }
   }
+  // With one K/V head (h_kv = 2: K and V 16 bytes each) the backward also makes dK and dV per
+  // query head (sbh = 32 each) before summing them.
+  TransformerConfig gqa = config;
+  gqa.kv_heads = 1;
+  const std::vector<std::string> gqa_lines = AttentionLines(gqa);
+  ASSERT_GE(gqa_lines.size(), 4u);
+  EXPECT_EQ(gqa_lines[3],
+            "block0.attn.flash in=[block0.q, block0.k, block0.v] out=[block0.attn.flash.out:32] "
+            "saves=[block0.q, block0.k, block0.v, block0.attn.flash.out, 16 fp32 softmax_lse, "
+            "16 int64 rng_state] ws=[32 fp32, 16 fp32, 32 fp32, 32 fp32]");
   // After forward: 48; the block: ln1 48, its output 32, QKV 96, the output 32, lse 16, RNG
   // state 16, the projection's mask 8, ln2 48 and output 32, fc1 128, GeLU 128, the MLP's mask
   // 8 (592); the head's 152. Total 792.
