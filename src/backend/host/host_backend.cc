@@ -108,17 +108,17 @@ void WaitUntil(StreamWorker::Clock::time_point until) {
 }
 
 // "; every peer still answers, rank 3 is furthest behind (at event 27)": who a collective that
-// outlives --timeout may be waiting for.
-std::string FurthestBehind(const std::vector<PeerWatch::Peer>& peers) {
+// outlives --timeout may be waiting for, when a peer's replay is behind this rank's (`mine`).
+std::string FurthestBehind(const std::vector<PeerWatch::Peer>& peers,
+                           std::optional<EventIndex> mine) {
+  // Events + 1, so that "before its first collective" (0) is behind every event.
+  auto reached = [](std::optional<EventIndex> event) { return event ? *event + 1 : 0; };
   const PeerWatch::Peer* behind = nullptr;
   for (const PeerWatch::Peer& p : peers) {
-    if (p.finished) continue;
-    if (behind == nullptr || p.event.value_or(0) < behind->event.value_or(0) ||
-        (!p.event && behind->event)) {
-      behind = &p;
-    }
+    if (p.finished || reached(p.event) >= reached(mine)) continue;
+    if (behind == nullptr || reached(p.event) < reached(behind->event)) behind = &p;
   }
-  if (behind == nullptr) return "";
+  if (behind == nullptr) return "; every peer still answers";
   return fmt::format("; every peer still answers, rank {} is furthest behind ({})", behind->rank,
                      behind->event ? fmt::format("at event {}", *behind->event)
                                    : std::string("before its first collective"));
@@ -526,7 +526,8 @@ void HostBackend::WatchdogLoop() {
       double running_s = duration<double>(now - busy->since).count();
       if (running_s <= options_.timeout_s) continue;
       std::string peers;
-      if (options_.peers != nullptr) {
+      // A collective waits for its peers; anything else (a compute span, a copy) is this rank's.
+      if (options_.peers != nullptr && busy->what.starts_with("reduce-scatter")) {
         std::vector<PeerWatch::Peer> state = options_.peers->Peers();
         // A peer that stopped answering is why: the watch reports it, by name, once its
         // silence reaches the deadline.
@@ -535,7 +536,7 @@ void HostBackend::WatchdogLoop() {
             })) {
           continue;
         }
-        peers = FurthestBehind(state);
+        peers = FurthestBehind(state, options_.peers->progress());
       }
       Fatal(fmt::format("timeout: {} on stream '{}' has run for {:.1f} s (--timeout {} s){}",
                         busy->what, worker->stream.name(), running_s, options_.timeout_s, peers));

@@ -19,7 +19,8 @@
 // outlives `timeout_s`) goes to `on_fatal`, which must end the job (MpiWorld::Abort). With a
 // PeerWatch (peer_watch.h), each collective tells it the event reached, and a collective that
 // outlives `timeout_s` while a peer has stopped answering is left to the watch, which names
-// that peer; when every peer answers, the timeout names the rank furthest behind.
+// that peer; when every peer answers, a collective's timeout says so and names the rank furthest
+// behind, if one is behind this rank.
 #pragma once
 
 #include <atomic>

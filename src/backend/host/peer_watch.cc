@@ -77,6 +77,12 @@ std::chrono::milliseconds PeerWatch::IntervalFor(double deadline_s) {
 
 void PeerWatch::Progress(EventIndex event) { progress_.store(event + 1); }
 
+std::optional<EventIndex> PeerWatch::progress() const {
+  const std::uint64_t plus_one = progress_.load();
+  if (plus_one == 0) return std::nullopt;
+  return plus_one - 1;
+}
+
 double PeerWatch::missed_s() const { return 3 * std::chrono::duration<double>(interval_).count(); }
 
 std::vector<PeerWatch::Peer> PeerWatch::Peers() const {

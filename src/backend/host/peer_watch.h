@@ -11,7 +11,7 @@
 // The collective watchdog of the host backend (host_backend.h) reads Peers() when a collective
 // outlives --timeout: while a peer has stopped answering, the loss is this watch's to report
 // (naming the rank) rather than the collective's; when every peer answers, the collective's
-// timeout names the rank furthest behind.
+// timeout says so and names the rank furthest behind, if one is.
 //
 // Needs MPI_THREAD_MULTIPLE (the heartbeat calls MPI beside the replay's own calls); Start
 // returns no watch without it. All-to-all heartbeats: (ranks - 1) messages of 16 bytes per rank
@@ -57,8 +57,10 @@ class PeerWatch {
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
 
-  // This rank reached trace event `event` (any thread; the next heartbeat carries it).
+  // This rank's replay reached trace event `event` (the host backend: the event of each
+  // collective it issues; any thread; the next heartbeat carries it).
   void Progress(EventIndex event);
+  std::optional<EventIndex> progress() const;  // the last event this rank reported
   std::vector<Peer> Peers() const;
   // How often heartbeats go out: a tenth of the deadline, at most 250 ms, at least 10 ms.
   static std::chrono::milliseconds IntervalFor(double deadline_s);
