@@ -31,6 +31,18 @@ rank_pid() {
   return 1
 }
 
+# watching PID...: waits until each of these ranks runs its lost-rank watch (the "peer-watch"
+# thread, backend/host/peer_watch.h), so that a rank disturbed later is one the watch covers.
+watching() {
+  local deadline=$((SECONDS + 30))
+  for pid in "$@"; do
+    until grep -qx peer-watch /proc/"$pid"/task/*/comm 2>/dev/null; do
+      ((SECONDS < deadline)) || fail "rank $pid never started its watch: $(cat "$tmp/out")"
+      sleep 0.1
+    done
+  done
+}
+
 # wait_job LIMIT_S: mpirun's exit code; fails when it is still running after LIMIT_S.
 wait_job() {
   local deadline=$((SECONDS + $1))

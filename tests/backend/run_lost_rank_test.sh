@@ -30,6 +30,12 @@ cp "$src/traces/gpt-4l-h256-ws4.json" "$tmp/t.json"
   --timeout $timeout_s >"$tmp/out" 2>&1 &
 job=$!
 rank2=$(rank_pid 2) || fail "rank 2 never started: $(cat "$tmp/out")"
+pids=()
+for r in 0 1 2 3; do
+  pid=$(rank_pid $r) || fail "rank $r never started: $(cat "$tmp/out")"
+  pids+=("$pid")
+done
+watching "${pids[@]}"
 sleep 2  # every rank is inside the replay now
 start=$(date +%s%N)
 kill -STOP "$rank2"
@@ -56,6 +62,7 @@ cp "$src/traces/tiny-ws2.json" "$tmp/t.json"
   >"$tmp/out" 2>&1 &
 job=$!
 rank1=$(rank_pid 1) || fail "rank 1 never started: $(cat "$tmp/out")"
+watching "$(rank_pid 0)" "$rank1"
 sleep 1.5
 start=$(date +%s%N)
 kill -9 "$rank1"

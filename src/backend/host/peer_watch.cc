@@ -1,5 +1,7 @@
 #include "backend/host/peer_watch.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -151,6 +153,7 @@ void PeerWatch::Receive() {
 }
 
 void PeerWatch::Loop() {
+  pthread_setname_np(pthread_self(), kThreadName);  // `ps -L`, and the fault tests, see it
   while (!stopping_) {
     SendAll(/*goodbye=*/false);
     Receive();

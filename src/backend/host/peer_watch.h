@@ -37,6 +37,9 @@ namespace bucketsim {
 
 class PeerWatch {
  public:
+  // The watch thread's name (/proc/PID/task/TID/comm): present once the watch runs.
+  static constexpr const char* kThreadName = "peer-watch";
+
   struct Options {
     double deadline_s = 300;  // silence after which a peer is lost (run's --timeout)
     // Called once, from the watch's thread, with the message; must end the job.
