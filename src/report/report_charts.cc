@@ -636,7 +636,7 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc, ByteUnit unit)
   if (budget) {
     caption += budget->best
                    ? fmt::format(
-                         " The dashed line is the budget ({}); the ringed dot the "
+                         " The dashed line is the budget ({}); the dot ringed in black the "
                          "fastest configuration within it.",
                          WithUnit(budget->budget_bytes, unit))
                    : fmt::format(" The dashed line is the budget ({}); nothing fits within it.",

@@ -186,7 +186,7 @@ TEST(ReportCharts, ParetoChartDrawsTheBudgetAndRingsTheChoice) {
             std::string::npos);
   EXPECT_NE(chart->svg.find(">budget 250 MiB</text>"), std::string::npos);  // the axis' unit
   EXPECT_EQ(PointMarks(chart->svg).size(), 5u);
-  EXPECT_NE(chart->caption.find("the ringed dot the fastest configuration within it"),
+  EXPECT_NE(chart->caption.find("the dot ringed in black the fastest configuration within it"),
             std::string::npos);
   std::optional<ReportChart> none = ParetoChart(SweepDocument(50));
   EXPECT_EQ(none->svg.find("chosen within the budget"), std::string::npos);
