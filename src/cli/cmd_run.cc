@@ -255,8 +255,8 @@ int RunRun(const RunFlags& flags, const CommandContext& context) {
   if (flags.backend != "sim") {
     PeerWatch::Options options;
     options.deadline_s = flags.timeout_s;
-    // Printed, then two heartbeats' grace, so that every survivor says it before one aborts.
-    options.on_lost = AbortEveryRank(**world, 2 * PeerWatch::IntervalFor(flags.timeout_s));
+    // Printed, then the grace, so that every survivor says it before one aborts.
+    options.on_lost = AbortEveryRank(**world, PeerWatch::GraceFor(flags.timeout_s));
     Result<std::unique_ptr<PeerWatch>> started = PeerWatch::Start(options);
     if (!started.ok()) return ReportError(started.status());
     peers = std::move(*started);
@@ -297,8 +297,9 @@ void AddRunCommand(CLI::App& command, CommandContext& context) {
       "--profile P also replays each policy on the sim priced by P and shows the prediction\n"
       "beside the measurement (report: timing.prediction). Exit codes: 0 ok, 1 a reduced\n"
       "value was wrong, 2 error (on every rank, naming the rank that failed).\n"
-      "--timeout T also bounds silence: a rank not heard from for T s (killed, stopped, hung)\n"
-      "is named by every other rank ('lost contact with rank K') and the job ends (exit 2).\n\n"
+      "--timeout T also bounds silence: a rank lost (killed, stopped, hung) is named by every\n"
+      "other rank ('lost contact with rank K') and the job ends (exit 2) within T s of its\n"
+      "last heartbeat.\n\n"
       "Example:\n"
       "  mpirun -np 2 bucketsim run traces/tiny-ws2.json --backend host \\\n"
       "      --policy backward-only --json reports/latest/run.json");

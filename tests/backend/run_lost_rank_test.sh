@@ -3,8 +3,8 @@
 # not the launcher's, ends `bucketsim run` when a rank stops answering mid-replay.
 #   SIGSTOP of rank 2 of 4 (a hung rank: Open MPI sees nothing wrong): every surviving rank
 #   prints "rank R: error: lost contact with rank 2 (no progress for T s; last seen at event E)",
-#   the job ends with exit 2 within --timeout of the stop (plus heartbeat and grace), no rank is
-#   left behind.
+#   the job ends with exit 2 within --timeout of the stop (the test allows 3 s more for a busy
+#   machine; the times are printed), no rank is left behind.
 #   kill -9 of rank 1 of 2 under `mpirun --enable-recovery` (a launcher that does not end the job
 #   when a rank dies): rank 0 names rank 1 the same way and exits 2 itself (mpirun's own exit
 #   status in recovery mode does not carry it, so a wrapper records each rank's).
@@ -17,8 +17,8 @@ source "$(dirname "$0")/mpi_job.sh"
 mpi=("$mpiexec" --allow-run-as-root --oversubscribe)
 policies=(--policy backward-only --policy always-allocated --policy per-group-dedup)
 timeout_s=2
-# The heartbeat interval is a tenth of --timeout; the survivors wait two intervals' grace after
-# saying so; the machine may be busy: 3 s of slack.
+# The watch ends the job within --timeout of the lost rank's last heartbeat; the machine may be
+# busy: 3 s of slack.
 limit_s=$((timeout_s + 3))
 
 # elapsed_since START_NS: seconds (one decimal) since a `date +%s%N`.

@@ -77,6 +77,15 @@ std::chrono::milliseconds PeerWatch::IntervalFor(double deadline_s) {
       std::chrono::milliseconds(250));
 }
 
+std::chrono::milliseconds PeerWatch::GraceFor(double deadline_s) {
+  return 2 * IntervalFor(deadline_s);
+}
+
+double PeerWatch::SilenceLimitFor(double deadline_s) {
+  return deadline_s -
+         std::chrono::duration<double>(IntervalFor(deadline_s) + GraceFor(deadline_s)).count();
+}
+
 void PeerWatch::Progress(EventIndex event) { progress_.store(event + 1); }
 
 std::optional<EventIndex> PeerWatch::progress() const {
@@ -158,7 +167,7 @@ void PeerWatch::Loop() {
     SendAll(/*goodbye=*/false);
     Receive();
     for (const Peer& peer : Peers()) {
-      if (peer.finished || peer.silent_s <= options_.deadline_s) continue;
+      if (peer.finished || peer.silent_s <= SilenceLimitFor(options_.deadline_s)) continue;
       if (options_.on_lost) options_.on_lost(LostMessage(peer));
       return;  // on_lost ends the job; without one, the watch has said what it had to
     }

@@ -2,9 +2,12 @@
 // rank tells every other rank, every heartbeat interval, that it is alive and the last trace
 // event it reached. The heartbeat has its own thread and its own communicator (a duplicate of
 // MPI_COMM_WORLD), so a rank blocked in a collective, or in a long compute span, still answers;
-// a rank that is killed, stopped (SIGSTOP), swapped out or cut off does not. A peer not heard
-// from for the deadline (run's --timeout) is lost: every surviving rank gets "lost contact with
-// rank K (no progress for T s; last seen at event E)" through `on_lost`, which must end the job.
+// a rank that is killed, stopped (SIGSTOP), swapped out or cut off does not. The job must end
+// within the deadline (run's --timeout) of a lost peer's last heartbeat: a peer silent for the
+// deadline less one interval (the check's granularity) and the grace (GraceFor: two intervals,
+// in which the other survivors notice too) is lost, and every surviving rank gets "lost contact
+// with rank K (no progress for T s; last seen at event E)" through `on_lost`, which must end the
+// job after the grace.
 // A rank that finishes says goodbye first, so a peer that is still writing its report does not
 // take the silence for a loss.
 //
@@ -41,7 +44,7 @@ class PeerWatch {
   static constexpr const char* kThreadName = "peer-watch";
 
   struct Options {
-    double deadline_s = 300;  // silence after which a peer is lost (run's --timeout)
+    double deadline_s = 300;  // from a lost peer's last heartbeat to the job's end (--timeout)
     // Called once, from the watch's thread, with the message; must end the job.
     std::function<void(const std::string& message)> on_lost;
   };
@@ -67,6 +70,10 @@ class PeerWatch {
   std::vector<Peer> Peers() const;
   // How often heartbeats go out: a tenth of the deadline, at most 250 ms, at least 10 ms.
   static std::chrono::milliseconds IntervalFor(double deadline_s);
+  // How long on_lost waits after saying so before it ends the job: two intervals.
+  static std::chrono::milliseconds GraceFor(double deadline_s);
+  // The silence after which a peer is lost: the deadline less an interval and the grace.
+  static double SilenceLimitFor(double deadline_s);
   // A peer this much silent has missed heartbeats: it is stopping, not merely slow to answer.
   double missed_s() const;
 
