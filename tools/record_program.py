@@ -14,8 +14,9 @@ else its mean. What it writes:
   instances  the FSDP instances: the root (the whole model) first, then every module whose class
              name is given to --wrap, or for which the --wrap-policy function FN(module, name)
              returns True, in named_modules() order. Each owns the parameters of its module that
-             no nested instance owns, as one flat parameter (fairscale's flatten_parameters;
-             --no-flatten: each parameter its own).
+             no nested instance owns, as one flat parameter whose `views` are those parameters,
+             named as the model names them (fairscale's flatten_parameters; --no-flatten: each
+             parameter its own).
   forward    module forward hooks give `gather` / `end_forward` around each instance's forward;
              every ATen op (a TorchDispatchMode below autograd) on activations is a `run`: its
              inputs and outputs (a view or an in-place result is an output with `alias`: the
@@ -31,6 +32,10 @@ else its mean. What it writes:
              run's backward, as autograd does (Node::release_variables). Parameters saved by a
              node are not activations and are left out. saved_tensors_hooks count every packed
              tensor, so a save the walk could not attribute is reported, never lost silently.
+  param_reads the same graph gives each run the parameters whose gradient its backward makes:
+             from the nodes the run produced, down through nodes no run produced (a parameter's
+             t(), view, expand: they pass the gradient on) to parameters' AccumulateGrad nodes.
+             No backward is run for it, so it is the same on meta.
   gradients on cpu and cuda, the backward is run with a hook on every program tensor that
              requires grad (torch.Tensor.register_hook): an input that one run reads gets `pass`
              where its gradient shares the storage of the run's output's gradient, else `new`
@@ -210,15 +215,19 @@ class Recorder(TorchDispatchMode):
             module.register_forward_pre_hook(self._enter(name or "root"))
             module.register_forward_hook(self._leave())
         # The innermost instance owns a parameter (instances are in named_modules order, so a
-        # nested one comes after its parent and overrides it).
+        # nested one comes after its parent and overrides it). Parameters are named as the
+        # model names them (a tied one by its first name), so names are unique in the program.
         self.instance_params = [[] for _ in instance_modules]  # (name, numel) per instance
+        self.param_name = {}        # storage key of a parameter -> its name
+        full_name = {p: n for n, p in model.named_parameters()}
         owner = {}
         for f, module in enumerate(instance_modules):
-            for name, p in module.named_parameters():
-                owner[p] = (f, name)
-        for p, (f, name) in owner.items():
-            self.instance_params[f].append((name, p.numel()))
+            for _, p in module.named_parameters():
+                owner[p] = f
+        for p, f in owner.items():
+            self.instance_params[f].append((full_name[p], p.numel()))
             self.param_instance[storage_key(p)] = f
+            self.param_name[storage_key(p)] = full_name[p]
             self.keep.append(p)
         # Buffers (BatchNorm's running statistics, ...) are not sharded by FSDP and live all
         # run: the program's inputs. Like parameters they are neither activations nor saves.
@@ -424,6 +433,46 @@ class Recorder(TorchDispatchMode):
                 op["inputs"][k] = input_ref(tid, kind)
         return measured, wrong
 
+    def attribute_param_reads(self, loss):
+        """Sets every run's param_reads: the parameters whose gradient its backward makes. The
+        autograd graph from the loss is what the engine follows: from each node a run produced,
+        the edges are followed through the nodes no run produced (the t(), view or expand of a
+        parameter, whose backward passes the gradient on) down to parameters' AccumulateGrad
+        nodes; the walk stops at another run's node. A parameter two runs read gets both, and
+        bucketsim sums them as autograd's input buffer does. The graph is there on every
+        device, meta too, so this needs no backward. A parameter's instance missing from the
+        run's uses is added to them."""
+        self._settle()
+        reads = {}  # op index -> set of parameter storage keys
+        for node, index in self.node_run.items():
+            found = reads.setdefault(index, set())
+            seen, stack = set(), [n for n, _ in node.next_functions]
+            while stack:
+                n = stack.pop()
+                if n is None or n in seen:
+                    continue
+                seen.add(n)
+                variable = getattr(n, "variable", None)
+                if isinstance(variable, torch.Tensor):
+                    if storage_key(variable) in self.param_instance:
+                        found.add(storage_key(variable))
+                    continue
+                if n in self.node_run:
+                    continue
+                stack.extend(c for c, _ in n.next_functions)
+        order = {key: k for k, key in enumerate(self.param_name)}
+        for index, op in enumerate(self.program_ops):
+            if op["op"] != "run":
+                continue
+            keys = sorted(reads.get(index, ()), key=order.get)
+            uses = op.setdefault("uses", [])
+            for key in keys:
+                f = self.instance_names[self.param_instance[key]]
+                if f not in uses:
+                    uses.append(f)
+            if uses:
+                op["param_reads"] = [self.param_name[key] for key in keys]
+
     # after the forward
     def attribute_saves(self, loss):
         self._settle()
@@ -596,6 +645,7 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
     if loss.grad_fn is None:
         raise UsageError("the loss does not require grad: nothing to train")
     unattributed = rec.attribute_saves(loss)
+    rec.attribute_param_reads(loss)
     if rec.id_of(loss) is None:
         raise UsageError("the loss is not a tensor the forward made")
     rec.grad_kinds = (0, 0)
@@ -636,18 +686,22 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
 
 
 def instance_params(params, flatten):
-    """fairscale's flatten_parameters=True (its default): one flat parameter; else the
+    """fairscale's flatten_parameters=True (its default): one flat parameter, whose views are
+    the original parameters (FlattenParamsWrapper's split + view, in this order); else the
     module's own, each its own allocation."""
     if not params:
         return []
     if flatten:
-        return [{"name": "flat_param_0", "numel": sum(numel for _, numel in params)}]
+        return [{"name": "flat_param_0", "numel": sum(numel for _, numel in params),
+                 "views": [{"name": name, "numel": numel} for name, numel in params]}]
     return [{"name": name, "numel": numel} for name, numel in params]
 
 
 def prune(op):
-    """Drops a run's empty lists and zero FLOPs (the format's defaults)."""
-    return {k: v for k, v in op.items() if not (isinstance(v, list) and not v and k != "outputs")}
+    """Drops a run's empty lists (the format's defaults; an empty param_reads says the run's
+    backward makes no parameter gradient, and stays)."""
+    return {k: v for k, v in op.items()
+            if not (isinstance(v, list) and not v and k not in ("outputs", "param_reads"))}
 
 
 def main(argv=None):

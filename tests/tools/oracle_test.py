@@ -77,34 +77,33 @@ CASES = {
 TARGET = {"marks": 0.005, "forward": 0.02, "backward": 0.02}
 
 # What each (case, source) meets where it is not the target (measured gap, rounded up), with
-# the cause. Measured 2026-12-01 with torch 1.13 on the CPU and the emitter of branch gen
-# 8730277 (world size 1 is the unsharded trace). Every mark of every recorded program is exact
-# to the byte, and so are the MLP's and the GPT's forward peaks.
+# the cause. Measured 2026-12-01 with torch 1.13 on the CPU and the emitter of branch grads
+# (world size 1 is the unsharded trace; the recorder writes param_reads, so each parameter's
+# gradient is made at its reader's backward). Every mark of every recorded program is exact to
+# the byte, and so are the MLP's and the GPT's forward peaks; their backward peaks are within
+# 0.01% (512 B below: one small transient, not yet identified, that no program shows).
 #   ONEDNN  CPU convolutions (mkldnn_convolution and its backward) reorder their input and
 #         output into blocked layouts: transient copies (the first block conv's 1.97 MB input)
 #         that no program shows; on a GPU cuDNN's workspace plays this part.
 #   PYVAR the checkpointed region's forward runs under no_grad, where a tensor dies when its
 #         Python variable does, not after its last reader as the program says (the GPT's
 #         attention scores live on through softmax and dropout).
-#   BWD   not yet explained: the replayed backward of the recorded program holds more than
-#         autograd did (the MLP: 261,632 B, two 128 KiB activations, at the peak); recorder (an
-#         input's gradient kind) or emitter (the order of a run's backward), to be found.
 #   BUF   the fairscale-convnet preset has no BatchNorm buffers (running mean, var, count) and
 #         flattens parameters (one 512 B rounding per instance instead of per tensor).
 #   KORTH the transformer preset's per-layer activations follow Korthikanti et al.: PyTorch's
 #         matmul on the transposed head views saves contiguous copies of Q, K and V that the
 #         preset's fused-attention accounting does not make (after fwd -7%).
+#   PGRAD the presets do not write param_reads yet: the whole instance's gradient is made at
+#         its first backward run (the recorded GPT's backward peak was +12% so, the checkpointed
+#         one's +15%).
 TOLERANCES = {
-    ("mlp", "recorder"): {"backward": 0.03},                               # BWD
-    ("mlp-ckpt", "recorder"): {"backward": 0.055},                         # BWD
     ("convnet", "recorder"): {"backward": 0.09},                           # ONEDNN
     ("convnet-ckpt", "recorder"): {"forward": 0.16, "backward": 0.09},     # ONEDNN
-    ("gpt", "recorder"): {"backward": 0.125},                              # BWD
-    ("gpt-ckpt", "recorder"): {"forward": 0.045, "backward": 0.155},       # PYVAR, BWD
+    ("gpt-ckpt", "recorder"): {"forward": 0.045},                          # PYVAR
     ("convnet", "preset"): {"marks": 0.016},                               # BUF
     ("convnet-ckpt", "preset"): {"marks": 0.016, "forward": 0.16},         # BUF, ONEDNN
     ("gpt", "preset"): {"marks": 0.071, "forward": 0.068},                 # KORTH
-    ("gpt-ckpt", "preset"): {"forward": 0.048, "backward": 0.068},         # PYVAR, KORTH
+    ("gpt-ckpt", "preset"): {"forward": 0.048, "backward": 0.068},         # PYVAR, KORTH, PGRAD
 }
 
 
