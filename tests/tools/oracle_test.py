@@ -2,8 +2,9 @@
 """Real PyTorch as the oracle of bucketsim's memory figures at world size 1.
 
 Each case builds a real model (tools/examples/: a four-layer MLP, the fairscale memory test's
-convnet, a two-block GPT with attention), with and without activation checkpointing, and runs
-forward, backward and an SGD-with-momentum step on the CPU under
+convnet, a two-block GPT with attention), with and without activation checkpointing, and an MLP
+whose four layers are one shared layer (its parameters' gradients summed), and runs forward,
+backward and an SGD-with-momentum step on the CPU under
 torch.profiler(profile_memory=True) (tools/torch_memory.py). The live bytes at every mark and the
 forward and backward peaks are compared with bucketsim's replay (`compare --policy unbucketed
 --allocator exact`) of
@@ -59,6 +60,9 @@ def world_size_one_supported():
 CASES = {
     "mlp": ("mlp.py", "build_model", ["--wrap", "Layer"], None),
     "mlp-ckpt": ("mlp.py", "build_model_checkpointed", ["--wrap", "Layer"], None),
+    # one Layer applied four times: its parameters read by four runs, their gradients summed
+    # (root only: an FSDP instance gathers once per forward)
+    "mlp-shared": ("mlp.py", "build_model_shared", [], None),
     "convnet": ("convnet.py", "build_model",
                 ["--wrap", "Sequential", "--wrap", "BatchNorm2d", "--wrap", "Linear"],
                 ["fairscale-convnet", "--hidden-dim", "32", "--image-size", "64", "--batch", "2"]),
