@@ -947,9 +947,9 @@ class FsdpTrace {
   // FlattenParamsWrapper makes the views with split + view), which runs once all have arrived,
   // after the instance's other backward nodes (it was made when the instance's forward began,
   // and the engine runs ready nodes by decreasing sequence number): split_with_sizes_backward
-  // makes zeros for the views no run read, then at::cat's result, the flat gradient, while
-  // the view gradients are alive (the ~2x of reference/fsdp_semantics.md §6.2, PyTorch PR #117323);
-  // the zeros go when it returns and the view gradients when the engine drops its inputs.
+  // makes zeros for the views no run read, then at::cat's result, the flat gradient, while the
+  // view gradients are alive (the ~2x of reference/fsdp_semantics.md §6.2, PyTorch PR
+  // #117323); the zeros go when it returns, the view gradients when the engine drops its inputs.
   Status CompleteParamGrad(std::size_t f, std::size_t p) {
     const GenParam& param = model_.instances[f].params[p];
     const std::vector<std::size_t>& targets = target_tensor_[f][p];
