@@ -612,8 +612,11 @@ class FsdpTrace {
 
   // With param_reads, each gradient target (a view, or a parameter without views) is a tensor
   // of its own after the program's: its gradient, in the instance's compute dtype, is made by
-  // the backward of the runs that read it and summed like an activation's (InputBuffer), until
-  // the instance's post-backward hook takes it.
+  // the backward of the runs that read it and summed like an activation's, until the
+  // instance's post-backward hook takes it. Within one backward a parameter's gradients meet in
+  // its AccumulateGrad node's InputBuffer (old + new, a new tensor in PyTorch 1.13: measured by
+  // Tools.Oracle's mlp-shared); AccumulateGrad's own in-place `grad += new` is for a .grad left
+  // by an earlier backward, which zero_grad(set_to_none=True) and fairscale's hook never leave.
   void IndexParamTargets() {
     run_targets_.resize(model_.forward.size());
     for (std::size_t i = 0; i < model_.forward.size(); ++i) {
