@@ -43,7 +43,11 @@ else its mean. What it writes:
              and every input on meta, keep the kind from autograd's formulas above.
   checkpoint torch.utils.checkpoint.checkpoint(fn, *args) calls become checkpoint_begin (saves:
              the region's tensor arguments) ... checkpoint_end; while recording, the region runs
-             with grad enabled so that its saves (what the recompute keeps) are seen.
+             with grad enabled so that its saves (what the recompute keeps) are seen. Then each
+             region's fn runs once more as the real forward runs it, under no_grad, with a
+             weakref finalizer on every tensor it makes: a tensor that dies after its last
+             reader (a local variable of the module's forward, alive until it returns) goes in
+             the `releases` of the run after which it died (on every device, meta too).
   measured   on cpu or cuda, a second, unhooked run of the whole step (forward, backward,
              optimizer step, zero_grad) measures the live bytes at every mark and each phase's
              peak (tools/torch_memory.py); bucketsim shows them beside its prediction.
@@ -65,6 +69,7 @@ import argparse
 import json
 import os
 import sys
+import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -202,6 +207,8 @@ class Recorder(TorchDispatchMode):
         self.node_run = {}          # autograd node -> op index
         self.packed = {}            # storage key -> bytes, every tensor saved (pack hook)
         self.next_id = 0
+        self.regions = []           # (checkpoint_begin index, function, args, kwargs)
+        self.replaying = False      # a region's function runs again (attribute_releases)
         self.held = []              # tensors alive until the loss is dropped
         self.ids = {}               # TensorImpl (t._cdata) -> program tensor id
         self.latest = {}            # storage key -> its newest program tensor id
@@ -240,12 +247,16 @@ class Recorder(TorchDispatchMode):
     # module hooks
     def _gather_hook(self, f):
         def hook(module, inputs):
+            if self.replaying:
+                return
             self._settle()
             self.program_ops.append({"op": "gather", "instance": self.instance_names[f]})
         return hook
 
     def _end_hook(self, f):
         def hook(module, inputs, output):
+            if self.replaying:
+                return
             self._settle()
             self.program_ops.append({"op": "end_forward", "instance": self.instance_names[f]})
         return hook
@@ -316,10 +327,54 @@ class Recorder(TorchDispatchMode):
         kwargs = {k: v for k, v in kwargs.items()
                   if k not in ("use_reentrant", "preserve_rng_state")}
         self.program_ops.append({"op": "checkpoint_begin", "saves": saves})
+        begin = len(self.program_ops) - 1
         out = function(*args, **kwargs)
         self._settle()
         self.program_ops.append({"op": "checkpoint_end"})
+        self.regions.append((begin, function, args, kwargs))
         return out
+
+    def attribute_releases(self):
+        """Runs every checkpointed region's function again as the real forward does, under
+        no_grad (only what Python references keeps a tensor alive there), and notes after which
+        of its runs each tensor it makes dies: where that is after the tensor's last reader
+        (a local variable of the model's code, alive until its function returns), the run
+        gets it in `releases`. Returns the regions whose op sequence differed from the
+        recording (left as they are)."""
+        skipped = []
+        for begin, function, args, kwargs in self.regions:
+            end = next(k for k in range(begin, len(self.program_ops))
+                       if self.program_ops[k]["op"] == "checkpoint_end")
+            # The runs that make a storage (a view or in-place op only makes a tensor on one:
+            # grad mode adds some, a detach, that no_grad does not).
+            runs = [k for k in range(begin + 1, end) if self.program_ops[k]["op"] == "run" and
+                    any("alias" not in e for e in self.program_ops[k]["outputs"])]
+            mode = _Lifetimes(self)
+            self.replaying = True
+            try:
+                with torch.no_grad(), mode:
+                    out = function(*args, **kwargs)
+                mode.done = True
+            finally:
+                self.replaying = False
+            del out
+            names = [self.program_ops[k]["name"].split(":")[-1] for k in runs]
+            if mode.op_names != names:
+                skipped.append(begin)
+                continue
+            last_use = {}  # storage key -> position of the last run that reads or makes it
+            for position, k in enumerate(runs):
+                op = self.program_ops[k]
+                for i in op.get("inputs", []) + [e["id"] for e in op["outputs"]]:
+                    tid = i if isinstance(i, str) else i["tensor"]
+                    last_use[self.id_storage.get(tid)] = position
+            for (position, m), died in sorted(mode.deaths.items()):
+                made = [e["id"] for e in self.program_ops[runs[position]]["outputs"]
+                        if "alias" not in e]
+                tid = made[m]
+                if died > last_use.get(self.id_storage[tid], position):
+                    self.program_ops[runs[died]].setdefault("releases", []).append(tid)
+        return skipped
 
     # every ATen op
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -524,6 +579,63 @@ class Recorder(TorchDispatchMode):
         return unattributed
 
 
+class _Lifetimes(TorchDispatchMode):
+    """A checkpointed region's function run again: the ops that make a new storage (outputs
+    that are no parameter or buffer, as the recorder counts them), and for each new storage the
+    op after which its last tensor (views included) died (weakref finalizers: a tensor's Python
+    object lives exactly as long as the tensor)."""
+
+    def __init__(self, rec):
+        super().__init__()
+        self.rec = rec
+        self.op_names = []
+        self.maker = {}    # storage key -> (op position, index among its new outputs)
+        self.alive = {}    # storage key -> tensors on it still alive
+        self.deaths = {}   # (op position, index) -> op position after which it died
+        self.done = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.rec.meta:
+            try:
+                out = func(*args, **kwargs)
+            except (NotImplementedError, RuntimeError):
+                out = _meta_fallback(func, args, kwargs)
+        else:
+            out = func(*args, **kwargs)
+        made = []
+        for o in tree_flatten(out)[0]:
+            if not isinstance(o, torch.Tensor) or o.layout != torch.strided:
+                continue
+            key = storage_key(o)
+            if key in self.rec.param_instance or key in self.rec.buffers:
+                continue
+            if key in self.maker or key in self.rec.tensors:
+                made.append((o, key, False))
+            elif storage_bytes(o) > 0:
+                made.append((o, key, True))
+        if any(fresh for _, _, fresh in made):
+            self.op_names.append(func.overloadpacket.__name__)
+        position = len(self.op_names) - 1
+        if made:
+            new = 0
+            for o, key, fresh in made:
+                if fresh:
+                    self.maker[key] = (position, new)
+                    new += 1
+                if key in self.maker:
+                    self.alive[key] = self.alive.get(key, 0) + 1
+                    weakref.finalize(o, self._died, key)
+        return out
+
+    def _died(self, key):
+        self.alive[key] -= 1
+        if self.alive[key] == 0:
+            made = self.maker.pop(key)  # the key may name a new storage from now on
+            if not self.done:
+                self.deaths[made] = len(self.op_names) - 1
+
+
 # Ops whose backward hands an input the gradient of their output itself or a view of it (no
 # new memory; tools/autograd derivatives.yaml of torch 1.13): views, clone, and add/sub's `self`
 # (add's `other` too with alpha 1) when no broadcasting shrinks it, sum (an expand of the
@@ -646,6 +758,11 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
         raise UsageError("the loss does not require grad: nothing to train")
     unattributed = rec.attribute_saves(loss)
     rec.attribute_param_reads(loss)
+    skipped = rec.attribute_releases()
+    if skipped:
+        print(f"record_program: warning: {len(skipped)} checkpointed region(s) ran other ops "
+              "under no_grad than recorded: their tensors' Python lifetimes are left out",
+              file=sys.stderr)
     if rec.id_of(loss) is None:
         raise UsageError("the loss is not a tensor the forward made")
     rec.grad_kinds = (0, 0)

@@ -357,6 +357,26 @@ class ProgramChecker {
     return ValidateTensor(pointer, save.fresh.bytes, save.fresh.dtype, save.fresh.name);
   }
 
+  // A tensor a run releases: made by this run or an earlier one of the same checkpointed
+  // region (or, outside regions, outside them), so that a recompute makes and releases it too;
+  // released by one run only.
+  Status CheckRelease(const std::string& pointer, const std::string& id) {
+    const auto it = tensors_.find(id);
+    if (it == tensors_.end() || it->second.is_input) {
+      return InvalidArgument(
+          fmt::format("{}: tensor '{}' is not made by this run or an earlier one", pointer, id));
+    }
+    if (it->second.region != region_begin_) {
+      return InvalidArgument(fmt::format(
+          "{}: tensor '{}' is made in another checkpointed region than this run, or in none",
+          pointer, id));
+    }
+    if (!released_.insert(id).second) {
+      return InvalidArgument(fmt::format("{}: tensor '{}' is released twice", pointer, id));
+    }
+    return Status::Ok();
+  }
+
   Status CheckRun(const std::string& pointer, const ForwardOp& op) {
     if (op.name.empty())
       return InvalidArgument(fmt::format("{}/name: a run needs a name", pointer));
@@ -393,6 +413,10 @@ class ProgramChecker {
       const NewTensor& t = op.workspace[k];
       BUCKETSIM_RETURN_IF_ERROR(
           ValidateTensor(fmt::format("{}/workspace/{}", pointer, k), t.bytes, t.dtype, t.name));
+    }
+    for (std::size_t k = 0; k < op.releases.size(); ++k) {
+      BUCKETSIM_RETURN_IF_ERROR(
+          CheckRelease(fmt::format("{}/releases/{}", pointer, k), op.releases[k]));
     }
     if (op.param_reads) {
       const std::vector<std::string>& reads = *op.param_reads;
@@ -435,6 +459,7 @@ class ProgramChecker {
   std::map<std::string, Defined, std::less<>> tensors_;
   std::optional<std::size_t> region_begin_;
   std::set<std::string, std::less<>> region_keeps_;
+  std::set<std::string, std::less<>> released_;
 };
 
 // The process-group object of each instance under `layout`: ids from 1, in instance order.
@@ -556,6 +581,7 @@ class FsdpTrace {
     std::size_t recompute_reads = 0;  // runs of its own checkpointed region that read it
     bool region_output = false;       // made in a region, needed after it
     bool held = false;                // the loss or a `held` tensor
+    bool released_later = false;      // a later run's `releases` names it
   };
   struct Storage {
     std::uint64_t alloc_id = 0;
@@ -596,6 +622,14 @@ class FsdpTrace {
         if (region_of[t] != kNone && region_of[t] != region) {
           tensors_[t].region_output = true;
         }
+      }
+    }
+    releases_of_.resize(model_.forward.size());
+    for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      for (const std::string& id : model_.forward[i].releases) {
+        const std::size_t t = index_.at(id);
+        tensors_[t].released_later = true;
+        releases_of_[i].push_back(t);
       }
     }
     const auto hold = [&](const std::string& id) {
@@ -755,6 +789,8 @@ class FsdpTrace {
         region_holds_.push_back(storage);
         region_grads_.insert(t);
       }
+      // The model's code holds it (a Python variable) until the run that releases it.
+      if (info.released_later) Acquire(storage);
       made.push_back(storage);
     }
     // Under no_grad nothing is saved: the new tensors die with the run, references keep nothing.
@@ -772,6 +808,7 @@ class FsdpTrace {
       BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
     }
     for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
+    for (std::size_t t : releases_of_[i]) BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
     return Status::Ok();
   }
 
@@ -1231,6 +1268,7 @@ class FsdpTrace {
   // [instance][param]: the tensor index of each gradient target (its views, or itself)
   std::vector<std::vector<std::vector<std::size_t>>> target_tensor_;
   std::vector<std::vector<std::size_t>> run_targets_;  // per forward op: the targets it reads
+  std::vector<std::vector<std::size_t>> releases_of_;  // per forward op: the tensors it releases
 };
 
 }  // namespace

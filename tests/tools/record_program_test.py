@@ -85,6 +85,23 @@ MODEL = textwrap.dedent('''
     def build_twice():
         return Twice()
 
+    class Local(nn.Module):
+        def forward(self, x):
+            a = torch.relu(x)
+            b = a * 2
+            return b + 1  # a, a local, lives until forward returns
+
+    class WithLocal(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 16)
+            self.local = Local()
+        def forward(self, x):
+            return checkpoint(self.local, self.fc(x))
+
+    def build_with_local():
+        return WithLocal()
+
     NOT_CALLABLE = 3
 ''')
 
@@ -241,6 +258,18 @@ class Program(RecorderCase):
         # too (what the recompute keeps).
         self.assertEqual(p["forward"][4]["saves"], [{"tensor": "t2"}])
         self.assertEqual(p["forward"][6]["saves"], [{"tensor": "t2"}])
+
+    def test_a_local_outlives_its_last_reader_in_a_checkpointed_region(self):
+        # Under no_grad (the real forward of the region) relu's result is freed when Local's
+        # forward returns, after the add, not after the mul that reads it last: the add
+        # releases it. The same on meta.
+        for device in ("cpu", "meta"):
+            with self.subTest(device):
+                p = self.record("build_with_local", "--no-measure", "--device", device)
+                runs = {op["name"]: op for op in p["forward"] if op["op"] == "run"}
+                relu = runs["local:relu"]["outputs"][0]["id"]
+                self.assertEqual(runs["local:add"]["releases"], [relu])
+                self.assertNotIn("releases", runs["local:mul"])
 
     def test_examples_validate_against_the_schema(self):
         import jsonschema
