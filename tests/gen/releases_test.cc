@@ -3,12 +3,14 @@
 // tensor there) and in its recompute; every event written out by hand.
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "engine/trace_checker.h"
 #include "gen/fsdp_program.h"
 #include "gen/program_builder.h"
+#include "io/program_file.h"
 #include "testing/recording_sink.h"
 
 namespace bucketsim {
@@ -141,6 +143,17 @@ TEST(Releases, ValidationNamesTheJsonPointer) {
   EXPECT_EQ(error(model),
             "/forward/8/releases/0: tensor 'c' is made in another checkpointed region than this "
             "run, or in none");
+}
+
+TEST(Releases, ProgramFileRoundTripsThem) {
+  const FsdpModel model = RegionWithALocal();
+  std::ostringstream out;
+  WriteProgram(model, out);
+  EXPECT_NE(out.str().find(R"("releases":["a"])"), std::string::npos);
+  Result<FsdpModel> read = ParseProgram("m.json", out.str());
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->forward[6].releases, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(Emit(*read), Emit(model));
 }
 
 }  // namespace
