@@ -339,8 +339,8 @@ class Recorder(TorchDispatchMode):
         no_grad (only what Python references keeps a tensor alive there), and notes after which
         of its runs each tensor it makes dies: where that is after the tensor's last reader
         (a local variable of the model's code, alive until its function returns), the run
-        gets it in `releases`. Returns the regions whose op sequence differed from the
-        recording (left as they are)."""
+        gets it in `releases`. Returns the regions that did not run again, or ran other ops
+        than recorded (left as they are)."""
         skipped = []
         for begin, function, args, kwargs in self.regions:
             end = next(k for k in range(begin, len(self.program_ops))
@@ -355,9 +355,12 @@ class Recorder(TorchDispatchMode):
                 with torch.no_grad(), mode:
                     out = function(*args, **kwargs)
                 mode.done = True
+                del out
+            except Exception:  # it ran once already; a second run is the user's code's call
+                skipped.append(begin)
+                continue
             finally:
                 self.replaying = False
-            del out
             names = [self.program_ops[k]["name"].split(":")[-1] for k in runs]
             if mode.op_names != names:
                 skipped.append(begin)
@@ -760,8 +763,8 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
     rec.attribute_param_reads(loss)
     skipped = rec.attribute_releases()
     if skipped:
-        print(f"record_program: warning: {len(skipped)} checkpointed region(s) ran other ops "
-              "under no_grad than recorded: their tensors' Python lifetimes are left out",
+        print(f"record_program: warning: {len(skipped)} checkpointed region(s) did not run "
+              "again under no_grad as recorded: their tensors' Python lifetimes are left out",
               file=sys.stderr)
     if rec.id_of(loss) is None:
         raise UsageError("the loss is not a tensor the forward made")
