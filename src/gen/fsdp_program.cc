@@ -876,12 +876,10 @@ class FsdpTrace {
       for (std::size_t f : op.uses) BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
     }
     // The gradients of the parameters it reads (a matmul's backward makes the weight's; the
-    // t() or view between them passes it on without memory), like its inputs' below.
-    for (std::size_t t : run_targets_[i]) {
-      std::size_t grad = 0;
-      BUCKETSIM_RETURN_IF_ERROR(NewStorage(tensors_[t].bytes, Category::kGrad, grad));
-      produced.emplace_back(t, grad);
-    }
+    // t() or view between them passes it on without memory), like its inputs' below. A run
+    // with a workspace read cast copies of them (autocast): the cast nodes make them, below.
+    const bool through_casts = !op.workspace.empty();
+    if (!through_casts) BUCKETSIM_RETURN_IF_ERROR(MakeParamGrads(i, produced));
     const std::size_t first_output_grad =
         op.outputs.empty() ? kNone : grad_of_[index_.at(op.outputs.front().id)];
     std::set<std::size_t> seen;
@@ -911,7 +909,32 @@ class FsdpTrace {
       if (!region_grads_.contains(t)) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad_of_[t]));
     }
     BUCKETSIM_RETURN_IF_ERROR(ReleaseAll(saved_[i]));
-    // The produced gradients reach their input buffers.
+    BUCKETSIM_RETURN_IF_ERROR(Deliver(produced));
+    // The cast nodes (ToCopyBackward, nodes of their own that run next, after this one has
+    // returned, its output gradients freed and its saves released) consume the workspace
+    // gradients: with param_reads, each parameter's gradient in its dtype is made from them
+    // before they go (without, the full gradients above stand for it).
+    if (through_casts) {
+      produced.clear();
+      BUCKETSIM_RETURN_IF_ERROR(MakeParamGrads(i, produced));
+      BUCKETSIM_RETURN_IF_ERROR(Deliver(produced));
+    }
+    return ReleaseAll(workspace);
+  }
+
+  // A gradient for each parameter run i reads (param_reads).
+  Status MakeParamGrads(std::size_t i, std::vector<std::pair<std::size_t, std::size_t>>& produced) {
+    for (std::size_t t : run_targets_[i]) {
+      std::size_t grad = 0;
+      BUCKETSIM_RETURN_IF_ERROR(NewStorage(tensors_[t].bytes, Category::kGrad, grad));
+      produced.emplace_back(t, grad);
+    }
+    return Status::Ok();
+  }
+
+  // Produced gradients reach their input buffers: a tensor's first is kept, a second is
+  // summed with it into a new tensor.
+  Status Deliver(const std::vector<std::pair<std::size_t, std::size_t>>& produced) {
     for (const auto& [t, grad] : produced) {
       if (grad_of_[t] == kNone) {
         grad_of_[t] = grad;
@@ -923,9 +946,7 @@ class FsdpTrace {
       BUCKETSIM_RETURN_IF_ERROR(Release(grad));
       grad_of_[t] = sum;
     }
-    // The cast nodes consume the workspace gradients (ToCopyBackward into the parameter's
-    // dtype, the full gradient above).
-    return ReleaseAll(workspace);
+    return Status::Ok();
   }
 
   // The region that ends at `end` rerun forward, its saves kept this time (torch.utils.
