@@ -357,6 +357,26 @@ class ProgramChecker {
     return ValidateTensor(pointer, save.fresh.bytes, save.fresh.dtype, save.fresh.name);
   }
 
+  // A tensor a run releases: made by this run or an earlier one of the same checkpointed
+  // region (or, outside regions, outside them), so that a recompute makes and releases it too;
+  // released by one run only.
+  Status CheckRelease(const std::string& pointer, const std::string& id) {
+    const auto it = tensors_.find(id);
+    if (it == tensors_.end() || it->second.is_input) {
+      return InvalidArgument(
+          fmt::format("{}: tensor '{}' is not made by this run or an earlier one", pointer, id));
+    }
+    if (it->second.region != region_begin_) {
+      return InvalidArgument(fmt::format(
+          "{}: tensor '{}' is made in another checkpointed region than this run, or in none",
+          pointer, id));
+    }
+    if (!released_.insert(id).second) {
+      return InvalidArgument(fmt::format("{}: tensor '{}' is released twice", pointer, id));
+    }
+    return Status::Ok();
+  }
+
   Status CheckRun(const std::string& pointer, const ForwardOp& op) {
     if (op.name.empty())
       return InvalidArgument(fmt::format("{}/name: a run needs a name", pointer));
@@ -393,6 +413,10 @@ class ProgramChecker {
       const NewTensor& t = op.workspace[k];
       BUCKETSIM_RETURN_IF_ERROR(
           ValidateTensor(fmt::format("{}/workspace/{}", pointer, k), t.bytes, t.dtype, t.name));
+    }
+    for (std::size_t k = 0; k < op.releases.size(); ++k) {
+      BUCKETSIM_RETURN_IF_ERROR(
+          CheckRelease(fmt::format("{}/releases/{}", pointer, k), op.releases[k]));
     }
     if (op.param_reads) {
       const std::vector<std::string>& reads = *op.param_reads;
@@ -435,6 +459,7 @@ class ProgramChecker {
   std::map<std::string, Defined, std::less<>> tensors_;
   std::optional<std::size_t> region_begin_;
   std::set<std::string, std::less<>> region_keeps_;
+  std::set<std::string, std::less<>> released_;
 };
 
 // The process-group object of each instance under `layout`: ids from 1, in instance order.
@@ -556,6 +581,7 @@ class FsdpTrace {
     std::size_t recompute_reads = 0;  // runs of its own checkpointed region that read it
     bool region_output = false;       // made in a region, needed after it
     bool held = false;                // the loss or a `held` tensor
+    bool released_later = false;      // a later run's `releases` names it
   };
   struct Storage {
     std::uint64_t alloc_id = 0;
@@ -598,6 +624,14 @@ class FsdpTrace {
         }
       }
     }
+    releases_of_.resize(model_.forward.size());
+    for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      for (const std::string& id : model_.forward[i].releases) {
+        const std::size_t t = index_.at(id);
+        tensors_[t].released_later = true;
+        releases_of_[i].push_back(t);
+      }
+    }
     const auto hold = [&](const std::string& id) {
       const std::size_t t = index_.at(id);
       tensors_[t].held = true;
@@ -612,8 +646,11 @@ class FsdpTrace {
 
   // With param_reads, each gradient target (a view, or a parameter without views) is a tensor
   // of its own after the program's: its gradient, in the instance's compute dtype, is made by
-  // the backward of the runs that read it and summed like an activation's (InputBuffer), until
-  // the instance's post-backward hook takes it.
+  // the backward of the runs that read it and summed like an activation's, until the
+  // instance's post-backward hook takes it. Within one backward a parameter's gradients meet in
+  // its AccumulateGrad node's InputBuffer (old + new, a new tensor in PyTorch 1.13: measured by
+  // Tools.Oracle's mlp-shared); AccumulateGrad's own in-place `grad += new` is for a .grad left
+  // by an earlier backward, which zero_grad(set_to_none=True) and fairscale's hook never leave.
   void IndexParamTargets() {
     run_targets_.resize(model_.forward.size());
     for (std::size_t i = 0; i < model_.forward.size(); ++i) {
@@ -752,6 +789,8 @@ class FsdpTrace {
         region_holds_.push_back(storage);
         region_grads_.insert(t);
       }
+      // The model's code holds it (a Python variable) until the run that releases it.
+      if (info.released_later) Acquire(storage);
       made.push_back(storage);
     }
     // Under no_grad nothing is saved: the new tensors die with the run, references keep nothing.
@@ -769,6 +808,7 @@ class FsdpTrace {
       BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
     }
     for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
+    for (std::size_t t : releases_of_[i]) BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
     return Status::Ok();
   }
 
@@ -836,12 +876,10 @@ class FsdpTrace {
       for (std::size_t f : op.uses) BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
     }
     // The gradients of the parameters it reads (a matmul's backward makes the weight's; the
-    // t() or view between them passes it on without memory), like its inputs' below.
-    for (std::size_t t : run_targets_[i]) {
-      std::size_t grad = 0;
-      BUCKETSIM_RETURN_IF_ERROR(NewStorage(tensors_[t].bytes, Category::kGrad, grad));
-      produced.emplace_back(t, grad);
-    }
+    // t() or view between them passes it on without memory), like its inputs' below. A run
+    // with a workspace read cast copies of them (autocast): the cast nodes make them, below.
+    const bool through_casts = !op.workspace.empty();
+    if (!through_casts) BUCKETSIM_RETURN_IF_ERROR(MakeParamGrads(i, produced));
     const std::size_t first_output_grad =
         op.outputs.empty() ? kNone : grad_of_[index_.at(op.outputs.front().id)];
     std::set<std::size_t> seen;
@@ -871,7 +909,32 @@ class FsdpTrace {
       if (!region_grads_.contains(t)) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad_of_[t]));
     }
     BUCKETSIM_RETURN_IF_ERROR(ReleaseAll(saved_[i]));
-    // The produced gradients reach their input buffers.
+    BUCKETSIM_RETURN_IF_ERROR(Deliver(produced));
+    // The cast nodes (ToCopyBackward, nodes of their own that run next, after this one has
+    // returned, its output gradients freed and its saves released) consume the workspace
+    // gradients: with param_reads, each parameter's gradient in its dtype is made from them
+    // before they go (without, the full gradients above stand for it).
+    if (through_casts) {
+      produced.clear();
+      BUCKETSIM_RETURN_IF_ERROR(MakeParamGrads(i, produced));
+      BUCKETSIM_RETURN_IF_ERROR(Deliver(produced));
+    }
+    return ReleaseAll(workspace);
+  }
+
+  // A gradient for each parameter run i reads (param_reads).
+  Status MakeParamGrads(std::size_t i, std::vector<std::pair<std::size_t, std::size_t>>& produced) {
+    for (std::size_t t : run_targets_[i]) {
+      std::size_t grad = 0;
+      BUCKETSIM_RETURN_IF_ERROR(NewStorage(tensors_[t].bytes, Category::kGrad, grad));
+      produced.emplace_back(t, grad);
+    }
+    return Status::Ok();
+  }
+
+  // Produced gradients reach their input buffers: a tensor's first is kept, a second is
+  // summed with it into a new tensor.
+  Status Deliver(const std::vector<std::pair<std::size_t, std::size_t>>& produced) {
     for (const auto& [t, grad] : produced) {
       if (grad_of_[t] == kNone) {
         grad_of_[t] = grad;
@@ -883,9 +946,7 @@ class FsdpTrace {
       BUCKETSIM_RETURN_IF_ERROR(Release(grad));
       grad_of_[t] = sum;
     }
-    // The cast nodes consume the workspace gradients (ToCopyBackward into the parameter's
-    // dtype, the full gradient above).
-    return ReleaseAll(workspace);
+    return Status::Ok();
   }
 
   // The region that ends at `end` rerun forward, its saves kept this time (torch.utils.
@@ -947,9 +1008,9 @@ class FsdpTrace {
   // FlattenParamsWrapper makes the views with split + view), which runs once all have arrived,
   // after the instance's other backward nodes (it was made when the instance's forward began,
   // and the engine runs ready nodes by decreasing sequence number): split_with_sizes_backward
-  // makes zeros for the views no run read, then at::cat's result, the flat gradient, while
-  // the view gradients are alive (the ~2x of reference/fsdp_semantics.md §6.2, PyTorch PR #117323);
-  // the zeros go when it returns and the view gradients when the engine drops its inputs.
+  // makes zeros for the views no run read, then at::cat's result, the flat gradient, while the
+  // view gradients are alive (the ~2x of reference/fsdp_semantics.md §6.2, PyTorch PR
+  // #117323); the zeros go when it returns, the view gradients when the engine drops its inputs.
   Status CompleteParamGrad(std::size_t f, std::size_t p) {
     const GenParam& param = model_.instances[f].params[p];
     const std::vector<std::size_t>& targets = target_tensor_[f][p];
@@ -1228,6 +1289,7 @@ class FsdpTrace {
   // [instance][param]: the tensor index of each gradient target (its views, or itself)
   std::vector<std::vector<std::vector<std::size_t>>> target_tensor_;
   std::vector<std::vector<std::size_t>> run_targets_;  // per forward op: the targets it reads
+  std::vector<std::vector<std::size_t>> releases_of_;  // per forward op: the tensors it releases
 };
 
 }  // namespace

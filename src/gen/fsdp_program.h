@@ -113,6 +113,10 @@ struct ForwardOp {
   // run's backward makes, of instances in `uses`. Unset: the whole gradient of every instance
   // it uses is made at its backward if none is yet (programs without param_reads).
   std::optional<std::vector<std::string>> param_reads;
+  // kRun: tensors the model's code keeps referenced (a Python variable) until this run has
+  // run: each stays alive at least until then, past its last reader. What matters is a
+  // checkpointed region's forward under no_grad, where nothing else keeps a tensor.
+  std::vector<std::string> releases;
 
   double BackwardFlops() const { return backward_flops.value_or(2 * flops); }
 };

@@ -333,8 +333,9 @@ class ProgramReader {
                                                kind));
     }
     op.kind = OpKind::kRun;
-    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op", "name", "flops", "backward_flops", "uses", "inputs",
-                                        "outputs", "saves", "workspace", "param_reads"}));
+    BUCKETSIM_RETURN_IF_ERROR(
+        Keys(at, {"op", "name", "flops", "backward_flops", "uses", "inputs", "outputs", "saves",
+                  "workspace", "param_reads", "releases"}));
     PROGRAM_ASSIGN(op.name, doc_.String(at / "name"));
     if (doc_.Has(at / "flops")) PROGRAM_ASSIGN(op.flops, doc_.Number(at / "flops"));
     if (doc_.Has(at / "backward_flops")) {
@@ -352,6 +353,8 @@ class ProgramReader {
         List(at / "saves", op.saves, [&](const Pointer& p) { return ReadSave(p); }));
     BUCKETSIM_RETURN_IF_ERROR(
         List(at / "workspace", op.workspace, [&](const Pointer& p) { return ReadNewTensor(p); }));
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(at / "releases", op.releases, [&](const Pointer& p) { return doc_.String(p); }));
     if (doc_.Has(at / "param_reads")) {
       std::vector<std::string> reads;
       BUCKETSIM_RETURN_IF_ERROR(
@@ -504,6 +507,7 @@ Json OpJson(const ForwardOp& op) {
     json["workspace"] = std::move(workspace);
   }
   if (op.param_reads) json["param_reads"] = *op.param_reads;
+  if (!op.releases.empty()) json["releases"] = op.releases;
   return json;
 }
 

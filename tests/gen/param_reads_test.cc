@@ -209,6 +209,69 @@ TEST(ParamReads, ViewGradientsAreInTheComputeDtype) {
                    }));
 }
 
+// One rank under bf16 mixed precision with a flat parameter: nothing is sharded, the
+// parameter's bf16 copy (16 bytes) lives as the gathered one would; the view gradients are
+// concatenated as on two ranks, and the post-reduction hook keeps an fp32 copy (32 bytes) of
+// the flat gradient as .grad until zero_grad.
+TEST(ParamReads, OneRankKeepsTheConcatenatedGradientInFp32) {
+  GenParam flat{"flat_param_0", 8};
+  flat.views = {{"w", 4}, {"b", 2}, {"u", 2}};
+  GenOptions options = Options(1);
+  options.compute_dtype = DType::kBFloat16;
+  const std::vector<std::string> expected = {
+      "alloc 1 32 s0 param",  // the whole fp32 parameter
+      "alloc 2 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 3 16 s1 all_gather",  // its bf16 copy
+      "compute forward mm1",
+      "alloc 4 200 s0 activation",
+      "compute forward mm2",
+      "alloc 5 200 s0 activation",
+      "free 3",
+      "compute forward loss",
+      "alloc 6 4 s0 activation",
+      "free 5",
+      "mark after fwd",
+      "phase backward",
+      "alloc 7 4 s0 grad",
+      "compute backward loss",
+      "alloc 8 200 s0 grad",
+      "free 7",
+      "alloc 9 16 s1 all_gather",  // cast again for backward
+      "compute backward mm2",
+      "alloc 10 8 s0 grad",  // w
+      "alloc 11 4 s0 grad",  // b
+      "alloc 12 200 s0 grad",
+      "free 8",
+      "free 4",
+      "compute backward mm1",
+      "alloc 13 8 s0 grad",
+      "free 12",
+      "alloc 14 8 s0 grad",  // w summed
+      "free 10",
+      "free 13",
+      "alloc 15 4 s0 grad",   // zeros for u
+      "alloc 16 16 s0 grad",  // the flat bf16 gradient
+      "free 15",
+      "free 14",
+      "free 11",
+      "free 9",
+      "alloc 17 32 s2 grad",  // its fp32 copy, kept
+      "free 16",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 17",
+      "free 6",
+  };
+  EXPECT_EQ(Emit(TwoReaders({flat}), options), expected);
+}
+
 // One rank (FSDP does not shard: the fp32 parameters are used as they are, nothing gathered),
 // mm2 checkpointed: its parameter gradients are made at its backward after the recompute, and
 // kept as .grad until zero_grad.
@@ -277,6 +340,64 @@ TEST(ParamReads, UnreadParameterGetsAStandInAtTheHook) {
   EXPECT_EQ(tail, (std::vector<std::string>{"free 11", "rs 1.0 g1 fp32 2 view", "free 16",
                                             "alloc 17 8 s0 grad", "free 12",
                                             "rs 1.1 g1 fp32 1 view", "free 17", "flush"}));
+}
+
+// Autocast: mm reads a cast copy of w (saved, 8 bytes fp16) and its backward makes the copy's
+// gradient (workspace, 8 bytes); w's gradient (fp32, 16 bytes) is made by the cast node
+// (ToCopyBackward), which runs after mm's node has returned: its output gradient freed and
+// its saves released.
+TEST(ParamReads, ACastCopysNodeMakesTheGradientAfterTheRunReturns) {
+  ProgramBuilder program("autocast");
+  program.AddInstance({"root", {}, true, false});
+  const std::size_t lin = program.AddInstance({"lin", {{"w", 4}}, true, true});
+  program.AddInput(Tensor("x", 100, "fp32"));
+  program.Gather(lin);
+  ForwardOp& mm = program.Run("mm", 0, {lin}, {In("x")}, {Tensor("h", 100, "fp16")},
+                              {Keep("x"), Fresh(8, "fp16", "w cast")});
+  mm.workspace.push_back(Workspace(8, "fp16", "w cast grad"));
+  mm.param_reads = std::vector<std::string>{"w"};
+  program.EndForward(lin);
+  program.Run("loss", 0, {}, {In("h")}, {Tensor("loss", 2, "fp16")});
+  program.SetLoss("loss");
+  const std::vector<std::string> expected = {
+      "alloc 1 8 s0 param",
+      "alloc 2 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 3 16 s1 all_gather",
+      "compute forward mm",
+      "alloc 4 8 s0 activation",    // the cast copy, saved
+      "alloc 5 100 s0 activation",  // h
+      "free 3",
+      "compute forward loss",
+      "alloc 6 2 s0 activation",
+      "free 5",
+      "mark after fwd",
+      "phase backward",
+      "alloc 7 2 s0 grad",
+      "compute backward loss",
+      "alloc 8 100 s0 grad",  // grad h
+      "free 7",
+      "alloc 9 16 s1 all_gather",
+      "compute backward mm",
+      "alloc 10 8 s0 grad",  // the cast copy's gradient
+      "free 8",              // mm returns: grad h goes, the cast copy is released
+      "free 4",
+      "alloc 11 16 s0 grad",  // ToCopyBackward: w's gradient in fp32
+      "free 10",
+      "free 9",
+      "rs 1.0 g1 fp32 2 view",
+      "free 11",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 6",
+  };
+  EXPECT_EQ(Emit(program.Take(), Options(2)), expected);
 }
 
 TEST(ParamReads, ValidationNamesTheJsonPointer) {
