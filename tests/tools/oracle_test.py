@@ -120,25 +120,18 @@ TARGET = {"marks": 0.005, "forward": 0.02, "backward": 0.02}
 #         CPU tensor (5,120 rounded), per region from its forward until the graph dies with the
 #         loss; on CUDA that state and torch.cuda.get_rng_state() are CPU tensors too, so a
 #         GPU's allocated bytes do not show it, and the presets leave it out.
-#   TOCOPY under autocast a weight read through its cast copy gets its gradient from
-#         ToCopyBackward, a node of its own that runs after the matmul's node has returned, its
-#         output gradient freed and its saves released; the emitter makes a parameter's gradient
-#         at the reading run's backward while its saves are alive: at fc2's backward in the
-#         checkpointed autocast GPT it counts its saved input and weight copy (262,144 B) beside
-#         the fp32 weight gradient, and the predicted backward peak is 214,016 B (+4.3%) above
-#         the measured one. The emitter's parameter-gradient order (branch grads).
 #   The preset rows compare the variants that describe the oracle's models: the convnet with
 #   `--flatten-parameters=false` (no FSDP wraps the real model, so each parameter is its own
 #   tensor with its own 512 B rounding; the BatchNorm buffers are program inputs), the GPT with
 #   `--attention unfused --dropout 0` against the model without dropout (PRESET_MODEL). Every
 #   other preset figure is within the target: the GPT's marks and peaks within 0.45% (its
-#   checkpointed marks short by RNG's 2 x 5,120 B), the convnet's marks exact and its peaks
+#   checkpointed marks short by RNG's 2 x 5,120 B), under --autocast bf16 within 0.4% but the
+#   checkpointed backward peak, -1.0% (AUTOCAST_CASES), the convnet's marks exact and its peaks
 #   within 1%.
 TOLERANCES = {
     ("convnet", "recorder"): {"backward": 0.09},                           # ONEDNN
     ("convnet-ckpt", "recorder"): {"forward": 0.16, "backward": 0.09},     # ONEDNN
     ("convnet-ckpt", "preset"): {"marks": 0.006, "forward": 0.157},        # RNG, REORDER
-    ("gpt-autocast-ckpt", "preset"): {"backward": 0.044},                  # TOCOPY
 }
 
 
