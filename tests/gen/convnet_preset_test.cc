@@ -352,20 +352,22 @@ TEST(ConvnetPreset, AutocastForwardKeepsCastCopies) {
 
 // The default-stream gradients of configuration C's backward under fp16 autocast, in order:
 // parameter gradients fp32 (the instances compute in fp32), activation gradients fp16, and each
-// conv's or linear's weight-copy gradient (weight and bias, fp16) in its workspace:
-// ones_like(loss) 2; loss: grad logits 10·2 = 20; head: weight 30·4 = 120, bias 40, grad
-// pooled 3·2 = 6, copy gradient 40·2 = 80; its hook 160; pool 216; ReLU 216; BN 12 12 216;
-// conv blocks.6: 900, 12, 216, copy gradient 228·2 = 456; ReLU 216, BN 12 12 216, blocks.3 900
-// 12 216 456, ReLU 216, BN 12 12 216; blocks.0: 19200, 12, grad of the stem's output 2304·2 =
-// 4608, copy gradient 4803·2 = 9606; the blocks' hook 21036; stem ReLU 4608; BN 256 256 4608;
-// stem conv 6912, 256 (the batch gets none), copy gradient 1792·2 = 3584; its hook 7168.
+// conv's or linear's weight-copy gradient (weight and bias, fp16) in its workspace; a conv's or
+// linear's node makes its input gradient and the copy's gradient, the parameters' fp32
+// gradients come after it returns (ToCopyBackward): ones_like(loss) 2; loss: grad logits 10·2
+// = 20; head: grad pooled 3·2 = 6, copy gradient 40·2 = 80, weight 30·4 = 120, bias 40; its
+// hook 160; pool 216; ReLU 216; BN 12 12 216 (own fp32 parameters, no copies); conv blocks.6:
+// 216, copy gradient 228·2 = 456, 900, 12; ReLU 216, BN 12 12 216, blocks.3 216 456 900 12,
+// ReLU 216, BN 12 12 216; blocks.0: grad of the stem's output 2304·2 = 4608, copy gradient
+// 4803·2 = 9606, 19200, 12; the blocks' hook 21036; stem ReLU 4608; BN 256 256 4608; stem conv
+// (the batch gets none): copy gradient 1792·2 = 3584, 6912, 256; its hook 7168.
 TEST(ConvnetPreset, AutocastBackwardMakesEachGradientInItsDtype) {
   ConvnetConfig config = ConfigC();
   config.autocast = DType::kFloat16;
   const std::vector<Bytes> expected = {
-      2,     20,  120,  40,   6,     80,   160, 216, 216,  12,   12,  216,  900, 12,
-      216,   456, 216,  12,   12,    216,  900, 12,  216,  456,  216, 12,   12,  216,
-      19200, 12,  4608, 9606, 21036, 4608, 256, 256, 4608, 6912, 256, 3584, 7168};
+      2,    20,   6,     80, 120,   40,   160, 216, 216,  12,   12,   216, 216, 456,
+      900,  12,   216,   12, 12,    216,  216, 456, 900,  12,   216,  12,  12,  216,
+      4608, 9606, 19200, 12, 21036, 4608, 256, 256, 4608, 3584, 6912, 256, 7168};
   EXPECT_EQ(BackwardAllocs(Generate(config).events, Category::kGrad, 0), expected);
 }
 

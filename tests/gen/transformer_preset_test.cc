@@ -568,28 +568,30 @@ TEST(TransformerPreset, AutocastForwardKeepsCastCopies) {
 
 // Every gradient (and autocast weight-copy gradient, the runs' workspace) the backward of
 // configuration T under fp16 autocast allocates, in order; fp32 parameters, so parameter
-// gradients are fp32 (numel x 4) and each matmul's weight-copy gradient fp16 (with its bias):
+// gradients are fp32 (numel x 4) and each matmul's weight-copy gradient fp16 (with its bias).
+// A matmul's node makes its input gradient and the copies' gradient; the parameters' fp32
+// gradients come after it returns, from the cast nodes (ToCopyBackward):
 //   ones_like(loss) 4; nll: grad log-probs (fp32) 64; log_softmax: grad logits, fp16 32 (the
-//   half_to_float kernel's backward gives its input's dtype); head: head.weight 128, grad of its
-//   fp16 operand 16, weight-copy gradient 32 x 2 = 64; head.cast: grad final_norm.out fp32 32;
-//   final_norm: 16, 16, grad block0.out 32; the head's hook 160; residual2: the fp16 branch's
-//   cast gradient 16 (the fp32 stream passes); mlp.drop: grad fc2 16; fc2: weight 256, bias
-//   16, grad gelu 64, copy gradient (64 + 4) x 2 = 136; gelu: grad fc1 64; fc1: weight 256,
-//   bias 64, grad of its operand 16, copy gradient (64 + 16) x 2 = 160; fc1.cast: grad ln2.out
-//   32; ln2: 16, 16, grad x2 32, the sum with residual2's 32; residual1: the branch's 16;
-//   proj.drop 16; proj: weight 64, bias 16, grad context 16, copy gradient 40; context: grad of
-//   the probabilities' fp16 copy 16, grad v 16; context.cast: grad dropout.out fp32 32;
+//   half_to_float kernel's backward gives its input's dtype); head: grad of its fp16 operand
+//   16, copy gradient 32 x 2 = 64, then head.weight 128; head.cast: grad final_norm.out fp32
+//   32; final_norm: 16, 16, grad block0.out 32; the head's hook 160; residual2: the fp16
+//   branch's cast gradient 16 (the fp32 stream passes); mlp.drop: grad fc2 16; fc2: grad gelu
+//   64, copy gradient (64 + 4) x 2 = 136, weight 256, bias 16; gelu: grad fc1 64; fc1: grad of
+//   its operand 16, copy gradient (64 + 16) x 2 = 160, weight 256, bias 64; fc1.cast: grad
+//   ln2.out 32; ln2: 16, 16, grad x2 32, the sum with residual2's 32; residual1: the branch's
+//   16; proj.drop 16; proj: grad context 16, copy gradient 40, weight 64, bias 16; context:
+//   grad of the probabilities' fp16 copy 16, grad v 16; context.cast: grad dropout.out fp32 32;
 //   dropout: grad probs 32; softmax: grad scores, fp16 16; scores: grad q 16, grad k 16; split:
-//   grad qkv 48; qkv: weight 192, bias 48, grad of its operand 16, copy gradient 120; qkv.cast:
+//   grad qkv 48; qkv: grad of its operand 16, copy gradient 120, weight 192, bias 48; qkv.cast:
 //   grad ln1.out 32; ln1: 16, 16, grad embedding.out 32, the sum 32; the block's hook 976;
 //   embedding: 128, 32, its hook 160.
 TEST(TransformerPreset, AutocastBackwardMakesEachGradientInItsDtype) {
   TransformerConfig config = ConfigT();
   config.autocast = DType::kFloat16;
   const std::vector<Bytes> expected = {
-      4,   64, 32, 128, 16, 64,  32, 16, 16,  32, 160, 16, 16, 256, 16,  64,  136, 64,
-      256, 64, 16, 160, 32, 16,  16, 32, 32,  16, 16,  64, 16, 16,  40,  16,  16,  32,
-      32,  16, 16, 16,  48, 192, 48, 16, 120, 32, 16,  16, 32, 32,  976, 128, 32,  160};
+      4,  64,  32,  16, 64, 128, 32,  16,  16, 32, 160, 16, 16, 64, 136, 256, 16, 64,
+      16, 160, 256, 64, 32, 16,  16,  32,  32, 16, 16,  16, 40, 64, 16,  16,  16, 32,
+      32, 16,  16,  16, 48, 16,  120, 192, 48, 32, 16,  16, 32, 32, 976, 128, 32, 160};
   EXPECT_EQ(BackwardAllocs(Generate(config).events, Category::kGrad, 0), expected);
 }
 
