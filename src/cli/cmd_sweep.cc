@@ -258,7 +258,7 @@ void PrintOutputPaths(const SweepFlags& flags) {
 // Under mpirun: the listed configurations spread over the ranks, one report on rank 0 equal to
 // a single process's (cli/sweep_ranks.h). A cap search decides each round from the last one's
 // figures, so it runs in one process.
-int RunOnRanks(const SweepFlags& flags, const ReportContext& report_context,
+int RunOnRanks(const SweepFlags& flags, ReportContext& report_context,
                const std::vector<PolicySpec>& configurations, std::optional<Bytes> budget) {
   if (!flags.html_path.empty()) {
     return ReportError(InvalidArgument(
@@ -271,6 +271,7 @@ int RunOnRanks(const SweepFlags& flags, const ReportContext& report_context,
   if (!gathered.ok()) return (*world)->rank() == 0 ? ReportError(gathered.status()) : kExitError;
   if (!*gathered) return kExitOk;  // not rank 0: rank 0 reports
   GatheredSweep& all = **gathered;
+  DescribeTrace(flags.replay.trace, all.header, report_context);
   // The least cap that buckets anything, as a single process collects it during its pass.
   const std::string& path = flags.replay.trace;
   Result<CapThresholds> thresholds = ScanCapThresholds(
@@ -327,6 +328,7 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   Result<SweepReplays> replays = ReplaySweep(flags, *policies, *caps, budget);
   if (!replays.ok()) return ReportError(replays.status());
   const ReplayOutcome& outcome = replays->outcome;
+  DescribeTrace(flags.replay.trace, outcome.header, *report_context);
 
   SweepSection sweep;
   sweep.points = SummarizeSweep(outcome.runs);
