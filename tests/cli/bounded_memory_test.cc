@@ -99,8 +99,8 @@ PipedRun RunOnGeneratedTrace(const std::string& name, const std::vector<std::str
 }
 
 void ExpectBounded(const PipedRun& run) {
-  ASSERT_EQ(run.generator_exit_code, 0);
   ASSERT_EQ(run.exit_code, 0) << run.err;
+  ASSERT_EQ(run.generator_exit_code, 0);
   EXPECT_GT(run.max_rss_kib, 0);
   EXPECT_LE(run.max_rss_kib, kMaxRssKiB);
   std::printf("largest resident set: %ld KiB\n", run.max_rss_kib);
