@@ -2,17 +2,18 @@
 
 #include <bit>
 
-#include "core/status.h"
-
 namespace bucketsim {
 
 LiveIdIndex::LiveIdIndex()
     : entries_(kInitialCapacity),
       mask_(kInitialCapacity - 1),
-      shift_(64 - std::countr_zero(kInitialCapacity)) {}
+      shift_(64 - (std::countr_zero(kInitialCapacity) - kGroupBits)) {}
 
 std::size_t LiveIdIndex::Home(std::uint64_t id) const {
-  return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15ull) >> shift_);
+  constexpr std::uint64_t kOffsetMask = (std::uint64_t{1} << kGroupBits) - 1;
+  const auto group =
+      static_cast<std::size_t>(((id >> kGroupBits) * 0x9E3779B97F4A7C15ull) >> shift_);
+  return (group << kGroupBits) | static_cast<std::size_t>(id & kOffsetMask);
 }
 
 std::size_t LiveIdIndex::Position(std::uint64_t id) const {
@@ -27,17 +28,19 @@ std::optional<std::uint32_t> LiveIdIndex::Find(std::uint64_t id) const {
   return entry.slot_plus_one - 1;
 }
 
-void LiveIdIndex::Insert(std::uint64_t id, std::uint32_t slot) {
+bool LiveIdIndex::Insert(std::uint64_t id, std::uint32_t slot) {
   if (2 * (size_ + 1) > entries_.size()) Grow();
   Entry& entry = entries_[Position(id)];
-  BUCKETSIM_CHECK(entry.slot_plus_one == 0);
+  if (entry.slot_plus_one != 0) return false;
   entry = {id, slot + 1};
   ++size_;
+  return true;
 }
 
-void LiveIdIndex::Erase(std::uint64_t id) {
+std::optional<std::uint32_t> LiveIdIndex::Erase(std::uint64_t id) {
   std::size_t hole = Position(id);
-  BUCKETSIM_CHECK(entries_[hole].slot_plus_one != 0);
+  if (entries_[hole].slot_plus_one == 0) return std::nullopt;
+  const std::uint32_t slot = entries_[hole].slot_plus_one - 1;
   // The entries after the hole, up to the next empty one, were placed by probes that may have
   // passed over it: each whose probe started at or before the hole moves back into it, and its
   // old place becomes the hole. Every id stays reachable from its home without a gap.
@@ -51,6 +54,7 @@ void LiveIdIndex::Erase(std::uint64_t id) {
   }
   entries_[hole] = Entry{};
   --size_;
+  return slot;
 }
 
 void LiveIdIndex::Grow() {

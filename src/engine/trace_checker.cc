@@ -142,21 +142,20 @@ Status TraceChecker::CheckPhase(const Event& event) {
 }
 
 Status TraceChecker::CheckAlloc(Event& event) {
-  if (std::optional<std::uint32_t> live = live_ids_.Find(event.id)) {
+  const std::uint32_t slot = free_slots_.empty() ? num_slots_ : free_slots_.back();
+  if (!live_ids_.Insert(event.id, slot)) {
     return Broken(Inconsistency::kAllocOfLiveId,
                   InvalidTrace(fmt::format("event {}: alloc of id {}, which is already live "
                                            "(allocated at event {})",
-                                           event.index, event.id, slots_[*live].allocated_at)));
+                                           event.index, event.id,
+                                           slots_[*live_ids_.Find(event.id)].allocated_at)));
   }
-  std::uint32_t slot = 0;
   if (free_slots_.empty()) {
-    slot = num_slots_++;
+    ++num_slots_;
     slots_.emplace_back();
   } else {
-    slot = free_slots_.back();
     free_slots_.pop_back();
   }
-  live_ids_.Insert(event.id, slot);
   RememberAllocated(event.id);
   slots_[slot] = {event.bytes, event.index, event.category, true};
   event.slot = slot;
@@ -169,9 +168,8 @@ Status TraceChecker::CheckAlloc(Event& event) {
 }
 
 Status TraceChecker::CheckFree(Event& event) {
-  std::optional<std::uint32_t> slot = live_ids_.Find(event.id);
+  std::optional<std::uint32_t> slot = live_ids_.Erase(event.id);
   if (!slot) return FreeOfDeadId(event);
-  live_ids_.Erase(event.id);
   SlotState& state = slots_[*slot];
   state.live = false;
   free_slots_.push_back(*slot);
