@@ -172,16 +172,11 @@ Status Replay::Charge(Allocation& allocation, BufferHandle handle, Bytes request
 }
 
 void Replay::Discharge(Allocation& allocation, BufferHandle handle) {
-  const bool recorded_now = RecordPeakIfNeeded();
-  if (recorded_now && allocation.refs == 0) {
-    // A policy buffer whose last reference Release just dropped: the peak's list has always
-    // been taken with its count already at zero, so it is not listed (the reviewed reports
-    // say so; it is counted in by_category). Marked as kept, it is not ranked.
-    allocation.peak_epoch = peak_epoch_;
-  } else {
-    const bool policy_buffer = (handle & kTraceBufferBit) == 0;
-    KeepForPeak(policy_buffer, static_cast<std::uint32_t>(handle & ~kTraceBufferBit), allocation);
-  }
+  // This is the first decrease after a new peak if one is unrecorded: the allocation was live at
+  // it (a policy buffer whose last reference Release just dropped included), so it is kept.
+  RecordPeakIfNeeded();
+  const bool policy_buffer = (handle & kTraceBufferBit) == 0;
+  KeepForPeak(policy_buffer, static_cast<std::uint32_t>(handle & ~kTraceBufferBit), allocation);
   if (allocation.in_model) {
     backend_->Release(handle, allocation.stream);
     if (allocation.used_on.empty()) {
