@@ -14,8 +14,9 @@ else its mean. What it writes:
   instances  the FSDP instances: the root (the whole model) first, then every module whose class
              name is given to --wrap, or for which the --wrap-policy function FN(module, name)
              returns True, in named_modules() order. Each owns the parameters of its module that
-             no nested instance owns, as one flat parameter (fairscale's flatten_parameters;
-             --no-flatten: each parameter its own).
+             no nested instance owns, as one flat parameter whose `views` are those parameters,
+             named as the model names them (fairscale's flatten_parameters; --no-flatten: each
+             parameter its own).
   forward    module forward hooks give `gather` / `end_forward` around each instance's forward;
              every ATen op (a TorchDispatchMode below autograd) on activations is a `run`: its
              inputs and outputs (a view or an in-place result is an output with `alias`: the
@@ -31,6 +32,10 @@ else its mean. What it writes:
              run's backward, as autograd does (Node::release_variables). Parameters saved by a
              node are not activations and are left out. saved_tensors_hooks count every packed
              tensor, so a save the walk could not attribute is reported, never lost silently.
+  param_reads the same graph gives each run the parameters whose gradient its backward makes:
+             from the nodes the run produced, down through nodes no run produced (a parameter's
+             t(), view, expand: they pass the gradient on) to parameters' AccumulateGrad nodes.
+             No backward is run for it, so it is the same on meta.
   gradients on cpu and cuda, the backward is run with a hook on every program tensor that
              requires grad (torch.Tensor.register_hook): an input that one run reads gets `pass`
              where its gradient shares the storage of the run's output's gradient, else `new`
@@ -38,7 +43,11 @@ else its mean. What it writes:
              and every input on meta, keep the kind from autograd's formulas above.
   checkpoint torch.utils.checkpoint.checkpoint(fn, *args) calls become checkpoint_begin (saves:
              the region's tensor arguments) ... checkpoint_end; while recording, the region runs
-             with grad enabled so that its saves (what the recompute keeps) are seen.
+             with grad enabled so that its saves (what the recompute keeps) are seen. Then each
+             region's fn runs once more as the real forward runs it, under no_grad, with a
+             weakref finalizer on every tensor it makes: a tensor that dies after its last
+             reader (a local variable of the module's forward, alive until it returns) goes in
+             the `releases` of the run after which it died (on every device, meta too).
   measured   on cpu or cuda, a second, unhooked run of the whole step (forward, backward,
              optimizer step, zero_grad) measures the live bytes at every mark and each phase's
              peak (tools/torch_memory.py); bucketsim shows them beside its prediction.
@@ -60,6 +69,7 @@ import argparse
 import json
 import os
 import sys
+import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -197,6 +207,8 @@ class Recorder(TorchDispatchMode):
         self.node_run = {}          # autograd node -> op index
         self.packed = {}            # storage key -> bytes, every tensor saved (pack hook)
         self.next_id = 0
+        self.regions = []           # (checkpoint_begin index, function, args, kwargs)
+        self.replaying = False      # a region's function runs again (attribute_releases)
         self.held = []              # tensors alive until the loss is dropped
         self.ids = {}               # TensorImpl (t._cdata) -> program tensor id
         self.latest = {}            # storage key -> its newest program tensor id
@@ -210,15 +222,19 @@ class Recorder(TorchDispatchMode):
             module.register_forward_pre_hook(self._enter(name or "root"))
             module.register_forward_hook(self._leave())
         # The innermost instance owns a parameter (instances are in named_modules order, so a
-        # nested one comes after its parent and overrides it).
+        # nested one comes after its parent and overrides it). Parameters are named as the
+        # model names them (a tied one by its first name), so names are unique in the program.
         self.instance_params = [[] for _ in instance_modules]  # (name, numel) per instance
+        self.param_name = {}        # storage key of a parameter -> its name
+        full_name = {p: n for n, p in model.named_parameters()}
         owner = {}
         for f, module in enumerate(instance_modules):
-            for name, p in module.named_parameters():
-                owner[p] = (f, name)
-        for p, (f, name) in owner.items():
-            self.instance_params[f].append((name, p.numel()))
+            for _, p in module.named_parameters():
+                owner[p] = f
+        for p, f in owner.items():
+            self.instance_params[f].append((full_name[p], p.numel()))
             self.param_instance[storage_key(p)] = f
+            self.param_name[storage_key(p)] = full_name[p]
             self.keep.append(p)
         # Buffers (BatchNorm's running statistics, ...) are not sharded by FSDP and live all
         # run: the program's inputs. Like parameters they are neither activations nor saves.
@@ -231,12 +247,16 @@ class Recorder(TorchDispatchMode):
     # module hooks
     def _gather_hook(self, f):
         def hook(module, inputs):
+            if self.replaying:
+                return
             self._settle()
             self.program_ops.append({"op": "gather", "instance": self.instance_names[f]})
         return hook
 
     def _end_hook(self, f):
         def hook(module, inputs, output):
+            if self.replaying:
+                return
             self._settle()
             self.program_ops.append({"op": "end_forward", "instance": self.instance_names[f]})
         return hook
@@ -307,10 +327,57 @@ class Recorder(TorchDispatchMode):
         kwargs = {k: v for k, v in kwargs.items()
                   if k not in ("use_reentrant", "preserve_rng_state")}
         self.program_ops.append({"op": "checkpoint_begin", "saves": saves})
+        begin = len(self.program_ops) - 1
         out = function(*args, **kwargs)
         self._settle()
         self.program_ops.append({"op": "checkpoint_end"})
+        self.regions.append((begin, function, args, kwargs))
         return out
+
+    def attribute_releases(self):
+        """Runs every checkpointed region's function again as the real forward does, under
+        no_grad (only what Python references keeps a tensor alive there), and notes after which
+        of its runs each tensor it makes dies: where that is after the tensor's last reader
+        (a local variable of the model's code, alive until its function returns), the run
+        gets it in `releases`. Returns the regions that did not run again, or ran other ops
+        than recorded (left as they are)."""
+        skipped = []
+        for begin, function, args, kwargs in self.regions:
+            end = next(k for k in range(begin, len(self.program_ops))
+                       if self.program_ops[k]["op"] == "checkpoint_end")
+            # The runs that make a storage (a view or in-place op only makes a tensor on one:
+            # grad mode adds some, a detach, that no_grad does not).
+            runs = [k for k in range(begin + 1, end) if self.program_ops[k]["op"] == "run" and
+                    any("alias" not in e for e in self.program_ops[k]["outputs"])]
+            mode = _Lifetimes(self)
+            self.replaying = True
+            try:
+                with torch.no_grad(), mode:
+                    out = function(*args, **kwargs)
+                mode.done = True
+                del out
+            except Exception:  # it ran once already; a second run is the user's code's call
+                skipped.append(begin)
+                continue
+            finally:
+                self.replaying = False
+            names = [self.program_ops[k]["name"].split(":")[-1] for k in runs]
+            if mode.op_names != names:
+                skipped.append(begin)
+                continue
+            last_use = {}  # storage key -> position of the last run that reads or makes it
+            for position, k in enumerate(runs):
+                op = self.program_ops[k]
+                for i in op.get("inputs", []) + [e["id"] for e in op["outputs"]]:
+                    tid = i if isinstance(i, str) else i["tensor"]
+                    last_use[self.id_storage.get(tid)] = position
+            for (position, m), died in sorted(mode.deaths.items()):
+                made = [e["id"] for e in self.program_ops[runs[position]]["outputs"]
+                        if "alias" not in e]
+                tid = made[m]
+                if died > last_use.get(self.id_storage[tid], position):
+                    self.program_ops[runs[died]].setdefault("releases", []).append(tid)
+        return skipped
 
     # every ATen op
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -424,6 +491,46 @@ class Recorder(TorchDispatchMode):
                 op["inputs"][k] = input_ref(tid, kind)
         return measured, wrong
 
+    def attribute_param_reads(self, loss):
+        """Sets every run's param_reads: the parameters whose gradient its backward makes. The
+        autograd graph from the loss is what the engine follows: from each node a run produced,
+        the edges are followed through the nodes no run produced (the t(), view or expand of a
+        parameter, whose backward passes the gradient on) down to parameters' AccumulateGrad
+        nodes; the walk stops at another run's node. A parameter two runs read gets both, and
+        bucketsim sums them as autograd's input buffer does. The graph is there on every
+        device, meta too, so this needs no backward. A parameter's instance missing from the
+        run's uses is added to them."""
+        self._settle()
+        reads = {}  # op index -> set of parameter storage keys
+        for node, index in self.node_run.items():
+            found = reads.setdefault(index, set())
+            seen, stack = set(), [n for n, _ in node.next_functions]
+            while stack:
+                n = stack.pop()
+                if n is None or n in seen:
+                    continue
+                seen.add(n)
+                variable = getattr(n, "variable", None)
+                if isinstance(variable, torch.Tensor):
+                    if storage_key(variable) in self.param_instance:
+                        found.add(storage_key(variable))
+                    continue
+                if n in self.node_run:
+                    continue
+                stack.extend(c for c, _ in n.next_functions)
+        order = {key: k for k, key in enumerate(self.param_name)}
+        for index, op in enumerate(self.program_ops):
+            if op["op"] != "run":
+                continue
+            keys = sorted(reads.get(index, ()), key=order.get)
+            uses = op.setdefault("uses", [])
+            for key in keys:
+                f = self.instance_names[self.param_instance[key]]
+                if f not in uses:
+                    uses.append(f)
+            if uses:
+                op["param_reads"] = [self.param_name[key] for key in keys]
+
     # after the forward
     def attribute_saves(self, loss):
         self._settle()
@@ -473,6 +580,63 @@ class Recorder(TorchDispatchMode):
                     run["saves"].append({"bytes": storage_bytes(t),
                                          "dtype": dtype_name(t.dtype), "shape": list(t.shape)})
         return unattributed
+
+
+class _Lifetimes(TorchDispatchMode):
+    """A checkpointed region's function run again: the ops that make a new storage (outputs
+    that are no parameter or buffer, as the recorder counts them), and for each new storage the
+    op after which its last tensor (views included) died (weakref finalizers: a tensor's Python
+    object lives exactly as long as the tensor)."""
+
+    def __init__(self, rec):
+        super().__init__()
+        self.rec = rec
+        self.op_names = []
+        self.maker = {}    # storage key -> (op position, index among its new outputs)
+        self.alive = {}    # storage key -> tensors on it still alive
+        self.deaths = {}   # (op position, index) -> op position after which it died
+        self.done = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.rec.meta:
+            try:
+                out = func(*args, **kwargs)
+            except (NotImplementedError, RuntimeError):
+                out = _meta_fallback(func, args, kwargs)
+        else:
+            out = func(*args, **kwargs)
+        made = []
+        for o in tree_flatten(out)[0]:
+            if not isinstance(o, torch.Tensor) or o.layout != torch.strided:
+                continue
+            key = storage_key(o)
+            if key in self.rec.param_instance or key in self.rec.buffers:
+                continue
+            if key in self.maker or key in self.rec.tensors:
+                made.append((o, key, False))
+            elif storage_bytes(o) > 0:
+                made.append((o, key, True))
+        if any(fresh for _, _, fresh in made):
+            self.op_names.append(func.overloadpacket.__name__)
+        position = len(self.op_names) - 1
+        if made:
+            new = 0
+            for o, key, fresh in made:
+                if fresh:
+                    self.maker[key] = (position, new)
+                    new += 1
+                if key in self.maker:
+                    self.alive[key] = self.alive.get(key, 0) + 1
+                    weakref.finalize(o, self._died, key)
+        return out
+
+    def _died(self, key):
+        self.alive[key] -= 1
+        if self.alive[key] == 0:
+            made = self.maker.pop(key)  # the key may name a new storage from now on
+            if not self.done:
+                self.deaths[made] = len(self.op_names) - 1
 
 
 # Ops whose backward hands an input the gradient of their output itself or a view of it (no
@@ -596,6 +760,12 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
     if loss.grad_fn is None:
         raise UsageError("the loss does not require grad: nothing to train")
     unattributed = rec.attribute_saves(loss)
+    rec.attribute_param_reads(loss)
+    skipped = rec.attribute_releases()
+    if skipped:
+        print(f"record_program: warning: {len(skipped)} checkpointed region(s) did not run "
+              "again under no_grad as recorded: their tensors' Python lifetimes are left out",
+              file=sys.stderr)
     if rec.id_of(loss) is None:
         raise UsageError("the loss is not a tensor the forward made")
     rec.grad_kinds = (0, 0)
@@ -636,18 +806,22 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
 
 
 def instance_params(params, flatten):
-    """fairscale's flatten_parameters=True (its default): one flat parameter; else the
+    """fairscale's flatten_parameters=True (its default): one flat parameter, whose views are
+    the original parameters (FlattenParamsWrapper's split + view, in this order); else the
     module's own, each its own allocation."""
     if not params:
         return []
     if flatten:
-        return [{"name": "flat_param_0", "numel": sum(numel for _, numel in params)}]
+        return [{"name": "flat_param_0", "numel": sum(numel for _, numel in params),
+                 "views": [{"name": name, "numel": numel} for name, numel in params]}]
     return [{"name": name, "numel": numel} for name, numel in params]
 
 
 def prune(op):
-    """Drops a run's empty lists and zero FLOPs (the format's defaults)."""
-    return {k: v for k, v in op.items() if not (isinstance(v, list) and not v and k != "outputs")}
+    """Drops a run's empty lists (the format's defaults; an empty param_reads says the run's
+    backward makes no parameter gradient, and stays)."""
+    return {k: v for k, v in op.items()
+            if not (isinstance(v, list) and not v and k not in ("outputs", "param_reads"))}
 
 
 def main(argv=None):

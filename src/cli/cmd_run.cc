@@ -108,7 +108,8 @@ Result<std::function<std::unique_ptr<Backend>()>> CudaBackendFactory(
 
 // The real backend of --backend host|cuda; the sim is the request's own (MakeReplayRequest).
 Result<std::function<std::unique_ptr<Backend>()>> BackendFactory(const RunFlags& flags,
-                                                                 MpiWorld& world) {
+                                                                 MpiWorld& world,
+                                                                 PeerWatch* peers) {
   // A failure other ranks may be waiting on: say which rank and why, then end the whole job.
   auto on_fatal = AbortEveryRank(world);
   if (flags.backend == "cuda") return CudaBackendFactory(flags, world, on_fatal);
@@ -118,6 +119,7 @@ Result<std::function<std::unique_ptr<Backend>()>> BackendFactory(const RunFlags&
   options.compute_scale = flags.compute_scale;
   options.timeout_s = flags.timeout_s;
   options.on_fatal = on_fatal;
+  options.peers = peers;
   return std::function<std::unique_ptr<Backend>()>(
       [&world, options] { return std::make_unique<HostBackend>(world, options); });
 }
@@ -128,7 +130,8 @@ int FailAll(const Status& status, const MpiWorld& world, bool all_ranks) {
   return kExitError;
 }
 
-int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& world) {
+int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& world,
+               PeerWatch* peers) {
   ReplayFlags replay = flags.replay;
   replay.trace = ForRank(replay.trace, world.rank());
 
@@ -149,7 +152,7 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
   const bool predict = flags.backend != "sim" && !replay.profile_path.empty();
   Result<std::function<std::unique_ptr<Backend>()>> factory =
       flags.backend == "sim" ? Result<std::function<std::unique_ptr<Backend>()>>(sim)
-                             : BackendFactory(flags, world);
+                             : BackendFactory(flags, world, peers);
   if (loaded.ok() && !factory.ok()) loaded = factory.status();
   Status agreed = world.Agree(loaded);
   if (!agreed.ok()) return FailAll(agreed, world, flags.all_ranks);
@@ -245,7 +248,20 @@ int RunRun(const RunFlags& flags, const CommandContext& context) {
   if (!world.ok()) return ReportError(world.status());
   // When the launcher ends the job (Ctrl-C to mpirun, a lost rank), each rank says which it was.
   SetInterruptLabel(fmt::format("rank {}", (*world)->rank()));
-  return RunOnWorld(flags, context, **world);
+  // A rank that dies or hangs is named by the survivors themselves, within --timeout, whatever
+  // the launcher notices (peer_watch.h). From here to the end: loading, every replay, the
+  // report; the watch says goodbye before MPI is finalised.
+  std::unique_ptr<PeerWatch> peers;
+  if (flags.backend != "sim") {
+    PeerWatch::Options options;
+    options.deadline_s = flags.timeout_s;
+    // Printed, then the grace, so that every survivor says it before one aborts.
+    options.on_lost = AbortEveryRank(**world, PeerWatch::GraceFor(flags.timeout_s));
+    Result<std::unique_ptr<PeerWatch>> started = PeerWatch::Start(options);
+    if (!started.ok()) return ReportError(started.status());
+    peers = std::move(*started);
+  }
+  return RunOnWorld(flags, context, **world, peers.get());
 }
 
 }  // namespace
@@ -280,7 +296,10 @@ void AddRunCommand(CLI::App& command, CommandContext& context) {
       "TRACE may contain {rank}: each rank reads its own trace. With --backend host|cuda,\n"
       "--profile P also replays each policy on the sim priced by P and shows the prediction\n"
       "beside the measurement (report: timing.prediction). Exit codes: 0 ok, 1 a reduced\n"
-      "value was wrong, 2 error (on every rank, naming the rank that failed).\n\n"
+      "value was wrong, 2 error (on every rank, naming the rank that failed).\n"
+      "--timeout T also bounds silence: a rank lost (killed, stopped, hung) is named by every\n"
+      "other rank ('lost contact with rank K') and the job ends (exit 2) within T s of its\n"
+      "last heartbeat.\n\n"
       "Example:\n"
       "  mpirun -np 2 bucketsim run traces/tiny-ws2.json --backend host \\\n"
       "      --policy backward-only --json reports/latest/run.json");

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -270,11 +271,13 @@ Result<Bytes> ParseSizeFlag(std::string_view flag, std::string_view text) {
   return size;
 }
 
-std::function<void(const std::string&)> AbortEveryRank(MpiWorld& world) {
-  return [&world](const std::string& message) {
+std::function<void(const std::string&)> AbortEveryRank(MpiWorld& world,
+                                                       std::chrono::milliseconds grace) {
+  return [&world, grace](const std::string& message) {
     std::fprintf(stderr, "bucketsim: rank %d: error: %s; aborting every rank\n", world.rank(),
                  message.c_str());
     std::fflush(stderr);
+    std::this_thread::sleep_for(grace);
     world.Abort(kExitError);
   };
 }

@@ -4,6 +4,7 @@
 // 0 success or budget kept, 1 a budget broken, 2 bad usage or bad input (never a pass).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -127,8 +128,11 @@ void PrintNoteIfNoReduceScatter(const TraceSummary& summary);
 
 class MpiWorld;
 // For a real backend's on_fatal (a failure other ranks may be blocked on): prints
-// "bucketsim: rank R: error: MESSAGE; aborting every rank" and ends the whole job.
-std::function<void(const std::string&)> AbortEveryRank(MpiWorld& world);
+// "bucketsim: rank R: error: MESSAGE; aborting every rank" and ends the whole job, `grace` after
+// printing (a lost rank is noticed by every survivor at about the same time: each says so
+// before the first to abort ends the rest).
+std::function<void(const std::string&)> AbortEveryRank(
+    MpiWorld& world, std::chrono::milliseconds grace = std::chrono::milliseconds(0));
 // --timeout SECONDS for commands that run a real backend (the watchdog; 0: never).
 void AddTimeoutFlag(CLI::App& command, double& timeout_s);
 // The trace `compare` replays when none is given.

@@ -103,6 +103,99 @@ Status ValidateSizes(const FsdpModel& model) {
   return Status::Ok();
 }
 
+// A parameter whose gradient a run's backward makes: instance f, parameter p, and view v of
+// it (0 for a parameter without views).
+struct ParamTarget {
+  std::size_t instance = 0;
+  std::size_t param = 0;
+  std::size_t view = 0;
+};
+
+// The gradient targets of an instance, by name: each view of a flat parameter, and each
+// parameter without views.
+template <typename Visit>
+void ForEachTarget(const GenInstance& instance, std::size_t f, Visit visit) {
+  for (std::size_t p = 0; p < instance.params.size(); ++p) {
+    const GenParam& param = instance.params[p];
+    if (param.views.empty()) {
+      visit(param.name, ParamTarget{f, p, 0});
+      continue;
+    }
+    for (std::size_t v = 0; v < param.views.size(); ++v) {
+      visit(param.views[v].name, ParamTarget{f, p, v});
+    }
+  }
+}
+
+// A param_reads name among the targets of the instances a run uses; an error (no pointer) if
+// none or several have it.
+Result<ParamTarget> ResolveParamRead(const FsdpModel& model, const std::vector<std::size_t>& uses,
+                                     std::string_view name) {
+  std::vector<ParamTarget> found;
+  for (std::size_t f : uses) {
+    ForEachTarget(model.instances[f], f, [&](const std::string& target, ParamTarget at) {
+      if (target == name) found.push_back(at);
+    });
+  }
+  if (found.size() == 1) return found.front();
+  std::string instances;
+  for (std::size_t f : uses) {
+    instances += fmt::format("{}'{}'", instances.empty() ? "" : ", ", model.instances[f].name);
+  }
+  if (found.empty()) {
+    return InvalidArgument(fmt::format(
+        "'{}' is no parameter (a view's name, or a parameter without views) of the instances "
+        "the run uses ({})",
+        name, instances.empty() ? "none" : instances));
+  }
+  return InvalidArgument(fmt::format(
+      "'{}' names a parameter of more than one instance the run uses ({})", name, instances));
+}
+
+// Views: named, not empty, their numels summing to the flat parameter's; gradient targets
+// unique in their instance.
+Status ValidateViews(const FsdpModel& model) {
+  for (std::size_t f = 0; f < model.instances.size(); ++f) {
+    const GenInstance& instance = model.instances[f];
+    for (std::size_t p = 0; p < instance.params.size(); ++p) {
+      const GenParam& param = instance.params[p];
+      Numel sum = 0;
+      for (std::size_t v = 0; v < param.views.size(); ++v) {
+        const ParamView& view = param.views[v];
+        const std::string at = fmt::format("/instances/{}/params/{}/views/{}", f, p, v);
+        if (view.name.empty())
+          return InvalidArgument(fmt::format("{}/name: must not be empty", at));
+        if (view.numel == 0 || view.numel > param.numel) {
+          return InvalidArgument(fmt::format(
+              "{}/numel: view '{}' has {} elements (at least 1, at most the parameter's {})", at,
+              view.name, view.numel, param.numel));
+        }
+        sum += view.numel;
+      }
+      if (!param.views.empty() && sum != param.numel) {
+        return InvalidArgument(fmt::format(
+            "/instances/{}/params/{}/views: the views of '{}' have {} elements in all, the "
+            "parameter {} (a flat parameter is its views concatenated, no padding)",
+            f, p, param.name, sum, param.numel));
+      }
+    }
+    std::map<std::string, ParamTarget, std::less<>> seen;
+    Status status = Status::Ok();
+    ForEachTarget(instance, f, [&](const std::string& name, ParamTarget at) {
+      if (!status.ok()) return;
+      const auto [it, fresh] = seen.emplace(name, at);
+      if (fresh) return;
+      status = InvalidArgument(fmt::format(
+          "/instances/{}/params/{}{}: '{}' names two parameters of instance '{}'", f, at.param,
+          instance.params[at.param].views.empty() ? "/name"
+                                                  : fmt::format("/views/{}/name", at.view),
+          name, instance.name));
+    });
+    BUCKETSIM_RETURN_IF_ERROR(status);
+  }
+  return Status::Ok();
+}
+
 // The checks of one tensor object at `pointer`.
 Status ValidateTensor(const std::string& pointer, Bytes bytes, std::string_view dtype,
                       std::string_view what) {
@@ -126,6 +219,7 @@ class ProgramChecker {
 
   Status Check() {
     BUCKETSIM_RETURN_IF_ERROR(ValidateSizes(model_));
+    BUCKETSIM_RETURN_IF_ERROR(ValidateViews(model_));
     for (std::size_t f = 0; f < model_.instances.size(); ++f) {
       for (std::size_t g = 0; g < f; ++g) {
         if (model_.instances[g].name == model_.instances[f].name) {
@@ -168,7 +262,7 @@ class ProgramChecker {
             fmt::format("/held/{}: tensor '{}' is not defined", k, model_.held[k]));
       }
     }
-    return Status::Ok();
+    return CheckParamReadsEverywhere();
   }
 
  private:
@@ -263,6 +357,26 @@ class ProgramChecker {
     return ValidateTensor(pointer, save.fresh.bytes, save.fresh.dtype, save.fresh.name);
   }
 
+  // A tensor a run releases: made by this run or an earlier one of the same checkpointed
+  // region (or, outside regions, outside them), so that a recompute makes and releases it too;
+  // released by one run only.
+  Status CheckRelease(const std::string& pointer, const std::string& id) {
+    const auto it = tensors_.find(id);
+    if (it == tensors_.end() || it->second.is_input) {
+      return InvalidArgument(
+          fmt::format("{}: tensor '{}' is not made by this run or an earlier one", pointer, id));
+    }
+    if (it->second.region != region_begin_) {
+      return InvalidArgument(fmt::format(
+          "{}: tensor '{}' is made in another checkpointed region than this run, or in none",
+          pointer, id));
+    }
+    if (!released_.insert(id).second) {
+      return InvalidArgument(fmt::format("{}: tensor '{}' is released twice", pointer, id));
+    }
+    return Status::Ok();
+  }
+
   Status CheckRun(const std::string& pointer, const ForwardOp& op) {
     if (op.name.empty())
       return InvalidArgument(fmt::format("{}/name: a run needs a name", pointer));
@@ -300,7 +414,43 @@ class ProgramChecker {
       BUCKETSIM_RETURN_IF_ERROR(
           ValidateTensor(fmt::format("{}/workspace/{}", pointer, k), t.bytes, t.dtype, t.name));
     }
+    for (std::size_t k = 0; k < op.releases.size(); ++k) {
+      BUCKETSIM_RETURN_IF_ERROR(
+          CheckRelease(fmt::format("{}/releases/{}", pointer, k), op.releases[k]));
+    }
+    if (op.param_reads) {
+      const std::vector<std::string>& reads = *op.param_reads;
+      for (std::size_t k = 0; k < reads.size(); ++k) {
+        const std::string at = fmt::format("{}/param_reads/{}", pointer, k);
+        Result<ParamTarget> target = ResolveParamRead(model_, op.uses, reads[k]);
+        if (!target.ok())
+          return InvalidArgument(fmt::format("{}: {}", at, target.status().message()));
+        if (std::find(reads.begin(), reads.begin() + k, reads[k]) != reads.begin() + k) {
+          return InvalidArgument(fmt::format("{}: '{}' is read twice by the run", at, reads[k]));
+        }
+      }
+    }
     return Status::Ok();
+  }
+
+  // param_reads on every run that uses parameters, or on none (the whole-instance gradients
+  // of programs before param_reads): a mix would leave a gradient made twice or never.
+  Status CheckParamReadsEverywhere() const {
+    std::optional<std::size_t> with, without;
+    for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      const ForwardOp& op = model_.forward[i];
+      if (op.kind != OpKind::kRun) continue;
+      if (op.param_reads) {
+        if (!with) with = i;
+      } else if (!op.uses.empty() && !without) {
+        without = i;
+      }
+    }
+    if (!with || !without) return Status::Ok();
+    return InvalidArgument(fmt::format(
+        "/forward/{}: run '{}' uses parameters but has no param_reads, while /forward/{} has "
+        "them: give param_reads on every run that uses parameters, or on none",
+        *without, model_.forward[*without].name, *with));
   }
 
   const FsdpModel& model_;
@@ -309,6 +459,7 @@ class ProgramChecker {
   std::map<std::string, Defined, std::less<>> tensors_;
   std::optional<std::size_t> region_begin_;
   std::set<std::string, std::less<>> region_keeps_;
+  std::set<std::string, std::less<>> released_;
 };
 
 // The process-group object of each instance under `layout`: ids from 1, in instance order.
@@ -399,6 +550,7 @@ class FsdpTrace {
         grad_ids_(model.instances.size()),
         saved_(model.forward.size()) {
     IndexTensors();
+    IndexParamTargets();
   }
 
   Status Run() {
@@ -429,6 +581,7 @@ class FsdpTrace {
     std::size_t recompute_reads = 0;  // runs of its own checkpointed region that read it
     bool region_output = false;       // made in a region, needed after it
     bool held = false;                // the loss or a `held` tensor
+    bool released_later = false;      // a later run's `releases` names it
   };
   struct Storage {
     std::uint64_t alloc_id = 0;
@@ -471,6 +624,14 @@ class FsdpTrace {
         }
       }
     }
+    releases_of_.resize(model_.forward.size());
+    for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      for (const std::string& id : model_.forward[i].releases) {
+        const std::size_t t = index_.at(id);
+        tensors_[t].released_later = true;
+        releases_of_[i].push_back(t);
+      }
+    }
     const auto hold = [&](const std::string& id) {
       const std::size_t t = index_.at(id);
       tensors_[t].held = true;
@@ -481,6 +642,46 @@ class FsdpTrace {
     storage_of_.assign(tensors_.size(), kNone);
     grad_of_.assign(tensors_.size(), kNone);
     epoch_of_.assign(tensors_.size(), 0);
+  }
+
+  // With param_reads, each gradient target (a view, or a parameter without views) is a tensor
+  // of its own after the program's: its gradient, in the instance's compute dtype, is made by
+  // the backward of the runs that read it and summed like an activation's, until the
+  // instance's post-backward hook takes it. Within one backward a parameter's gradients meet in
+  // its AccumulateGrad node's InputBuffer (old + new, a new tensor in PyTorch 1.13: measured by
+  // Tools.Oracle's mlp-shared); AccumulateGrad's own in-place `grad += new` is for a .grad left
+  // by an earlier backward, which zero_grad(set_to_none=True) and fairscale's hook never leave.
+  void IndexParamTargets() {
+    run_targets_.resize(model_.forward.size());
+    for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      per_param_ = per_param_ || model_.forward[i].param_reads.has_value();
+    }
+    if (!per_param_) return;
+    target_tensor_.resize(model_.instances.size());
+    for (std::size_t f = 0; f < model_.instances.size(); ++f) {
+      const GenInstance& instance = model_.instances[f];
+      target_tensor_[f].resize(instance.params.size());
+      ForEachTarget(instance, f, [&](const std::string&, ParamTarget at) {
+        const GenParam& param = instance.params[at.param];
+        const Numel numel = param.views.empty() ? param.numel : param.views[at.view].numel;
+        TensorInfo info;
+        info.bytes = numel * ComputeSize(f);
+        info.requires_grad = true;
+        target_tensor_[f][at.param].push_back(tensors_.size());
+        tensors_.push_back(info);
+      });
+    }
+    for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      const ForwardOp& op = model_.forward[i];
+      if (!op.param_reads) continue;
+      for (const std::string& name : *op.param_reads) {
+        const ParamTarget at = *ResolveParamRead(model_, op.uses, name);  // validated
+        run_targets_[i].push_back(target_tensor_[at.instance][at.param][at.view]);
+      }
+    }
+    storage_of_.resize(tensors_.size(), kNone);
+    grad_of_.resize(tensors_.size(), kNone);
+    epoch_of_.resize(tensors_.size(), 0);
   }
 
   void AddTensor(const ProgramTensor& t, bool grad_flows) {
@@ -588,6 +789,8 @@ class FsdpTrace {
         region_holds_.push_back(storage);
         region_grads_.insert(t);
       }
+      // The model's code holds it (a Python variable) until the run that releases it.
+      if (info.released_later) Acquire(storage);
       made.push_back(storage);
     }
     // Under no_grad nothing is saved: the new tensors die with the run, references keep nothing.
@@ -605,6 +808,7 @@ class FsdpTrace {
       BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
     }
     for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
+    for (std::size_t t : releases_of_[i]) BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
     return Status::Ok();
   }
 
@@ -667,10 +871,17 @@ class FsdpTrace {
     if (!reached) return ReleaseAll(saved_[i]);
 
     BUCKETSIM_RETURN_IF_ERROR(Compute("backward " + op.name, op.BackwardFlops()));
-    for (std::size_t f : op.uses) BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
+    std::vector<std::pair<std::size_t, std::size_t>> produced;  // (tensor, gradient storage)
+    if (!op.param_reads) {
+      for (std::size_t f : op.uses) BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
+    }
+    // The gradients of the parameters it reads (a matmul's backward makes the weight's; the
+    // t() or view between them passes it on without memory), like its inputs' below. A run
+    // with a workspace read cast copies of them (autocast): the cast nodes make them, below.
+    const bool through_casts = !op.workspace.empty();
+    if (!through_casts) BUCKETSIM_RETURN_IF_ERROR(MakeParamGrads(i, produced));
     const std::size_t first_output_grad =
         op.outputs.empty() ? kNone : grad_of_[index_.at(op.outputs.front().id)];
-    std::vector<std::pair<std::size_t, std::size_t>> produced;  // (tensor, gradient storage)
     std::set<std::size_t> seen;
     for (const RunInput& input : op.inputs) {
       const std::size_t t = index_.at(input.tensor);
@@ -698,7 +909,32 @@ class FsdpTrace {
       if (!region_grads_.contains(t)) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad_of_[t]));
     }
     BUCKETSIM_RETURN_IF_ERROR(ReleaseAll(saved_[i]));
-    // The produced gradients reach their input buffers.
+    BUCKETSIM_RETURN_IF_ERROR(Deliver(produced));
+    // The cast nodes (ToCopyBackward, nodes of their own that run next, after this one has
+    // returned, its output gradients freed and its saves released) consume the workspace
+    // gradients: with param_reads, each parameter's gradient in its dtype is made from them
+    // before they go (without, the full gradients above stand for it).
+    if (through_casts) {
+      produced.clear();
+      BUCKETSIM_RETURN_IF_ERROR(MakeParamGrads(i, produced));
+      BUCKETSIM_RETURN_IF_ERROR(Deliver(produced));
+    }
+    return ReleaseAll(workspace);
+  }
+
+  // A gradient for each parameter run i reads (param_reads).
+  Status MakeParamGrads(std::size_t i, std::vector<std::pair<std::size_t, std::size_t>>& produced) {
+    for (std::size_t t : run_targets_[i]) {
+      std::size_t grad = 0;
+      BUCKETSIM_RETURN_IF_ERROR(NewStorage(tensors_[t].bytes, Category::kGrad, grad));
+      produced.emplace_back(t, grad);
+    }
+    return Status::Ok();
+  }
+
+  // Produced gradients reach their input buffers: a tensor's first is kept, a second is
+  // summed with it into a new tensor.
+  Status Deliver(const std::vector<std::pair<std::size_t, std::size_t>>& produced) {
     for (const auto& [t, grad] : produced) {
       if (grad_of_[t] == kNone) {
         grad_of_[t] = grad;
@@ -710,9 +946,7 @@ class FsdpTrace {
       BUCKETSIM_RETURN_IF_ERROR(Release(grad));
       grad_of_[t] = sum;
     }
-    // The cast nodes consume the workspace gradients (ToCopyBackward into the parameter's
-    // dtype, the full gradient above).
-    return ReleaseAll(workspace);
+    return Status::Ok();
   }
 
   // The region that ends at `end` rerun forward, its saves kept this time (torch.utils.
@@ -748,17 +982,57 @@ class FsdpTrace {
     return ReleaseAll(saved_[begin]);
   }
 
-  // Autograd computes the full gradient of an instance's parameters (numel x compute size, in
-  // the default stream) in the backward of the first op, in backward order, that uses them.
+  // Without param_reads: autograd computes the full gradient of an instance's parameters
+  // (numel x compute size, in the default stream) in the backward of the first op, in
+  // backward order, that uses them.
   Status AllocFullGrads(std::size_t f) {
-    std::vector<std::uint64_t>& grads = grad_ids_[f];
-    if (!grads.empty()) return Status::Ok();
-    for (const GenParam& param : model_.instances[f].params) {
+    if (!grad_ids_[f].empty()) return Status::Ok();
+    for (std::size_t p = 0; p < model_.instances[f].params.size(); ++p) {
+      BUCKETSIM_RETURN_IF_ERROR(AllocFullGrad(f, p));
+    }
+    return Status::Ok();
+  }
+  Status AllocFullGrad(std::size_t f, std::size_t p) {
+    std::uint64_t id = 0;
+    BUCKETSIM_RETURN_IF_ERROR(Alloc(model_.instances[f].params[p].numel * ComputeSize(f),
+                                    kDefaultStream, Category::kGrad, id));
+    grad_ids_[f].push_back(id);
+    return Status::Ok();
+  }
+
+  // With param_reads: parameter p's gradient as its AccumulateGrad node receives it (and keeps
+  // it as .grad: accumulate_grad.h steals a gradient nothing else references when .grad is
+  // None, which zero_grad(set_to_none=True) and fairscale's hook make it at every backward).
+  // A parameter of its own: the gradient its readers' backward made (summed if several).
+  // A flat parameter: its views' gradients reach SplitWithSizesBackward (fairscale's
+  // FlattenParamsWrapper makes the views with split + view), which runs once all have arrived,
+  // after the instance's other backward nodes (it was made when the instance's forward began,
+  // and the engine runs ready nodes by decreasing sequence number): split_with_sizes_backward
+  // makes zeros for the views no run read, then at::cat's result, the flat gradient, while the
+  // view gradients are alive (the ~2x of reference/fsdp_semantics.md §6.2, PyTorch PR
+  // #117323); the zeros go when it returns, the view gradients when the engine drops its inputs.
+  Status CompleteParamGrad(std::size_t f, std::size_t p) {
+    const GenParam& param = model_.instances[f].params[p];
+    const std::vector<std::size_t>& targets = target_tensor_[f][p];
+    const bool reached = std::any_of(targets.begin(), targets.end(),
+                                     [&](std::size_t t) { return grad_of_[t] != kNone; });
+    // No backward read it (a dead branch): a zero gradient stands in, as without param_reads.
+    if (!reached) return AllocFullGrad(f, p);
+    if (param.views.empty()) {
+      grad_ids_[f].push_back(TakeStorage(std::exchange(grad_of_[targets.front()], kNone)));
+      return Status::Ok();
+    }
+    std::vector<std::uint64_t> zeros;
+    for (std::size_t v = 0; v < targets.size(); ++v) {
+      if (grad_of_[targets[v]] != kNone) continue;
       std::uint64_t id = 0;
       BUCKETSIM_RETURN_IF_ERROR(
-          Alloc(param.numel * ComputeSize(f), kDefaultStream, Category::kGrad, id));
-      grads.push_back(id);
+          Alloc(tensors_[targets[v]].bytes, kDefaultStream, Category::kGrad, id));
+      zeros.push_back(id);
     }
+    BUCKETSIM_RETURN_IF_ERROR(AllocFullGrad(f, p));
+    for (std::uint64_t id : zeros) BUCKETSIM_RETURN_IF_ERROR(Free(id));
+    for (std::size_t t : targets) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad_of_[t]));
     return Status::Ok();
   }
 
@@ -770,8 +1044,9 @@ class FsdpTrace {
     if (params.empty()) return Status::Ok();
     // No backward reached a run that uses them (a dead branch): a zero gradient stands in, so
     // every parameter is still reduced once.
-    BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
+    if (!per_param_) BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
     for (std::size_t p = 0; p < params.size(); ++p) {
+      if (per_param_) BUCKETSIM_RETURN_IF_ERROR(CompleteParamGrad(f, p));
       const std::uint64_t full_param = std::exchange(full_param_ids_[f][p], 0);
       if (full_param != 0) BUCKETSIM_RETURN_IF_ERROR(Free(full_param));
       if (Unsharded()) {
@@ -794,6 +1069,12 @@ class FsdpTrace {
     return Status::Ok();
   }
   std::size_t& refs(std::size_t storage) { return storages_[storage].refs; }
+  // The allocation of a storage held once, handed over to whoever frees it by id.
+  std::uint64_t TakeStorage(std::size_t storage) {
+    BUCKETSIM_CHECK(storage != kNone && refs(storage) == 1);
+    refs(storage) = 0;
+    return storages_[storage].alloc_id;
+  }
   void Acquire(std::size_t storage) {
     BUCKETSIM_CHECK(storage != kNone && refs(storage) > 0);
     ++refs(storage);
@@ -1004,6 +1285,11 @@ class FsdpTrace {
   std::vector<std::size_t> iteration_holds_;  // the loop's references, released after zero_grad
   std::vector<std::size_t> region_holds_;     // a region backward's recomputed outputs
   std::set<std::size_t> region_grads_;        // ... and the gradients of its outputs it keeps
+  bool per_param_ = false;                    // the program has param_reads
+  // [instance][param]: the tensor index of each gradient target (its views, or itself)
+  std::vector<std::vector<std::vector<std::size_t>>> target_tensor_;
+  std::vector<std::vector<std::size_t>> run_targets_;  // per forward op: the targets it reads
+  std::vector<std::vector<std::size_t>> releases_of_;  // per forward op: the tensors it releases
 };
 
 }  // namespace

@@ -2,11 +2,13 @@
 // its parameters, flat or not) and the forward pass as a program of ops over them. The emitter
 // derives everything else from reference/fsdp_semantics.md §2: the fp32 shards at init, the
 // all-gathers (with the mixed-precision cast shard), the reshards, the backward as the forward
-// program run in reverse (pre-backward re-gathers, backward spans, full gradients at the first
-// op that uses an instance's parameters in backward, post-backward hooks that free the
-// gathered parameters and request one reduce-scatter per parameter), the final flush, the
-// optimizer state at the first step and zero_grad(set_to_none=True). Presets only describe
-// their model; the emitter is the one place the FSDP allocation pattern lives.
+// program run in reverse (pre-backward re-gathers, backward spans, each parameter's gradient at
+// the backward of the ops that read it (param_reads; without them, an instance's full
+// gradients at the first op that uses it), post-backward hooks that concatenate a flat
+// parameter's view gradients, free the gathered parameters and request one reduce-scatter per
+// parameter), the final flush, the optimizer state at the first step and
+// zero_grad(set_to_none=True). Presets only describe their model; the emitter is the one place
+// the FSDP allocation pattern lives.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +23,21 @@
 
 namespace bucketsim {
 
+// One original parameter inside a flat parameter (fairscale's FlattenParamsWrapper): the flat
+// parameter is the concatenation of its views, in order, with no padding between them
+// (FlatParameter.__new__: torch.cat of every param reshaped to 1-D; get_param_views:
+// split(_param_numels) then view(shape)).
+struct ParamView {
+  std::string name;  // "layers.0.fc1.weight"
+  Numel numel = 0;
+};
+
 struct GenParam {
   std::string name;  // "flat_param_0", "weight", ...
   Numel numel = 0;   // unsharded
+  // The original parameters of a flat parameter, their numels summing to `numel`; empty for
+  // a parameter of its own (flatten_parameters=False) or one whose views are not known.
+  std::vector<ParamView> views = {};
 };
 
 struct GenInstance {
@@ -95,6 +109,14 @@ struct ForwardOp {
   std::vector<ProgramTensor> outputs;    // kRun
   std::vector<SavedTensor> saves;        // kRun, kCheckpointBegin (what the region keeps)
   std::vector<NewTensor> workspace;      // kRun: made in its backward, freed at its end
+  // kRun: the parameters (a view's name, or a parameter without views) whose gradient this
+  // run's backward makes, of instances in `uses`. Unset: the whole gradient of every instance
+  // it uses is made at its backward if none is yet (programs without param_reads).
+  std::optional<std::vector<std::string>> param_reads;
+  // kRun: tensors the model's code keeps referenced (a Python variable) until this run has
+  // run: each stays alive at least until then, past its last reader. What matters is a
+  // checkpointed region's forward under no_grad, where nothing else keeps a tensor.
+  std::vector<std::string> releases;
 
   double BackwardFlops() const { return backward_flops.value_or(2 * flops); }
 };

@@ -136,10 +136,17 @@ class ProgramReader {
       for (std::size_t p = 0; p < params; ++p) {
         const Pointer param_at = here / "params" / p;
         BUCKETSIM_RETURN_IF_ERROR(doc_.Object(param_at).status());
-        BUCKETSIM_RETURN_IF_ERROR(Keys(param_at, {"name", "numel"}));
+        BUCKETSIM_RETURN_IF_ERROR(Keys(param_at, {"name", "numel", "views"}));
         GenParam param;
         PROGRAM_ASSIGN(param.name, doc_.String(param_at / "name"));
         PROGRAM_ASSIGN(param.numel, doc_.Unsigned(param_at / "numel"));
+        BUCKETSIM_RETURN_IF_ERROR(
+            List(param_at / "views", param.views, [&](const Pointer& v) { return ReadView(v); }));
+        if (doc_.Has(param_at / "views") && param.views.empty()) {
+          return doc_.Error(
+              param_at / "views",
+              "must list at least one view (leave it out for a parameter of its own)");
+        }
         instance.params.push_back(std::move(param));
       }
       BUCKETSIM_RETURN_IF_ERROR(OptionalBool(here / "mixed_precision", instance.mixed_precision));
@@ -150,6 +157,15 @@ class ProgramReader {
       model_.instances.push_back(std::move(instance));
     }
     return Status::Ok();
+  }
+
+  Result<ParamView> ReadView(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"name", "numel"}));
+    ParamView view;
+    PROGRAM_ASSIGN(view.name, doc_.String(at / "name"));
+    PROGRAM_ASSIGN(view.numel, doc_.Unsigned(at / "numel"));
+    return view;
   }
 
   Status OptionalBool(const Pointer& at, bool& value) const {
@@ -317,8 +333,9 @@ class ProgramReader {
                                                kind));
     }
     op.kind = OpKind::kRun;
-    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op", "name", "flops", "backward_flops", "uses", "inputs",
-                                        "outputs", "saves", "workspace"}));
+    BUCKETSIM_RETURN_IF_ERROR(
+        Keys(at, {"op", "name", "flops", "backward_flops", "uses", "inputs", "outputs", "saves",
+                  "workspace", "param_reads", "releases"}));
     PROGRAM_ASSIGN(op.name, doc_.String(at / "name"));
     if (doc_.Has(at / "flops")) PROGRAM_ASSIGN(op.flops, doc_.Number(at / "flops"));
     if (doc_.Has(at / "backward_flops")) {
@@ -336,6 +353,14 @@ class ProgramReader {
         List(at / "saves", op.saves, [&](const Pointer& p) { return ReadSave(p); }));
     BUCKETSIM_RETURN_IF_ERROR(
         List(at / "workspace", op.workspace, [&](const Pointer& p) { return ReadNewTensor(p); }));
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(at / "releases", op.releases, [&](const Pointer& p) { return doc_.String(p); }));
+    if (doc_.Has(at / "param_reads")) {
+      std::vector<std::string> reads;
+      BUCKETSIM_RETURN_IF_ERROR(
+          List(at / "param_reads", reads, [&](const Pointer& p) { return doc_.String(p); }));
+      op.param_reads = std::move(reads);
+    }
     return op;
   }
 
@@ -481,6 +506,8 @@ Json OpJson(const ForwardOp& op) {
     for (const NewTensor& t : op.workspace) workspace.push_back(NewTensorJson(t));
     json["workspace"] = std::move(workspace);
   }
+  if (op.param_reads) json["param_reads"] = *op.param_reads;
+  if (!op.releases.empty()) json["releases"] = op.releases;
   return json;
 }
 
@@ -537,7 +564,15 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   for (const GenInstance& instance : model.instances) {
     Json params = Json::array();
     for (const GenParam& param : instance.params) {
-      params.push_back({{"name", param.name}, {"numel", param.numel}});
+      Json entry = {{"name", param.name}, {"numel", param.numel}};
+      if (!param.views.empty()) {
+        Json views = Json::array();
+        for (const ParamView& view : param.views) {
+          views.push_back({{"name", view.name}, {"numel", view.numel}});
+        }
+        entry["views"] = std::move(views);
+      }
+      params.push_back(std::move(entry));
     }
     Json entry = {{"name", instance.name}, {"params", std::move(params)}};
     if (!instance.mixed_precision) entry["mixed_precision"] = false;

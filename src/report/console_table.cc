@@ -57,22 +57,26 @@ std::string OomCell(const OomEvent& oom) {
 
 std::string Ms(Micros us) { return fmt::format("{:.3f}", us / 1000.0); }
 
-std::string Mib(Bytes bytes) {
-  return fmt::format("{:.2f}", static_cast<double>(bytes) / static_cast<double>(kMiB));
-}
+std::string Mib(Bytes bytes) { return InUnit(bytes, kMiBUnit); }
 
 Table BuildComparisonTable(const ReplayOutcome& outcome) {
   return BuildComparisonTable(outcome.runs);
 }
 
-Table BuildComparisonTable(const std::vector<RunResult>& runs) {
+Table BuildComparisonTable(const std::vector<RunResult>& runs, ByteUnit unit) {
   Table table;
   std::vector<std::string> marks = MarkNames(runs);
   const bool any_oom =
       std::any_of(runs.begin(), runs.end(), [](const RunResult& run) { return run.oom; });
-  table.headers = {"policy",        "cap (MiB)",         "peak alloc (MiB)", "peak reserved (MiB)",
-                   "vs best (MiB)", "bucket@peak (MiB)", "max bucket (MiB)"};
-  for (const std::string& mark : marks) table.headers.push_back(fmt::format("{} (MiB)", mark));
+  const std::string_view u = unit.name;
+  table.headers = {"policy",
+                   "cap (MiB)",
+                   fmt::format("peak alloc ({})", u),
+                   fmt::format("peak reserved ({})", u),
+                   fmt::format("vs best ({})", u),
+                   fmt::format("bucket@peak ({})", u),
+                   fmt::format("max bucket ({})", u)};
+  for (const std::string& mark : marks) table.headers.push_back(fmt::format("{} ({})", mark, u));
   for (const char* h : {"buckets", "flushes", "bypassed", "step (ms)", "exposed (ms)"})
     table.headers.push_back(h);
   if (any_oom) table.headers.push_back("out of memory");
@@ -85,12 +89,12 @@ Table BuildComparisonTable(const std::vector<RunResult>& runs) {
   for (const RunResult& run : runs) {
     std::vector<std::string> row = {run.policy,
                                     fmt::format("{}", run.bucket_cap_mb),
-                                    Mib(run.peak.allocated_bytes),
-                                    Mib(run.peak.reserved_bytes),
-                                    "+" + Mib(run.peak.allocated_bytes - best),
-                                    Mib(SumBucket(run.peak.by_category)),
-                                    Mib(run.peak_bucket_bytes)};
-    for (const std::string& mark : marks) row.push_back(Mib(MaxAtMark(run, mark)));
+                                    InUnit(run.peak.allocated_bytes, unit),
+                                    InUnit(run.peak.reserved_bytes, unit),
+                                    "+" + InUnit(run.peak.allocated_bytes - best, unit),
+                                    InUnit(SumBucket(run.peak.by_category), unit),
+                                    InUnit(run.peak_bucket_bytes, unit)};
+    for (const std::string& mark : marks) row.push_back(InUnit(MaxAtMark(run, mark), unit));
     row.push_back(fmt::format("{}", run.counters.buckets));
     row.push_back(fmt::format("{}", run.counters.flushes));
     row.push_back(fmt::format("{}", run.counters.bypasses));
@@ -149,9 +153,9 @@ Table BuildPredictionTable(const std::vector<PredictionRow>& rows) {
   return table;
 }
 
-Table BuildPeakCompositionTable(const RunResult& run) {
+Table BuildPeakCompositionTable(const RunResult& run, ByteUnit unit) {
   Table table;
-  table.headers = {"category", "bytes at peak (MiB)", "share"};
+  table.headers = {"category", fmt::format("bytes at peak ({})", unit.name), "share"};
   table.right_aligned = {false, true, true};
   for (int c = 0; c < kNumCategories; ++c) {
     Bytes bytes = run.peak.by_category[c];
@@ -160,19 +164,19 @@ Table BuildPeakCompositionTable(const RunResult& run) {
         run.peak.allocated_bytes == 0
             ? 0.0
             : 100.0 * static_cast<double>(bytes) / static_cast<double>(run.peak.allocated_bytes);
-    table.rows.push_back({std::string(CategoryName(static_cast<Category>(c))), Mib(bytes),
+    table.rows.push_back({std::string(CategoryName(static_cast<Category>(c))), InUnit(bytes, unit),
                           fmt::format("{:.1f}%", share)});
   }
   return table;
 }
 
-Table BuildLargestAtPeakTable(const RunResult& run) {
+Table BuildLargestAtPeakTable(const RunResult& run, ByteUnit unit) {
   Table table;
-  table.headers = {"largest alive at the peak", "category", "MiB", "since event"};
+  table.headers = {"largest alive at the peak", "category", std::string(unit.name), "since event"};
   table.right_aligned = {false, false, true, true};
   for (const LiveAllocation& a : run.peak.largest) {
-    table.rows.push_back(
-        {a.what, std::string(CategoryName(a.category)), Mib(a.bytes), fmt::format("{}", a.since)});
+    table.rows.push_back({a.what, std::string(CategoryName(a.category)), InUnit(a.bytes, unit),
+                          fmt::format("{}", a.since)});
   }
   return table;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/replay_policies.h"
+#include "report/byte_unit.h"
 #include "report/report_document.h"
 
 namespace bucketsim {
@@ -17,12 +18,13 @@ struct Table {
   std::vector<std::vector<std::string>> rows;
 };
 
+// Memory figures are in `unit` (the terminal's MiB; a page's PageUnit), the cap in MiB always.
 // Columns: policy, cap, peak allocated, peak reserved, delta to the lowest peak, bucket bytes at
 // the peak, largest bucket bytes, the largest value of each named mark, buckets, flushes, bypassed
 // requests, step time and exposed communication of one iteration (as check's step time), and,
 // when a run ran out of --device-memory, where (every other column stops at that event).
 Table BuildComparisonTable(const ReplayOutcome& outcome);
-Table BuildComparisonTable(const std::vector<RunResult>& runs);
+Table BuildComparisonTable(const std::vector<RunResult>& runs, ByteUnit unit = kMiBUnit);
 // Time per policy on the backend that ran it: step time, and per iteration compute,
 // communication, exposed communication (its total over the trace beside it) and copies;
 // collectives with their bus bandwidth, and what was verified.
@@ -32,9 +34,9 @@ Table BuildTimingTable(const ReplayOutcome& outcome);
 // communication time per iteration (TimingTotals::per_iteration).
 Table BuildPredictionTable(const std::vector<PredictionRow>& rows);
 // The composition of one policy's peak: bytes per non-empty category.
-Table BuildPeakCompositionTable(const RunResult& run);
+Table BuildPeakCompositionTable(const RunResult& run, ByteUnit unit = kMiBUnit);
 // The largest allocations alive at one policy's peak (empty rows when it listed none).
-Table BuildLargestAtPeakTable(const RunResult& run);
+Table BuildLargestAtPeakTable(const RunResult& run, ByteUnit unit = kMiBUnit);
 
 std::string RenderText(const Table& table);
 std::string RenderMarkdown(const Table& table);
@@ -49,7 +51,7 @@ std::string OomCell(const OomEvent& oom);
 // Milliseconds with three decimals, the time unit of every table.
 std::string Ms(Micros us);
 
-// MiB with two decimals, the unit of every table.
+// MiB with two decimals, the unit of every terminal table (InUnit(bytes, kMiBUnit)).
 std::string Mib(Bytes bytes);
 
 }  // namespace bucketsim

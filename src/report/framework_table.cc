@@ -32,11 +32,17 @@ bool SpansFrameworks(const std::vector<RunResult>& runs) {
   return names.size() > 1;
 }
 
-Table BuildFrameworkTable(const std::vector<RunResult>& runs) {
+Table BuildFrameworkTable(const std::vector<RunResult>& runs, ByteUnit unit) {
   Table table;
-  table.headers = {"policy",           "framework",           "setting",
-                   "peak alloc (MiB)", "peak reserved (MiB)", "reduce buffers@peak (MiB)",
-                   "collectives",      "sent (MiB)"};
+  const std::string_view u = unit.name;
+  table.headers = {"policy",
+                   "framework",
+                   "setting",
+                   fmt::format("peak alloc ({})", u),
+                   fmt::format("peak reserved ({})", u),
+                   fmt::format("reduce buffers@peak ({})", u),
+                   "collectives",
+                   fmt::format("sent ({})", u)};
   table.right_aligned = {false, false, false, true, true, true, false, true};
   for (const RunResult& run : runs) {
     std::optional<PolicySpec> spec = SpecOf(run);
@@ -57,10 +63,11 @@ Table BuildFrameworkTable(const std::vector<RunResult>& runs) {
     table.rows.push_back(
         {run.policy, spec ? std::string(FrameworkName(*spec)) : std::string("?"),
          spec ? FrameworkSetting(*spec, run.bucket_cap_mb) : run.canonical,
-         Mib(run.peak.allocated_bytes), Mib(run.peak.reserved_bytes),
-         Mib(At(at_peak, Category::kBucketData) + At(at_peak, Category::kBucketOutput) +
-             At(at_peak, Category::kGradShard)),
-         collectives.empty() ? std::string("none") : collectives, Mib(sent)});
+         InUnit(run.peak.allocated_bytes, unit), InUnit(run.peak.reserved_bytes, unit),
+         InUnit(At(at_peak, Category::kBucketData) + At(at_peak, Category::kBucketOutput) +
+                    At(at_peak, Category::kGradShard),
+                unit),
+         collectives.empty() ? std::string("none") : collectives, InUnit(sent, unit)});
   }
   return table;
 }

@@ -14,7 +14,7 @@ namespace bucketsim {
 bool SpansFrameworks(const std::vector<RunResult>& runs);
 // Columns: policy, framework, setting, peak allocated, peak reserved, reduce buffers at the peak
 // (bucket data and outputs, and the gradients a policy keeps: grad_shard), collectives by kind,
-// bytes sent.
-Table BuildFrameworkTable(const std::vector<RunResult>& runs);
+// bytes sent; bytes in `unit`.
+Table BuildFrameworkTable(const std::vector<RunResult>& runs, ByteUnit unit = kMiBUnit);
 
 }  // namespace bucketsim

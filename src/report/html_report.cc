@@ -104,13 +104,13 @@ Table ParetoRows(const Table& table, const SweepSection& sweep) {
 }
 
 void AppendDocument(std::string& out, const ReportDocument& doc,
-                    const std::vector<ReportChart>& charts, int h) {
+                    const std::vector<ReportChart>& charts, int h, ByteUnit unit) {
   if (!doc.trace.description.empty()) out += fmt::format("<p>{}</p>\n", Esc(doc.trace.description));
   out += fmt::format("<p>{}</p>\n", Esc(TraceSummaryText(doc)));
   const bool collapsed = Collapsed(doc);
   if (!collapsed) {
-    out +=
-        fmt::format("<h{0}>Policies</h{0}>\n", h) + PoliciesTables(BuildComparisonTable(doc.runs));
+    out += fmt::format("<h{0}>Policies</h{0}>\n", h) +
+           PoliciesTables(BuildComparisonTable(doc.runs, unit));
   }
   for (const RunResult& run : doc.runs) {
     if (run.oom) {
@@ -120,7 +120,7 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
   }
   if (SpansFrameworks(doc.runs)) {
     out += fmt::format("<h{0}>Across frameworks</h{0}>\n", h) +
-           HtmlTable(BuildFrameworkTable(doc.runs));
+           HtmlTable(BuildFrameworkTable(doc.runs, unit));
   }
   if (!doc.predictions.empty()) {
     out += fmt::format("<h{0}>Measured against predicted</h{0}>\n<p>{1}</p>\n", h,
@@ -128,7 +128,7 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
     out += HtmlTable(BuildPredictionTable(doc.predictions));
   }
   if (doc.sweep) {
-    const Table table = BuildSweepTable(*doc.sweep);
+    const Table table = BuildSweepTable(*doc.sweep, unit);
     if (collapsed) {
       out += fmt::format(
           "<h{0}>Sweep</h{0}>\n<p>The Pareto-optimal configurations of {1}; every configuration "
@@ -139,7 +139,7 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
       out += fmt::format("<h{0}>Sweep</h{0}>\n", h) + HtmlTable(table);
     }
     out += fmt::format("<p>{}</p>\n", Esc(kSweepParetoNote));
-    for (const std::string& paragraph : SweepAdvice(*doc.sweep)) {
+    for (const std::string& paragraph : SweepAdvice(*doc.sweep, unit)) {
       out += fmt::format("<p>{}</p>\n", Esc(paragraph));
     }
   }
@@ -157,17 +157,17 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
   std::string& runs = collapsed ? details : out;
   for (const RunResult& run : doc.runs) {
     runs += fmt::format("<h{0}>{1} (<code>{2}</code>)</h{0}>\n<p>{3}</p>\n", h, Esc(run.policy),
-                        Esc(run.canonical), Esc(PeakText(run)));
-    if (auto text = FragmentationText(run)) runs += fmt::format("<p>{}</p>\n", Esc(*text));
-    runs += HtmlTable(BuildPeakCompositionTable(run));
-    if (!run.peak.largest.empty()) runs += HtmlTable(BuildLargestAtPeakTable(run));
+                        Esc(run.canonical), Esc(PeakText(run, unit)));
+    if (auto text = FragmentationText(run, unit)) runs += fmt::format("<p>{}</p>\n", Esc(*text));
+    runs += HtmlTable(BuildPeakCompositionTable(run, unit));
+    if (!run.peak.largest.empty()) runs += HtmlTable(BuildLargestAtPeakTable(run, unit));
   }
   if (collapsed) {
     out += fmt::format(
         "<details class=\"more\" id=\"details\">\n<summary>Details: all {} configurations "
         "</summary>\n<h{}>Policies</h{}>\n{}{}{}</details>\n",
-        doc.runs.size(), h, h, PoliciesTables(BuildComparisonTable(doc.runs)),
-        HtmlTable(BuildSweepTable(*doc.sweep)), details);
+        doc.runs.size(), h, h, PoliciesTables(BuildComparisonTable(doc.runs, unit)),
+        HtmlTable(BuildSweepTable(*doc.sweep, unit)), details);
   }
   out += fmt::format("<h{0}>Context</h{0}>\n<dl class=\"context\">\n", h);
   for (const auto& [label, value] : ContextItems(doc)) {
@@ -188,13 +188,14 @@ std::string FormatHtmlReport(const std::vector<ReportDocument>& docs,
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
       "<title>{0}</title>\n<style>{1}</style>\n</head>\n<body>\n<main>\n<h1>{0}</h1>\n",
       Esc(title), kStyle);
+  const ByteUnit unit = PageUnit(docs);  // as PageCharts draws the charts
   if (docs.size() == 1) {
-    AppendDocument(out, docs.front(), charts.front(), 2);
+    AppendDocument(out, docs.front(), charts.front(), 2, unit);
   } else {
     for (std::size_t i = 0; i < docs.size(); ++i) {
       out += fmt::format("<section class=\"report\">\n<h2>{}. {}</h2>\n", i + 1,
                          Esc(DocumentTitle(docs[i])));
-      AppendDocument(out, docs[i], charts[i], 3);
+      AppendDocument(out, docs[i], charts[i], 3, unit);
       out += "</section>\n";
     }
   }

@@ -12,10 +12,10 @@ namespace {
 
 void AppendDocument(std::string& out, const ReportDocument& doc,
                     const std::vector<ReportChart>* charts, std::string_view chart_dir,
-                    const std::string& h) {
+                    const std::string& h, ByteUnit unit) {
   if (!doc.trace.description.empty()) out += fmt::format("{}\n\n", doc.trace.description);
   out += TraceSummaryText(doc) + "\n\n";
-  out += fmt::format("{}# Policies\n\n", h) + RenderMarkdown(BuildComparisonTable(doc.runs));
+  out += fmt::format("{}# Policies\n\n", h) + RenderMarkdown(BuildComparisonTable(doc.runs, unit));
   for (const RunResult& run : doc.runs) {
     if (run.oom)
       out +=
@@ -23,7 +23,7 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
   }
   if (SpansFrameworks(doc.runs)) {
     out += fmt::format("\n{}# Across frameworks\n\n", h) +
-           RenderMarkdown(BuildFrameworkTable(doc.runs));
+           RenderMarkdown(BuildFrameworkTable(doc.runs, unit));
   }
   if (!doc.predictions.empty()) {
     out += fmt::format("\n{}# Measured against predicted\n\n{}\n\n", h,
@@ -31,9 +31,9 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
     out += RenderMarkdown(BuildPredictionTable(doc.predictions));
   }
   if (doc.sweep) {
-    out += fmt::format("\n{}# Sweep\n\n", h) + RenderMarkdown(BuildSweepTable(*doc.sweep));
+    out += fmt::format("\n{}# Sweep\n\n", h) + RenderMarkdown(BuildSweepTable(*doc.sweep, unit));
     out += fmt::format("\n\\{}\n", kSweepParetoNote);  // "\*": not a list item
-    for (const std::string& paragraph : SweepAdvice(*doc.sweep)) {
+    for (const std::string& paragraph : SweepAdvice(*doc.sweep, unit)) {
       out += fmt::format("\n{}\n", paragraph);
     }
   }
@@ -46,10 +46,10 @@ void AppendDocument(std::string& out, const ReportDocument& doc,
   }
   for (const RunResult& run : doc.runs) {
     out += fmt::format("\n{}# {} (`{}`)\n\n", h, run.policy, run.canonical);
-    out += PeakText(run) + "\n\n";
-    if (auto text = FragmentationText(run)) out += *text + "\n\n";
-    out += RenderMarkdown(BuildPeakCompositionTable(run));
-    if (!run.peak.largest.empty()) out += "\n" + RenderMarkdown(BuildLargestAtPeakTable(run));
+    out += PeakText(run, unit) + "\n\n";
+    if (auto text = FragmentationText(run, unit)) out += *text + "\n\n";
+    out += RenderMarkdown(BuildPeakCompositionTable(run, unit));
+    if (!run.peak.largest.empty()) out += "\n" + RenderMarkdown(BuildLargestAtPeakTable(run, unit));
   }
   out += fmt::format("\n{}# Context\n\n", h);
   for (const auto& [label, value] : ContextItems(doc)) {
@@ -64,15 +64,17 @@ std::string FormatMarkdownReport(const std::vector<ReportDocument>& docs,
                                  const std::vector<std::vector<ReportChart>>& charts,
                                  std::string_view chart_dir) {
   std::string out;
+  const ByteUnit unit = PageUnit(docs);  // as PageCharts draws the charts
   if (docs.size() == 1) {
     out = fmt::format("# bucketsim report: {}\n\n", DocumentTitle(docs.front()));
-    AppendDocument(out, docs.front(), charts.empty() ? nullptr : &charts.front(), chart_dir, "#");
+    AppendDocument(out, docs.front(), charts.empty() ? nullptr : &charts.front(), chart_dir, "#",
+                   unit);
     return out;
   }
   out = fmt::format("# bucketsim report: {} reports\n", docs.size());
   for (std::size_t i = 0; i < docs.size(); ++i) {
     out += fmt::format("\n## {}. {}\n\n", i + 1, DocumentTitle(docs[i]));
-    AppendDocument(out, docs[i], charts.empty() ? nullptr : &charts[i], chart_dir, "##");
+    AppendDocument(out, docs[i], charts.empty() ? nullptr : &charts[i], chart_dir, "##", unit);
   }
   return out;
 }

@@ -1,6 +1,7 @@
 // The report as a Markdown document: per report the policy table, the charts (as SVG files the
 // document links), each policy's peak (when, in which phase, what is alive by category, the
-// largest allocations, fragmentation under the caching model) and the context block.
+// largest allocations, fragmentation under the caching model) and the context block; memory in
+// the page's one unit (byte_unit.h), as the HTML page states it.
 #pragma once
 
 #include <string>

@@ -37,14 +37,6 @@ std::string_view PhaseFill(Phase phase) {
   return "#f0f0f0";
 }
 
-// The tables' unit (console_table.h: MiB): every chart's byte axis is in it too, so a figure
-// reads the same in a chart and in the table beside it.
-constexpr Bytes kTableUnitBytes = kMiB;
-
-std::string MibText(Bytes bytes) {
-  return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / static_cast<double>(kMiB));
-}
-
 // The end of the replay clock: the last event any policy reached.
 EventIndex EventSpan(const ReportDocument& doc) {
   EventIndex end = std::max<EventIndex>(doc.trace.events, 1);
@@ -69,14 +61,14 @@ const std::vector<PhaseStats>& LongestPhases(const ReportDocument& doc) {
 
 // Phase bands behind a plot of the event axis, with their names where there is room.
 void DrawPhaseBands(SvgBuilder& svg, const ReportDocument& doc, const LinearScale& x, double top,
-                    double height) {
+                    double height, ByteUnit unit) {
   for (const PhaseStats& p : LongestPhases(doc)) {
     const double x0 = x(static_cast<double>(p.first_event));
     const double x1 = x(static_cast<double>(p.end_event));
     const std::string name(PhaseName(p.phase));
     svg.Rect(x0, top, x1 - x0, height, PhaseFill(p.phase), {},
              fmt::format("iteration {} {}: events {}-{}, peak {}", p.iteration, name, p.first_event,
-                         p.end_event, MibText(p.peak_bytes)));
+                         p.end_event, WithUnit(p.peak_bytes, unit)));
     const double room = x1 - x0;
     std::string label = room > 7.5 * static_cast<double>(name.size()) + 6 ? name
                         : room > 14 ? std::string(1, static_cast<char>(std::toupper(name[0])))
@@ -127,6 +119,9 @@ double DrawLegend(SvgBuilder& svg, double top, const std::vector<std::string>& l
   return y + 20;
 }
 
+// The knee's ring: Okabe-Ito's bluish green, apart from the dots' blue and vermillion.
+constexpr std::string_view kKneeColor = "#009E73";
+
 std::string LaneLabel(const BucketLifetime& b) {
   return fmt::format("{} {} g{}", b.category == Category::kBucketData ? "data" : "output",
                      DTypeName(b.dtype), b.group);
@@ -168,7 +163,7 @@ std::string_view CategoryColor(Category category) {
   return "#000000";
 }
 
-std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc) {
+std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc, ByteUnit unit) {
   if (!doc.has_timeline) return std::nullopt;
   const double top = 30;
   const double plot_h = 300;
@@ -184,13 +179,13 @@ std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc) {
                    run.memory_model == "caching";
   }
   const EventIndex span = EventSpan(doc);
-  const ByteAxis axis = MakeByteAxisIn(most, 6, kTableUnitBytes);
+  const ByteAxis axis = MakeByteAxisIn(most, 6, unit.bytes);
   const LinearScale x{0, static_cast<double>(span), kLeft, kWidth - kRight};
   const LinearScale y{0, axis.top_bytes(), bottom, top};
   const double legend_rows = 1 + static_cast<double>(legend.size()) / 5;
   SvgBuilder svg(kWidth, bottom + 64 + 20 * legend_rows + (any_reserved ? 20 : 0), kChartClass,
                  "Memory over time, all policies");
-  DrawPhaseBands(svg, doc, x, top, plot_h);
+  DrawPhaseBands(svg, doc, x, top, plot_h, unit);
   DrawByteAxis(svg, axis, y, kLeft, kWidth - kRight, "memory");
   DrawEventAxis(svg, x, span, bottom);
 
@@ -233,7 +228,7 @@ std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc) {
     svg.Circle(x(static_cast<double>(run.peak.event_index)),
                y(static_cast<double>(run.peak.allocated_bytes)), 4.5, color,
                fmt::format("{}: peak {} allocated at event {} (iteration {}, {})", name,
-                           MibText(run.peak.allocated_bytes), run.peak.event_index,
+                           WithUnit(run.peak.allocated_bytes, unit), run.peak.event_index,
                            run.peak.iteration, PhaseName(run.peak.phase)));
   }
   double legend_top = bottom + 60;
@@ -264,7 +259,7 @@ double RowLabelWidth(const std::vector<RunResult>& runs) {
   return std::clamp(16 + 7.0 * static_cast<double>(longest), 120.0, 420.0);
 }
 
-ReportChart PeakCompositionChart(const ReportDocument& doc) {
+ReportChart PeakCompositionChart(const ReportDocument& doc, ByteUnit unit) {
   const double left = RowLabelWidth(doc.runs);
   const double top = 20;
   const double bar_h = 24;
@@ -282,7 +277,7 @@ ReportChart PeakCompositionChart(const ReportDocument& doc) {
   for (const RunResult& run : doc.runs) most = std::max(most, run.peak.allocated_bytes);
   const double plot_h = static_cast<double>(doc.runs.size()) * (bar_h + gap);
   const double bottom = top + plot_h;
-  const ByteAxis axis = MakeByteAxisIn(most, 8, kTableUnitBytes);
+  const ByteAxis axis = MakeByteAxisIn(most, 8, unit.bytes);
   const LinearScale x{0, axis.top_bytes(), left, kWidth - kRight - 70};
   std::vector<std::string> legend;
   for (Category c : shown) legend.emplace_back(CategoryName(c));
@@ -308,12 +303,12 @@ ReportChart PeakCompositionChart(const ReportDocument& doc) {
       sum += bytes;
       svg.Rect(x0, y0, x(static_cast<double>(sum)) - x0, bar_h, CategoryColor(c),
                "stroke=\"#ffffff\" stroke-width=\"0.5\"",
-               fmt::format("{}: {} {}", name, CategoryName(c), MibText(bytes)));
+               fmt::format("{}: {} {}", name, CategoryName(c), WithUnit(bytes, unit)));
     }
     // A run that ran out of --device-memory: its bar is what was alive when it failed.
     svg.Text(x(static_cast<double>(sum)) + 6, y0 + bar_h / 2 + 4,
-             run.oom ? fmt::format("{} OOM", MibText(sum)) : MibText(sum), "start", kFont, 0,
-             run.oom ? "fill=\"#B00020\" font-weight=\"bold\"" : "");
+             run.oom ? fmt::format("{} OOM", WithUnit(sum, unit)) : WithUnit(sum, unit), "start",
+             kFont, 0, run.oom ? "fill=\"#B00020\" font-weight=\"bold\"" : "");
   }
   DrawLegend(svg, bottom + 56, legend, [&svg, &shown](double lx, double ly, std::size_t i) {
     svg.Rect(lx, ly - 6, 22, 12, CategoryColor(shown[i]));
@@ -329,7 +324,8 @@ ReportChart PeakCompositionChart(const ReportDocument& doc) {
           svg.Finish()};
 }
 
-std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::size_t index) {
+std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::size_t index,
+                                                ByteUnit unit) {
   const RunResult& run = doc.runs[index];
   if (run.bucket_lifetimes.empty()) return std::nullopt;
   const std::string name = RunLabel(doc.runs, index);
@@ -366,7 +362,7 @@ std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::
   const LinearScale x{0, static_cast<double>(span), left, kWidth - kRight};
   SvgBuilder svg(kWidth, bottom + 84, kChartClass,
                  fmt::format("Bucket buffer lifetimes: {}", name));
-  DrawPhaseBands(svg, doc, x, top, plot_h);
+  DrawPhaseBands(svg, doc, x, top, plot_h, unit);
   DrawEventAxis(svg, x, span, bottom);
   for (std::size_t lane = 0; lane < lane_names.size(); ++lane) {
     svg.Text(left - 6, top + 20 + static_cast<double>(lane) * (lane_h + lane_gap) + lane_h - 2,
@@ -382,7 +378,7 @@ std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::
     const double x0 = x(static_cast<double>(b.allocated_event));
     const std::string tip = fmt::format(
         "{}: {} {} group {}, {}, allocated at event {}{}{}", name, CategoryName(b.category),
-        DTypeName(b.dtype), b.group, MibText(b.bytes), b.allocated_event,
+        DTypeName(b.dtype), b.group, WithUnit(b.bytes, unit), b.allocated_event,
         b.retired_event ? fmt::format(", retired at {}", *b.retired_event) : std::string(),
         b.freed_event ? fmt::format(", freed at {}", *b.freed_event)
                       : std::string(", alive at the end"));
@@ -420,7 +416,7 @@ std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::
                      fmt::format("Bucket lifetimes: {}", name), caption, svg.Finish()};
 }
 
-std::optional<ReportChart> FragmentationChart(const ReportDocument& doc) {
+std::optional<ReportChart> FragmentationChart(const ReportDocument& doc, ByteUnit unit) {
   std::vector<std::size_t> runs;
   Bytes most = 0;
   for (std::size_t i = 0; i < doc.runs.size(); ++i) {
@@ -436,7 +432,7 @@ std::optional<ReportChart> FragmentationChart(const ReportDocument& doc) {
   const double bar_h = 24;
   const double gap = 12;
   const double bottom = top + static_cast<double>(runs.size()) * (bar_h + gap);
-  const ByteAxis axis = MakeByteAxisIn(most, 8, kTableUnitBytes);
+  const ByteAxis axis = MakeByteAxisIn(most, 8, unit.bytes);
   const LinearScale x{0, axis.top_bytes(), left, kWidth - kRight - 70};
   SvgBuilder svg(kWidth, bottom + 80, kChartClass,
                  "Reserved memory at the allocated peak (caching allocator)");
@@ -461,10 +457,11 @@ std::optional<ReportChart> FragmentationChart(const ReportDocument& doc) {
       const double x0 = x(static_cast<double>(sum));
       sum += parts[k];
       svg.Rect(x0, y0, x(static_cast<double>(sum)) - x0, bar_h, colors[k], {},
-               fmt::format("{}: {} {}; largest free block {}", name, names[k], MibText(parts[k]),
-                           MibText(f.largest_free_block_bytes)));
+               fmt::format("{}: {} {}; largest free block {}", name, names[k],
+                           WithUnit(parts[k], unit), WithUnit(f.largest_free_block_bytes, unit)));
     }
-    svg.Text(x(static_cast<double>(sum)) + 6, y0 + bar_h / 2 + 4, MibText(sum), "start", kFont);
+    svg.Text(x(static_cast<double>(sum)) + 6, y0 + bar_h / 2 + 4, WithUnit(sum, unit), "start",
+             kFont);
   }
   DrawLegend(svg, bottom + 56,
              {"allocated", "free pieces of split blocks (inactive_split)", "other cached free"},
@@ -477,7 +474,7 @@ std::optional<ReportChart> FragmentationChart(const ReportDocument& doc) {
                      svg.Finish()};
 }
 
-std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
+std::optional<ReportChart> ParetoChart(const ReportDocument& doc, ByteUnit unit) {
   if (!doc.sweep || doc.sweep->points.empty()) return std::nullopt;
   const std::vector<SweepPoint>& points = doc.sweep->points;
   const std::optional<BudgetAnswer>& budget = doc.sweep->budget;
@@ -499,7 +496,7 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
     fastest = std::min(fastest, p.step_time_us);
   }
   if (fastest > slowest) fastest = slowest;
-  const ByteAxis axis = MakeByteAxisIn(most, 8, kTableUnitBytes);
+  const ByteAxis axis = MakeByteAxisIn(most, 8, unit.bytes);
   // The time axis spans the points, not 0 to the slowest: step times a few percent apart are
   // the question, and from 0 they would lie on one line. Padded by a tenth of the spread (or
   // 1% of the time when every point takes the same), floored to a tick.
@@ -553,19 +550,30 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
                fmt::format("chosen within the budget: {}",
                            PolicyAtCap(chosen.policy, chosen.bucket_cap_mb)));
   }
+  // The knee of the sweep's advice (sweep_report.h): ringed over its dot.
+  const std::optional<std::size_t> knee = doc.sweep->knee.knee;
   for (const SweepPoint& p : points) {
     if (p.out_of_memory) continue;
-    svg.Circle(x(static_cast<double>(p.peak_reserved_bytes)), y(p.step_time_us / 1000.0), 5,
-               p.pareto ? SeriesColor(1) : SeriesColor(0),
-               fmt::format("{}: peak reserved {}, step {:.3f} ms, exposed communication {:.3f} "
-                           "ms{}",
-                           PolicyAtCap(p.policy, p.bucket_cap_mb), MibText(p.peak_reserved_bytes),
-                           p.step_time_us / 1000.0, p.exposed_communication_us / 1000.0,
-                           p.pareto ? " (Pareto-optimal)" : ""));
+    svg.Circle(
+        x(static_cast<double>(p.peak_reserved_bytes)), y(p.step_time_us / 1000.0), 5,
+        p.pareto ? SeriesColor(1) : SeriesColor(0),
+        fmt::format("{}: peak reserved {}, step {:.3f} ms, exposed communication {:.3f} "
+                    "ms{}",
+                    PolicyAtCap(p.policy, p.bucket_cap_mb), WithUnit(p.peak_reserved_bytes, unit),
+                    p.step_time_us / 1000.0, p.exposed_communication_us / 1000.0,
+                    p.pareto ? " (Pareto-optimal)" : ""));
   }
-  // Labels sit right of their dot, at its height: the Pareto-optimal configurations and the
-  // chosen one only (every dot has its figures in its tooltip and in the sweep table). A label
-  // that would overlap one already placed goes left of its dot, else is left out rather than
+  if (knee && !points[*knee].out_of_memory) {
+    const SweepPoint& k = points[*knee];
+    svg.Ring(
+        x(static_cast<double>(k.peak_reserved_bytes)), y(k.step_time_us / 1000.0), 13, kKneeColor,
+        2.5,
+        fmt::format("knee: {} (the least peak reserved within {:g}% of the fastest step)",
+                    PolicyAtCap(k.policy, k.bucket_cap_mb), doc.sweep->knee.time_tolerance * 100));
+  }
+  // Labels sit right of their dot, at its height: the Pareto-optimal configurations, the knee
+  // and the chosen one only (every dot has its figures in its tooltip and in the sweep table). A
+  // label that would overlap one already placed goes left of its dot, else is left out rather than
   // moved away from it.
   struct Box {
     double x0, x1, y;
@@ -573,7 +581,7 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
   std::vector<Box> placed;
   for (std::size_t i = 0; i < points.size(); ++i) {
     const SweepPoint& p = points[i];
-    const bool chosen = budget && budget->best && *budget->best == i;
+    const bool chosen = (budget && budget->best && *budget->best == i) || knee == i;
     if (p.out_of_memory || !(p.pareto || chosen)) continue;
     const std::string label = PolicyAtCap(p.policy, p.bucket_cap_mb);
     const double px = x(static_cast<double>(p.peak_reserved_bytes));
@@ -609,19 +617,30 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
     svg.Circle(kLeft + 430, legend_top, 8, "#000000");
     svg.Text(kLeft + 444, legend_top + 4, "fastest that fits", "start", kFont);
   }
+  if (knee) {
+    const double kx = kLeft + (budget ? 590 : 316);
+    svg.Ring(kx + 8, legend_top, 9, kKneeColor, 2.5);
+    svg.Text(kx + 24, legend_top + 4, "knee", "start", kFont);
+  }
   std::string caption =
       "Each dot is one (policy, bucket cap) configuration of the sweep: its peak reserved memory "
       "against its predicted step time. The Pareto-optimal ones (no other configuration has "
       "both less peak reserved memory and a shorter step) are joined, from the least memory to "
       "the most, and labelled; every dot's figures are in its tooltip and in the sweep table.";
+  if (knee) {
+    caption += fmt::format(
+        " The green ring is the knee: the least peak reserved memory within {:g}% of the "
+        "fastest step.",
+        doc.sweep->knee.time_tolerance * 100);
+  }
   if (budget) {
     caption += budget->best
                    ? fmt::format(
-                         " The dashed line is the budget ({}); the ringed dot the "
+                         " The dashed line is the budget ({}); the dot ringed in black the "
                          "fastest configuration within it.",
-                         MibText(budget->budget_bytes))
+                         WithUnit(budget->budget_bytes, unit))
                    : fmt::format(" The dashed line is the budget ({}); nothing fits within it.",
-                                 MibText(budget->budget_bytes));
+                                 WithUnit(budget->budget_bytes, unit));
   }
   if (out_of_memory > 0) {
     caption += fmt::format(" {} configuration(s) ran out of device memory and are not drawn.",
@@ -630,15 +649,16 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc) {
   return ReportChart{"pareto", "Memory versus step time (sweep)", caption, svg.Finish()};
 }
 
-std::vector<ReportChart> ReportCharts(const ReportDocument& doc, const std::string& prefix) {
+std::vector<ReportChart> ReportCharts(const ReportDocument& doc, const std::string& prefix,
+                                      ByteUnit unit) {
   std::vector<ReportChart> charts;
   // A sweep's question is the trade-off: its chart comes first.
-  if (auto chart = ParetoChart(doc)) charts.push_back(std::move(*chart));
-  if (auto chart = MemoryOverTimeChart(doc)) charts.push_back(std::move(*chart));
-  charts.push_back(PeakCompositionChart(doc));
-  if (auto chart = FragmentationChart(doc)) charts.push_back(std::move(*chart));
+  if (auto chart = ParetoChart(doc, unit)) charts.push_back(std::move(*chart));
+  if (auto chart = MemoryOverTimeChart(doc, unit)) charts.push_back(std::move(*chart));
+  charts.push_back(PeakCompositionChart(doc, unit));
+  if (auto chart = FragmentationChart(doc, unit)) charts.push_back(std::move(*chart));
   for (std::size_t i = 0; i < doc.runs.size(); ++i) {
-    if (auto chart = BucketLifetimesChart(doc, i)) charts.push_back(std::move(*chart));
+    if (auto chart = BucketLifetimesChart(doc, i, unit)) charts.push_back(std::move(*chart));
   }
   for (ReportChart& chart : charts) chart.id = prefix + chart.id;
   return charts;
@@ -646,8 +666,10 @@ std::vector<ReportChart> ReportCharts(const ReportDocument& doc, const std::stri
 
 std::vector<std::vector<ReportChart>> PageCharts(const std::vector<ReportDocument>& docs) {
   std::vector<std::vector<ReportChart>> charts;
+  const ByteUnit unit = PageUnit(docs);
   for (std::size_t i = 0; i < docs.size(); ++i) {
-    charts.push_back(ReportCharts(docs[i], docs.size() == 1 ? "" : fmt::format("r{}-", i + 1)));
+    charts.push_back(
+        ReportCharts(docs[i], docs.size() == 1 ? "" : fmt::format("r{}-", i + 1), unit));
   }
   return charts;
 }

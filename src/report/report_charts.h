@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "report/byte_unit.h"
 #include "report/report_document.h"
 
 namespace bucketsim {
@@ -23,23 +24,30 @@ struct ReportChart {
 // Every chart <svg> carries this class; the browser test counts them.
 inline constexpr std::string_view kChartClass = "bucketsim-chart";
 
+// Each chart states its bytes in `unit` (axes, labels, tooltips, captions): the page's unit
+// (byte_unit.h), so that a figure reads the same in a chart and in the table beside it.
+
 // Unset when the report has no memory timeline (one written before the timeline existed): no
 // empty chart.
-std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc);
-ReportChart PeakCompositionChart(const ReportDocument& doc);
+std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc, ByteUnit unit = kMiBUnit);
+ReportChart PeakCompositionChart(const ReportDocument& doc, ByteUnit unit = kMiBUnit);
 // Unset when the policy made no bucket buffers (unbucketed).
-std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::size_t run);
+std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::size_t run,
+                                                ByteUnit unit = kMiBUnit);
 // Unset unless some policy ran under the caching model.
-std::optional<ReportChart> FragmentationChart(const ReportDocument& doc);
+std::optional<ReportChart> FragmentationChart(const ReportDocument& doc, ByteUnit unit = kMiBUnit);
 // A sweep's trade-off (`bucketsim sweep`, doc.sweep): peak reserved memory (x) against predicted
 // step time (y), one dot per (policy, cap) that ran to the end, the Pareto-optimal ones joined
 // from the least memory to the most, labelled "policy @ cap MiB"; with a budget, its line and the
-// configuration chosen within it ringed. Unset for a report that is not a sweep.
-std::optional<ReportChart> ParetoChart(const ReportDocument& doc);
+// configuration chosen within it ringed, and the knee (the sweep's advice: the least memory
+// within a few percent of the fastest step) marked. Unset for a report that is not a sweep.
+std::optional<ReportChart> ParetoChart(const ReportDocument& doc, ByteUnit unit = kMiBUnit);
 
 // All of a document's charts in page order; `prefix` makes the ids unique across documents.
-std::vector<ReportChart> ReportCharts(const ReportDocument& doc, const std::string& prefix);
-// The charts of every document of a page: ids prefixed "r1-", "r2-", ... when there are several.
+std::vector<ReportChart> ReportCharts(const ReportDocument& doc, const std::string& prefix,
+                                      ByteUnit unit);
+// The charts of every document of a page, in the page's unit (PageUnit(docs)): ids prefixed
+// "r1-", "r2-", ... when there are several.
 std::vector<std::vector<ReportChart>> PageCharts(const std::vector<ReportDocument>& docs);
 
 // The colour of a category in every chart (Paul Tol's colour-blind-safe "muted" and "light"

@@ -15,21 +15,22 @@ std::string TraceSummaryText(const ReportDocument& doc) {
       doc.context.memory_model, doc.context.backend);
 }
 
-std::string PeakText(const RunResult& run) {
-  return fmt::format("Peak {} MiB allocated at event {} (iteration {}, {}); peak reserved {} MiB.",
-                     Mib(run.peak.allocated_bytes), run.peak.event_index, run.peak.iteration,
-                     PhaseName(run.peak.phase), Mib(run.peak.reserved_bytes));
+std::string PeakText(const RunResult& run, ByteUnit unit) {
+  return fmt::format("Peak {} allocated at event {} (iteration {}, {}); peak reserved {}.",
+                     WithUnit(run.peak.allocated_bytes, unit), run.peak.event_index,
+                     run.peak.iteration, PhaseName(run.peak.phase),
+                     WithUnit(run.peak.reserved_bytes, unit));
 }
 
-std::optional<std::string> FragmentationText(const RunResult& run) {
+std::optional<std::string> FragmentationText(const RunResult& run, ByteUnit unit) {
   const auto& f = run.peak.fragmentation;
   if (!f) return std::nullopt;
   return fmt::format(
-      "At the allocated peak the allocator holds {} MiB reserved but unallocated: {} MiB in "
-      "free pieces of split blocks, the largest free block {} MiB, in {} segment group(s) by "
-      "stream and pool.",
-      Mib(f->reserved_minus_allocated_bytes), Mib(f->inactive_split_bytes),
-      Mib(f->largest_free_block_bytes), f->segments.size());
+      "At the allocated peak the allocator holds {} reserved but unallocated: {} in free "
+      "pieces of split blocks, the largest free block {}, in {} segment group(s) by stream and "
+      "pool.",
+      WithUnit(f->reserved_minus_allocated_bytes, unit), WithUnit(f->inactive_split_bytes, unit),
+      WithUnit(f->largest_free_block_bytes, unit), f->segments.size());
 }
 
 std::vector<std::pair<std::string, std::string>> ContextItems(const ReportDocument& doc) {

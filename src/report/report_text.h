@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "report/byte_unit.h"
 #include "report/report_document.h"
 
 namespace bucketsim {
@@ -24,9 +25,9 @@ inline constexpr std::string_view kNoTimelineNote =
 // "World size 8, rank 0, 26 FSDP instances, ... memory model caching, backend sim."
 std::string TraceSummaryText(const ReportDocument& doc);
 // "Peak 3.11 MiB allocated at event 27 (iteration 1, backward); peak reserved 4.00 MiB."
-std::string PeakText(const RunResult& run);
+std::string PeakText(const RunResult& run, ByteUnit unit = kMiBUnit);
 // Where reserved-but-unallocated memory sat at the peak; unset under the exact model.
-std::optional<std::string> FragmentationText(const RunResult& run);
+std::optional<std::string> FragmentationText(const RunResult& run, ByteUnit unit = kMiBUnit);
 // The context block as (label, value) pairs; values empty in the report are left out.
 std::vector<std::pair<std::string, std::string>> ContextItems(const ReportDocument& doc);
 // "backward-only @ 25 MiB": a policy at one bucket cap (a sweep replays a policy at several caps);

@@ -153,6 +153,15 @@ void SvgBuilder::Circle(double cx, double cy, double r, std::string_view fill,
   out_ += tip.empty() ? "/>\n" : fmt::format(">{}</circle>\n", tip);
 }
 
+void SvgBuilder::Ring(double cx, double cy, double r, std::string_view stroke, double stroke_width,
+                      std::string_view tooltip) {
+  std::string tip = Tooltip(tooltip);
+  out_ += fmt::format(
+      "<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"",
+      Num(cx), Num(cy), Num(r), stroke, FormatTick(stroke_width));
+  out_ += tip.empty() ? "/>\n" : fmt::format(">{}</circle>\n", tip);
+}
+
 void SvgBuilder::Text(double x, double y, std::string_view text, std::string_view anchor,
                       double font_size, double rotate, std::string_view extra) {
   std::string transform =

@@ -38,8 +38,8 @@ struct ByteAxis {
   std::string Label(double bytes) const;  // the tick label in the unit, e.g. "1.5"
 };
 ByteAxis MakeByteAxis(Bytes max_bytes, int max_ticks);
-// The same in a given binary unit (kKiB, kMiB, ...): a page whose tables are in MiB draws its
-// charts in MiB, so a figure reads the same in both.
+// The same in a given binary unit (kKiB, kMiB, ...): a page draws its charts in the unit of its
+// tables (byte_unit.h), so a figure reads the same in both.
 ByteAxis MakeByteAxisIn(Bytes max_bytes, int max_ticks, Bytes unit_bytes);
 
 // A number as a tick label: at most three decimals, trailing zeros dropped ("2.5", "10").
@@ -67,6 +67,9 @@ class SvgBuilder {
   void Polyline(const std::vector<double>& points, std::string_view stroke, double stroke_width,
                 std::string_view dash = {}, std::string_view tooltip = {});
   void Circle(double cx, double cy, double r, std::string_view fill, std::string_view tooltip = {});
+  // A hollow circle: a ring around a point drawn before or after it.
+  void Ring(double cx, double cy, double r, std::string_view stroke, double stroke_width,
+            std::string_view tooltip = {});
   // anchor: "start", "middle" or "end"; rotate in degrees about (x, y).
   void Text(double x, double y, std::string_view text, std::string_view anchor = "start",
             double font_size = 12, double rotate = 0, std::string_view extra = {});

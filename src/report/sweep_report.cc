@@ -26,10 +26,10 @@ std::string JoinAnd(const std::vector<std::string>& items) {
 }
 
 // "12.00 MiB more" / "3.00 MiB less" / "the same memory"
-std::string MemoryDelta(Bytes a, Bytes b) {
+std::string MemoryDelta(Bytes a, Bytes b, ByteUnit unit) {
   if (a == b) return "the same peak reserved memory";
-  return a > b ? fmt::format("{} MiB more peak reserved memory", Mib(a - b))
-               : fmt::format("{} MiB less peak reserved memory", Mib(b - a));
+  return a > b ? fmt::format("{} more peak reserved memory", WithUnit(a - b, unit))
+               : fmt::format("{} less peak reserved memory", WithUnit(b - a, unit));
 }
 
 // Why `chosen` and not the points that tie with it: the order of sweep_summary.h.
@@ -120,7 +120,7 @@ std::string DescribeSearch(const SweepSection& sweep) {
       s.from_mb, s.to_mb, s.caps, s.passes, sweep.points.size());
 }
 
-std::string DescribeKnee(const SweepSection& sweep) {
+std::string DescribeKnee(const SweepSection& sweep, ByteUnit unit) {
   const KneeAnswer& k = sweep.knee;
   if (!k.knee || !k.fastest) return "";
   const std::vector<SweepPoint>& points = sweep.points;
@@ -129,18 +129,19 @@ std::string DescribeKnee(const SweepSection& sweep) {
   std::string text;
   if (*k.knee == *k.fastest) {
     text = fmt::format(
-        "Knee: {} is the fastest (step {} ms) and has the least peak reserved ({} MiB) of the "
+        "Knee: {} is the fastest (step {} ms) and has the least peak reserved ({}) of the "
         "configurations within {:g}% of it.",
-        Name(knee), Ms(knee.step_time_us), Mib(knee.peak_reserved_bytes), k.time_tolerance * 100);
+        Name(knee), Ms(knee.step_time_us), WithUnit(knee.peak_reserved_bytes, unit),
+        k.time_tolerance * 100);
   } else {
     text = fmt::format(
-        "Knee: {} has the least peak reserved ({} MiB) of the configurations within {:g}% of "
-        "the fastest step ({} ms, {}); its step is {} ms, and it saves {} MiB against the fastest.",
-        Name(knee), Mib(knee.peak_reserved_bytes), k.time_tolerance * 100, Ms(fastest.step_time_us),
-        Name(fastest), Ms(knee.step_time_us),
+        "Knee: {} has the least peak reserved ({}) of the configurations within {:g}% of the "
+        "fastest step ({} ms, {}); its step is {} ms, and it saves {} against the fastest.",
+        Name(knee), WithUnit(knee.peak_reserved_bytes, unit), k.time_tolerance * 100,
+        Ms(fastest.step_time_us), Name(fastest), Ms(knee.step_time_us),
         fastest.peak_reserved_bytes >= knee.peak_reserved_bytes
-            ? Mib(fastest.peak_reserved_bytes - knee.peak_reserved_bytes)
-            : "-" + Mib(knee.peak_reserved_bytes - fastest.peak_reserved_bytes));
+            ? WithUnit(fastest.peak_reserved_bytes - knee.peak_reserved_bytes, unit)
+            : "-" + WithUnit(knee.peak_reserved_bytes - fastest.peak_reserved_bytes, unit));
   }
   return text + DescribeTies(points, *k.knee, k.ties);
 }
@@ -195,19 +196,19 @@ std::vector<std::size_t> SweepTableRows(const SweepSection& sweep) {
   return {keep.begin(), keep.end()};
 }
 
-Table BuildSweepTable(const SweepSection& sweep) {
+Table BuildSweepTable(const SweepSection& sweep, ByteUnit unit) {
   Table table;
   table.headers = {"policy",
                    "cap (MiB)",
                    "bucketed (requests)",
-                   "peak alloc (MiB)",
-                   "peak reserved (MiB)",
+                   fmt::format("peak alloc ({})", unit.name),
+                   fmt::format("peak reserved ({})", unit.name),
                    "step time (ms)",
                    "exposed comm (ms)",
                    "pareto"};
   table.right_aligned = {false, true, true, true, true, true, true, false};
   if (sweep.budget) {
-    table.headers.push_back(fmt::format("fits {} MiB", Mib(sweep.budget->budget_bytes)));
+    table.headers.push_back(fmt::format("fits {}", WithUnit(sweep.budget->budget_bytes, unit)));
     table.right_aligned.push_back(false);
   }
   table.headers.push_back("chosen");
@@ -220,8 +221,8 @@ Table BuildSweepTable(const SweepSection& sweep) {
     std::vector<std::string> row = {p.policy,
                                     fmt::format("{:g}", p.bucket_cap_mb),
                                     fmt::format("{}/{}", p.bucketed_requests, Requests(p)),
-                                    Mib(p.peak_allocated_bytes),
-                                    Mib(p.peak_reserved_bytes),
+                                    InUnit(p.peak_allocated_bytes, unit),
+                                    InUnit(p.peak_reserved_bytes, unit),
                                     p.out_of_memory ? "OOM" : Ms(p.step_time_us),
                                     p.out_of_memory ? "OOM" : Ms(p.exposed_communication_us),
                                     p.pareto ? "*" : ""};
@@ -241,11 +242,11 @@ Table BuildSweepTable(const SweepSection& sweep) {
   return table;
 }
 
-std::vector<std::string> SweepAdvice(const SweepSection& sweep) {
+std::vector<std::string> SweepAdvice(const SweepSection& sweep, ByteUnit unit) {
   std::vector<std::string> paragraphs = {DescribeSearch(sweep), DescribeCoverage(sweep),
-                                         DescribeKnee(sweep)};
+                                         DescribeKnee(sweep, unit)};
   if (sweep.budget) {
-    paragraphs.push_back(DescribeBudget(sweep.points, *sweep.budget) +
+    paragraphs.push_back(DescribeBudget(sweep.points, *sweep.budget, unit) +
                          (sweep.budget->best
                               ? DescribeTies(sweep.points, *sweep.budget->best, sweep.budget->ties)
                               : ""));
@@ -255,23 +256,24 @@ std::vector<std::string> SweepAdvice(const SweepSection& sweep) {
   return paragraphs;
 }
 
-std::string DescribeBudget(const std::vector<SweepPoint>& points, const BudgetAnswer& answer) {
+std::string DescribeBudget(const std::vector<SweepPoint>& points, const BudgetAnswer& answer,
+                           ByteUnit unit) {
   if (!answer.best) {
     if (!answer.smallest)
-      return fmt::format("budget {} MiB: no configuration ran to the end.",
-                         Mib(answer.budget_bytes));
+      return fmt::format("budget {}: no configuration ran to the end.",
+                         WithUnit(answer.budget_bytes, unit));
     const SweepPoint& s = points[*answer.smallest];
     return fmt::format(
-        "budget {} MiB: nothing fits; the smallest is {} with {} MiB peak reserved ({} MiB over).",
-        Mib(answer.budget_bytes), Name(s), Mib(s.peak_reserved_bytes),
-        Mib(s.peak_reserved_bytes - answer.budget_bytes));
+        "budget {}: nothing fits; the smallest is {} with {} peak reserved ({} over).",
+        WithUnit(answer.budget_bytes, unit), Name(s), WithUnit(s.peak_reserved_bytes, unit),
+        WithUnit(s.peak_reserved_bytes - answer.budget_bytes, unit));
   }
   const SweepPoint& best = points[*answer.best];
-  std::string text = fmt::format(
-      "budget {} MiB: fastest that fits is {}: step {} ms, peak reserved {} MiB ({} MiB to "
-      "spare)",
-      Mib(answer.budget_bytes), Name(best), Ms(best.step_time_us), Mib(best.peak_reserved_bytes),
-      Mib(answer.budget_bytes - best.peak_reserved_bytes));
+  std::string text =
+      fmt::format("budget {}: fastest that fits is {}: step {} ms, peak reserved {} ({} to spare)",
+                  WithUnit(answer.budget_bytes, unit), Name(best), Ms(best.step_time_us),
+                  WithUnit(best.peak_reserved_bytes, unit),
+                  WithUnit(answer.budget_bytes - best.peak_reserved_bytes, unit));
   if (!answer.runner_up) {
     return text + (answer.ties.empty() ? "; it is the only configuration that fits."
                                        : "; nothing else that fits differs from it.");
@@ -280,7 +282,7 @@ std::string DescribeBudget(const std::vector<SweepPoint>& points, const BudgetAn
   return text +
          fmt::format("; against the runner-up {} (step {} ms) it is {} ms faster and uses {}.",
                      Name(next), Ms(next.step_time_us), Ms(next.step_time_us - best.step_time_us),
-                     MemoryDelta(best.peak_reserved_bytes, next.peak_reserved_bytes));
+                     MemoryDelta(best.peak_reserved_bytes, next.peak_reserved_bytes, unit));
 }
 
 }  // namespace bucketsim

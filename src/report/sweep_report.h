@@ -18,15 +18,17 @@ namespace bucketsim {
 std::vector<std::size_t> SweepTableRows(const SweepSection& sweep);
 
 // Columns: policy, cap, requests bucketed, peak allocated, peak reserved, step time, exposed
-// communication, Pareto, with a budget whether the point fits it, and what was chosen.
-Table BuildSweepTable(const SweepSection& sweep);
+// communication, Pareto, with a budget whether the point fits it, and what was chosen. Memory in
+// `unit`, caps in MiB.
+Table BuildSweepTable(const SweepSection& sweep, ByteUnit unit = kMiBUnit);
 
 // The paragraphs under the table, in order: the search, the caps that bucket nothing or only
 // some requests, the knee, the budget answer, and the setting to use for the recommendation.
-std::vector<std::string> SweepAdvice(const SweepSection& sweep);
+std::vector<std::string> SweepAdvice(const SweepSection& sweep, ByteUnit unit = kMiBUnit);
 
 // "budget 40.00 MiB: fastest that fits is backward-only at cap 25 MiB (...); against the
 // runner-up ... it uses X MiB more/less and is Y ms faster", or what is the least that would fit.
-std::string DescribeBudget(const std::vector<SweepPoint>& points, const BudgetAnswer& answer);
+std::string DescribeBudget(const std::vector<SweepPoint>& points, const BudgetAnswer& answer,
+                           ByteUnit unit = kMiBUnit);
 
 }  // namespace bucketsim

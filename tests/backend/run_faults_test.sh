@@ -9,37 +9,12 @@
 set -uo pipefail
 bin=$1 src=$2 mpiexec=$3
 tmp=$(mktemp -d)
-job=
-cleanup() {
-  [[ -n $job ]] && kill -9 "$job" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+source "$(dirname "$0")/mpi_job.sh"
 
 cp "$src/traces/tiny-ws2.json" "$tmp/t-rank0.json"
 sed 's/"dur_us": 200/"dur_us": 3600000000/' "$src/traces/tiny-ws2.json" >"$tmp/t-rank1.json"
 cmp -s "$tmp/t-rank0.json" "$tmp/t-rank1.json" && fail "could not make rank 1's trace stall"
 timeout_s=20
-
-# rank_pid RANK: the pid of that rank of the job under $job (its OMPI_COMM_WORLD_RANK), once
-# it has been running for a moment.
-rank_pid() {
-  local deadline=$((SECONDS + 15))
-  while ((SECONDS < deadline)); do
-    for pid in $(pgrep -P "$job" 2>/dev/null); do
-      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
-        echo "$pid"
-        return 0
-      fi
-    done
-    sleep 0.1
-  done
-  return 1
-}
 
 # start_job: mpirun -np 2 bucketsim run in the background, stdout+stderr to $tmp/out.
 start_job() {
@@ -47,19 +22,6 @@ start_job() {
     --policy backward-only --compute-scale 1 --timeout $timeout_s --json "$tmp/report.json" \
     >"$tmp/out" 2>&1 &
   job=$!
-}
-
-# wait_job LIMIT_S: mpirun's exit code; fails when it is still running after LIMIT_S.
-wait_job() {
-  local deadline=$((SECONDS + $1))
-  while kill -0 "$job" 2>/dev/null; do
-    ((SECONDS < deadline)) || fail "mpirun still running after $1 s: $(cat "$tmp/out")"
-    sleep 0.1
-  done
-  wait "$job"
-  local rc=$?
-  job=
-  return $rc
 }
 
 no_ranks_left() {

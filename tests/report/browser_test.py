@@ -19,11 +19,17 @@ Usage: browser_test.py BUCKETSIM_BINARY SOURCE_DIR
    at the window width: no table wider than the page (the Policies table's 14 columns included),
    no table cell whose text is cut, every chart's text inside its chart, and no two labels of a
    chart on top of each other. A control page with each fault must be caught.
+7. One unit per page (src/report/byte_unit.h): every memory figure of a page, in its tables,
+   charts, tooltips and sentences, is in one binary unit, the one its largest peak calls for
+   (MiB for the tiny trace and the sweep example, GiB for the gpt-24l examples); only the bucket
+   cap (a setting in MiB) and out-of-memory descriptions are exempt. A control page mixing
+   units must be caught.
 
 Exit 77 (ctest SKIP_RETURN_CODE) when chromium is not installed; tools/setup.sh installs it.
 """
 import json
 import os
+from html import unescape
 import re
 import shutil
 import struct
@@ -164,6 +170,26 @@ def layout_faults(chromium, html_path, profile, work_dir):
         fail(f"the layout probe did not run on {copy}")
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&")
                       .replace("&lt;", "<").replace("&gt;", ">"))
+
+
+# What a page may state in MiB whatever its unit: the bucket cap, a setting (fairscale's
+# bucket_cap_mb: "cap (MiB)", "p @ 25 MiB", "at cap 25 MiB", "Caps 1, 5 and 25 MiB",
+# "bucket_cap_mb from 1 to 100 MiB", "the least cap that buckets any request is 3.01 MiB").
+CAP_PHRASES = re.compile(
+    r"\bcap \(MiB\)|@ [\d.]+ MiB|\b[Cc]aps? [\d.]+(?:(?:, | and )[\d.]+)* MiB"
+    r"|bucket_cap_mb from [\d.]+ to [\d.]+ MiB|least cap that buckets any request is [\d.]+ MiB")
+UNIT = re.compile(r"\b(KiB|MiB|GiB|TiB)\b|(?<![\w.])\d[\d.]* (B)\b|\((B)\)")
+
+
+def page_units(html):
+    """The byte units a page states its figures in (byte_unit.h's exemptions left out)."""
+    html = re.sub(r"<style>.*?</style>", " ", html, flags=re.S)
+    # Out-of-memory descriptions quote the failed allocation as PyTorch does; the context block
+    # quotes the command line.
+    html = re.sub(r'<p class="oom">.*?</p>|<td[^>]*>OOM at event.*?</td>'
+                  r'|<dl class="context">.*?</dl>|<footer>.*?</footer>', " ", html, flags=re.S)
+    text = CAP_PHRASES.sub(" ", unescape(re.sub(r"<[^>]+>", " ", html)))
+    return {next(g for g in match.groups() if g) for match in UNIT.finditer(text)}
 
 
 def png_pixels(path):
@@ -325,6 +351,26 @@ def main():
             if not any(fault.startswith(kind) for fault in faults):
                 fail(f"the layout control's '{kind}' went unnoticed: {faults}")
         print(f"layout control page: {len(faults)} fault(s) caught as expected")
+
+        # 7. One unit per page, the one its data calls for.
+        examples = os.path.join(source_dir, "reports", "examples")
+        for page, unit in ((html_path, "MiB"),
+                           (os.path.join(examples, "sweep-gpt-4l-h256-ws4", "report.html"), "MiB"),
+                           (os.path.join(examples, "gpt-24l-h1024-ws8", "report.html"), "GiB"),
+                           (os.path.join(examples, "frameworks-gpt-24l-h1024-ws8", "report.html"),
+                            "GiB"),
+                           (os.path.join(examples, "gpt-default-vs-expandable", "report.html"),
+                            "GiB")):
+            units = page_units(open(page, encoding="utf-8").read())
+            if units != {unit}:
+                fail(f"{page} states its figures in {sorted(units)}, expected {unit} only")
+            print(f"units of {os.path.basename(os.path.dirname(page))}: {unit} only")
+        mixed = page_units("<table><tr><th>cap (MiB)</th><th>peak (GiB)</th></tr></table>"
+                           "<svg><text>memory (MiB)</text><title>p @ 25 MiB: 1.00 GiB</title>"
+                           "</svg>")
+        if mixed != {"GiB", "MiB"}:
+            fail(f"the unit control page's MiB and GiB went unnoticed: {mixed}")
+        print("unit control page: two units caught as expected")
 
     print(f"PASS: {rendered_charts} charts rendered, no network or console errors")
     return 0

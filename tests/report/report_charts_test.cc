@@ -3,6 +3,7 @@
 #include <regex>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "engine/replay_policies.h"
@@ -34,7 +35,7 @@ std::size_t Count(const std::string& text, const std::string& needle) {
 
 TEST(ReportCharts, OneChartPerViewInPageOrder) {
   std::vector<std::string> ids;
-  for (const ReportChart& chart : ReportCharts(TinyDocument("caching"), "")) {
+  for (const ReportChart& chart : ReportCharts(TinyDocument("caching"), "", kMiBUnit)) {
     ids.push_back(chart.id);
     EXPECT_EQ(Count(chart.svg, "class=\"bucketsim-chart\""), 1u) << chart.id;
     EXPECT_EQ(chart.svg.substr(chart.svg.size() - 7), "</svg>\n");
@@ -185,7 +186,7 @@ TEST(ReportCharts, ParetoChartDrawsTheBudgetAndRingsTheChoice) {
             std::string::npos);
   EXPECT_NE(chart->svg.find(">budget 250 MiB</text>"), std::string::npos);  // the axis' unit
   EXPECT_EQ(PointMarks(chart->svg).size(), 5u);
-  EXPECT_NE(chart->caption.find("the ringed dot the fastest configuration within it"),
+  EXPECT_NE(chart->caption.find("the dot ringed in black the fastest configuration within it"),
             std::string::npos);
   std::optional<ReportChart> none = ParetoChart(SweepDocument(50));
   EXPECT_EQ(none->svg.find("chosen within the budget"), std::string::npos);
@@ -198,7 +199,7 @@ TEST(ReportCharts, ASweepComesFirstAndNamesEachRunWithItsCap) {
   doc.runs.back().bucket_cap_mb = 5;
   doc.step_time_us.push_back(std::nullopt);
   doc.sweep = SweepSection{SummarizeSweep(doc.runs), {}, std::nullopt, std::nullopt, std::nullopt};
-  std::vector<ReportChart> charts = ReportCharts(doc, "");
+  std::vector<ReportChart> charts = ReportCharts(doc, "", kMiBUnit);
   ASSERT_GE(charts.size(), 2u);
   EXPECT_EQ(charts[0].id, "pareto");
   EXPECT_EQ(charts[1].id, "memory-over-time");
@@ -210,7 +211,46 @@ TEST(ReportCharts, NoTimelineNoMemoryOverTimeChart) {
   ReportDocument doc = TinyDocument("exact");
   doc.has_timeline = false;
   EXPECT_FALSE(MemoryOverTimeChart(doc).has_value());
-  for (const ReportChart& chart : ReportCharts(doc, "")) EXPECT_NE(chart.id, "memory-over-time");
+  for (const ReportChart& chart : ReportCharts(doc, "", kMiBUnit))
+    EXPECT_NE(chart.id, "memory-over-time");
+}
+
+}  // namespace
+}  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+TEST(ReportCharts, ParetoChartRingsTheKnee) {
+  ReportDocument doc = SweepDocument(std::nullopt);
+  // b (200 MiB, 30 ms) and c (300 MiB, 30 ms) are the fastest; within 1% of them b has the
+  // least memory: the knee.
+  doc.sweep->knee = FindKnee(doc.sweep->points, 0.01);
+  ASSERT_EQ(doc.sweep->knee.knee, 1u);
+  std::optional<ReportChart> chart = ParetoChart(doc);
+  ASSERT_TRUE(chart.has_value());
+  const Mark b = PointMarks(chart->svg)[1];
+  EXPECT_NE(chart->svg.find(fmt::format(
+                "<circle cx=\"{}\" cy=\"{}\" r=\"13\" fill=\"none\" stroke=\"#009E73\" "
+                "stroke-width=\"2.5\"><title>knee: p @ 5 MiB (the least peak reserved within 1% "
+                "of the fastest step)</title>",
+                b.cx, b.cy)),
+            std::string::npos)
+      << chart->svg;
+  EXPECT_NE(chart->svg.find(">knee</text>"), std::string::npos);  // the legend
+  EXPECT_NE(chart->caption.find("The green ring is the knee"), std::string::npos);
+  // No knee, no ring.
+  EXPECT_EQ(ParetoChart(SweepDocument(std::nullopt))->svg.find("knee"), std::string::npos);
+}
+
+TEST(ReportCharts, APageOfGibibytesDrawsEveryChartInGiB) {
+  ReportDocument doc = TinyDocument("caching");
+  for (RunResult& run : doc.runs) run.peak.reserved_bytes = 5 * kGiB;  // every peak past 1 GiB
+  const std::vector<std::vector<ReportChart>> charts = PageCharts({doc});
+  for (const ReportChart& chart : charts.front()) {
+    EXPECT_EQ(chart.svg.find("MiB"), std::string::npos) << chart.id;
+  }
+  EXPECT_NE(charts.front()[0].svg.find(">memory (GiB)</text>"), std::string::npos);
 }
 
 }  // namespace

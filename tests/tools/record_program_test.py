@@ -75,6 +75,33 @@ MODEL = textwrap.dedent('''
     def build_repeat():
         return Repeat()
 
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+        def forward(self, x):
+            return self.fc(torch.relu(self.fc(x)))
+
+    def build_twice():
+        return Twice()
+
+    class Local(nn.Module):
+        def forward(self, x):
+            a = torch.relu(x)
+            b = a * 2
+            return b + 1  # a, a local, lives until forward returns
+
+    class WithLocal(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 16)
+            self.local = Local()
+        def forward(self, x):
+            return checkpoint(self.local, self.fc(x))
+
+    def build_with_local():
+        return WithLocal()
+
     NOT_CALLABLE = 3
 ''')
 
@@ -110,16 +137,21 @@ class Program(RecorderCase):
     def test_mlp_program_by_hand(self):
         p = self.record("build_model", "--wrap", "Head", "--no-measure")
         self.assertEqual(p["format"], "bucketsim-program")
-        # root owns fc (8*16 + 16 = 144), the Head instance its fc (16*4 + 4 = 68).
+        # root owns fc (8*16 + 16 = 144), the Head instance its fc (16*4 + 4 = 68); each flat
+        # parameter's views are the original parameters, named as the model names them.
         self.assertEqual(p["instances"], [
-            {"name": "root", "params": [{"name": "flat_param_0", "numel": 144}]},
-            {"name": "head", "params": [{"name": "flat_param_0", "numel": 68}]}])
+            {"name": "root", "params": [{"name": "flat_param_0", "numel": 144, "views": [
+                {"name": "fc.weight", "numel": 128}, {"name": "fc.bias", "numel": 16}]}]},
+            {"name": "head", "params": [{"name": "flat_param_0", "numel": 68, "views": [
+                {"name": "head.fc.weight", "numel": 64}, {"name": "head.fc.bias", "numel": 4}]}]}])
         self.assertEqual(p["inputs"], [{"id": "t0", "bytes": 64, "dtype": "fp32",
                                         "shape": [2, 8], "name": "batch[0]"}])
         self.assertEqual(p["forward"], [
             {"op": "gather", "instance": "root"},
-            # addmm(bias, x, W^T): 2*2*8*16 FLOPs; AddmmBackward keeps x (the batch).
+            # addmm(bias, x, W^T): 2*2*8*16 FLOPs; AddmmBackward keeps x (the batch) and makes
+            # the gradients of W (through TBackward, which passes it on) and of the bias.
             {"op": "run", "name": "fc:addmm", "flops": 512.0, "uses": ["root"],
+             "param_reads": ["fc.weight", "fc.bias"],
              "inputs": ["t0"], "saves": [{"tensor": "t0"}],
              "outputs": [{"id": "t1", "bytes": 128, "dtype": "fp32", "shape": [2, 16],
                           "requires_grad": True}]},
@@ -130,7 +162,8 @@ class Program(RecorderCase):
                           "requires_grad": True}]},
             {"op": "gather", "instance": "head"},
             {"op": "run", "name": "head.fc:addmm", "flops": 256.0, "uses": ["head"],
-             "inputs": ["t2"], "saves": [{"tensor": "t2"}],
+             "param_reads": ["head.fc.weight", "head.fc.bias"], "inputs": ["t2"],
+             "saves": [{"tensor": "t2"}],
              "outputs": [{"id": "t3", "bytes": 32, "dtype": "fp32", "shape": [2, 4],
                           "requires_grad": True}]},
             {"op": "end_forward", "instance": "head"},
@@ -141,6 +174,19 @@ class Program(RecorderCase):
                           "requires_grad": True}]},
         ])
         self.assertEqual(p["loss"], "t4")
+
+    def test_param_reads_of_a_module_applied_twice(self):
+        # Each addmm's backward makes a gradient of the weight and the bias (bucketsim sums
+        # the two, as the AccumulateGrad node's input buffer does); own parameters carry no
+        # views. The same on meta, where nothing runs: the reads come from the autograd graph.
+        for device in ("cpu", "meta"):
+            with self.subTest(device):
+                p = self.record("build_twice", "--no-flatten", "--no-measure", "--device", device)
+                self.assertEqual(p["instances"], [{"name": "root", "params": [
+                    {"name": "fc.weight", "numel": 64}, {"name": "fc.bias", "numel": 8}]}])
+                reads = [(op["name"], op.get("param_reads")) for op in p["forward"]
+                         if op["op"] == "run" and op.get("uses")]
+                self.assertEqual(reads, [("fc:addmm", ["fc.weight", "fc.bias"])] * 2)
 
     def test_wrap_policy_is_the_same_as_wrap(self):
         by_class = self.record("build_model", "--wrap", "Head", "--no-measure")
@@ -212,6 +258,18 @@ class Program(RecorderCase):
         # too (what the recompute keeps).
         self.assertEqual(p["forward"][4]["saves"], [{"tensor": "t2"}])
         self.assertEqual(p["forward"][6]["saves"], [{"tensor": "t2"}])
+
+    def test_a_local_outlives_its_last_reader_in_a_checkpointed_region(self):
+        # Under no_grad (the real forward of the region) relu's result is freed when Local's
+        # forward returns, after the add, not after the mul that reads it last: the add
+        # releases it. The same on meta.
+        for device in ("cpu", "meta"):
+            with self.subTest(device):
+                p = self.record("build_with_local", "--no-measure", "--device", device)
+                runs = {op["name"]: op for op in p["forward"] if op["op"] == "run"}
+                relu = runs["local:relu"]["outputs"][0]["id"]
+                self.assertEqual(runs["local:add"]["releases"], [relu])
+                self.assertNotIn("releases", runs["local:mul"])
 
     def test_examples_validate_against_the_schema(self):
         import jsonschema

@@ -1,4 +1,5 @@
-"""A four-layer MLP (the smallest of the recorder's oracle models, tests/tools/oracle_test.py).
+"""A four-layer MLP (the smallest of the recorder's oracle models, tests/tools/oracle_test.py);
+build_model_shared applies one layer four times (a parameter read by several ops).
 
     /usr/bin/python3 tools/record_program.py tools/examples/mlp.py:build_model \
         --batch tools/examples/mlp.py:make_batch --wrap Layer -o mlp.json
@@ -21,11 +22,15 @@ class Layer(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, checkpointing=False):
+    def __init__(self, checkpointing=False, shared=False):
         super().__init__()
         self.checkpointing = checkpointing
         self.inp = nn.Linear(IN, WIDTH)
-        self.layers = nn.ModuleList(Layer(WIDTH) for _ in range(DEPTH))
+        # shared: one Layer applied DEPTH times (its weight gets one gradient per use, summed)
+        if shared:
+            self.layers = nn.ModuleList([Layer(WIDTH)] * DEPTH)
+        else:
+            self.layers = nn.ModuleList(Layer(WIDTH) for _ in range(DEPTH))
         self.out = nn.Linear(WIDTH, OUT)
 
     def forward(self, x):
@@ -43,6 +48,11 @@ def build_model():
 def build_model_checkpointed():
     torch.manual_seed(0)
     return MLP(checkpointing=True)
+
+
+def build_model_shared():
+    torch.manual_seed(0)
+    return MLP(shared=True)
 
 
 def make_batch():

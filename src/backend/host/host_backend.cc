@@ -1,5 +1,6 @@
 #include "backend/host/host_backend.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <new>
@@ -104,6 +105,23 @@ void WaitUntil(StreamWorker::Clock::time_point until) {
   }
   while (StreamWorker::Clock::now() < until) {
   }
+}
+
+// "; every peer still answers, rank 3 is furthest behind (at event 27)": who a collective that
+// outlives --timeout may be waiting for, when a peer's replay is behind this rank's (`mine`).
+std::string FurthestBehind(const std::vector<PeerWatch::Peer>& peers,
+                           std::optional<EventIndex> mine) {
+  // Events + 1, so that "before its first collective" (0) is behind every event.
+  auto reached = [](std::optional<EventIndex> event) { return event ? *event + 1 : 0; };
+  const PeerWatch::Peer* behind = nullptr;
+  for (const PeerWatch::Peer& p : peers) {
+    if (p.finished || reached(p.event) >= reached(mine)) continue;
+    if (behind == nullptr || reached(p.event) < reached(behind->event)) behind = &p;
+  }
+  if (behind == nullptr) return "; every peer still answers";
+  return fmt::format("; every peer still answers, rank {} is furthest behind ({})", behind->rank,
+                     behind->event ? fmt::format("at event {}", *behind->event)
+                                   : std::string("before its first collective"));
 }
 
 }  // namespace
@@ -287,6 +305,7 @@ void HostBackend::ReduceScatter(const CollectiveRecord& record, const Collective
   Worker& worker = WorkerFor(stream);
   std::vector<ReducedSlice> slices(buffers.slices.begin(), buffers.slices.end());
   std::uint64_t index = collectives_issued_++;
+  if (options_.peers != nullptr) options_.peers->Progress(record.event_index);
   worker.stream.Enqueue(
       fmt::format("reduce-scatter #{} ({} of {} bytes on group {}, event {})", index,
                   CollectiveKindName(record.kind), record.input_numel * ElementSize(record.dtype),
@@ -506,8 +525,21 @@ void HostBackend::WatchdogLoop() {
       if (!busy || busy->what.starts_with("waiting")) continue;
       double running_s = duration<double>(now - busy->since).count();
       if (running_s <= options_.timeout_s) continue;
-      Fatal(fmt::format("timeout: {} on stream '{}' has run for {:.1f} s (--timeout {} s)",
-                        busy->what, worker->stream.name(), running_s, options_.timeout_s));
+      std::string peers;
+      // A collective waits for its peers; anything else (a compute span, a copy) is this rank's.
+      if (options_.peers != nullptr && busy->what.starts_with("reduce-scatter")) {
+        std::vector<PeerWatch::Peer> state = options_.peers->Peers();
+        // A peer that stopped answering is why: the watch reports it, by name, once its
+        // silence reaches the deadline.
+        if (std::any_of(state.begin(), state.end(), [this](const PeerWatch::Peer& p) {
+              return p.silent_s > options_.peers->missed_s();
+            })) {
+          continue;
+        }
+        peers = FurthestBehind(state, options_.peers->progress());
+      }
+      Fatal(fmt::format("timeout: {} on stream '{}' has run for {:.1f} s (--timeout {} s){}",
+                        busy->what, worker->stream.name(), running_s, options_.timeout_s, peers));
       return;
     }
   }

@@ -16,7 +16,11 @@
 // also allocated and touched, so the process's memory follows the trace.
 //
 // A failure other ranks may be blocked on (an MPI error, a failed allocation, a collective that
-// outlives `timeout_s`) goes to `on_fatal`, which must end the job (MpiWorld::Abort).
+// outlives `timeout_s`) goes to `on_fatal`, which must end the job (MpiWorld::Abort). With a
+// PeerWatch (peer_watch.h), each collective tells it the event reached, and a collective that
+// outlives `timeout_s` while a peer has stopped answering is left to the watch, which names
+// that peer; when every peer answers, a collective's timeout says so and names the rank furthest
+// behind, if one is behind this rank.
 #pragma once
 
 #include <atomic>
@@ -32,6 +36,7 @@
 #include "backend/backend.h"
 #include "backend/host/group_communicators.h"
 #include "backend/host/mpi_world.h"
+#include "backend/host/peer_watch.h"
 #include "backend/host/stream_worker.h"
 
 namespace bucketsim {
@@ -41,6 +46,7 @@ struct HostBackendOptions {
   bool verify = true;
   double compute_scale = 1.0;  // compute spans run for dur_us * compute_scale
   double timeout_s = 0;        // 0: no watchdog
+  PeerWatch* peers = nullptr;  // the job's lost-rank watch, when there is one (not owned)
   std::function<void(const std::string& message)> on_fatal;
 };
 

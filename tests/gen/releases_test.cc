@@ -1,0 +1,160 @@
+// A run's `releases`: tensors the model's code keeps in a Python variable until that run has
+// run, which matters in a checkpointed region's forward under no_grad (nothing else keeps a
+// tensor there) and in its recompute; every event written out by hand.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/trace_checker.h"
+#include "gen/fsdp_program.h"
+#include "gen/program_builder.h"
+#include "io/program_file.h"
+#include "testing/recording_sink.h"
+
+namespace bucketsim {
+namespace {
+
+using testing::RecordingSink;
+using testing::SummarizeAll;
+
+// Two ranks, fp32, SGD, one shared group, one iteration.
+GenOptions TinyOptions() {
+  GenOptions options;
+  options.world_size = 2;
+  options.iterations = 1;
+  options.compute_dtype = DType::kFloat32;
+  options.optimizer = OptimizerKind::kSgd;
+  options.group_layout = GroupLayout::kShared;
+  return options;
+}
+
+std::vector<std::string> Emit(const FsdpModel& model) {
+  RecordingSink recorder;
+  TraceChecker checker(&recorder);
+  Status status = EmitFsdpTrace(model, TinyOptions(), checker);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return SummarizeAll(recorder);
+}
+
+// lin (4 parameters): h = lin(x); a checkpointed region that keeps h: a = f(h) (saves a),
+// b = g(a), c = k(b), which releases a (a local variable alive until k has run); loss: a mean
+// of c.
+FsdpModel RegionWithALocal() {
+  ProgramBuilder program("releases");
+  program.AddInstance({"root", {}, true, false});
+  const std::size_t lin = program.AddInstance({"lin", {{"flat_param_0", 4}}, true, true});
+  program.AddInput(Tensor("x", 100, "fp32"));
+  program.Gather(lin);
+  program.Run("lin", 0, {lin}, {In("x")}, {Tensor("h", 200, "fp32")}, {Keep("x")});
+  program.EndForward(lin);
+  program.CheckpointBegin({Keep("h")});
+  program.Run("a", 0, {}, {In("h")}, {Tensor("a", 200, "fp32")}, {Keep("a")});
+  program.Run("b", 0, {}, {In("a")}, {Tensor("b", 200, "fp32")});
+  program.Run("c", 0, {}, {In("b")}, {Tensor("c", 200, "fp32")}).releases = {"a"};
+  program.CheckpointEnd();
+  program.Run("loss", 0, {}, {In("c")}, {Tensor("loss", 4, "fp32")});
+  program.SetLoss("loss");
+  return program.Take();
+}
+
+TEST(Releases, ALocalOutlivesItsLastReaderInTheRegionAndItsRecompute) {
+  const std::vector<std::string> expected = {
+      "alloc 1 8 s0 param",
+      "alloc 2 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 3 16 s1 all_gather",
+      "compute forward lin",
+      "alloc 4 200 s0 activation",  // h, kept by the region
+      "free 3",
+      "compute forward a",
+      "alloc 5 200 s0 activation",  // a: no_grad, so only its variable keeps it after b
+      "compute forward b",
+      "alloc 6 200 s0 activation",  // b
+      "compute forward c",
+      "alloc 7 200 s0 activation",  // c
+      "free 6",                     // b: c read it last
+      "free 5",                     // a: c released it (without releases: after b)
+      "compute forward loss",
+      "alloc 8 4 s0 activation",
+      "free 7",
+      "mark after fwd",
+      "phase backward",
+      "alloc 9 4 s0 grad",
+      "compute backward loss",
+      "alloc 10 200 s0 grad",  // grad c
+      "free 9",
+      "compute recompute a",
+      "alloc 11 200 s0 activation",  // a, saved this time
+      "compute recompute b",
+      "alloc 12 200 s0 activation",
+      "compute recompute c",
+      "alloc 13 200 s0 activation",  // c, held by the region's backward
+      "free 12",                     // b; a stays: saved
+      "compute backward c",
+      "alloc 14 200 s0 grad",  // grad b
+      "compute backward b",
+      "alloc 15 200 s0 grad",  // grad a
+      "free 14",
+      "compute backward a",
+      "alloc 16 200 s0 grad",  // grad h
+      "free 15",
+      "free 11",  // a released by its backward
+      "free 10",  // the region returns: grad c, recomputed c, kept h
+      "free 13",
+      "free 4",
+      "alloc 17 16 s1 all_gather",
+      "compute backward lin",
+      "alloc 18 16 s0 grad",
+      "free 16",
+      "free 17",
+      "rs 1.0 g1 fp32 2 view",
+      "free 18",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 8",
+  };
+  EXPECT_EQ(Emit(RegionWithALocal()), expected);
+}
+
+TEST(Releases, ValidationNamesTheJsonPointer) {
+  const auto error = [](const FsdpModel& model) { return ValidateProgram(model).message(); };
+  FsdpModel model = RegionWithALocal();
+  model.forward[6].releases = {"h"};  // made before the region
+  EXPECT_EQ(error(model),
+            "/forward/6/releases/0: tensor 'h' is made in another checkpointed region than this "
+            "run, or in none");
+  model.forward[6].releases = {"x"};
+  EXPECT_EQ(error(model),
+            "/forward/6/releases/0: tensor 'x' is not made by this run or an "
+            "earlier one");
+  model.forward[6].releases = {"a"};
+  model.forward[5].releases = {"a"};
+  EXPECT_EQ(error(model), "/forward/6/releases/0: tensor 'a' is released twice");
+  model = RegionWithALocal();
+  model.forward[8].releases = {"c"};  // the loss run, after the region
+  EXPECT_EQ(error(model),
+            "/forward/8/releases/0: tensor 'c' is made in another checkpointed region than this "
+            "run, or in none");
+}
+
+TEST(Releases, ProgramFileRoundTripsThem) {
+  const FsdpModel model = RegionWithALocal();
+  std::ostringstream out;
+  WriteProgram(model, out);
+  EXPECT_NE(out.str().find(R"("releases":["a"])"), std::string::npos);
+  Result<FsdpModel> read = ParseProgram("m.json", out.str());
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->forward[6].releases, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(Emit(*read), Emit(model));
+}
+
+}  // namespace
+}  // namespace bucketsim
