@@ -10,9 +10,10 @@
 // event of each (a double free of one of those names that event), and every id ever allocated
 // only as ranges of ids (a free of one of those that is neither live nor recent is still a
 // double free, without the event). Generated traces number allocations in order, so their ids
-// make one range; an id may be allocated again once freed (imported traces use block addresses
-// as ids). Only a free of an id that is not live looks at the recent frees: the common path pays
-// one hash lookup per alloc and per free, and nothing per event grows with the trace.
+// make one range; imported traces use block addresses as ids, which the allocator reuses (an id
+// may be allocated again once freed), so their ranges are bounded by the device's addresses.
+// Only a free of an id that is not live looks at the recent frees: the common path pays one
+// hash lookup per alloc and per free, and nothing per event grows with the trace.
 //
 // In front of a replay the checker rejects: the first broken rule stops the stream. For
 // `bucketsim validate` it reports instead: every broken rule is counted by kind with the first
