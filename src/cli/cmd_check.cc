@@ -154,21 +154,28 @@ class CheckRun {
     if (!plan.ok()) return Error(plan.status());
     ReplayFlags replay = flags_.replay;
     replay.policies = plan->policies;
-    // The context (it hashes the trace) only where something uses it.
-    if (plan->baseline || !flags_.junit_path.empty() || !replay.json_path.empty()) {
+    // The context (it reads the time profile) only where something uses it.
+    const bool with_context =
+        plan->baseline || !flags_.junit_path.empty() || !replay.json_path.empty();
+    if (with_context) {
       Result<ReportContext> report_context = ContextFor(context_, replay);
       if (!report_context.ok()) return Error(report_context.status());
       report_context_ = *report_context;
     }
     if (plan->baseline) {
-      if (Status comparable = Comparable(*plan->baseline); !comparable.ok()) {
+      if (Status comparable = ComparableModel(*plan->baseline); !comparable.ok()) {
         return Error(comparable);
       }
     }
     tolerance_ = plan->tolerance.text;
     Result<ReplayOutcome> outcome = RunReplays(replay, {});
     if (!outcome.ok()) return Error(outcome.status());
+    // The trace's digest is the reader's, so a baseline's trace is compared after the replay.
+    if (with_context) DescribeTrace(replay.trace, outcome->header, report_context_);
     if (plan->baseline) {
+      if (Status comparable = ComparableTrace(*plan->baseline, outcome->header); !comparable.ok()) {
+        return Error(comparable);
+      }
       if (Status same = SameCaps(*plan->baseline, outcome->runs); !same.ok()) return Error(same);
     }
 
@@ -217,27 +224,30 @@ class CheckRun {
   // A baseline is comparable when it replayed the same trace the same way: another memory model
   // counts other bytes, another world size, rank or cap another workload, so a figure would pass
   // or fail on that, not on the change. --allow-different-trace compares a changed trace anyway
-  // (each difference becomes a NOTE line); a memory model difference is never comparable.
-  Status Comparable(const ReportDocument& baseline) {
+  // (each difference becomes a NOTE line); a memory model difference is never comparable, and is
+  // refused before the replay.
+  Status ComparableModel(const ReportDocument& baseline) {
     if (baseline.context.memory_model != report_context_.memory_model) {
       return InvalidArgument(fmt::format(
           "{}: the baseline was replayed with memory model '{}', this check with '{}' "
           "(--allocator, --alloc-conf): their figures are not comparable",
           baseline.source, baseline.context.memory_model, report_context_.memory_model));
     }
+    return Status::Ok();
+  }
+  // `header` is the one the replay read (with its digest).
+  Status ComparableTrace(const ReportDocument& baseline, const TraceHeader& header) {
     std::vector<std::string> differences;
     if (flags_.replay.trace != "-") {
-      Result<TraceHeader> header = ReadTraceHeader(flags_.replay.trace);
-      if (!header.ok()) return header.status();
       auto differ = [&](std::string_view what, auto baseline_value, auto this_value) {
         if (baseline_value != this_value) {
           differences.push_back(
               fmt::format("{} {} (this trace {})", what, baseline_value, this_value));
         }
       };
-      differ("world size", baseline.trace.world_size, header->world_size);
-      differ("rank", baseline.trace.rank, header->rank);
-      differ("bucket_cap_mb", baseline.trace.bucket_cap_mb, header->bucket_cap_mb);
+      differ("world size", baseline.trace.world_size, header.world_size);
+      differ("rank", baseline.trace.rank, header.rank);
+      differ("bucket_cap_mb", baseline.trace.bucket_cap_mb, header.bucket_cap_mb);
     }
     if (baseline.context.trace_digest != report_context_.trace_digest) {
       differences.push_back(fmt::format("trace digest {} (this trace {})",

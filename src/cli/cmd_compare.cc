@@ -56,6 +56,7 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
   }
   Result<ReplayOutcome> outcome = RunReplays(replay, DefaultPolicies(), extras);
   if (!outcome.ok()) return ReportError(outcome.status());
+  DescribeTrace(replay.trace, outcome->header, *report_context);
   if (flags.format == "table") {
     std::printf(
         "%s: world size %d, %llu events, %llu iteration(s), memory model %s, time profile %s\n"

@@ -157,6 +157,7 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
   Status agreed = world.Agree(loaded);
   if (!agreed.ok()) return FailAll(agreed, world, flags.all_ranks);
   report_context->backend = flags.backend;
+  DescribeTrace(replay.trace, trace.header, *report_context);
 
   ReplayOutcome outcome;
   auto source = [&trace](TraceHeader& header, EventSink& sink) {

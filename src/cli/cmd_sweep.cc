@@ -113,48 +113,6 @@ std::vector<std::size_t> Chosen(const std::vector<RunResult>& runs, double toler
   return chosen;
 }
 
-// Hands every event to `first` and then, once `first` has accepted it, to `second`.
-class TeeSink final : public EventSink {
- public:
-  TeeSink(EventSink& first, EventSink& second) : first_(first), second_(second) {}
-  Status OnHeader(const TraceHeader& header) override {
-    BUCKETSIM_RETURN_IF_ERROR(first_.OnHeader(header));
-    return second_.OnHeader(header);
-  }
-  Status OnEvent(const Event& event) override {
-    BUCKETSIM_RETURN_IF_ERROR(first_.OnEvent(event));
-    return second_.OnEvent(event);
-  }
-  Status OnEnd() override {
-    BUCKETSIM_RETURN_IF_ERROR(first_.OnEnd());
-    return second_.OnEnd();
-  }
-
- private:
-  EventSink& first_;
-  EventSink& second_;
-};
-
-// One pass over the trace replaying `policies`; with `scan`, the trace's requests are collected
-// in the same pass, behind the replay's checker.
-Result<ReplayOutcome> ReplayPass(const ReplayFlags& flags, std::vector<PolicySpec> policies,
-                                 CapThresholdScan* scan) {
-  Result<ReplayRequest> request =
-      MakeReplayRequest(flags, DefaultPolicies(), {std::move(policies), std::nullopt, 1.0});
-  if (!request.ok()) return request.status();
-  const std::string detail = fmt::format("{} configurations", request->policies.size());
-  return ReplayPolicies(
-      [&flags, &detail, scan](TraceHeader& header, EventSink& checker) {
-        if (!scan) {
-          return ReadTraceWithProgress(flags.trace, header, checker, flags.progress, "sweeping",
-                                       detail);
-        }
-        TeeSink tee(checker, *scan);
-        return ReadTraceWithProgress(flags.trace, header, tee, flags.progress, "sweeping", detail);
-      },
-      *request);
-}
-
 Result<SweepReplays> ReplaySweep(const SweepFlags& flags, const std::vector<PolicySpec>& policies,
                                  const CapFlag& caps, std::optional<Bytes> budget) {
   SweepReplays sweep;
@@ -196,7 +154,7 @@ Result<SweepReplays> ReplaySweep(const SweepFlags& flags, const std::vector<Poli
     std::vector<PolicySpec> expanded = SweepPolicies(policies, fresh, /*with_fixed=*/pass == 1);
     if (expanded.empty() && pass > 1) break;
     Result<ReplayOutcome> outcome =
-        ReplayPass(flags.replay, std::move(expanded), thresholds ? nullptr : &scan);
+        ReplaySweepPass(flags.replay, std::move(expanded), thresholds ? nullptr : &scan);
     if (!outcome.ok()) return outcome.status();
     if (pass == 1) {
       sweep.outcome = std::move(*outcome);
@@ -258,7 +216,7 @@ void PrintOutputPaths(const SweepFlags& flags) {
 // Under mpirun: the listed configurations spread over the ranks, one report on rank 0 equal to
 // a single process's (cli/sweep_ranks.h). A cap search decides each round from the last one's
 // figures, so it runs in one process.
-int RunOnRanks(const SweepFlags& flags, const ReportContext& report_context,
+int RunOnRanks(const SweepFlags& flags, ReportContext& report_context,
                const std::vector<PolicySpec>& configurations, std::optional<Bytes> budget) {
   if (!flags.html_path.empty()) {
     return ReportError(InvalidArgument(
@@ -271,17 +229,13 @@ int RunOnRanks(const SweepFlags& flags, const ReportContext& report_context,
   if (!gathered.ok()) return (*world)->rank() == 0 ? ReportError(gathered.status()) : kExitError;
   if (!*gathered) return kExitOk;  // not rank 0: rank 0 reports
   GatheredSweep& all = **gathered;
-  // The least cap that buckets anything, as a single process collects it during its pass.
-  const std::string& path = flags.replay.trace;
-  Result<CapThresholds> thresholds = ScanCapThresholds(
-      [&path](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); });
-  if (!thresholds.ok()) return ReportError(thresholds.status());
+  DescribeTrace(flags.replay.trace, all.header, report_context);
   SweepSection sweep;
   sweep.points = std::move(all.points);
   MarkPareto(sweep.points);
   sweep.knee = FindKnee(sweep.points, flags.time_tolerance_pct / 100);
   if (budget) sweep.budget = ChooseUnderBudget(sweep.points, *budget);
-  sweep.smallest_bucketing_cap_mb = thresholds->SmallestBucketingCapMb();
+  sweep.smallest_bucketing_cap_mb = all.thresholds.SmallestBucketingCapMb();
   if (flags.format == "json") {
     Status written =
         WriteReportJson("-", all.header, all.summary, all.entries, report_context, &sweep);
@@ -327,6 +281,7 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   Result<SweepReplays> replays = ReplaySweep(flags, *policies, *caps, budget);
   if (!replays.ok()) return ReportError(replays.status());
   const ReplayOutcome& outcome = replays->outcome;
+  DescribeTrace(flags.replay.trace, outcome.header, *report_context);
 
   SweepSection sweep;
   sweep.points = SummarizeSweep(outcome.runs);

@@ -260,7 +260,6 @@ Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlag
     if (!profile.ok()) return profile.status();
     report.time_profile = profile->name;
   }
-  BUCKETSIM_RETURN_IF_ERROR(DescribeTrace(flags.trace, report));
   return report;
 }
 

@@ -96,7 +96,8 @@ Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
 // --policy values parsed, or `default_policies` when none was given.
 Result<std::vector<PolicySpec>> ParsePolicyFlags(const ReplayFlags& flags,
                                                  const std::vector<PolicySpec>& default_policies);
-// The context block of a report about `trace` replayed with `flags`.
+// The context block of a report about `trace` replayed with `flags`, before the replay: its trace
+// fields are filled from the header the replay read (DescribeTrace), so the file is read once.
 Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlags& flags);
 
 // ParseSize for a flag's value; a failure's message names the flag.

@@ -11,6 +11,28 @@
 namespace bucketsim {
 namespace {
 
+// Hands every event to `first` and then, once `first` has accepted it, to `second`.
+class TeeSink final : public EventSink {
+ public:
+  TeeSink(EventSink& first, EventSink& second) : first_(first), second_(second) {}
+  Status OnHeader(const TraceHeader& header) override {
+    BUCKETSIM_RETURN_IF_ERROR(first_.OnHeader(header));
+    return second_.OnHeader(header);
+  }
+  Status OnEvent(const Event& event) override {
+    BUCKETSIM_RETURN_IF_ERROR(first_.OnEvent(event));
+    return second_.OnEvent(event);
+  }
+  Status OnEnd() override {
+    BUCKETSIM_RETURN_IF_ERROR(first_.OnEnd());
+    return second_.OnEnd();
+  }
+
+ private:
+  EventSink& first_;
+  EventSink& second_;
+};
+
 // The bytes a rank sends: per configuration its index, report entry and sweep point.
 class Packer {
  public:
@@ -98,6 +120,24 @@ bool LaunchedByMpirun() {
   return false;
 }
 
+Result<ReplayOutcome> ReplaySweepPass(const ReplayFlags& flags, std::vector<PolicySpec> policies,
+                                      CapThresholdScan* scan) {
+  Result<ReplayRequest> request =
+      MakeReplayRequest(flags, DefaultPolicies(), {std::move(policies), std::nullopt, 1.0});
+  if (!request.ok()) return request.status();
+  const std::string detail = fmt::format("{} configurations", request->policies.size());
+  return ReplayPolicies(
+      [&flags, &detail, scan](TraceHeader& header, EventSink& checker) {
+        if (!scan) {
+          return ReadTraceWithProgress(flags.trace, header, checker, flags.progress, "sweeping",
+                                       detail);
+        }
+        TeeSink tee(checker, *scan);
+        return ReadTraceWithProgress(flags.trace, header, tee, flags.progress, "sweeping", detail);
+      },
+      *request);
+}
+
 Result<std::optional<GatheredSweep>> ReplayOverRanks(
     MpiWorld& world, const ReplayFlags& flags, const std::vector<PolicySpec>& configurations) {
   const auto ranks = static_cast<std::size_t>(world.size());
@@ -106,7 +146,9 @@ Result<std::optional<GatheredSweep>> ReplayOverRanks(
   for (std::size_t i = rank; i < configurations.size(); i += ranks)
     mine.push_back(configurations[i]);
   Result<ReplayOutcome> outcome = InvalidArgument("no configuration on this rank");
-  if (!mine.empty()) outcome = RunReplays(flags, {}, {mine, std::nullopt, 1.0});
+  // Rank 0 collects the cap thresholds in its pass, as a single process does.
+  CapThresholdScan scan;
+  if (!mine.empty()) outcome = ReplaySweepPass(flags, mine, rank == 0 ? &scan : nullptr);
   // Rank 0 always has configuration 0; a rank with none has nothing to fail.
   BUCKETSIM_RETURN_IF_ERROR(world.Agree(mine.empty() ? Status::Ok() : outcome.status()));
   Packer packer;
@@ -121,6 +163,7 @@ Result<std::optional<GatheredSweep>> ReplayOverRanks(
   GatheredSweep sweep;
   sweep.header = std::move(outcome->header);
   sweep.summary = outcome->summary;
+  sweep.thresholds = scan.Take();
   sweep.entries.resize(configurations.size());
   sweep.points.resize(configurations.size());
   std::size_t received = 0;

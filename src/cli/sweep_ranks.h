@@ -1,5 +1,6 @@
 // `bucketsim sweep` under mpirun: the configurations spread over the ranks (configuration i on
-// rank i % ranks), each rank reading the trace once for its share, and rank 0 gathering every
+// rank i % ranks), each rank reading the trace once for its share (rank 0 collecting the cap
+// thresholds in the same pass), and rank 0 gathering every
 // entry of the report, in order, so that it writes what a single process writes, byte for byte.
 // What travels is each configuration's report entry as JSON text (RunJsonFragment) and its sweep
 // point; MPI stays in the host backend's MpiWorld.
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "engine/cap_thresholds.h"
 #include "engine/sweep_summary.h"
 
 namespace bucketsim {
@@ -19,9 +21,15 @@ class MpiWorld;
 // Whether this process was started by mpirun (Open MPI's or a PMI launcher's environment).
 bool LaunchedByMpirun();
 
+// One pass of a sweep over the trace, replaying `policies`; with `scan`, the trace's reduce
+// requests are collected in the same pass, behind the replay's checker.
+Result<ReplayOutcome> ReplaySweepPass(const ReplayFlags& flags, std::vector<PolicySpec> policies,
+                                      CapThresholdScan* scan);
+
 struct GatheredSweep {
-  TraceHeader header;
+  TraceHeader header;  // rank 0's, as read (with its digest)
   TraceSummary summary;
+  CapThresholds thresholds;          // rank 0's scan
   std::vector<std::string> entries;  // the report's policies[], one per configuration
   std::vector<SweepPoint> points;    // the same order; the Pareto set not yet marked
 };

@@ -1,6 +1,7 @@
 #include "gen/fsdp_program.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -548,7 +549,9 @@ class FsdpTrace {
         groups_(InstanceGroups(model, options.group_layout)),
         full_param_ids_(model.instances.size()),
         grad_ids_(model.instances.size()),
-        saved_(model.forward.size()) {
+        saved_(model.forward.size()),
+        op_tensors_(model.forward.size()),
+        span_names_(model.forward.size(), {kUninterned, kUninterned, kUninterned}) {
     IndexTensors();
     IndexParamTargets();
   }
@@ -588,6 +591,19 @@ class FsdpTrace {
     std::size_t refs = 0;
   };
   static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+  // The program tensors of one forward op, looked up once so that replaying an iteration
+  // touches no tensor id: its distinct inputs in order, its outputs, its saves (kNone: a new
+  // tensor), and the distinct inputs its backward gives a gradient.
+  struct GradInput {
+    std::size_t tensor = 0;
+    InputGrad grad = InputGrad::kNew;
+  };
+  struct OpTensors {
+    std::vector<std::size_t> inputs, outputs, saves;
+    std::vector<GradInput> grad_inputs;
+  };
+  enum Span { kForwardSpan, kBackwardSpan, kRecomputeSpan };
+  static constexpr std::uint32_t kUninterned = std::numeric_limits<std::uint32_t>::max();
 
   // Tensor indexes: the inputs, then every run's outputs in order; the static facts of each.
   void IndexTensors() {
@@ -599,13 +615,25 @@ class FsdpTrace {
       const ForwardOp& op = model_.forward[i];
       if (op.kind == OpKind::kCheckpointBegin) region = i;
       if (op.kind == OpKind::kCheckpointEnd) region = kNone;
-      if (op.kind != OpKind::kRun) continue;
+      OpTensors& indexes = op_tensors_[i];
+      // A run may save its own outputs: saves are looked up once they are defined.
+      const auto index_saves = [&] {
+        for (const SavedTensor& save : op.saves) {
+          indexes.saves.push_back(save.tensor.empty() ? kNone : index_.at(save.tensor));
+        }
+      };
+      if (op.kind != OpKind::kRun) {
+        index_saves();
+        continue;
+      }
       bool grad_flows = !op.uses.empty();
-      std::set<std::size_t> read;
       for (const RunInput& input : op.inputs) {
         const std::size_t t = index_.at(input.tensor);
         if (input.grad != InputGrad::kNone && tensors_[t].requires_grad) grad_flows = true;
-        if (!read.insert(t).second) continue;
+        if (std::find(indexes.inputs.begin(), indexes.inputs.end(), t) != indexes.inputs.end()) {
+          continue;
+        }
+        indexes.inputs.push_back(t);
         ++tensors_[t].forward_reads;
         if (region != kNone && region_of[t] == region) ++tensors_[t].recompute_reads;
         if (region_of[t] != kNone && region_of[t] != region) {
@@ -613,14 +641,23 @@ class FsdpTrace {
         }
       }
       for (const ProgramTensor& t : op.outputs) {
+        indexes.outputs.push_back(tensors_.size());
         AddTensor(t, grad_flows);
         region_of.push_back(region);
       }
-      for (const SavedTensor& save : op.saves) {
-        if (save.tensor.empty()) continue;
-        const std::size_t t = index_.at(save.tensor);
-        if (region_of[t] != kNone && region_of[t] != region) {
+      index_saves();
+      for (std::size_t t : indexes.saves) {
+        if (t != kNone && region_of[t] != kNone && region_of[t] != region) {
           tensors_[t].region_output = true;
+        }
+      }
+      // The inputs a backward gives a gradient, each once.
+      for (const RunInput& input : op.inputs) {
+        const std::size_t t = index_.at(input.tensor);
+        if (input.grad == InputGrad::kNone || !tensors_[t].requires_grad) continue;
+        const auto same = [t](const GradInput& g) { return g.tensor == t; };
+        if (std::none_of(indexes.grad_inputs.begin(), indexes.grad_inputs.end(), same)) {
+          indexes.grad_inputs.push_back({t, input.grad});
         }
       }
     }
@@ -717,7 +754,7 @@ class FsdpTrace {
 
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kStep));
     if (iteration == 0) BUCKETSIM_RETURN_IF_ERROR(AllocOptimizerState());
-    BUCKETSIM_RETURN_IF_ERROR(Compute("optimizer step", StepFlops()));
+    BUCKETSIM_RETURN_IF_ERROR(Compute(header_.Intern("optimizer step"), StepFlops()));
     BUCKETSIM_RETURN_IF_ERROR(Mark("after step"));
 
     // set_to_none=True drops every gradient shard, so the next backward's reduced shards are
@@ -740,11 +777,11 @@ class FsdpTrace {
       case OpKind::kGather:
         return AllGather(op.instance);
       case OpKind::kRun:
-        BUCKETSIM_RETURN_IF_ERROR(Compute("forward " + op.name, op.flops));
+        BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kForwardSpan), op.flops));
         return RunForward(i, in_checkpoint ? RunMode::kNoGrad : RunMode::kForward);
       case OpKind::kCheckpointBegin:
         in_checkpoint = true;
-        return Save(op, saved_[i]);
+        return Save(i, saved_[i]);
       case OpKind::kCheckpointEnd:
         in_checkpoint = false;
         return Status::Ok();
@@ -764,8 +801,7 @@ class FsdpTrace {
     std::vector<std::size_t>& saved = mode == RunMode::kNoGrad ? transient : saved_[i];
     BUCKETSIM_RETURN_IF_ERROR(SaveNew(op, saved));
     std::vector<std::size_t> made;
-    for (const ProgramTensor& output : op.outputs) {
-      const std::size_t t = index_.at(output.id);
+    for (std::size_t t : op_tensors_[i].outputs) {
       const TensorInfo& info = tensors_[t];
       std::size_t storage = 0;
       if (info.alias) {
@@ -799,12 +835,10 @@ class FsdpTrace {
         if (*it != kNone) BUCKETSIM_RETURN_IF_ERROR(Release(*it));
       }
     } else {
-      SaveReferences(op, saved);
+      SaveReferences(i, saved);
     }
-    std::set<std::size_t> read;
-    for (const RunInput& input : op.inputs) {
-      const std::size_t t = index_.at(input.tensor);
-      if (t < model_.inputs.size() || epoch_of_[t] != epoch_ || !read.insert(t).second) continue;
+    for (std::size_t t : op_tensors_[i].inputs) {
+      if (t < model_.inputs.size() || epoch_of_[t] != epoch_) continue;
       BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
     }
     for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
@@ -824,18 +858,19 @@ class FsdpTrace {
     }
     return Status::Ok();
   }
-  void SaveReferences(const ForwardOp& op, std::vector<std::size_t>& storages) {
-    const std::size_t first = storages.size() - op.saves.size();
-    for (std::size_t k = 0; k < op.saves.size(); ++k) {
-      if (op.saves[k].tensor.empty()) continue;
-      const std::size_t storage = storage_of_[index_.at(op.saves[k].tensor)];
+  void SaveReferences(std::size_t i, std::vector<std::size_t>& storages) {
+    const std::vector<std::size_t>& saves = op_tensors_[i].saves;
+    const std::size_t first = storages.size() - saves.size();
+    for (std::size_t k = 0; k < saves.size(); ++k) {
+      if (saves[k] == kNone) continue;
+      const std::size_t storage = storage_of_[saves[k]];
       Acquire(storage);
       storages[first + k] = storage;
     }
   }
-  Status Save(const ForwardOp& op, std::vector<std::size_t>& storages) {
-    BUCKETSIM_RETURN_IF_ERROR(SaveNew(op, storages));
-    SaveReferences(op, storages);
+  Status Save(std::size_t i, std::vector<std::size_t>& storages) {
+    BUCKETSIM_RETURN_IF_ERROR(SaveNew(model_.forward[i], storages));
+    SaveReferences(i, storages);
     return Status::Ok();
   }
 
@@ -863,14 +898,13 @@ class FsdpTrace {
   // One node of the backward, in the order of the class comment.
   Status RunBackward(std::size_t i) {
     const ForwardOp& op = model_.forward[i];
+    const OpTensors& indexes = op_tensors_[i];
     bool reached = false;
-    for (const ProgramTensor& output : op.outputs) {
-      reached = reached || grad_of_[index_.at(output.id)] != kNone;
-    }
+    for (std::size_t t : indexes.outputs) reached = reached || grad_of_[t] != kNone;
     // The engine never runs a node no gradient reaches; its saved tensors go with the graph.
     if (!reached) return ReleaseAll(saved_[i]);
 
-    BUCKETSIM_RETURN_IF_ERROR(Compute("backward " + op.name, op.BackwardFlops()));
+    BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kBackwardSpan), op.BackwardFlops()));
     std::vector<std::pair<std::size_t, std::size_t>> produced;  // (tensor, gradient storage)
     if (!op.param_reads) {
       for (std::size_t f : op.uses) BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
@@ -881,15 +915,10 @@ class FsdpTrace {
     const bool through_casts = !op.workspace.empty();
     if (!through_casts) BUCKETSIM_RETURN_IF_ERROR(MakeParamGrads(i, produced));
     const std::size_t first_output_grad =
-        op.outputs.empty() ? kNone : grad_of_[index_.at(op.outputs.front().id)];
-    std::set<std::size_t> seen;
-    for (const RunInput& input : op.inputs) {
-      const std::size_t t = index_.at(input.tensor);
-      if (input.grad == InputGrad::kNone || !tensors_[t].requires_grad || !seen.insert(t).second) {
-        continue;
-      }
+        indexes.outputs.empty() ? kNone : grad_of_[indexes.outputs.front()];
+    for (const auto& [t, kind] : indexes.grad_inputs) {
       std::size_t grad = first_output_grad;
-      if (input.grad == InputGrad::kPass && grad != kNone) {
+      if (kind == InputGrad::kPass && grad != kNone) {
         Acquire(grad);
       } else {
         BUCKETSIM_RETURN_IF_ERROR(NewStorage(tensors_[t].bytes, Category::kGrad, grad));
@@ -904,8 +933,7 @@ class FsdpTrace {
     }
     // call_function returns: the incoming gradients go (a checkpointed region's backward keeps
     // the gradients of its outputs: they are its own arguments).
-    for (const ProgramTensor& output : op.outputs) {
-      const std::size_t t = index_.at(output.id);
+    for (std::size_t t : indexes.outputs) {
       if (!region_grads_.contains(t)) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad_of_[t]));
     }
     BUCKETSIM_RETURN_IF_ERROR(ReleaseAll(saved_[i]));
@@ -962,7 +990,7 @@ class FsdpTrace {
     for (std::size_t i = begin + 1; i < end; ++i) {
       const ForwardOp& op = model_.forward[i];
       if (op.kind == OpKind::kRun) {
-        BUCKETSIM_RETURN_IF_ERROR(Compute("recompute " + op.name, op.flops));
+        BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kRecomputeSpan), op.flops));
         BUCKETSIM_RETURN_IF_ERROR(RunForward(i, RunMode::kRecompute));
       } else if (op.kind == OpKind::kGather) {
         BUCKETSIM_RETURN_IF_ERROR(AllGather(op.instance));
@@ -1064,8 +1092,14 @@ class FsdpTrace {
   Status NewStorage(Bytes bytes, Category category, std::size_t& storage) {
     std::uint64_t id = 0;
     BUCKETSIM_RETURN_IF_ERROR(Alloc(bytes, kDefaultStream, category, id));
-    storage = storages_.size();
-    storages_.push_back({id, 1});
+    if (free_storages_.empty()) {
+      storage = storages_.size();
+      storages_.push_back({id, 1});
+    } else {
+      storage = free_storages_.back();
+      free_storages_.pop_back();
+      storages_[storage] = {id, 1};
+    }
     return Status::Ok();
   }
   std::size_t& refs(std::size_t storage) { return storages_[storage].refs; }
@@ -1073,6 +1107,7 @@ class FsdpTrace {
   std::uint64_t TakeStorage(std::size_t storage) {
     BUCKETSIM_CHECK(storage != kNone && refs(storage) == 1);
     refs(storage) = 0;
+    free_storages_.push_back(storage);  // the allocation lives on; the slot is free
     return storages_[storage].alloc_id;
   }
   void Acquire(std::size_t storage) {
@@ -1082,6 +1117,7 @@ class FsdpTrace {
   Status Release(std::size_t storage) {
     BUCKETSIM_CHECK(storage != kNone && refs(storage) > 0);
     if (--refs(storage) != 0) return Status::Ok();
+    free_storages_.push_back(storage);
     return Free(storages_[storage].alloc_id);
   }
   // Releases `storages` newest first (autograd releases saved tensors from the last backwards).
@@ -1255,10 +1291,20 @@ class FsdpTrace {
     return Emit(FreeEvent(id));
   }
 
-  // Span on the default stream; FLOPs at the device's sustained rate.
-  Status Compute(std::string_view name, double flops) {
-    return Emit(
-        ComputeEvent(kDefaultStream, flops / (options_.device_tflops * 1e6), header_.Intern(name)));
+  // Span `name` (interned) on the default stream; FLOPs at the device's sustained rate.
+  Status Compute(std::uint32_t name, double flops) {
+    return Emit(ComputeEvent(kDefaultStream, flops / (options_.device_tflops * 1e6), name));
+  }
+
+  // "forward NAME", "backward NAME", "recompute NAME" of op i, interned the first time it is
+  // emitted (so the header's names come in the order they are first used).
+  std::uint32_t SpanName(std::size_t i, Span span) {
+    static constexpr std::string_view kVerbs[] = {"forward", "backward", "recompute"};
+    std::uint32_t& name = span_names_[i][span];
+    if (name == kUninterned) {
+      name = header_.Intern(fmt::format("{} {}", kVerbs[span], model_.forward[i].name));
+    }
+    return name;
   }
 
   Status Mark(std::string_view name) { return Emit(MarkEvent(header_.Intern(name))); }
@@ -1277,10 +1323,15 @@ class FsdpTrace {
   std::vector<std::vector<std::size_t>> saved_;       // per forward op: the storages it saved
   std::map<std::string, std::size_t, std::less<>> index_;  // tensor id -> index
   std::vector<TensorInfo> tensors_;
-  std::vector<Storage> storages_;        // every storage ever made; freed ones have no refs
-  std::vector<std::size_t> storage_of_;  // per tensor: its storage now, kNone before it is made
-  std::vector<std::size_t> grad_of_;     // per tensor: its gradient's storage in backward
-  std::vector<std::uint64_t> epoch_of_;  // per tensor: the forward or recompute that made it
+  // The storages alive now; a freed one's slot is taken by the next storage made, so memory
+  // is bounded by the model, not by the number of iterations.
+  std::vector<Storage> storages_;
+  std::vector<std::size_t> free_storages_;  // slots of freed storages (no refs)
+  std::vector<std::size_t> storage_of_;     // per tensor: its storage now, kNone before it is made
+  std::vector<std::size_t> grad_of_;        // per tensor: its gradient's storage in backward
+  std::vector<std::uint64_t> epoch_of_;     // per tensor: the forward or recompute that made it
+  std::vector<OpTensors> op_tensors_;       // per forward op
+  std::vector<std::array<std::uint32_t, 3>> span_names_;  // per forward op and Span
   std::uint64_t epoch_ = 0;
   std::vector<std::size_t> iteration_holds_;  // the loop's references, released after zero_grad
   std::vector<std::size_t> region_holds_;     // a region backward's recomputed outputs

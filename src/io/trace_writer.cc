@@ -7,6 +7,7 @@
 #include <iterator>
 #include <utility>
 
+#include <fmt/compile.h>
 #include <nlohmann/json.hpp>
 
 namespace bucketsim {
@@ -122,39 +123,43 @@ Status TraceWriter::OnEvent(const Event& e) {
     return InvalidTrace(
         fmt::format("event {}: name {} is not interned in the header", e.index, e.name));
   }
-  auto out = std::back_inserter(buffer_);
+  // Compiled format strings: events are most of a trace, and parsing each format string at
+  // run time cost more than formatting the numbers.
+  auto out = fmt::appender(buffer_);
   buffer_.append(std::string_view(num_events_ == 0 ? "\n" : ",\n"));
   switch (e.kind) {
     case EventKind::kIteration:
-      fmt::format_to(out, R"({{"ev": "iteration", "index": {}}})", e.id);
+      fmt::format_to(out, FMT_COMPILE(R"({{"ev": "iteration", "index": {}}})"), e.id);
       break;
     case EventKind::kPhase:
-      fmt::format_to(out, R"({{"ev": "phase", "phase": "{}"}})", PhaseName(e.phase));
+      fmt::format_to(out, FMT_COMPILE(R"({{"ev": "phase", "phase": "{}"}})"), PhaseName(e.phase));
       break;
     case EventKind::kAlloc:
-      fmt::format_to(out, R"({{"ev": "alloc", "id": {}, "bytes": {}, "stream": {}, "cat": "{}")",
-                     e.id, e.bytes, e.stream, CategoryName(e.category));
+      fmt::format_to(
+          out, FMT_COMPILE(R"({{"ev": "alloc", "id": {}, "bytes": {}, "stream": {}, "cat": "{}")"),
+          e.id, e.bytes, e.stream, CategoryName(e.category));
       AppendTime(e);
       break;
     case EventKind::kFree:
-      fmt::format_to(out, R"({{"ev": "free", "id": {})", e.id);
+      fmt::format_to(out, FMT_COMPILE(R"({{"ev": "free", "id": {})"), e.id);
       AppendTime(e);
       break;
     case EventKind::kCompute:
-      fmt::format_to(out, R"({{"ev": "compute", "stream": {}, "dur_us": {}, "name": {}}})",
+      fmt::format_to(out,
+                     FMT_COMPILE(R"({{"ev": "compute", "stream": {}, "dur_us": {}, "name": {}}})"),
                      e.stream, e.dur_us, EscapedName(e.name));
       break;
     case EventKind::kMark:
-      fmt::format_to(out, R"({{"ev": "mark", "name": {}}})", EscapedName(e.name));
+      fmt::format_to(out, FMT_COMPILE(R"({{"ev": "mark", "name": {}}})"), EscapedName(e.name));
       break;
     case EventKind::kReduceScatter:
-      fmt::format_to(out,
-                     R"({{"ev": "rs", "fsdp": {}, "param": {}, "group": {}, "dtype": "{}", )"
-                     R"("numel": {}, "shard": "{}")",
-                     e.fsdp, e.param, e.group, DTypeName(e.dtype), e.numel,
-                     ShardModeName(e.shard_mode));
+      fmt::format_to(
+          out,
+          FMT_COMPILE(R"({{"ev": "rs", "fsdp": {}, "param": {}, "group": {}, "dtype": "{}", )"
+                      R"("numel": {}, "shard": "{}")"),
+          e.fsdp, e.param, e.group, DTypeName(e.dtype), e.numel, ShardModeName(e.shard_mode));
       if (e.shard_mode == ShardMode::kCast) {
-        fmt::format_to(out, R"(, "cast_dtype": "{}")", DTypeName(e.cast_dtype));
+        fmt::format_to(out, FMT_COMPILE(R"(, "cast_dtype": "{}")"), DTypeName(e.cast_dtype));
       }
       buffer_.push_back('}');
       break;
@@ -162,13 +167,15 @@ Status TraceWriter::OnEvent(const Event& e) {
       buffer_.append(std::string_view(R"({"ev": "flush"})"));
       break;
     case EventKind::kZeroGrad:
-      fmt::format_to(out, R"({{"ev": "zero_grad", "set_to_none": {}}})", e.set_to_none);
+      fmt::format_to(out, FMT_COMPILE(R"({{"ev": "zero_grad", "set_to_none": {}}})"),
+                     e.set_to_none);
       break;
     case EventKind::kRecordStream:
-      fmt::format_to(out, R"({{"ev": "record_stream", "id": {}, "stream": {}}})", e.id, e.stream);
+      fmt::format_to(out, FMT_COMPILE(R"({{"ev": "record_stream", "id": {}, "stream": {}}})"), e.id,
+                     e.stream);
       break;
     case EventKind::kSync:
-      fmt::format_to(out, R"({{"ev": "sync", "stream": {}}})", e.stream);
+      fmt::format_to(out, FMT_COMPILE(R"({{"ev": "sync", "stream": {}}})"), e.stream);
       break;
     case EventKind::kEmptyCache:
       buffer_.append(std::string_view(R"({"ev": "empty_cache"})"));
@@ -177,21 +184,23 @@ Status TraceWriter::OnEvent(const Event& e) {
     case EventKind::kSegmentFree:
     case EventKind::kSegmentMap:
     case EventKind::kSegmentUnmap:
-      fmt::format_to(out, R"({{"ev": "{}", "addr": {}, "bytes": {}, "stream": {})",
+      fmt::format_to(out, FMT_COMPILE(R"({{"ev": "{}", "addr": {}, "bytes": {}, "stream": {})"),
                      EventKindName(e.kind), e.id, e.bytes, e.stream);
       AppendTime(e);
       break;
     case EventKind::kOom:
-      fmt::format_to(out, R"({{"ev": "oom", "bytes": {}, "stream": {}, "device_free": {})", e.bytes,
-                     e.stream, e.id);
+      fmt::format_to(out,
+                     FMT_COMPILE(R"({{"ev": "oom", "bytes": {}, "stream": {}, "device_free": {})"),
+                     e.bytes, e.stream, e.id);
       AppendTime(e);
       break;
     case EventKind::kSnapshot:
-      fmt::format_to(out, R"({{"ev": "snapshot", "bytes": {})", e.bytes);
+      fmt::format_to(out, FMT_COMPILE(R"({{"ev": "snapshot", "bytes": {})"), e.bytes);
       if (e.has_totals) {
-        fmt::format_to(out,
-                       R"(, "allocated_bytes": {}, "reserved_bytes": {}, "requested_bytes": {})",
-                       e.numel, e.group, e.id);
+        fmt::format_to(
+            out,
+            FMT_COMPILE(R"(, "allocated_bytes": {}, "reserved_bytes": {}, "requested_bytes": {})"),
+            e.numel, e.group, e.id);
       }
       AppendTime(e);
       break;
@@ -202,7 +211,8 @@ Status TraceWriter::OnEvent(const Event& e) {
 
 // Closes an event that may carry time_us (0: not recorded, not written).
 void TraceWriter::AppendTime(const Event& e) {
-  if (e.time_us != 0) fmt::format_to(std::back_inserter(buffer_), R"(, "time_us": {})", e.time_us);
+  if (e.time_us != 0)
+    fmt::format_to(fmt::appender(buffer_), FMT_COMPILE(R"(, "time_us": {})"), e.time_us);
   buffer_.push_back('}');
 }
 

@@ -2,15 +2,8 @@
 
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <memory>
-#include <vector>
-
-#include <fmt/format.h>
 
 namespace bucketsim {
 
@@ -36,30 +29,17 @@ ReportContext MakeReportContext(const std::vector<std::string>& argv) {
   return context;
 }
 
-Status DescribeTrace(const std::string& path, ReportContext& context) {
+void DescribeTrace(const std::string& path, const TraceHeader& header, ReportContext& context) {
   context.trace_path = path;
   if (path == "-") {
     context.trace_name = "stdin";
     context.trace_digest = "none (read from standard input)";
-    return Status::Ok();
+    return;
   }
   context.trace_name = std::filesystem::path(path).filename().string();
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                                       &std::fclose);
-  if (!file) return IoError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
-  // FNV-1a, 64 bit: enough to tell two traces apart, no dependency.
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  std::vector<unsigned char> buffer(1 << 20);
-  std::size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), file.get())) > 0) {
-    for (std::size_t i = 0; i < n; ++i) {
-      hash ^= buffer[i];
-      hash *= 0x100000001b3ULL;
-    }
-  }
-  if (std::ferror(file.get())) return IoError(fmt::format("cannot read '{}'", path));
-  context.trace_digest = fmt::format("fnv1a64:{:016x}", hash);
-  return Status::Ok();
+  // A reader that read the whole file set it; every replay does before a report is written.
+  BUCKETSIM_CHECK(!header.content_digest.empty());
+  context.trace_digest = header.content_digest;
 }
 
 }  // namespace bucketsim

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/trace_header.h"
 
 namespace bucketsim {
 
@@ -32,6 +33,9 @@ struct ReportContext {
 // machine and build (tools/regen-reports.sh).
 ReportContext MakeReportContext(const std::vector<std::string>& argv);
 bool DeterministicContext();
-Status DescribeTrace(const std::string& path, ReportContext& context);
+// The trace fields: the path as given, its file name and the digest the reader computed while
+// it read the trace (TraceHeader::content_digest: no second pass over the file). Standard input
+// ("-") is named "stdin" and carries no digest.
+void DescribeTrace(const std::string& path, const TraceHeader& header, ReportContext& context);
 
 }  // namespace bucketsim
