@@ -21,11 +21,6 @@ namespace {
 constexpr int kLayers = 2000;
 constexpr int kIterations = 36;
 
-int FromEnvironment(const char* name, int fallback) {
-  const char* text = std::getenv(name);
-  return text != nullptr ? std::atoi(text) : fallback;
-}
-
 // Keeps every event; copies the header at the end, when the names are complete.
 class StoringSink final : public EventSink {
  public:
@@ -91,6 +86,11 @@ class TempTraceFile {
 };
 
 }  // namespace
+
+int FromEnvironment(const char* name, int fallback) {
+  const char* text = std::getenv(name);
+  return text != nullptr ? std::atoi(text) : fallback;
+}
 
 const StoredTrace& BenchTrace() {
   static const StoredTrace trace =

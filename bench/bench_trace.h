@@ -20,6 +20,9 @@ struct StoredTrace {
   std::vector<Event> events;
 };
 
+// The integer in environment variable `name`, else `fallback`.
+int FromEnvironment(const char* name, int fallback);
+
 // Generated on first use; aborts when the generator fails (a bench set-up bug, not a result).
 const StoredTrace& BenchTrace();
 

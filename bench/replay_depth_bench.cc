@@ -6,6 +6,11 @@
 // composition is ranked once, the free-block index is O(log n)). Run, for example:
 //
 //   build/bench/bucketsim_bench --benchmark_filter=BM_ReplayDepth --benchmark_repetitions=3
+//
+// BUCKETSIM_BENCH_DEPTH_SCALE=N divides both traces' iterations by N, for instruction counts
+// under callgrind (tools/bench-instructions.sh), which are independent of the machine's load.
+#include <algorithm>
+
 #include <benchmark/benchmark.h>
 
 #include "bench_trace.h"
@@ -28,7 +33,8 @@ void BM_ReplayDepth(benchmark::State& state, Depth depth, const char* allocator,
   Result<MemoryModelFactory> factory = MakeMemoryModelFactory({allocator, "", std::nullopt});
   if (SkipIfError(state, factory.status())) return;
   request->make_memory_model = *factory;
-  ReplayLoop(state, *request, DepthTrace(depth.layers, depth.iterations));
+  const int scale = std::max(1, FromEnvironment("BUCKETSIM_BENCH_DEPTH_SCALE", 1));
+  ReplayLoop(state, *request, DepthTrace(depth.layers, std::max(1, depth.iterations / scale)));
 }
 
 // One benchmark per (depth, model, policy): BM_ReplayDepth/deep2000/caching/backward-only.

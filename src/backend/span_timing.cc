@@ -19,8 +19,11 @@ std::vector<Interval> Union(const std::vector<TimedSpan>& spans, SpanKind kind) 
       sorted.push_back({span.start_us, span.end_us});
     }
   }
-  std::sort(sorted.begin(), sorted.end(),
-            [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  // Spans of one stream are issued in start order: with one stream they are sorted already.
+  auto earlier = [](const Interval& a, const Interval& b) { return a.start < b.start; };
+  if (!std::is_sorted(sorted.begin(), sorted.end(), earlier)) {
+    std::sort(sorted.begin(), sorted.end(), earlier);
+  }
   std::vector<Interval> merged;
   for (const Interval& interval : sorted) {
     if (!merged.empty() && interval.start <= merged.back().end) {

@@ -85,7 +85,7 @@ Status Replay::OnEvent(const Event& event) {
       if (event.set_to_none) ZeroGrad();
       return Status::Ok();
     case EventKind::kRecordStream:
-      trace_slots_[event.slot].used_on.push_back(event.stream);
+      stream_uses_[event.slot].push_back(event.stream);
       return Status::Ok();
     case EventKind::kSync:
       memory_->StreamSynchronized(event.stream);
@@ -172,22 +172,24 @@ Status Replay::Charge(Allocation& allocation, BufferHandle handle, Bytes request
 }
 
 void Replay::Discharge(Allocation& allocation, BufferHandle handle) {
-  const bool recorded_now = RecordPeakIfNeeded();
-  if (recorded_now && allocation.refs == 0) {
-    // A policy buffer whose last reference Release just dropped: the peak's list has always
-    // been taken with its count already at zero, so it is not listed (the reviewed reports
-    // say so; it is counted in by_category). Marked as kept, it is not ranked.
-    allocation.peak_epoch = peak_epoch_;
-  } else {
-    const bool policy_buffer = (handle & kTraceBufferBit) == 0;
-    KeepForPeak(policy_buffer, static_cast<std::uint32_t>(handle & ~kTraceBufferBit), allocation);
+  // This is the first decrease after a new peak if one is unrecorded: the allocation was live at
+  // it (a policy buffer whose last reference Release just dropped included), so it is kept.
+  RecordPeakIfNeeded();
+  const bool policy_buffer = (handle & kTraceBufferBit) == 0;
+  const auto index = static_cast<std::uint32_t>(handle & ~kTraceBufferBit);
+  KeepForPeak(policy_buffer, index, allocation);
+  std::vector<StreamId> used_on;
+  if (auto uses = policy_buffer ? stream_uses_.end() : stream_uses_.find(index);
+      uses != stream_uses_.end()) {
+    used_on = std::move(uses->second);
+    stream_uses_.erase(uses);
   }
   if (allocation.in_model) {
     backend_->Release(handle, allocation.stream);
-    if (allocation.used_on.empty()) {
+    if (used_on.empty()) {
       memory_->Free(allocation.block);
     } else {
-      memory_->FreeWithPendingStreams(allocation.block, std::exchange(allocation.used_on, {}));
+      memory_->FreeWithPendingStreams(allocation.block, std::move(used_on));
     }
   }
   ledger_.Discharge(allocation.category, allocation.block.charged);
@@ -314,7 +316,7 @@ std::uint32_t Replay::RecordLifetime(const Allocation& buffer) {
 
 namespace {
 
-// What the peak's list shows of an allocation (used_on, a vector, is left out).
+// What the peak's list shows of an allocation.
 template <typename Allocation>
 Allocation AsRanked(const Allocation& a) {
   Allocation copy;

@@ -6,6 +6,7 @@
 // for every policy (reference/fsdp_semantics.md §2.4, §2.6).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -48,20 +49,22 @@ class Replay final : public EventSink, private PolicyHost {
   static constexpr StreamId kComputeStream = 0;
   static constexpr std::uint32_t kNoLifetime = ~std::uint32_t{0};
 
+  // Every alloc and free of a replay reads and writes one of these: fields are ordered so that
+  // it packs into 72 bytes (120 with the record_stream list it held, a deep model's tens of
+  // thousands of live entries spilling two cache lines each).
   struct Allocation {
     Block block;
-    Category category = Category::kOther;
-    std::uint32_t refs = 0;  // 0: the entry is free
-    bool in_model = false;   // false when the memory model refused it (an OOM being reported)
-    std::vector<StreamId> used_on;  // other streams that use it (record_stream)
     EventIndex since = 0;
+    std::uint64_t trace_id = 0;  // trace allocations
+    GroupId group = 0;           // policy buffers
+    std::uint64_t live_seq = 0;  // the how-manieth allocation made live this is
+    std::uint32_t refs = 0;      // 0: the entry is free
     StreamId stream = 0;
-    std::uint64_t trace_id = 0;            // trace allocations
-    DType dtype = DType::kFloat32;         // policy buffers
-    GroupId group = 0;                     // policy buffers
     std::uint32_t lifetime = kNoLifetime;  // bucket buffers: its entry in bucket_lifetimes
-    std::uint64_t live_seq = 0;            // the how-manieth allocation made live this is
     std::uint32_t peak_epoch = 0;          // the peak record it was last copied into
+    Category category = Category::kOther;
+    DType dtype = DType::kFloat32;  // policy buffers
+    bool in_model = false;  // false when the memory model refused it (an OOM being reported)
   };
   // An allocation live at the recorded peak, as it was then, and where it lived (the tables'
   // order is the order the largest are ranked in, which breaks ties as the old per-peak scan).
@@ -121,7 +124,10 @@ class Replay final : public EventSink, private PolicyHost {
   std::size_t untimed_collectives_ = 0;  // result_.collectives from here on await their times
 
   std::vector<Allocation> trace_slots_;  // by Event::slot
-  std::vector<Allocation> buffers_;      // by BufferId
+  // The other streams that use a live trace allocation (record_stream), by slot: rare, so
+  // kept apart from the slots.
+  std::map<std::uint32_t, std::vector<StreamId>> stream_uses_;
+  std::vector<Allocation> buffers_;  // by BufferId
   std::vector<BufferId> free_buffers_;
   std::vector<BufferId> held_grad_;  // per parameter: the buffer its gradient lives in
   std::vector<std::uint32_t> holding_params_;

@@ -94,14 +94,14 @@ Status TraceChecker::Check(Event& event) {
       unflushed_requests_ = 0;
       return Status::Ok();
     case EventKind::kRecordStream: {
-      auto it = ids_.find(event.id);
-      if (it == ids_.end() || !it->second.live) {
+      std::optional<std::uint32_t> slot = live_ids_.Find(event.id);
+      if (!slot) {
         return Broken(
             Inconsistency::kRecordStreamOfDeadId,
             InvalidTrace(fmt::format("event {}: record_stream of id {}, which is not live",
                                      event.index, event.id)));
       }
-      event.slot = it->second.slot;
+      event.slot = *slot;
       return Status::Ok();
     }
     case EventKind::kSync:
@@ -142,29 +142,23 @@ Status TraceChecker::CheckPhase(const Event& event) {
 }
 
 Status TraceChecker::CheckAlloc(Event& event) {
-  auto [it, inserted] = ids_.try_emplace(event.id);
-  IdState& state = it->second;
-  if (!inserted && state.live) {
+  const std::uint32_t slot = free_slots_.empty() ? num_slots_ : free_slots_.back();
+  if (!live_ids_.Insert(event.id, slot)) {
     return Broken(Inconsistency::kAllocOfLiveId,
                   InvalidTrace(fmt::format("event {}: alloc of id {}, which is already live "
                                            "(allocated at event {})",
-                                           event.index, event.id, state.last_event)));
+                                           event.index, event.id,
+                                           slots_[*live_ids_.Find(event.id)].allocated_at)));
   }
-  // An id above every id allocated so far was never freed (the common case: fresh ids).
-  if (inserted && allocated_any_ && event.id <= max_id_) ForgetFree(event.id);
-  max_id_ = allocated_any_ ? std::max(max_id_, event.id) : event.id;
-  allocated_any_ = true;
   if (free_slots_.empty()) {
-    state.slot = num_slots_++;
+    ++num_slots_;
+    slots_.emplace_back();
   } else {
-    state.slot = free_slots_.back();
     free_slots_.pop_back();
   }
-  state.live = true;
-  state.category = event.category;
-  state.bytes = event.bytes;
-  state.last_event = event.index;
-  event.slot = state.slot;
+  RememberAllocated(event.id);
+  slots_[slot] = {event.bytes, event.index, event.category, true};
+  event.slot = slot;
   summary_.allocated_bytes[static_cast<int>(event.category)] += event.bytes;
   live_bytes_ += event.bytes;
   ++live_count_;
@@ -174,29 +168,12 @@ Status TraceChecker::CheckAlloc(Event& event) {
 }
 
 Status TraceChecker::CheckFree(Event& event) {
-  auto it = ids_.find(event.id);
-  if (it == ids_.end()) {
-    if (InForgottenFrees(event.id)) {
-      return Broken(Inconsistency::kDoubleFree,
-                    InvalidTrace(fmt::format("event {}: double free of id {} (already freed, "
-                                             "more than {} frees before)",
-                                             event.index, event.id, remembered_frees_)));
-    }
-    return Broken(Inconsistency::kFreeOfUnknownId,
-                  InvalidTrace(fmt::format("event {}: free of unknown allocation id {}",
-                                           event.index, event.id)));
-  }
-  IdState& state = it->second;
-  if (!state.live) {
-    return Broken(Inconsistency::kDoubleFree,
-                  InvalidTrace(fmt::format("event {}: double free of id {} (already freed at "
-                                           "event {})",
-                                           event.index, event.id, state.last_event)));
-  }
+  std::optional<std::uint32_t> slot = live_ids_.Erase(event.id);
+  if (!slot) return FreeOfDeadId(event);
+  SlotState& state = slots_[*slot];
   state.live = false;
-  state.last_event = event.index;
-  free_slots_.push_back(state.slot);
-  event.slot = state.slot;
+  free_slots_.push_back(*slot);
+  event.slot = *slot;
   event.category = state.category;
   event.bytes = state.bytes;
   live_bytes_ -= state.bytes;
@@ -205,61 +182,82 @@ Status TraceChecker::CheckFree(Event& event) {
   return Status::Ok();
 }
 
+Status TraceChecker::FreeOfDeadId(const Event& event) {
+  if (std::optional<EventIndex> freed_at = RecentFree(event.id)) {
+    return Broken(Inconsistency::kDoubleFree,
+                  InvalidTrace(fmt::format("event {}: double free of id {} (already freed at "
+                                           "event {})",
+                                           event.index, event.id, *freed_at)));
+  }
+  if (WasAllocated(event.id)) {
+    return Broken(Inconsistency::kDoubleFree,
+                  InvalidTrace(fmt::format("event {}: double free of id {} (already freed, "
+                                           "more than {} frees before)",
+                                           event.index, event.id, remembered_frees_)));
+  }
+  return Broken(Inconsistency::kFreeOfUnknownId,
+                InvalidTrace(fmt::format("event {}: free of unknown allocation id {}", event.index,
+                                         event.id)));
+}
+
 void TraceChecker::RememberFree(std::uint64_t id, EventIndex at) {
-  free_order_.emplace_back(id, at);
-  if (free_order_.size() <= remembered_frees_) return;
-  const auto [oldest, freed_at] = free_order_.front();
-  free_order_.pop_front();
-  // Unless the id was allocated again since (it is live, or was freed again later).
-  auto it = ids_.find(oldest);
-  if (it == ids_.end() || it->second.live || it->second.last_event != freed_at) return;
-  ids_.erase(it);
-  AddForgottenFree(oldest);
+  if (remembered_frees_ == 0) return;
+  if (recent_frees_.size() < remembered_frees_) {
+    recent_frees_.emplace_back(id, at);
+  } else {
+    recent_frees_[next_recent_] = {id, at};
+  }
+  next_recent_ = (next_recent_ + 1) % remembered_frees_;
 }
 
-void TraceChecker::ForgetFree(std::uint64_t id) {
-  auto next = forgotten_frees_.upper_bound(id);
-  if (next == forgotten_frees_.begin()) return;
-  auto range = std::prev(next);
-  const auto [first, last] = *range;
-  if (last < id) return;
-  forgotten_frees_.erase(range);
-  forgotten_hint_ = forgotten_frees_.end();
-  if (first < id) forgotten_frees_.emplace(first, id - 1);
-  if (id < last) forgotten_frees_.emplace(id + 1, last);
+std::optional<EventIndex> TraceChecker::RecentFree(std::uint64_t id) const {
+  // Newest first: the ring ends just before next_recent_. Only an erroneous free scans it.
+  const std::size_t count = recent_frees_.size();
+  for (std::size_t back = 1; back <= count; ++back) {
+    const auto& [freed_id, freed_at] = recent_frees_[(next_recent_ + count - back) % count];
+    if (freed_id == id) return freed_at;
+  }
+  return std::nullopt;
 }
 
-bool TraceChecker::InForgottenFrees(std::uint64_t id) const {
-  auto next = forgotten_frees_.upper_bound(id);
-  return next != forgotten_frees_.begin() && std::prev(next)->second >= id;
-}
-
-void TraceChecker::AddForgottenFree(std::uint64_t id) {
-  // Generated traces free runs of consecutive ids: most often the id extends the range that
-  // grew last, found without a search.
-  auto next = forgotten_hint_ != forgotten_frees_.end() && forgotten_hint_->second + 1 == id
-                  ? std::next(forgotten_hint_)
-                  : forgotten_frees_.upper_bound(id);
-  if (next != forgotten_frees_.begin()) {
+void TraceChecker::RememberAllocated(std::uint64_t id) {
+  // Generated traces number allocations in order: the id extends the last range.
+  if (!allocated_ids_.empty()) {
+    auto last = std::prev(allocated_ids_.end());
+    if (id > last->second) {
+      if (id - 1 == last->second) {
+        last->second = id;
+      } else {
+        allocated_ids_.emplace_hint(allocated_ids_.end(), id, id);
+      }
+      return;
+    }
+  }
+  auto next = allocated_ids_.upper_bound(id);
+  if (next != allocated_ids_.begin()) {
     auto range = std::prev(next);
     if (range->second >= id) return;  // already there
     if (range->second + 1 == id) {
       range->second = id;
-      if (next != forgotten_frees_.end() && next->first == id + 1) {
+      if (next != allocated_ids_.end() && next->first == id + 1) {
         range->second = next->second;
-        forgotten_frees_.erase(next);
+        allocated_ids_.erase(next);
       }
-      forgotten_hint_ = range;
       return;
     }
   }
-  if (next != forgotten_frees_.end() && id + 1 == next->first) {
-    const std::uint64_t last = next->second;
-    forgotten_frees_.erase(next);
-    forgotten_hint_ = forgotten_frees_.emplace(id, last).first;
+  if (next != allocated_ids_.end() && id + 1 == next->first) {
+    auto node = allocated_ids_.extract(next);
+    node.key() = id;  // the range grows down by one: its node keeps its place in the order
+    allocated_ids_.insert(std::move(node));
     return;
   }
-  forgotten_hint_ = forgotten_frees_.emplace(id, id).first;
+  allocated_ids_.emplace_hint(next, id, id);
+}
+
+bool TraceChecker::WasAllocated(std::uint64_t id) const {
+  auto next = allocated_ids_.upper_bound(id);
+  return next != allocated_ids_.begin() && std::prev(next)->second >= id;
 }
 
 Status TraceChecker::CheckReduceScatter(const Event& event) {
@@ -293,7 +291,7 @@ Status TraceChecker::OnEnd() {
     if (mode_ == CheckerMode::kReject) return status;
     Record(Inconsistency::kUnflushedRequests, first_unflushed_, status);
   }
-  for (const auto& [id, state] : ids_) {
+  for (const SlotState& state : slots_) {
     if (!state.live) continue;
     summary_.alive_at_end_bytes[static_cast<int>(state.category)] += state.bytes;
     ++summary_.alive_at_end_count[static_cast<int>(state.category)];

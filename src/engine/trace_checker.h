@@ -5,12 +5,15 @@
 // The checker also gives each live allocation a dense slot (Event::slot) so that replays index
 // a vector instead of hashing ids, then forwards the event to the next sink.
 //
-// Its memory is bounded by what is live, not by the trace's length: it keeps the live ids, the
-// last `remembered_frees` freed ids with the event that freed them (a double free of one of
-// those names that event), and the older freed ids only as ranges of ids (a double free of one
-// of those is still a double free, without the event). An id may be allocated again once freed
-// (imported traces use block addresses as ids), which takes it out of the freed ids; generated
-// traces number allocations in order, so their freed ids collapse into a few ranges.
+// Its memory is bounded by what is live, not by the trace's length: it keeps the live ids (in a
+// LiveIdIndex, with what it knows of each by slot), the last `remembered_frees` frees with the
+// event of each (a double free of one of those names that event), and every id ever allocated
+// only as ranges of ids (a free of one of those that is neither live nor recent is still a
+// double free, without the event). Generated traces number allocations in order, so their ids
+// make one range; imported traces use block addresses as ids, which the allocator reuses (an id
+// may be allocated again once freed), so their ranges are bounded by the device's addresses.
+// Only a free of an id that is not live looks at the recent frees: the common path pays one
+// hash lookup per alloc and per free, and nothing per event grows with the trace.
 //
 // In front of a replay the checker rejects: the first broken rule stops the stream. For
 // `bucketsim validate` it reports instead: every broken rule is counted by kind with the first
@@ -19,12 +22,13 @@
 #pragma once
 
 #include <array>
-#include <deque>
 #include <map>
-#include <unordered_map>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/event_sink.h"
+#include "engine/live_id_index.h"
 #include "engine/run_result.h"
 
 namespace bucketsim {
@@ -77,8 +81,6 @@ class TraceChecker final : public EventSink {
   explicit TraceChecker(EventSink* next, CheckerMode mode = CheckerMode::kReject,
                         std::size_t remembered_frees = kRememberedFrees)
       : next_(next), mode_(mode), remembered_frees_(remembered_frees) {}
-  TraceChecker(const TraceChecker&) = delete;  // holds an iterator into its own map
-  TraceChecker& operator=(const TraceChecker&) = delete;
 
   Status OnHeader(const TraceHeader& header) override;
   Status OnEvent(const Event& event) override;
@@ -86,17 +88,18 @@ class TraceChecker final : public EventSink {
 
   const TraceSummary& summary() const { return summary_; }
   // How many ids (or ranges of ids) the checker holds now: live ones, recently freed ones, and
-  // ranges of forgotten freed ones. Bounded by the live allocations, whatever the trace length.
-  std::size_t remembered_ids() const { return ids_.size() + forgotten_frees_.size(); }
+  // ranges of every id allocated. Bounded by the live allocations, whatever the trace length.
+  std::size_t remembered_ids() const {
+    return live_ids_.size() + recent_frees_.size() + allocated_ids_.size();
+  }
 
  private:
-  // A live id, or one of the last remembered_frees_ freed ones.
-  struct IdState {
-    std::uint32_t slot = 0;
-    bool live = false;
-    Category category = Category::kOther;
+  // What the checker knows of a live allocation, by slot.
+  struct SlotState {
     Bytes bytes = 0;
-    EventIndex last_event = 0;  // allocated at, or freed at when not live
+    EventIndex allocated_at = 0;
+    Category category = Category::kOther;
+    bool live = false;
   };
 
   Status Check(Event& event);
@@ -105,15 +108,17 @@ class TraceChecker final : public EventSink {
   void Record(Inconsistency kind, EventIndex index, const Status& status);
   Status CheckAlloc(Event& event);
   Status CheckFree(Event& event);
+  // A free of an id that is not live: a double free (named by its event when it is one of the
+  // recent frees) or a free of an id never allocated.
+  Status FreeOfDeadId(const Event& event);
+  // The event of the newest of the remembered frees of `id`, if any.
+  std::optional<EventIndex> RecentFree(std::uint64_t id) const;
+  void RememberFree(std::uint64_t id, EventIndex at);
+  // Adds `id` to allocated_ids_.
+  void RememberAllocated(std::uint64_t id);
+  bool WasAllocated(std::uint64_t id) const;
   Status CheckReduceScatter(const Event& event);
   Status CheckPhase(const Event& event);
-  // `id` was just freed at `at`: when more than remembered_frees_ freed ids are remembered,
-  // the oldest is forgotten into forgotten_frees_.
-  void RememberFree(std::uint64_t id, EventIndex at);
-  // `id` is allocated again: it is no longer a forgotten freed id.
-  void ForgetFree(std::uint64_t id);
-  bool InForgottenFrees(std::uint64_t id) const;
-  void AddForgottenFree(std::uint64_t id);
 
   EventSink* next_;
   CheckerMode mode_;
@@ -121,14 +126,13 @@ class TraceChecker final : public EventSink {
   const TraceHeader* header_ = nullptr;
   TraceSummary summary_;
   std::size_t remembered_frees_;
-  std::unordered_map<std::uint64_t, IdState> ids_;
-  std::deque<std::pair<std::uint64_t, EventIndex>> free_order_;  // recent frees, oldest first
-  std::map<std::uint64_t, std::uint64_t> forgotten_frees_;       // first id -> last id
-  // The range AddForgottenFree grew last (end() if none, or erased).
-  std::map<std::uint64_t, std::uint64_t>::iterator forgotten_hint_ = forgotten_frees_.end();
-  std::uint64_t max_id_ = 0;  // the largest id allocated
-  bool allocated_any_ = false;
+  LiveIdIndex live_ids_;          // id -> slot
+  std::vector<SlotState> slots_;  // by slot
   std::vector<std::uint32_t> free_slots_;
+  // The last remembered_frees_ frees (id, event), a ring: the oldest is overwritten first.
+  std::vector<std::pair<std::uint64_t, EventIndex>> recent_frees_;
+  std::size_t next_recent_ = 0;                           // where the next free goes
+  std::map<std::uint64_t, std::uint64_t> allocated_ids_;  // first id -> last id
   std::uint32_t num_slots_ = 0;
   Bytes live_bytes_ = 0;
   std::uint64_t live_count_ = 0;

@@ -32,13 +32,14 @@ Bytes RoundupPower2NextDivision(Bytes size, std::uint64_t divisions) {
   return RoundUp(size, step);
 }
 
-void IncreaseStat(AllocatorStat& stat, std::int64_t amount) {
+// The counters change several times on every allocation and free: inlined.
+inline void IncreaseStat(AllocatorStat& stat, std::int64_t amount) {
   stat.current += amount;
   stat.allocated += amount;
   stat.peak = std::max(stat.peak, stat.current);
 }
 
-void DecreaseStat(AllocatorStat& stat, std::int64_t amount) {
+inline void DecreaseStat(AllocatorStat& stat, std::int64_t amount) {
   stat.current -= amount;
   stat.freed += amount;
 }
@@ -85,14 +86,14 @@ bool CachingAllocatorModel::GcEnabled() const {
   return capacity_bytes_.has_value() && conf_.garbage_collection_threshold > 0;
 }
 
-void CachingAllocatorModel::Increase(AllocatorStatArray& stat, bool small_pool,
-                                     std::int64_t amount) {
+inline void CachingAllocatorModel::Increase(AllocatorStatArray& stat, bool small_pool,
+                                            std::int64_t amount) {
   IncreaseStat(stat.all, amount);
   IncreaseStat(small_pool ? stat.small_pool : stat.large_pool, amount);
 }
 
-void CachingAllocatorModel::Decrease(AllocatorStatArray& stat, bool small_pool,
-                                     std::int64_t amount) {
+inline void CachingAllocatorModel::Decrease(AllocatorStatArray& stat, bool small_pool,
+                                            std::int64_t amount) {
   DecreaseStat(stat.all, amount);
   DecreaseStat(small_pool ? stat.small_pool : stat.large_pool, amount);
 }

@@ -231,5 +231,25 @@ TEST(PeakComposition, ListsWhatWasLiveAtThePeakNotAfter) {
   EXPECT_EQ(run->peak.allocated_bytes, 12288u);
 }
 
+// The unbucketed policy reduces a gradient on its own: the bypass output (1000 fp32 elements,
+// 4096 B charged) and then the cat temporary (ws 2: 8000 B, 8192 B charged) are allocated, a
+// peak of 12288 B; the output becomes the gradient, and the release of the temporary is the
+// first decrease after the peak, which records it. The temporary was live at the peak, so the
+// peak lists it, the largest first.
+TEST(PeakComposition, ListsAPolicyBufferWhoseReleaseRecordsThePeak) {
+  TraceBuilder t(2);
+  t.Group(1, {0, 1}).Fsdp("layer", {{"w", 2000, DType::kFloat32}});
+  t.Iteration(0).Phase(Phase::kForward).Phase(Phase::kBackward);
+  t.Rs(0, 0, 1, DType::kFloat32, 1000).Flush().Phase(Phase::kStep).ZeroGrad();
+  Result<RunResult> run = testing::ReplayOne(t, "unbucketed");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->peak.allocated_bytes, 4'096u + 8'192u);
+  ASSERT_EQ(run->peak.largest.size(), 2u);
+  EXPECT_EQ(run->peak.largest[0].category, Category::kRsCatTemp);
+  EXPECT_EQ(run->peak.largest[0].bytes, 8'192u);
+  EXPECT_EQ(run->peak.largest[1].category, Category::kBypassOutput);
+  EXPECT_EQ(run->peak.largest[1].bytes, 4'096u);
+}
+
 }  // namespace
 }  // namespace bucketsim
