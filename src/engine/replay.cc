@@ -1,6 +1,7 @@
 #include "engine/replay.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -357,7 +358,7 @@ void Replay::KeepForPeak(bool policy_buffer, std::uint32_t index, Allocation& al
 void Replay::RankLargestAtPeak() {
   if (peak_epoch_ == 0) return;
   // Everything live at the peak, in the order the tables hold it: trace slots by slot, then
-  // policy buffers by id (the partial sort below then breaks ties as it always did).
+  // policy buffers by id (the last tie-break of the ranking below).
   std::vector<PeakEntry> live = std::move(peak_changed_);
   for (const bool policy_buffer : {false, true}) {
     const std::vector<Allocation>& table = policy_buffer ? buffers_ : trace_slots_;
@@ -373,9 +374,12 @@ void Replay::RankLargestAtPeak() {
   std::vector<const Allocation*> ranked;
   ranked.reserve(live.size());
   for (const PeakEntry& entry : live) ranked.push_back(&entry.allocation);
+  // A total order (size, then age, then table order: `ranked` points into `live`, sorted
+  // above), so equal entries never depend on how the standard library's partial sort is built.
   auto larger = [](const Allocation* x, const Allocation* y) {
-    return x->block.charged != y->block.charged ? x->block.charged > y->block.charged
-                                                : x->since < y->since;
+    if (x->block.charged != y->block.charged) return x->block.charged > y->block.charged;
+    if (x->since != y->since) return x->since < y->since;
+    return std::less<const Allocation*>{}(x, y);
   };
   std::size_t keep = std::min<std::size_t>(ranked.size(), options_.largest_at_peak);
   std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep),
