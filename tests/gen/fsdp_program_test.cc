@@ -11,6 +11,7 @@
 #include "engine/trace_checker.h"
 #include "gen/program_builder.h"
 #include "testing/recording_sink.h"
+#include "tiny_fsdp.h"
 
 namespace bucketsim {
 namespace {
@@ -18,23 +19,11 @@ namespace {
 using testing::RecordingSink;
 using testing::SummarizeAll;
 
-// Two ranks, fp32, SGD (no optimizer state), one shared group, one iteration.
-GenOptions TinyOptions() {
-  GenOptions options;
-  options.world_size = 2;
-  options.iterations = 1;
-  options.compute_dtype = DType::kFloat32;
-  options.optimizer = OptimizerKind::kSgd;
-  options.group_layout = GroupLayout::kShared;
-  return options;
-}
+// Two ranks (testing::TinyFsdpOptions: fp32, SGD, one shared group, one iteration).
+GenOptions TinyOptions() { return testing::TinyFsdpOptions(2); }
 
 std::vector<std::string> Emit(const FsdpModel& model, const GenOptions& options) {
-  RecordingSink recorder;
-  TraceChecker checker(&recorder);
-  Status status = EmitFsdpTrace(model, options, checker);
-  EXPECT_TRUE(status.ok()) << status.ToString();
-  return SummarizeAll(recorder);
+  return testing::EmitSummary(model, options);
 }
 
 // root (no parameters) and `lin` (4 parameters: fp32 shard 2 x 4 = 8 bytes, gathered 16, full

@@ -15,30 +15,15 @@
 #include "gen/program_builder.h"
 #include "io/program_file.h"
 #include "testing/recording_sink.h"
+#include "tiny_fsdp.h"
 
 namespace bucketsim {
 namespace {
 
-using testing::RecordingSink;
-using testing::SummarizeAll;
-
-// fp32, SGD (no optimizer state), one shared group, one iteration.
-GenOptions Options(int world_size) {
-  GenOptions options;
-  options.world_size = world_size;
-  options.iterations = 1;
-  options.compute_dtype = DType::kFloat32;
-  options.optimizer = OptimizerKind::kSgd;
-  options.group_layout = GroupLayout::kShared;
-  return options;
-}
+GenOptions Options(int world_size) { return testing::TinyFsdpOptions(world_size); }
 
 std::vector<std::string> Emit(const FsdpModel& model, const GenOptions& options) {
-  RecordingSink recorder;
-  TraceChecker checker(&recorder);
-  Status status = EmitFsdpTrace(model, options, checker);
-  EXPECT_TRUE(status.ok()) << status.ToString();
-  return SummarizeAll(recorder);
+  return testing::EmitSummary(model, options);
 }
 
 // root (no parameters) and `lin` with `params`; the batch x (100 bytes, no grad); mm1: h =

@@ -12,30 +12,16 @@
 #include "gen/program_builder.h"
 #include "io/program_file.h"
 #include "testing/recording_sink.h"
+#include "tiny_fsdp.h"
 
 namespace bucketsim {
 namespace {
 
-using testing::RecordingSink;
-using testing::SummarizeAll;
-
-// Two ranks, fp32, SGD, one shared group, one iteration.
-GenOptions TinyOptions() {
-  GenOptions options;
-  options.world_size = 2;
-  options.iterations = 1;
-  options.compute_dtype = DType::kFloat32;
-  options.optimizer = OptimizerKind::kSgd;
-  options.group_layout = GroupLayout::kShared;
-  return options;
-}
+// Two ranks (testing::TinyFsdpOptions: fp32, SGD, one shared group, one iteration).
+GenOptions TinyOptions() { return testing::TinyFsdpOptions(2); }
 
 std::vector<std::string> Emit(const FsdpModel& model) {
-  RecordingSink recorder;
-  TraceChecker checker(&recorder);
-  Status status = EmitFsdpTrace(model, TinyOptions(), checker);
-  EXPECT_TRUE(status.ok()) << status.ToString();
-  return SummarizeAll(recorder);
+  return testing::EmitSummary(model, TinyOptions());
 }
 
 // lin (4 parameters): h = lin(x); a checkpointed region that keeps h: a = f(h) (saves a),

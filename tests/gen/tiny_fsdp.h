@@ -1,0 +1,37 @@
+// What the emitter tests on tiny programs share: the FSDP options they emit under and the
+// emitted trace rendered one line per event (testing/recording_sink.h's Summarize).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/trace_checker.h"
+#include "gen/fsdp_program.h"
+#include "gen/gen_options.h"
+#include "testing/recording_sink.h"
+
+namespace bucketsim::testing {
+
+// fp32, SGD (no optimizer state), one shared group, one iteration.
+inline GenOptions TinyFsdpOptions(int world_size) {
+  GenOptions options;
+  options.world_size = world_size;
+  options.iterations = 1;
+  options.compute_dtype = DType::kFloat32;
+  options.optimizer = OptimizerKind::kSgd;
+  options.group_layout = GroupLayout::kShared;
+  return options;
+}
+
+// Every event of `model`'s trace under `options`, through the checker.
+inline std::vector<std::string> EmitSummary(const FsdpModel& model, const GenOptions& options) {
+  RecordingSink recorder;
+  TraceChecker checker(&recorder);
+  Status status = EmitFsdpTrace(model, options, checker);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return SummarizeAll(recorder);
+}
+
+}  // namespace bucketsim::testing
