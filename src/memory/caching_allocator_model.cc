@@ -167,7 +167,7 @@ void CachingAllocatorModel::Attach(Index i) {
   Pool& pool = PoolOf(b);
   if (b.state == BlockState::kFree) {
     b.gc_count_base = pool.get_free_blocks_call_count;
-    b.in_free = FreeIndex(pool, b.stream).Insert({b.size, b.address, i});
+    FreeIndex(pool, b.stream).Insert({b.size, b.address, i});
     return;
   }
   BUCKETSIM_CHECK(b.state == BlockState::kUnmapped);
@@ -186,7 +186,7 @@ void CachingAllocatorModel::Detach(Index i) {
   BlockRec& b = blocks_[i];
   Pool& pool = PoolOf(b);
   if (b.state == BlockState::kFree) {
-    FindFreeIndex(pool, b.stream)->Erase(b.in_free);
+    FindFreeIndex(pool, b.stream)->Erase(b.size, b.address);
     return;
   }
   BUCKETSIM_CHECK(b.state == BlockState::kUnmapped);

@@ -148,8 +148,7 @@ class CachingAllocatorModel final : public MemoryModel {
     Bytes size = 0;
     Bytes requested = 0;
     std::uint64_t gc_count_base = 0;
-    UnmappedSet::iterator in_set;    // valid while kUnmapped
-    FreeBlockIndex::Cursor in_free;  // valid while kFree
+    UnmappedSet::iterator in_set;  // valid while kUnmapped
     Index prev = kNone;
     Index next = kNone;
     Index segment = kNone;
