@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -32,7 +33,7 @@ Bytes RoundupPower2NextDivision(Bytes size, std::uint64_t divisions) {
   return RoundUp(size, step);
 }
 
-// The counters change several times on every allocation and free: inlined.
+// The oversize counters (AllocatorStat as PyTorch keeps it).
 inline void IncreaseStat(AllocatorStat& stat, std::int64_t amount) {
   stat.current += amount;
   stat.allocated += amount;
@@ -45,12 +46,6 @@ inline void DecreaseStat(AllocatorStat& stat, std::int64_t amount) {
 }
 
 void ResetPeak(AllocatorStat& stat) { stat.peak = stat.current; }
-
-void ResetPeak(AllocatorStatArray& array) {
-  ResetPeak(array.all);
-  ResetPeak(array.small_pool);
-  ResetPeak(array.large_pool);
-}
 
 std::int64_t Signed(Bytes bytes) { return static_cast<std::int64_t>(bytes); }
 
@@ -72,35 +67,37 @@ Bytes AllocationSize(Bytes rounded) {
 }
 
 CachingAllocatorModel::CachingAllocatorModel(AllocConf conf, std::optional<Bytes> capacity_bytes)
-    : conf_(conf), capacity_bytes_(capacity_bytes), next_address_(kFirstAddress) {}
+    : conf_(conf),
+      capacity_bytes_(capacity_bytes),
+      gc_enabled_(capacity_bytes.has_value() && conf.garbage_collection_threshold > 0),
+      next_address_(kFirstAddress) {}
 
 Bytes CachingAllocatorModel::allocated_bytes() const {
-  return static_cast<Bytes>(stats_.allocated_bytes.all.current);
+  return static_cast<Bytes>(counters_[kAllocatedBytes].all_current());
 }
 
 Bytes CachingAllocatorModel::reserved_bytes() const {
-  return static_cast<Bytes>(stats_.reserved_bytes.all.current);
+  return static_cast<Bytes>(counters_[kReservedBytes].all_current());
 }
 
-bool CachingAllocatorModel::GcEnabled() const {
-  return capacity_bytes_.has_value() && conf_.garbage_collection_threshold > 0;
+// PyTorch's update_stat_array adds to the pool's stat and to "all", each keeping its peak
+// (reference/caching_allocator.md §3.6); "all" is the pools' sum here.
+inline void CachingAllocatorModel::Increase(Stat stat, bool small_pool, std::int64_t amount) {
+  StatCounter& counter = counters_[stat];
+  const std::int64_t current = counter.current[small_pool] += amount;
+  counter.peak[small_pool] = std::max(counter.peak[small_pool], current);
+  counter.all_peak = std::max(counter.all_peak, counter.all_current());
 }
 
-inline void CachingAllocatorModel::Increase(AllocatorStatArray& stat, bool small_pool,
-                                            std::int64_t amount) {
-  IncreaseStat(stat.all, amount);
-  IncreaseStat(small_pool ? stat.small_pool : stat.large_pool, amount);
-}
-
-inline void CachingAllocatorModel::Decrease(AllocatorStatArray& stat, bool small_pool,
-                                            std::int64_t amount) {
-  DecreaseStat(stat.all, amount);
-  DecreaseStat(small_pool ? stat.small_pool : stat.large_pool, amount);
+inline void CachingAllocatorModel::Decrease(Stat stat, bool small_pool, std::int64_t amount) {
+  StatCounter& counter = counters_[stat];
+  counter.current[small_pool] -= amount;
+  counter.freed[small_pool] += amount;
 }
 
 // ---- block and segment records ----
 
-CachingAllocatorModel::Index CachingAllocatorModel::NewBlock() {
+inline CachingAllocatorModel::Index CachingAllocatorModel::NewBlock() {
   if (!free_block_slots_.empty()) {
     Index i = free_block_slots_.back();
     free_block_slots_.pop_back();
@@ -108,12 +105,14 @@ CachingAllocatorModel::Index CachingAllocatorModel::NewBlock() {
     return i;
   }
   blocks_.emplace_back();
+  if (gc_enabled_) gc_count_base_.push_back(0);
   return static_cast<Index>(blocks_.size() - 1);
 }
 
-void CachingAllocatorModel::DeleteBlock(Index i) { free_block_slots_.push_back(i); }
+inline void CachingAllocatorModel::DeleteBlock(Index i) { free_block_slots_.push_back(i); }
 
-CachingAllocatorModel::Index CachingAllocatorModel::NewSegment(Bytes size, bool expandable) {
+CachingAllocatorModel::Index CachingAllocatorModel::NewSegment(Bytes size, StreamId stream,
+                                                               bool small_pool, bool expandable) {
   Index s;
   if (free_segment_slots_.empty()) {
     segments_.emplace_back();
@@ -129,6 +128,9 @@ CachingAllocatorModel::Index CachingAllocatorModel::NewSegment(Bytes size, bool 
   b.address = segments_[s].address;
   b.size = size;
   b.segment = s;
+  b.stream = stream;
+  b.free_index = FreeIndexId(stream, small_pool);
+  b.small_pool = small_pool;
   b.expandable = expandable;
   b.state = expandable ? BlockState::kUnmapped : BlockState::kFree;
   return s;
@@ -140,57 +142,64 @@ void CachingAllocatorModel::DeleteSegment(Index s) {
 }
 
 FreeBlockIndex* CachingAllocatorModel::FindFreeIndex(Pool& pool, StreamId stream) {
-  for (auto& [id, index] : pool.free) {
-    if (id == stream) return &index;
+  for (const auto& [id, index] : pool.free) {
+    if (id == stream) return &free_indexes_[index];
   }
   return nullptr;
 }
 
-FreeBlockIndex& CachingAllocatorModel::FreeIndex(Pool& pool, StreamId stream) {
-  if (FreeBlockIndex* index = FindFreeIndex(pool, stream)) return *index;
+std::uint16_t CachingAllocatorModel::FreeIndexId(StreamId stream, bool small_pool) {
+  Pool& pool = PoolOf(small_pool);
   auto at = std::lower_bound(pool.free.begin(), pool.free.end(), stream,
                              [](const auto& entry, StreamId s) { return entry.first < s; });
-  return pool.free.emplace(at, stream, FreeBlockIndex())->second;
+  if (at != pool.free.end() && at->first == stream) return at->second;
+  BUCKETSIM_CHECK(free_indexes_.size() < std::numeric_limits<std::uint16_t>::max());
+  const auto id = static_cast<std::uint16_t>(free_indexes_.size());
+  free_indexes_.emplace_back();
+  pool.free.emplace(at, stream, id);
+  return id;
 }
 
-std::vector<FreeBlockIndex::Entry> CachingAllocatorModel::FreeEntries(const Pool& pool) {
+std::vector<FreeBlockIndex::Entry> CachingAllocatorModel::FreeEntries(const Pool& pool) const {
   std::vector<FreeBlockIndex::Entry> entries;
-  for (const auto& [id, index] : pool.free) {
-    std::vector<FreeBlockIndex::Entry> stream_entries = index.Entries();
+  for (const auto& [stream, index] : pool.free) {
+    std::vector<FreeBlockIndex::Entry> stream_entries = free_indexes_[index].Entries();
     entries.insert(entries.end(), stream_entries.begin(), stream_entries.end());
   }
   return entries;
 }
 
-void CachingAllocatorModel::Attach(Index i) {
-  BlockRec& b = blocks_[i];
-  Pool& pool = PoolOf(b);
+inline void CachingAllocatorModel::Attach(Index i) {
+  const BlockRec& b = blocks_[i];
   if (b.state == BlockState::kFree) {
-    b.gc_count_base = pool.get_free_blocks_call_count;
-    FreeIndex(pool, b.stream).Insert({b.size, b.address, i});
+    if (gc_enabled_) gc_count_base_[i] = PoolOf(b).get_free_blocks_call_count;
+    free_indexes_[b.free_index].Insert({b.size, b.address, i});
     return;
   }
   BUCKETSIM_CHECK(b.state == BlockState::kUnmapped);
+  UnmappedSet& unmapped = PoolOf(b).unmapped;
   const UnmappedKey key{b.stream, b.address, i};
   if (spare_nodes_.empty()) {
-    b.in_set = pool.unmapped.insert(key).first;
+    unmapped.insert(key);
     return;
   }
   UnmappedSet::node_type node = std::move(spare_nodes_.back());
   spare_nodes_.pop_back();
   node.value() = key;
-  b.in_set = pool.unmapped.insert(std::move(node)).position;
+  unmapped.insert(std::move(node));
 }
 
-void CachingAllocatorModel::Detach(Index i) {
-  BlockRec& b = blocks_[i];
-  Pool& pool = PoolOf(b);
+inline void CachingAllocatorModel::Detach(Index i) {
+  const BlockRec& b = blocks_[i];
   if (b.state == BlockState::kFree) {
-    FindFreeIndex(pool, b.stream)->Erase(b.size, b.address);
+    free_indexes_[b.free_index].Erase(b.size, b.address);
     return;
   }
   BUCKETSIM_CHECK(b.state == BlockState::kUnmapped);
-  spare_nodes_.push_back(pool.unmapped.extract(b.in_set));
+  UnmappedSet& unmapped = PoolOf(b).unmapped;
+  auto at = unmapped.find(UnmappedKey{b.stream, b.address, i});
+  BUCKETSIM_CHECK(at != unmapped.end());
+  spare_nodes_.push_back(unmapped.extract(at));
 }
 
 CachingAllocatorModel::Index CachingAllocatorModel::MergeNeighbours(Index i, Bytes* absorbed_bytes,
@@ -220,7 +229,7 @@ CachingAllocatorModel::Index CachingAllocatorModel::MergeNeighbours(Index i, Byt
   return i;
 }
 
-CachingAllocatorModel::Index CachingAllocatorModel::SplitFront(Index i, Bytes size) {
+inline CachingAllocatorModel::Index CachingAllocatorModel::SplitFront(Index i, Bytes size) {
   Index rest = NewBlock();
   BlockRec& front = blocks_[i];
   BlockRec& back = blocks_[rest];
@@ -228,6 +237,7 @@ CachingAllocatorModel::Index CachingAllocatorModel::SplitFront(Index i, Bytes si
   back.address = front.address + size;
   back.size = front.size - size;
   back.stream = front.stream;
+  back.free_index = front.free_index;
   back.small_pool = front.small_pool;
   back.expandable = front.expandable;
   back.segment = front.segment;
@@ -255,10 +265,11 @@ Result<Block> CachingAllocatorModel::Allocate(Bytes requested, StreamId stream) 
   return Block{i, blocks_[i].size};
 }
 
-CachingAllocatorModel::Index CachingAllocatorModel::GetFreeBlock(StreamId stream, bool small_pool,
-                                                                 Bytes size) {
+inline CachingAllocatorModel::Index CachingAllocatorModel::GetFreeBlock(StreamId stream,
+                                                                        bool small_pool,
+                                                                        Bytes size) {
   Pool& pool = PoolOf(small_pool);
-  if (GcEnabled()) ++pool.get_free_blocks_call_count;
+  if (gc_enabled_) ++pool.get_free_blocks_call_count;
   FreeBlockIndex* index = FindFreeIndex(pool, stream);
   if (index == nullptr) return kNone;
   auto cursor = index->LowerBound(size);
@@ -293,7 +304,7 @@ Result<CachingAllocatorModel::Index> CachingAllocatorModel::AllocateSlow(StreamI
                                                                          bool small_pool,
                                                                          Bytes size,
                                                                          Bytes alloc_size) {
-  if (GcEnabled()) GarbageCollectCachedBlocks();
+  if (gc_enabled_) GarbageCollectCachedBlocks();
   Index i = AllocBlock(stream, small_pool, size, alloc_size, false);
   if (i == kNone && ReleaseAvailableCachedBlocks(stream, small_pool, size)) {
     i = AllocBlock(stream, small_pool, size, alloc_size, false);
@@ -309,31 +320,30 @@ Result<CachingAllocatorModel::Index> CachingAllocatorModel::AllocateSlow(StreamI
 CachingAllocatorModel::Index CachingAllocatorModel::AllocBlock(StreamId stream, bool small_pool,
                                                                Bytes size, Bytes alloc_size,
                                                                bool is_retry) {
-  if (is_retry) ++stats_.num_alloc_retries;
+  if (is_retry) ++counts_.num_alloc_retries;
   if (conf_.expandable_segments) return TryAllocateExpandableBlock(stream, small_pool, size);
   if (capacity_bytes_ && reserved_bytes() + alloc_size > *capacity_bytes_) return kNone;
-  Index s = NewSegment(alloc_size, false);
+  Index s = NewSegment(alloc_size, stream, small_pool, false);
   Index i = segments_[s].head;
-  blocks_[i].stream = stream;
-  blocks_[i].small_pool = small_pool;
-  Increase(stats_.segment, small_pool, 1);
-  Increase(stats_.reserved_bytes, small_pool, Signed(alloc_size));
+  Increase(kSegment, small_pool, 1);
+  Increase(kReservedBytes, small_pool, Signed(alloc_size));
   SegmentTotals& totals = TotalsOf(stream, small_pool);
   ++totals.count;
   totals.bytes += alloc_size;
-  if (alloc_size >= conf_.max_split_size) IncreaseStat(stats_.oversize_segments, 1);
-  ++stats_.num_device_alloc;
+  if (alloc_size >= conf_.max_split_size) IncreaseStat(counts_.oversize_segments, 1);
+  ++counts_.num_device_alloc;
   NotifySegment({SegmentAction::kAlloc, blocks_[i].address, alloc_size, stream, small_pool});
   return i;
 }
 
-bool CachingAllocatorModel::ShouldSplit(const BlockRec& b, Bytes size) const {
+inline bool CachingAllocatorModel::ShouldSplit(const BlockRec& b, Bytes size) const {
   const Bytes remaining = b.size - size;
   if (b.small_pool || conf_.expandable_segments) return remaining >= kMinBlockSize;
   return size < conf_.max_split_size && remaining > kSmallSize;
 }
 
-void CachingAllocatorModel::AllocFoundBlock(Index i, Bytes size, Bytes requested, bool split) {
+inline void CachingAllocatorModel::AllocFoundBlock(Index i, Bytes size, Bytes requested,
+                                                   bool split) {
   const bool already_split = blocks_[i].is_split();
   const bool small_pool = blocks_[i].small_pool;
   // inactive_split is not tracked for expandable segments (§3.2).
@@ -342,24 +352,24 @@ void CachingAllocatorModel::AllocFoundBlock(Index i, Bytes size, Bytes requested
     Index rest = SplitFront(i, size);
     Attach(rest);
     if (track_split && already_split) {
-      Decrease(stats_.inactive_split_bytes, small_pool, Signed(size));
+      Decrease(kInactiveSplitBytes, small_pool, Signed(size));
     } else if (track_split) {
-      Increase(stats_.inactive_split_bytes, small_pool, Signed(blocks_[rest].size));
-      Increase(stats_.inactive_split, small_pool, 1);
+      Increase(kInactiveSplitBytes, small_pool, Signed(blocks_[rest].size));
+      Increase(kInactiveSplit, small_pool, 1);
     }
   } else if (track_split && already_split) {
-    Decrease(stats_.inactive_split_bytes, small_pool, Signed(blocks_[i].size));
-    Decrease(stats_.inactive_split, small_pool, 1);
+    Decrease(kInactiveSplitBytes, small_pool, Signed(blocks_[i].size));
+    Decrease(kInactiveSplit, small_pool, 1);
   }
   BlockRec& b = blocks_[i];
   b.state = BlockState::kAllocated;
   b.requested = requested;
-  Increase(stats_.allocation, small_pool, 1);
-  Increase(stats_.allocated_bytes, small_pool, Signed(b.size));
-  Increase(stats_.active, small_pool, 1);
-  Increase(stats_.active_bytes, small_pool, Signed(b.size));
-  Increase(stats_.requested_bytes, small_pool, Signed(requested));
-  if (b.size >= conf_.max_split_size) IncreaseStat(stats_.oversize_allocations, 1);
+  Increase(kAllocation, small_pool, 1);
+  Increase(kAllocatedBytes, small_pool, Signed(b.size));
+  Increase(kActive, small_pool, 1);
+  Increase(kActiveBytes, small_pool, Signed(b.size));
+  Increase(kRequestedBytes, small_pool, Signed(requested));
+  if (b.size >= conf_.max_split_size) IncreaseStat(counts_.oversize_allocations, 1);
 }
 
 // ---- expandable segments (§4) ----
@@ -408,10 +418,8 @@ CachingAllocatorModel::Index CachingAllocatorModel::FindExpandableBlock(StreamId
                                   ? RoundUp(*capacity_bytes_ + *capacity_bytes_ / 8, page)
                                   : RoundUp(kUnboundedAddressSpace, page);
   if (address_space < size) return kNone;
-  Index s = NewSegment(address_space, true);
+  Index s = NewSegment(address_space, stream, small_pool, true);
   Index c = segments_[s].head;
-  blocks_[c].stream = stream;
-  blocks_[c].small_pool = small_pool;
   ++TotalsOf(stream, small_pool).count;  // no memory until pages are mapped
   Attach(c);
   return c;
@@ -436,9 +444,9 @@ CachingAllocatorModel::Index CachingAllocatorModel::MapBlock(Index i, Bytes size
   std::int64_t absorbed_count = 0;
   i = MergeNeighbours(i, &absorbed_bytes, &absorbed_count);
   Attach(i);
-  Increase(stats_.reserved_bytes, small_pool, Signed(mapped));
+  Increase(kReservedBytes, small_pool, Signed(mapped));
   TotalsOf(blocks_[i].stream, small_pool).bytes += mapped;
-  ++stats_.num_device_alloc;
+  ++counts_.num_device_alloc;
   return i;
 }
 
@@ -464,9 +472,9 @@ CachingAllocatorModel::Index CachingAllocatorModel::UnmapBlock(Index i) {
   std::int64_t absorbed_count = 0;
   unmapped = MergeNeighbours(unmapped, &absorbed_bytes, &absorbed_count);
   Attach(unmapped);
-  Decrease(stats_.reserved_bytes, small_pool, Signed(end - begin));
+  Decrease(kReservedBytes, small_pool, Signed(end - begin));
   TotalsOf(blocks_[unmapped].stream, small_pool).bytes -= end - begin;
-  ++stats_.num_device_free;
+  ++counts_.num_device_free;
   NotifySegment({SegmentAction::kUnmap, segments_[blocks_[unmapped].segment].address + begin,
                  end - begin, blocks_[unmapped].stream, small_pool});
   return unmapped;
@@ -481,7 +489,7 @@ void CachingAllocatorModel::ReleaseExpandableSegment(Index i) {
 
 // ---- free ----
 
-CachingAllocatorModel::Index CachingAllocatorModel::CheckedAllocatedBlock(
+inline CachingAllocatorModel::Index CachingAllocatorModel::CheckedAllocatedBlock(
     const Block& block) const {
   BUCKETSIM_CHECK(block.handle < blocks_.size());
   const Index i = static_cast<Index>(block.handle);
@@ -525,18 +533,18 @@ void CachingAllocatorModel::StreamSynchronized(StreamId stream) {
 }
 
 void CachingAllocatorModel::SynchronizeAndFreeEvents() {
-  ++stats_.num_sync_all_streams;
+  ++counts_.num_sync_all_streams;
   std::vector<Pending> pending = std::move(pending_);
   pending_.clear();
   for (const Pending& p : pending) FreeBlock(p.block);
 }
 
 // free_requested: allocated drops now, whether or not the block can be reused yet.
-void CachingAllocatorModel::MarkFreeRequested(Index i) {
+inline void CachingAllocatorModel::MarkFreeRequested(Index i) {
   const BlockRec& b = blocks_[i];
-  Decrease(stats_.allocation, b.small_pool, 1);
-  Decrease(stats_.allocated_bytes, b.small_pool, Signed(b.size));
-  if (b.size >= conf_.max_split_size) DecreaseStat(stats_.oversize_allocations, 1);
+  Decrease(kAllocation, b.small_pool, 1);
+  Decrease(kAllocatedBytes, b.small_pool, Signed(b.size));
+  if (b.size >= conf_.max_split_size) DecreaseStat(counts_.oversize_allocations, 1);
 }
 
 // free_completed: the block merges with free neighbours and returns to its pool (§3.3).
@@ -558,14 +566,14 @@ void CachingAllocatorModel::FreeBlock(Index i) {
     net_bytes += Signed(blocks_[i].size);
   }
   if (track_split) {
-    if (net_count > 0) Increase(stats_.inactive_split, small_pool, net_count);
-    if (net_count < 0) Decrease(stats_.inactive_split, small_pool, -net_count);
-    if (net_bytes > 0) Increase(stats_.inactive_split_bytes, small_pool, net_bytes);
-    if (net_bytes < 0) Decrease(stats_.inactive_split_bytes, small_pool, -net_bytes);
+    if (net_count > 0) Increase(kInactiveSplit, small_pool, net_count);
+    if (net_count < 0) Decrease(kInactiveSplit, small_pool, -net_count);
+    if (net_bytes > 0) Increase(kInactiveSplitBytes, small_pool, net_bytes);
+    if (net_bytes < 0) Decrease(kInactiveSplitBytes, small_pool, -net_bytes);
   }
-  Decrease(stats_.active, small_pool, 1);
-  Decrease(stats_.active_bytes, small_pool, Signed(original_size));
-  Decrease(stats_.requested_bytes, small_pool, Signed(requested));
+  Decrease(kActive, small_pool, 1);
+  Decrease(kActiveBytes, small_pool, Signed(original_size));
+  Decrease(kRequestedBytes, small_pool, Signed(requested));
 }
 
 // ---- releasing cached memory (§2.5, §2.6, §3.7) ----
@@ -574,13 +582,13 @@ void CachingAllocatorModel::ReleaseBlock(Index i) {
   const BlockRec& b = blocks_[i];
   BUCKETSIM_CHECK(b.state == BlockState::kFree && !b.expandable && !b.is_split());
   Detach(i);
-  Decrease(stats_.segment, b.small_pool, 1);
-  Decrease(stats_.reserved_bytes, b.small_pool, Signed(b.size));
+  Decrease(kSegment, b.small_pool, 1);
+  Decrease(kReservedBytes, b.small_pool, Signed(b.size));
   SegmentTotals& totals = TotalsOf(b.stream, b.small_pool);
   --totals.count;
   totals.bytes -= b.size;
-  if (b.size >= conf_.max_split_size) DecreaseStat(stats_.oversize_segments, 1);
-  ++stats_.num_device_free;
+  if (b.size >= conf_.max_split_size) DecreaseStat(counts_.oversize_segments, 1);
+  ++counts_.num_device_free;
   NotifySegment({SegmentAction::kFree, b.address, b.size, b.stream, b.small_pool});
   DeleteSegment(b.segment);
   DeleteBlock(i);
@@ -641,7 +649,7 @@ void CachingAllocatorModel::GarbageCollectCachedBlocks() {
   if (total <= threshold) return;
   const Bytes target = total - threshold;
   Pool& pool = large_;
-  auto age = [&](Index j) { return pool.get_free_blocks_call_count - blocks_[j].gc_count_base; };
+  auto age = [&](Index j) { return pool.get_free_blocks_call_count - gc_count_base_[j]; };
   std::uint64_t total_age = 0;
   std::int64_t freeable = 0;
   for (const FreeBlockIndex::Entry& entry : FreeEntries(pool)) {
@@ -669,7 +677,7 @@ void CachingAllocatorModel::GarbageCollectCachedBlocks() {
 }
 
 Status CachingAllocatorModel::OutOfMemory(Bytes alloc_size) {
-  ++stats_.num_ooms;
+  ++counts_.num_ooms;
   const Bytes capacity = capacity_bytes_.value_or(0);
   OomReport report{alloc_size,
                    capacity,
@@ -696,27 +704,51 @@ Status CachingAllocatorModel::OutOfMemory(Bytes alloc_size) {
 // ---- inspection ----
 
 void CachingAllocatorModel::ResetPeakStats() {
-  for (AllocatorStatArray* array :
-       {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
-        &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
-        &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
-    ResetPeak(*array);
+  for (StatCounter& counter : counters_) {
+    counter.peak = counter.current;
+    counter.all_peak = counter.all_current();
   }
-  ResetPeak(stats_.oversize_allocations);
-  ResetPeak(stats_.oversize_segments);
+  ResetPeak(counts_.oversize_allocations);
+  ResetPeak(counts_.oversize_segments);
 }
 
 CachingAllocatorStats CachingAllocatorModel::stats() const {
-  CachingAllocatorStats stats = stats_;
-  for (const Pool* pool : {&small_, &large_}) {
-    for (const auto& [stream, index] : pool->free) {
-      if (auto last = index.Last()) {
-        stats.largest_free_block_bytes =
-            std::max(stats.largest_free_block_bytes, index.At(*last).size);
-      }
-    }
-  }
+  auto array = [this](Stat stat) {
+    const StatCounter& c = counters_[stat];
+    auto one = [](std::int64_t current, std::int64_t peak, std::int64_t freed) {
+      return AllocatorStat{current, peak, current + freed, freed};
+    };
+    return AllocatorStatArray{one(c.all_current(), c.all_peak, c.freed[0] + c.freed[1]),
+                              one(c.current[1], c.peak[1], c.freed[1]),
+                              one(c.current[0], c.peak[0], c.freed[0])};
+  };
+  CachingAllocatorStats stats;
+  stats.allocation = array(kAllocation);
+  stats.segment = array(kSegment);
+  stats.active = array(kActive);
+  stats.inactive_split = array(kInactiveSplit);
+  stats.allocated_bytes = array(kAllocatedBytes);
+  stats.reserved_bytes = array(kReservedBytes);
+  stats.active_bytes = array(kActiveBytes);
+  stats.inactive_split_bytes = array(kInactiveSplitBytes);
+  stats.requested_bytes = array(kRequestedBytes);
+  stats.oversize_allocations = counts_.oversize_allocations;
+  stats.oversize_segments = counts_.oversize_segments;
+  stats.num_alloc_retries = counts_.num_alloc_retries;
+  stats.num_ooms = counts_.num_ooms;
+  stats.num_sync_all_streams = counts_.num_sync_all_streams;
+  stats.num_device_alloc = counts_.num_device_alloc;
+  stats.num_device_free = counts_.num_device_free;
+  stats.largest_free_block_bytes = LargestFreeBlock();
   return stats;
+}
+
+Bytes CachingAllocatorModel::LargestFreeBlock() const {
+  Bytes largest = 0;
+  for (const FreeBlockIndex& index : free_indexes_) {
+    if (auto last = index.Last()) largest = std::max(largest, index.At(*last).size);
+  }
+  return largest;
 }
 
 std::vector<SegmentSnapshot> CachingAllocatorModel::Snapshot() const {
@@ -755,15 +787,8 @@ std::optional<FragmentationInfo> CachingAllocatorModel::Fragmentation() const {
   // Called at every new peak of a replay: reads running totals, walks no segment.
   FragmentationInfo info;
   info.reserved_minus_allocated_bytes = reserved_bytes() - allocated_bytes();
-  info.inactive_split_bytes = static_cast<Bytes>(stats_.inactive_split_bytes.all.current);
-  for (const Pool* pool : {&small_, &large_}) {
-    for (const auto& [stream, index] : pool->free) {
-      if (auto last = index.Last()) {
-        info.largest_free_block_bytes =
-            std::max(info.largest_free_block_bytes, index.At(*last).size);
-      }
-    }
-  }
+  info.inactive_split_bytes = static_cast<Bytes>(counters_[kInactiveSplitBytes].all_current());
+  info.largest_free_block_bytes = LargestFreeBlock();
   // By stream, the large pool before the small one (segment_totals_' order); an expandable
   // segment's unmapped tail is address space, not memory.
   for (const SegmentTotals& totals : segment_totals_) {
@@ -774,11 +799,11 @@ std::optional<FragmentationInfo> CachingAllocatorModel::Fragmentation() const {
 }
 
 std::optional<AllocatorTotals> CachingAllocatorModel::Totals() const {
-  return AllocatorTotals{static_cast<Bytes>(stats_.active_bytes.all.peak),
-                         static_cast<Bytes>(stats_.inactive_split_bytes.all.peak),
-                         static_cast<std::uint64_t>(stats_.segment.all.peak),
-                         static_cast<std::uint64_t>(stats_.num_alloc_retries),
-                         static_cast<std::uint64_t>(stats_.num_ooms)};
+  return AllocatorTotals{static_cast<Bytes>(counters_[kActiveBytes].all_peak),
+                         static_cast<Bytes>(counters_[kInactiveSplitBytes].all_peak),
+                         static_cast<std::uint64_t>(counters_[kSegment].all_peak),
+                         static_cast<std::uint64_t>(counts_.num_alloc_retries),
+                         static_cast<std::uint64_t>(counts_.num_ooms)};
 }
 
 }  // namespace bucketsim

@@ -9,6 +9,7 @@
 // way torch.OutOfMemoryError does. Nothing here touches a real device.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -70,7 +71,7 @@ struct CachingAllocatorStats {
   Bytes largest_free_block_bytes = 0;
 };
 
-enum class BlockState { kAllocated, kPendingFree, kFree, kUnmapped };
+enum class BlockState : std::uint8_t { kAllocated, kPendingFree, kFree, kUnmapped };
 
 // memory_snapshot()-like view of one segment, for tests and reports. An expandable segment is
 // listed whole (its unmapped ranges as kUnmapped blocks), not per mapped range.
@@ -143,16 +144,17 @@ class CachingAllocatorModel final : public MemoryModel {
   };
   using UnmappedSet = std::set<UnmappedKey, UnmappedKeyLess>;
 
+  // 48 bytes, so a merge reads a block and its two neighbours in few cache lines; what only the
+  // rare paths need (garbage collection's age) lives beside blocks_.
   struct BlockRec {
     Bytes address = 0;
     Bytes size = 0;
     Bytes requested = 0;
-    std::uint64_t gc_count_base = 0;
-    UnmappedSet::iterator in_set;  // valid while kUnmapped
     Index prev = kNone;
     Index next = kNone;
     Index segment = kNone;
     StreamId stream = 0;
+    std::uint16_t free_index = 0;  // the free_indexes_ entry of (stream, pool)
     BlockState state = BlockState::kFree;
     bool small_pool = false;
     bool expandable = false;
@@ -165,8 +167,9 @@ class CachingAllocatorModel final : public MemoryModel {
     bool live = false;
   };
   struct Pool {
-    // Free blocks per stream, in stream order: a block is only reused by its own stream.
-    std::vector<std::pair<StreamId, FreeBlockIndex>> free;
+    // The free_indexes_ entry of each stream, in stream order: a block is only reused by its own
+    // stream.
+    std::vector<std::pair<StreamId, std::uint16_t>> free;
     UnmappedSet unmapped;
     std::uint64_t get_free_blocks_call_count = 0;
   };
@@ -183,17 +186,52 @@ class CachingAllocatorModel final : public MemoryModel {
     Bytes bytes = 0;
   };
 
+  // The memory_stats() arrays (CachingAllocatorStats), kept per pool: "all" is the sum of the
+  // pools, with its own peak, and `allocated` (the running total of increases) is current +
+  // freed, so an increase updates one current and two peaks, a decrease one current and one
+  // total. stats() writes them out as PyTorch keeps them.
+  enum Stat : std::uint8_t {
+    kAllocation,
+    kSegment,
+    kActive,
+    kInactiveSplit,
+    kAllocatedBytes,
+    kReservedBytes,
+    kActiveBytes,
+    kInactiveSplitBytes,
+    kRequestedBytes,
+    kStatCount
+  };
+  struct StatCounter {
+    std::array<std::int64_t, 2> current{};  // [small_pool]
+    std::array<std::int64_t, 2> peak{};
+    std::array<std::int64_t, 2> freed{};
+    std::int64_t all_peak = 0;
+    std::int64_t all_current() const { return current[0] + current[1]; }
+  };
+  // The memory_stats() counters that are not per-pool arrays.
+  struct Counts {
+    AllocatorStat oversize_allocations;
+    AllocatorStat oversize_segments;
+    std::int64_t num_alloc_retries = 0;
+    std::int64_t num_ooms = 0;
+    std::int64_t num_sync_all_streams = 0;
+    std::int64_t num_device_alloc = 0;
+    std::int64_t num_device_free = 0;
+  };
+
   Pool& PoolOf(bool small_pool) { return small_pool ? small_ : large_; }
   Pool& PoolOf(const BlockRec& b) { return PoolOf(b.small_pool); }
-  bool GcEnabled() const;
-  static FreeBlockIndex* FindFreeIndex(Pool& pool, StreamId stream);
-  static FreeBlockIndex& FreeIndex(Pool& pool, StreamId stream);
+  FreeBlockIndex* FindFreeIndex(Pool& pool, StreamId stream);
+  // The free_indexes_ entry of (stream, pool), made on first use.
+  std::uint16_t FreeIndexId(StreamId stream, bool small_pool);
   // Every free block of the pool, all streams, in (stream, size, address) order.
-  static std::vector<FreeBlockIndex::Entry> FreeEntries(const Pool& pool);
+  std::vector<FreeBlockIndex::Entry> FreeEntries(const Pool& pool) const;
 
   Index NewBlock();
   void DeleteBlock(Index i);
-  Index NewSegment(Bytes size, bool expandable);
+  // A segment of one block, free or (expandable) unmapped, not yet in a set.
+  Index NewSegment(Bytes size, StreamId stream, bool small_pool, bool expandable);
   void DeleteSegment(Index s);
   void Attach(Index i);  // into the free or unmapped set, by state
   void Detach(Index i);
@@ -225,16 +263,21 @@ class CachingAllocatorModel final : public MemoryModel {
   Status OutOfMemory(Bytes alloc_size);
   SegmentTotals& TotalsOf(StreamId stream, bool small_pool);
   Index CheckedAllocatedBlock(const Block& block) const;
+  Bytes LargestFreeBlock() const;
 
-  void Increase(AllocatorStatArray& stat, bool small_pool, std::int64_t amount);
-  void Decrease(AllocatorStatArray& stat, bool small_pool, std::int64_t amount);
+  void Increase(Stat stat, bool small_pool, std::int64_t amount);
+  void Decrease(Stat stat, bool small_pool, std::int64_t amount);
 
   AllocConf conf_;
   std::optional<Bytes> capacity_bytes_;
+  bool gc_enabled_;  // a capacity and a garbage_collection_threshold (§2.6)
   std::vector<BlockRec> blocks_;
+  // get_free_blocks_call_count when each block was last cached (garbage collection only).
+  std::vector<std::uint64_t> gc_count_base_;
   std::vector<Index> free_block_slots_;
   std::vector<SegmentRec> segments_;
   std::vector<Index> free_segment_slots_;
+  std::vector<FreeBlockIndex> free_indexes_;  // one per (stream, pool) with a segment
   Pool small_;
   Pool large_;
   std::vector<Pending> pending_;
@@ -242,7 +285,8 @@ class CachingAllocatorModel final : public MemoryModel {
   // Set nodes of mapped blocks, reused so mapping and unmapping allocate no memory.
   std::vector<UnmappedSet::node_type> spare_nodes_;
   Bytes next_address_;
-  CachingAllocatorStats stats_;
+  std::array<StatCounter, kStatCount> counters_{};
+  Counts counts_;
   std::optional<OomReport> last_oom_;
 };
 

@@ -11,7 +11,7 @@ FreeBlockIndex::FreeBlockIndex() : bins_(kBins) {}
 
 // Sizes below 32 get a bin each; above, the bin is the power of two and the next kSubBits bits.
 // Bins are monotonic in size, so scanning bins upward visits sizes in order.
-std::uint32_t FreeBlockIndex::BinOf(Bytes size) {
+inline std::uint32_t FreeBlockIndex::BinOf(Bytes size) {
   constexpr Bytes kLinear = Bytes{1} << kSubBits;
   if (size < kLinear) return static_cast<std::uint32_t>(size);
   const auto log2 = static_cast<std::uint32_t>(std::bit_width(size) - 1);
@@ -19,11 +19,17 @@ std::uint32_t FreeBlockIndex::BinOf(Bytes size) {
   return static_cast<std::uint32_t>(kLinear) + (log2 - kSubBits) * (1u << kSubBits) + sub;
 }
 
-std::uint32_t FreeBlockIndex::FindHead(std::uint32_t bin, Bytes size) const {
+inline std::uint32_t FreeBlockIndex::FindHead(std::uint32_t bin, Bytes size) const {
   const std::vector<Head>& heads = bins_[bin];
-  auto at = std::partition_point(heads.begin(), heads.end(),
-                                 [size](const Head& head) { return head.size < size; });
-  return static_cast<std::uint32_t>(at - heads.begin());
+  const Head* const begin = heads.data();
+  const Head* const end = begin + heads.size();
+  const Head* at = begin;
+  if (heads.size() > kLinearHeads) {
+    at = std::partition_point(begin, end, [size](const Head& head) { return head.size < size; });
+  } else {
+    while (at != end && at->size < size) ++at;  // a bin rarely holds more than a few sizes
+  }
+  return static_cast<std::uint32_t>(at - begin);
 }
 
 std::uint32_t FreeBlockIndex::FindRun(const Group& group, Bytes bound) {
@@ -41,7 +47,8 @@ std::uint32_t FreeBlockIndex::FindSlot(const Chunk& chunk, Bytes bound) {
 
 // ---- positions ----
 
-FreeBlockIndex::Cursor FreeBlockIndex::HeadCursor(std::uint32_t bin, std::uint32_t head) const {
+inline FreeBlockIndex::Cursor FreeBlockIndex::HeadCursor(std::uint32_t bin,
+                                                         std::uint32_t head) const {
   const Head& h = bins_[bin][head];
   return Cursor{{h.size, h.address, h.block}, bin, head, kAtHead, 0, version_};
 }
@@ -65,7 +72,8 @@ FreeBlockIndex::Cursor FreeBlockIndex::HighestOfSize(std::uint32_t bin, std::uin
   return GroupCursor(bin, head, 0, 0);
 }
 
-std::optional<FreeBlockIndex::Cursor> FreeBlockIndex::FirstHeadFrom(std::uint32_t bin) const {
+inline std::optional<FreeBlockIndex::Cursor> FreeBlockIndex::FirstHeadFrom(
+    std::uint32_t bin) const {
   if (bin >= kBins) return std::nullopt;
   std::uint32_t word = bin / 64;
   std::uint64_t bits = non_empty_[word] & (~std::uint64_t{0} << (bin % 64));
@@ -204,14 +212,24 @@ void FreeBlockIndex::Insert(const Entry& entry) {
   ++version_;
   ++count_;
   const std::uint32_t bin = BinOf(entry.size);
-  std::vector<Head>& heads = bins_[bin];
   const std::uint32_t at = FindHead(bin, entry.size);
-  if (at == heads.size() || heads[at].size != entry.size) {
-    heads.insert(heads.begin() + at, Head{entry.size, entry.address, entry.block, kNoGroup});
-    non_empty_[bin / 64] |= std::uint64_t{1} << (bin % 64);
+  std::vector<Head>& heads = bins_[bin];
+  if (at < heads.size() && heads[at].size == entry.size) {
+    InsertBeside(heads[at], entry);
     return;
   }
-  Head& head = heads[at];
+  const Head head{entry.size, entry.address, entry.block, kNoGroup};
+  if (at == heads.size()) {
+    heads.push_back(head);
+  } else {
+    heads.push_back(heads.back());
+    std::copy_backward(heads.begin() + at, heads.end() - 2, heads.end() - 1);
+    heads[at] = head;
+  }
+  non_empty_[bin / 64] |= std::uint64_t{1} << (bin % 64);
+}
+
+void FreeBlockIndex::InsertBeside(Head& head, const Entry& entry) {
   BUCKETSIM_CHECK(head.address != entry.address);
   if (head.group == kNoGroup) head.group = NewGroup();
   if (entry.address < head.address) {
@@ -297,8 +315,13 @@ void FreeBlockIndex::Erase(Bytes size, Bytes address) {
   const Head& head = bins_[bin][at];
   if (head.address == address) {
     EraseHead(bin, at);
-    return;
+  } else {
+    EraseFromGroup(bin, at, address);
   }
+}
+
+void FreeBlockIndex::EraseFromGroup(std::uint32_t bin, std::uint32_t at, Bytes address) {
+  const Head& head = bins_[bin][at];
   BUCKETSIM_CHECK(head.group != kNoGroup);
   const Group& group = groups_[head.group];
   const std::uint32_t run = FindRun(group, address + 1);
@@ -323,15 +346,19 @@ void FreeBlockIndex::Erase(const Cursor& cursor) {
   }
 }
 
-void FreeBlockIndex::EraseHead(std::uint32_t bin, std::uint32_t at) {
+inline void FreeBlockIndex::EraseHead(std::uint32_t bin, std::uint32_t at) {
   std::vector<Head>& heads = bins_[bin];
-  Head& head = heads[at];
-  if (head.group == kNoGroup) {
-    heads.erase(heads.begin() + at);
-    if (heads.empty()) non_empty_[bin / 64] &= ~(std::uint64_t{1} << (bin % 64));
+  if (heads[at].group != kNoGroup) {
+    PromoteLowestOfGroup(bin, at);
     return;
   }
-  // The group's lowest becomes the head.
+  std::copy(heads.begin() + at + 1, heads.end(), heads.begin() + at);
+  heads.pop_back();
+  if (heads.empty()) non_empty_[bin / 64] &= ~(std::uint64_t{1} << (bin % 64));
+}
+
+void FreeBlockIndex::PromoteLowestOfGroup(std::uint32_t bin, std::uint32_t at) {
+  Head& head = bins_[bin][at];
   const Group& group = groups_[head.group];
   const auto run = static_cast<std::uint32_t>(group.size() - 1);
   const Chunk& chunk = ChunkOf(group, run);

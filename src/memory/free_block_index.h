@@ -77,6 +77,8 @@ class FreeBlockIndex {
   // A chunk left with at most this many entries merges with a neighbour that has room.
   static constexpr std::uint32_t kMergeAtMost = kChunkEntries / 4;
   static constexpr std::uint32_t kNoGroup = ~std::uint32_t{0};
+  // Bins with more heads than this are searched by bisection.
+  static constexpr std::size_t kLinearHeads = 8;
   static constexpr std::uint32_t kAtHead = ~std::uint32_t{0};
 
   // The lowest address of one size, and the group of its other addresses (kNoGroup if none).
@@ -127,6 +129,10 @@ class FreeBlockIndex {
   }
 
   void EraseHead(std::uint32_t bin, std::uint32_t head);
+  // The less common paths, kept out of line so the common ones stay small.
+  [[gnu::noinline]] void InsertBeside(Head& head, const Entry& entry);
+  [[gnu::noinline]] void EraseFromGroup(std::uint32_t bin, std::uint32_t head, Bytes address);
+  [[gnu::noinline]] void PromoteLowestOfGroup(std::uint32_t bin, std::uint32_t head);
   std::uint32_t NewGroup();
   std::uint32_t NewChunk();
   void GroupInsert(std::uint32_t group, Bytes address, std::uint32_t block);

@@ -123,5 +123,126 @@ TEST(FreeBlockIndex, ACursorSurvivesTheErasureOfOtherEntries) {
   EXPECT_EQ(index.At(*index.First()).block, 2u);
 }
 
+// The shape of a training step, against std::set: a few sizes with thousands of blocks each,
+// taken and returned mostly at the lowest address (LIFO), sometimes at the highest (a new
+// segment) or anywhere, so chunks fill, split, drain and merge. Every step checks the best fit
+// of each size and the neighbours of a random entry; the whole order is compared now and then.
+TEST(FreeBlockIndex, ThousandsOfBlocksOfFewSizesAgreeWithAnOrderedSet) {
+  std::mt19937_64 rng(11);
+  const std::vector<Bytes> sizes = {2 * kMiB, 20 * kMiB, 20 * kMiB + 512};
+  FreeBlockIndex index;
+  std::set<Key> reference;
+  std::vector<Bytes> low(sizes.size()), high(sizes.size());  // per size: next new lowest/highest
+  for (std::size_t s = 0; s < sizes.size(); ++s) {
+    low[s] = Bytes{1} << 40;
+    high[s] = low[s] + 512;
+  }
+  auto size_keys = [&](Bytes size) {
+    std::vector<Key> keys;
+    for (auto it = reference.lower_bound({size, 0});
+         it != reference.end() && std::get<0>(*it) == size; ++it) {
+      keys.push_back(*it);
+    }
+    return keys;
+  };
+  for (int step = 0; step < 60000; ++step) {
+    const std::size_t s = rng() % sizes.size();
+    const Bytes size = sizes[s];
+    const int op = static_cast<int>(rng() % 100);
+    // The first half grows the index, the second half drains it.
+    const bool grow = step < 30000 ? op < 60 : op < 40;
+    if (grow) {
+      Bytes address = 0;
+      const int where = static_cast<int>(rng() % 10);
+      if (where < 7) {
+        address = low[s] -= 512 * (1 + rng() % 4);  // a new lowest
+      } else if (where < 9) {
+        address = high[s] += 512 * (1 + rng() % 4);  // a new highest
+      } else {
+        address = low[s] + 512 * (rng() % ((high[s] - low[s]) / 512));  // anywhere, if free
+        if (reference.count({size, address}) != 0) continue;
+      }
+      index.Insert({size, address, static_cast<std::uint32_t>(step)});
+      reference.insert({size, address});
+    } else {
+      const std::vector<Key> keys = size_keys(size);
+      if (keys.empty()) continue;
+      const int where = static_cast<int>(rng() % 10);
+      const Key victim = where < 7   ? keys.front()
+                         : where < 8 ? keys.back()
+                                     : keys[rng() % keys.size()];
+      if (where < 7) {
+        auto best = index.LowerBound(size);  // taken as the model takes a best fit
+        ASSERT_TRUE(best.has_value());
+        ASSERT_EQ(KeyOf(index.At(*best)), victim) << step;
+        index.Erase(*best);
+      } else {
+        index.Erase(std::get<0>(victim), std::get<1>(victim));
+      }
+      reference.erase(victim);
+    }
+    ASSERT_EQ(index.size(), reference.size()) << step;
+    for (Bytes probe : {sizes[0], sizes[1], sizes[2], sizes[0] + 512, Bytes{1}}) {
+      auto expected = reference.lower_bound({probe, 0});
+      auto cursor = index.LowerBound(probe);
+      ASSERT_EQ(cursor.has_value(), expected != reference.end()) << step;
+      if (cursor) {
+        ASSERT_EQ(KeyOf(index.At(*cursor)), *expected) << step;
+      }
+    }
+    if (!reference.empty()) {
+      // A random entry's neighbours, reached by stepping from the best fit of its size.
+      const std::vector<Key> keys = size_keys(sizes[rng() % sizes.size()]);
+      if (!keys.empty()) {
+        const std::size_t k = rng() % std::min<std::size_t>(keys.size(), 80);
+        auto cursor = index.LowerBound(std::get<0>(keys[0]));
+        for (std::size_t i = 0; i < k; ++i) cursor = index.Next(*cursor);
+        ASSERT_EQ(KeyOf(index.At(*cursor)), keys[k]) << step;
+        auto expected = reference.find(keys[k]);
+        auto next = index.Next(*cursor);
+        ASSERT_EQ(next.has_value(), std::next(expected) != reference.end()) << step;
+        if (next) {
+          ASSERT_EQ(KeyOf(index.At(*next)), *std::next(expected)) << step;
+        }
+        auto prev = index.Prev(*cursor);
+        ASSERT_EQ(prev.has_value(), expected != reference.begin()) << step;
+        if (prev) {
+          ASSERT_EQ(KeyOf(index.At(*prev)), *std::prev(expected)) << step;
+        }
+      }
+      ASSERT_EQ(KeyOf(index.At(*index.Last())), *reference.rbegin()) << step;
+      ASSERT_EQ(KeyOf(index.At(*index.First())), *reference.begin()) << step;
+    }
+    if (step % 1000 == 0) {
+      std::vector<Key> all;
+      for (const auto& entry : index.Entries()) all.push_back(KeyOf(entry));
+      ASSERT_EQ(all, std::vector<Key>(reference.begin(), reference.end())) << step;
+    }
+  }
+  EXPECT_TRUE(index.empty() || index.size() == reference.size());
+}
+
+// A cursor whose entry was erased still steps to the entries around that key, and erasing
+// through a cursor taken before other changes erases its own entry.
+TEST(FreeBlockIndex, AStaleCursorStepsFromItsKey) {
+  FreeBlockIndex index;
+  for (Bytes i = 1; i <= 100; ++i) index.Insert({kMiB, i * kMiB, static_cast<std::uint32_t>(i)});
+  auto fifty = index.LowerBound(kMiB);
+  for (int i = 1; i < 50; ++i) fifty = index.Next(*fifty);
+  ASSERT_EQ(index.At(*fifty).block, 50u);
+  auto sixty = fifty;
+  for (int i = 0; i < 10; ++i) sixty = index.Next(*sixty);
+  index.Erase(*fifty);
+  index.Insert({kMiB, 1000 * kMiB, 1000});
+  EXPECT_EQ(index.At(*index.Next(*fifty)).block, 51u);
+  EXPECT_EQ(index.At(*index.Prev(*fifty)).block, 49u);
+  index.Erase(*sixty);  // stale: found again by its key
+  EXPECT_EQ(index.size(), 99u);
+  auto at = index.LowerBound(kMiB);
+  for (int i = 1; i < 58; ++i) at = index.Next(*at);
+  EXPECT_EQ(index.At(*at).block, 59u);
+  EXPECT_EQ(index.At(*index.Next(*at)).block, 61u);
+}
+
 }  // namespace
 }  // namespace bucketsim
