@@ -171,11 +171,16 @@ std::vector<FreeBlockIndex::Entry> CachingAllocatorModel::FreeEntries(const Pool
 
 inline void CachingAllocatorModel::Attach(Index i) {
   const BlockRec& b = blocks_[i];
-  if (b.state == BlockState::kFree) {
-    if (gc_enabled_) gc_count_base_[i] = PoolOf(b).get_free_blocks_call_count;
-    free_indexes_[b.free_index].Insert({b.size, b.address, i});
+  if (b.state != BlockState::kFree) {
+    AttachUnmapped(i);
     return;
   }
+  if (gc_enabled_) gc_count_base_[i] = PoolOf(b).get_free_blocks_call_count;
+  free_indexes_[b.free_index].Insert({b.size, b.address, i});
+}
+
+void CachingAllocatorModel::AttachUnmapped(Index i) {
+  const BlockRec& b = blocks_[i];
   BUCKETSIM_CHECK(b.state == BlockState::kUnmapped);
   UnmappedSet& unmapped = PoolOf(b).unmapped;
   const UnmappedKey key{b.stream, b.address, i};
@@ -191,10 +196,15 @@ inline void CachingAllocatorModel::Attach(Index i) {
 
 inline void CachingAllocatorModel::Detach(Index i) {
   const BlockRec& b = blocks_[i];
-  if (b.state == BlockState::kFree) {
-    free_indexes_[b.free_index].Erase(b.size, b.address);
+  if (b.state != BlockState::kFree) {
+    DetachUnmapped(i);
     return;
   }
+  free_indexes_[b.free_index].Erase(b.size, b.address);
+}
+
+void CachingAllocatorModel::DetachUnmapped(Index i) {
+  const BlockRec& b = blocks_[i];
   BUCKETSIM_CHECK(b.state == BlockState::kUnmapped);
   UnmappedSet& unmapped = PoolOf(b).unmapped;
   auto at = unmapped.find(UnmappedKey{b.stream, b.address, i});
@@ -366,8 +376,10 @@ inline void CachingAllocatorModel::AllocFoundBlock(Index i, Bytes size, Bytes re
   b.requested = requested;
   Increase(kAllocation, small_pool, 1);
   Increase(kAllocatedBytes, small_pool, Signed(b.size));
-  Increase(kActive, small_pool, 1);
-  Increase(kActiveBytes, small_pool, Signed(b.size));
+  if (active_kept_) {
+    Increase(kActive, small_pool, 1);
+    Increase(kActiveBytes, small_pool, Signed(b.size));
+  }
   Increase(kRequestedBytes, small_pool, Signed(requested));
   if (b.size >= conf_.max_split_size) IncreaseStat(counts_.oversize_allocations, 1);
 }
@@ -512,6 +524,7 @@ void CachingAllocatorModel::FreeWithPendingStreams(const Block& block,
   std::erase(pending, blocks_[i].stream);
   std::sort(pending.begin(), pending.end());
   pending.erase(std::unique(pending.begin(), pending.end()), pending.end());
+  if (!pending.empty()) KeepActive();  // while the block is still active and allocated
   MarkFreeRequested(i);
   if (pending.empty()) {
     FreeBlock(i);
@@ -519,6 +532,19 @@ void CachingAllocatorModel::FreeWithPendingStreams(const Block& block,
   }
   blocks_[i].state = BlockState::kPendingFree;
   pending_.push_back({i, std::move(pending)});
+}
+
+void CachingAllocatorModel::KeepActive() {
+  if (active_kept_) return;
+  counters_[kActive] = counters_[kAllocation];
+  counters_[kActiveBytes] = counters_[kAllocatedBytes];
+  active_kept_ = true;
+}
+
+const CachingAllocatorModel::StatCounter& CachingAllocatorModel::Counter(Stat stat) const {
+  if (!active_kept_ && stat == kActive) return counters_[kAllocation];
+  if (!active_kept_ && stat == kActiveBytes) return counters_[kAllocatedBytes];
+  return counters_[stat];
 }
 
 void CachingAllocatorModel::StreamSynchronized(StreamId stream) {
@@ -571,8 +597,10 @@ void CachingAllocatorModel::FreeBlock(Index i) {
     if (net_bytes > 0) Increase(kInactiveSplitBytes, small_pool, net_bytes);
     if (net_bytes < 0) Decrease(kInactiveSplitBytes, small_pool, -net_bytes);
   }
-  Decrease(kActive, small_pool, 1);
-  Decrease(kActiveBytes, small_pool, Signed(original_size));
+  if (active_kept_) {
+    Decrease(kActive, small_pool, 1);
+    Decrease(kActiveBytes, small_pool, Signed(original_size));
+  }
   Decrease(kRequestedBytes, small_pool, Signed(requested));
 }
 
@@ -714,7 +742,7 @@ void CachingAllocatorModel::ResetPeakStats() {
 
 CachingAllocatorStats CachingAllocatorModel::stats() const {
   auto array = [this](Stat stat) {
-    const StatCounter& c = counters_[stat];
+    const StatCounter& c = Counter(stat);
     auto one = [](std::int64_t current, std::int64_t peak, std::int64_t freed) {
       return AllocatorStat{current, peak, current + freed, freed};
     };
@@ -799,7 +827,7 @@ std::optional<FragmentationInfo> CachingAllocatorModel::Fragmentation() const {
 }
 
 std::optional<AllocatorTotals> CachingAllocatorModel::Totals() const {
-  return AllocatorTotals{static_cast<Bytes>(counters_[kActiveBytes].all_peak),
+  return AllocatorTotals{static_cast<Bytes>(Counter(kActiveBytes).all_peak),
                          static_cast<Bytes>(counters_[kInactiveSplitBytes].all_peak),
                          static_cast<std::uint64_t>(counters_[kSegment].all_peak),
                          static_cast<std::uint64_t>(counts_.num_alloc_retries),

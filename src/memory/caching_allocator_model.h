@@ -235,6 +235,8 @@ class CachingAllocatorModel final : public MemoryModel {
   void DeleteSegment(Index s);
   void Attach(Index i);  // into the free or unmapped set, by state
   void Detach(Index i);
+  [[gnu::noinline]] void AttachUnmapped(Index i);  // expandable segments only: kept out of line
+  [[gnu::noinline]] void DetachUnmapped(Index i);
   // Absorbs neighbours in the same state; returns the surviving block (the lowest address) and
   // adds the absorbed sizes to *absorbed_bytes, their count to *absorbed_count.
   Index MergeNeighbours(Index i, Bytes* absorbed_bytes, std::int64_t* absorbed_count);
@@ -265,6 +267,10 @@ class CachingAllocatorModel final : public MemoryModel {
   Index CheckedAllocatedBlock(const Block& block) const;
   Bytes LargestFreeBlock() const;
 
+  // active and active_bytes equal allocation and allocated_bytes (current, peak and totals) until
+  // a block is freed with pending streams: until then they are read from those, not kept.
+  void KeepActive();
+  const StatCounter& Counter(Stat stat) const;
   void Increase(Stat stat, bool small_pool, std::int64_t amount);
   void Decrease(Stat stat, bool small_pool, std::int64_t amount);
 
@@ -286,6 +292,7 @@ class CachingAllocatorModel final : public MemoryModel {
   std::vector<UnmappedSet::node_type> spare_nodes_;
   Bytes next_address_;
   std::array<StatCounter, kStatCount> counters_{};
+  bool active_kept_ = false;  // see KeepActive
   Counts counts_;
   std::optional<OomReport> last_oom_;
 };

@@ -408,6 +408,41 @@ TEST(CachingAllocatorModel, PendingFreeIsReusableOnlyAfterEveryStreamSynchronize
   EXPECT_EQ(model.reserved_bytes(), 2 * kMiB);
 }
 
+// active counts a block until its free completes, allocation until it is requested: they part
+// at the first free with pending streams, and from there each keeps its own peak and totals.
+TEST(CachingAllocatorModel, ActiveKeepsItsOwnPeakAndTotalsFromTheFirstPendingFree) {
+  CachingAllocatorModel model;
+  Block a = Alloc(model, 1024);
+  Block b = Alloc(model, 2048);
+  model.Free(b);
+  auto expect = [](const AllocatorStat& stat, std::int64_t current, std::int64_t peak,
+                   std::int64_t allocated, std::int64_t freed) {
+    EXPECT_EQ(stat.current, current);
+    EXPECT_EQ(stat.peak, peak);
+    EXPECT_EQ(stat.allocated, allocated);
+    EXPECT_EQ(stat.freed, freed);
+  };
+  CachingAllocatorStats stats = model.stats();
+  expect(stats.active.all, 1, 2, 2, 1);
+  expect(stats.active_bytes.all, 1024, 3072, 3072, 2048);
+  model.FreeWithPendingStreams(a, {1});  // a stays active until stream 1 synchronizes
+  Alloc(model, 4096);
+  Alloc(model, 512);
+  stats = model.stats();
+  // allocation: a, b, c, d allocated; b and a freed. active: a not yet freed.
+  expect(stats.allocation.all, 2, 2, 4, 2);
+  expect(stats.allocated_bytes.all, 4608, 4608, 7680, 3072);
+  expect(stats.active.all, 3, 3, 4, 1);
+  expect(stats.active_bytes.all, 5632, 5632, 7680, 2048);
+  model.StreamSynchronized(1);
+  stats = model.stats();
+  expect(stats.active.all, 2, 3, 4, 2);
+  expect(stats.active_bytes.all, 4608, 5632, 7680, 3072);
+  expect(stats.active_bytes.small_pool, 4608, 5632, 7680, 3072);  // every block is small
+  expect(stats.active_bytes.large_pool, 0, 0, 0, 0);
+  EXPECT_EQ(model.Totals()->peak_active_bytes, 5632u);
+}
+
 TEST(CachingAllocatorModel, PendingFreeOfOwnStreamOnlyIsAnOrdinaryFree) {
   CachingAllocatorModel model;
   Block a = Alloc(model, 1024, 3);
