@@ -261,16 +261,19 @@ inline CachingAllocatorModel::Index CachingAllocatorModel::SplitFront(Index i, B
 
 // ---- malloc ----
 
-Result<Block> CachingAllocatorModel::Allocate(Bytes requested, StreamId stream) {
+// Every allocation and free runs Allocate / Free: both are flattened (their helpers inlined, the
+// slow paths marked noinline stay out), which saves a tenth of the model's instructions
+// (bench/caching_model_bench.cc).
+[[gnu::flatten]] Result<Block> CachingAllocatorModel::Allocate(Bytes requested, StreamId stream) {
   if (requested == 0) return Block{kZeroBytesHandle, 0};
   const Bytes size = RoundSize(requested, conf_);
   const bool small_pool = size <= kSmallSize;
-  Index i = GetFreeBlock(stream, small_pool, size);
-  if (i == kNone) {
-    Result<Index> slow = AllocateSlow(stream, small_pool, size, AllocationSize(size));
-    if (!slow.ok()) return slow.status();
-    i = *slow;
-  }
+  const Index i = GetFreeBlock(stream, small_pool, size);
+  if (i == kNone) return AllocateSlow(requested, stream, small_pool, size);
+  return TakeBlock(i, size, requested);
+}
+
+inline Block CachingAllocatorModel::TakeBlock(Index i, Bytes size, Bytes requested) {
   AllocFoundBlock(i, size, requested, ShouldSplit(blocks_[i], size));
   return Block{i, blocks_[i].size};
 }
@@ -284,20 +287,7 @@ inline CachingAllocatorModel::Index CachingAllocatorModel::GetFreeBlock(StreamId
   if (index == nullptr) return kNone;
   auto cursor = index->LowerBound(size);
   if (!cursor) return kNone;
-  if (blocks_[index->At(*cursor).block].expandable) {
-    // A free block at the tail of an expandable segment counts as the size it could grow to,
-    // so holes inside the segment are preferred over the growable tail.
-    auto expandable_size = [&](FreeBlockIndex::Cursor c) {
-      const BlockRec& b = blocks_[index->At(c).block];
-      bool unmapped_next = b.next != kNone && blocks_[b.next].state == BlockState::kUnmapped;
-      return b.size + (unmapped_next ? blocks_[b.next].size : 0);
-    };
-    for (auto next = index->Next(*cursor); next && blocks_[index->At(*cursor).block].expandable &&
-                                           expandable_size(*next) < expandable_size(*cursor);
-         next = index->Next(*next)) {
-      cursor = next;
-    }
-  }
+  if (blocks_[index->At(*cursor).block].expandable) cursor = PreferHoles(*index, *cursor);
   const FreeBlockIndex::Entry& best = index->At(*cursor);
   // Rule A: no oversize block for a request below max_split_size. Rule B: an oversize request
   // takes a block at most max_non_split_rounding bigger (§2.3).
@@ -310,10 +300,26 @@ inline CachingAllocatorModel::Index CachingAllocatorModel::GetFreeBlock(StreamId
   return i;
 }
 
-Result<CachingAllocatorModel::Index> CachingAllocatorModel::AllocateSlow(StreamId stream,
-                                                                         bool small_pool,
-                                                                         Bytes size,
-                                                                         Bytes alloc_size) {
+// A free block at the tail of an expandable segment counts as the size it could grow to, so holes
+// inside the segment are preferred over the growable tail (§4).
+FreeBlockIndex::Cursor CachingAllocatorModel::PreferHoles(const FreeBlockIndex& index,
+                                                          FreeBlockIndex::Cursor cursor) const {
+  auto expandable_size = [&](FreeBlockIndex::Cursor c) {
+    const BlockRec& b = blocks_[index.At(c).block];
+    bool unmapped_next = b.next != kNone && blocks_[b.next].state == BlockState::kUnmapped;
+    return b.size + (unmapped_next ? blocks_[b.next].size : 0);
+  };
+  for (auto next = index.Next(cursor); next && blocks_[index.At(cursor).block].expandable &&
+                                       expandable_size(*next) < expandable_size(cursor);
+       next = index.Next(*next)) {
+    cursor = *next;
+  }
+  return cursor;
+}
+
+Result<Block> CachingAllocatorModel::AllocateSlow(Bytes requested, StreamId stream, bool small_pool,
+                                                  Bytes size) {
+  const Bytes alloc_size = AllocationSize(size);
   if (gc_enabled_) GarbageCollectCachedBlocks();
   Index i = AllocBlock(stream, small_pool, size, alloc_size, false);
   if (i == kNone && ReleaseAvailableCachedBlocks(stream, small_pool, size)) {
@@ -324,7 +330,7 @@ Result<CachingAllocatorModel::Index> CachingAllocatorModel::AllocateSlow(StreamI
     i = AllocBlock(stream, small_pool, size, alloc_size, true);
   }
   if (i == kNone) return OutOfMemory(alloc_size);
-  return i;
+  return TakeBlock(i, size, requested);
 }
 
 CachingAllocatorModel::Index CachingAllocatorModel::AllocBlock(StreamId stream, bool small_pool,
@@ -510,7 +516,7 @@ inline CachingAllocatorModel::Index CachingAllocatorModel::CheckedAllocatedBlock
   return i;
 }
 
-void CachingAllocatorModel::Free(const Block& block) {
+[[gnu::flatten]] void CachingAllocatorModel::Free(const Block& block) {
   if (block.handle == kZeroBytesHandle) return;
   Index i = CheckedAllocatedBlock(block);
   MarkFreeRequested(i);

@@ -244,7 +244,12 @@ class CachingAllocatorModel final : public MemoryModel {
   Index SplitFront(Index i, Bytes size);
 
   Index GetFreeBlock(StreamId stream, bool small_pool, Bytes size);
-  Result<Index> AllocateSlow(StreamId stream, bool small_pool, Bytes size, Bytes alloc_size);
+  [[gnu::noinline]] FreeBlockIndex::Cursor PreferHoles(const FreeBlockIndex& index,
+                                                       FreeBlockIndex::Cursor cursor) const;
+  // No cached block fits: a new segment, after releasing cached memory if a capacity demands.
+  [[gnu::noinline]] Result<Block> AllocateSlow(Bytes requested, StreamId stream, bool small_pool,
+                                               Bytes size);
+  Block TakeBlock(Index i, Bytes size, Bytes requested);
   Index AllocBlock(StreamId stream, bool small_pool, Bytes size, Bytes alloc_size, bool is_retry);
   Index TryAllocateExpandableBlock(StreamId stream, bool small_pool, Bytes size);
   Index FindExpandableBlock(StreamId stream, bool small_pool, Bytes size);
