@@ -160,6 +160,7 @@ class CachingAllocatorModel final : public MemoryModel {
     bool expandable = false;
     bool is_split() const { return prev != kNone || next != kNone; }
   };
+  static_assert(sizeof(BlockRec) == 48);
   struct SegmentRec {
     Bytes address = 0;
     Bytes size = 0;  // the virtual size for an expandable segment
