@@ -98,9 +98,9 @@ inline void CachingAllocatorModel::Decrease(Stat stat, bool small_pool, std::int
 // ---- block and segment records ----
 
 inline CachingAllocatorModel::Index CachingAllocatorModel::NewBlock() {
-  if (!free_block_slots_.empty()) {
-    Index i = free_block_slots_.back();
-    free_block_slots_.pop_back();
+  if (free_block_slots_ != kNone) {
+    const Index i = free_block_slots_;
+    free_block_slots_ = blocks_[i].next;
     blocks_[i] = BlockRec{};
     return i;
   }
@@ -109,7 +109,10 @@ inline CachingAllocatorModel::Index CachingAllocatorModel::NewBlock() {
   return static_cast<Index>(blocks_.size() - 1);
 }
 
-inline void CachingAllocatorModel::DeleteBlock(Index i) { free_block_slots_.push_back(i); }
+inline void CachingAllocatorModel::DeleteBlock(Index i) {
+  blocks_[i].next = free_block_slots_;
+  free_block_slots_ = i;
+}
 
 CachingAllocatorModel::Index CachingAllocatorModel::NewSegment(Bytes size, StreamId stream,
                                                                bool small_pool, bool expandable) {

@@ -286,7 +286,7 @@ class CachingAllocatorModel final : public MemoryModel {
   std::vector<BlockRec> blocks_;
   // get_free_blocks_call_count when each block was last cached (garbage collection only).
   std::vector<std::uint64_t> gc_count_base_;
-  std::vector<Index> free_block_slots_;
+  Index free_block_slots_ = kNone;  // unused records, linked through their `next`
   std::vector<SegmentRec> segments_;
   std::vector<Index> free_segment_slots_;
   std::vector<FreeBlockIndex> free_indexes_;  // one per (stream, pool) with a segment
