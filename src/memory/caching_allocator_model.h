@@ -6,7 +6,9 @@
 // streams), free (cached) or unmapped. Requests are rounded, served best fit from the free blocks
 // of their own stream and pool, split and merged as PyTorch does; with a device capacity a
 // segment that does not fit first makes the model release cached memory and retry, then fail the
-// way torch.OutOfMemoryError does. Nothing here touches a real device.
+// way torch.OutOfMemoryError does. Nothing here touches a real device. Blocks are 48-byte records
+// in one vector, linked in address order within their segment; the cached blocks of each stream
+// and pool are a FreeBlockIndex (free_block_index.h), which hands out PyTorch's best fit.
 #pragma once
 
 #include <array>
