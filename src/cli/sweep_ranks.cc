@@ -138,47 +138,61 @@ Result<ReplayOutcome> ReplaySweepPass(const ReplayFlags& flags, std::vector<Poli
       *request);
 }
 
-Result<std::optional<GatheredSweep>> ReplayOverRanks(
-    MpiWorld& world, const ReplayFlags& flags, const std::vector<PolicySpec>& configurations) {
+Result<std::optional<std::vector<GatheredSweep>>> ReplayOverRanks(
+    MpiWorld& world, const ReplayFlags& flags, const std::vector<std::string>& traces,
+    const std::vector<PolicySpec>& configurations) {
   const auto ranks = static_cast<std::size_t>(world.size());
   const auto rank = static_cast<std::size_t>(world.rank());
-  std::vector<PolicySpec> mine;
-  for (std::size_t i = rank; i < configurations.size(); i += ranks)
-    mine.push_back(configurations[i]);
-  Result<ReplayOutcome> outcome = InvalidArgument("no configuration on this rank");
-  // Rank 0 collects the cap thresholds in its pass, as a single process does.
-  CapThresholdScan scan;
-  if (!mine.empty()) outcome = ReplaySweepPass(flags, mine, rank == 0 ? &scan : nullptr);
-  // Rank 0 always has configuration 0; a rank with none has nothing to fail.
-  BUCKETSIM_RETURN_IF_ERROR(world.Agree(mine.empty() ? Status::Ok() : outcome.status()));
+  const std::size_t per_trace = configurations.size();
+  std::vector<GatheredSweep> sweeps(rank == 0 ? traces.size() : 0);
   Packer packer;
-  for (std::size_t k = 0; k < mine.size(); ++k) {
-    packer.Uint(rank + k * ranks);
-    packer.String(RunJsonFragment(outcome->runs[k]));
-    PackPoint(packer, SweepPointOf(outcome->runs[k]));
+  for (std::size_t t = 0; t < traces.size(); ++t) {
+    // Pair t * per_trace + c is configuration c of trace t.
+    std::vector<std::size_t> mine;
+    for (std::size_t c = 0; c < per_trace; ++c) {
+      if ((t * per_trace + c) % ranks == rank) mine.push_back(c);
+    }
+    std::vector<PolicySpec> policies;
+    for (std::size_t c : mine) policies.push_back(configurations[c]);
+    ReplayFlags trace_flags = flags;
+    trace_flags.trace = traces[t];
+    // Rank 0 reads every trace, with or without configurations of it, as a single process does.
+    CapThresholdScan scan;
+    Result<ReplayOutcome> outcome = ReplayOutcome{};  // nothing of this trace on this rank
+    if (!mine.empty() || rank == 0) {
+      outcome = ReplaySweepPass(trace_flags, std::move(policies), rank == 0 ? &scan : nullptr);
+    }
+    BUCKETSIM_RETURN_IF_ERROR(world.Agree(outcome.status()));
+    for (std::size_t k = 0; k < mine.size(); ++k) {
+      packer.Uint(t * per_trace + mine[k]);
+      packer.String(RunJsonFragment(outcome->runs[k]));
+      PackPoint(packer, SweepPointOf(outcome->runs[k]));
+    }
+    if (rank != 0) continue;
+    GatheredSweep& sweep = sweeps[t];
+    sweep.header = std::move(outcome->header);
+    sweep.summary = outcome->summary;
+    sweep.thresholds = scan.Take();
+    sweep.entries.resize(per_trace);
+    sweep.points.resize(per_trace);
   }
   Result<std::vector<std::string>> gathered = world.GatherToRoot(packer.Take());
   if (!gathered.ok()) return gathered.status();
-  if (rank != 0) return std::optional<GatheredSweep>();
-  GatheredSweep sweep;
-  sweep.header = std::move(outcome->header);
-  sweep.summary = outcome->summary;
-  sweep.thresholds = scan.Take();
-  sweep.entries.resize(configurations.size());
-  sweep.points.resize(configurations.size());
+  if (rank != 0) return std::optional<std::vector<GatheredSweep>>();
   std::size_t received = 0;
   for (const std::string& bytes : *gathered) {
     Unpacker unpacker(bytes);
     while (!unpacker.done()) {
-      const std::uint64_t index = unpacker.Uint();
-      BUCKETSIM_CHECK(index < configurations.size());
-      sweep.entries[index] = unpacker.String();
-      sweep.points[index] = UnpackPoint(unpacker);
+      const std::uint64_t pair = unpacker.Uint();
+      BUCKETSIM_CHECK(pair < traces.size() * per_trace);
+      GatheredSweep& sweep = sweeps[pair / per_trace];
+      sweep.entries[pair % per_trace] = unpacker.String();
+      sweep.points[pair % per_trace] = UnpackPoint(unpacker);
       ++received;
     }
   }
-  BUCKETSIM_CHECK(received == configurations.size());
-  return std::optional<GatheredSweep>(std::move(sweep));
+  BUCKETSIM_CHECK(received == traces.size() * per_trace);
+  return std::optional<std::vector<GatheredSweep>>(std::move(sweeps));
 }
 
 }  // namespace bucketsim

@@ -1,9 +1,10 @@
-// `bucketsim sweep` under mpirun: the configurations spread over the ranks (configuration i on
-// rank i % ranks), each rank reading the trace once for its share (rank 0 collecting the cap
-// thresholds in the same pass), and rank 0 gathering every
-// entry of the report, in order, so that it writes what a single process writes, byte for byte.
-// What travels is each configuration's report entry as JSON text (RunJsonFragment) and its sweep
-// point; MPI stays in the host backend's MpiWorld.
+// `bucketsim sweep` under mpirun: every (trace, configuration) pair spread over the ranks. The
+// pairs are listed trace by trace, every configuration of a trace in order, and pair i replays on
+// rank i % ranks; a rank reads each trace once at most, for all its pairs of it in one pass, and
+// rank 0 reads every trace (its header, summary and cap thresholds, collected in the same pass).
+// Rank 0 gathers every entry of every report, in order, so that it writes what a single process
+// writes, byte for byte. What travels is each pair's report entry as JSON text (RunJsonFragment)
+// and its sweep point; MPI stays in the host backend's MpiWorld.
 #pragma once
 
 #include <optional>
@@ -26,6 +27,7 @@ bool LaunchedByMpirun();
 Result<ReplayOutcome> ReplaySweepPass(const ReplayFlags& flags, std::vector<PolicySpec> policies,
                                       CapThresholdScan* scan);
 
+// One trace's sweep, gathered on rank 0.
 struct GatheredSweep {
   TraceHeader header;  // rank 0's, as read (with its digest)
   TraceSummary summary;
@@ -34,9 +36,11 @@ struct GatheredSweep {
   std::vector<SweepPoint> points;    // the same order; the Pareto set not yet marked
 };
 
-// Replays this rank's share of `configurations`; rank 0 gets every rank's entries, the others
-// nothing. An error on any rank is the error of every rank.
-Result<std::optional<GatheredSweep>> ReplayOverRanks(MpiWorld& world, const ReplayFlags& flags,
-                                                     const std::vector<PolicySpec>& configurations);
+// Replays this rank's share of every trace at every one of `configurations` (`flags.trace` is
+// replaced by each of `traces`); rank 0 gets one GatheredSweep per trace, in order, the others
+// nothing. An error on any rank is the error of every rank: the first trace with one stops all.
+Result<std::optional<std::vector<GatheredSweep>>> ReplayOverRanks(
+    MpiWorld& world, const ReplayFlags& flags, const std::vector<std::string>& traces,
+    const std::vector<PolicySpec>& configurations);
 
 }  // namespace bucketsim
