@@ -1,8 +1,10 @@
 // Replaying on several threads (--jobs) gives the report a serial run gives, byte for byte: each
 // replay sees the same events in the same order whichever thread runs it.
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "testing/run_binary.h"
 
@@ -22,13 +24,18 @@ std::string ReportWithJobs(std::vector<std::string> args, int jobs, const std::s
   testing::BinaryResult run = RunBucketsim(args);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   std::string text = testing::ReadFile(path);
-  const std::string quoted = "\"" + flag + "\"";
-  const std::size_t at = text.find(quoted);
-  EXPECT_NE(at, std::string::npos);
-  if (at != std::string::npos) text.replace(at, quoted.size(), "\"-jJOBS\"");
+  // Every argv (a sweep of several traces has one per trace).
+  auto replace_all = [&text](const std::string& from, const std::string& to) {
+    std::size_t count = 0;
+    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+      text.replace(at, from.size(), to);
+      ++count;
+    }
+    return count;
+  };
+  EXPECT_NE(replace_all("\"" + flag + "\"", "\"-jJOBS\""), 0u);
   // The trace path in argv and context differs by nothing here; the json path does.
-  const std::size_t json_at = text.find(path);
-  if (json_at != std::string::npos) text.replace(json_at, path.size(), "REPORT");
+  replace_all(path, "REPORT");
   return text;
 }
 
@@ -59,6 +66,23 @@ TEST(ParallelReplay, SweepReportIsByteIdenticalToSerial) {
   const std::string serial = ReportWithJobs(args, 1, "sweep");
   ASSERT_FALSE(serial.empty());
   EXPECT_EQ(ReportWithJobs(args, 2, "sweep"), serial);
+}
+
+TEST(ParallelReplay, SweepOfSeveralTracesIsByteIdenticalToSerial) {
+  const std::vector<std::string> args = {"sweep",
+                                         "traces/tiny-ws2.json",
+                                         "traces/gpt-4l-h256-ws4.json",
+                                         "--bucket-cap-mb",
+                                         "0.25,4",
+                                         "--policy",
+                                         "backward-only",
+                                         "--policy",
+                                         "always-allocated",
+                                         "--profile",
+                                         "traces/profiles/h100-8gpu-nvlink.json"};
+  const std::string serial = ReportWithJobs(args, 1, "sweeps");
+  ASSERT_NE(serial.find("\"sweeps\": ["), std::string::npos);
+  EXPECT_EQ(ReportWithJobs(args, 2, "sweeps"), serial);
 }
 
 TEST(ParallelReplay, ErrorIsTheOneASerialRunStopsAt) {
@@ -118,6 +142,70 @@ TEST(SweepOverRanks, TwoRanksWriteTheSingleProcessReport) {
   // The table too, but for the report's path it names.
   EXPECT_EQ(two.out.substr(0, two.out.find("report: ")),
             one.out.substr(0, one.out.find("report: ")));
+}
+
+// The sweep of two traces (world sizes 2 and 4) under `mpirun -np ranks`: its report and its
+// table are the single process's, byte for byte, but for the report's own path.
+void ExpectTwoTraceSweepOverRanks(int ranks, const std::vector<std::string>& flags) {
+  const std::string single = testing::WriteTempFile("sweeps-single.json", "");
+  const std::string spread =
+      testing::WriteTempFile("sweeps-np" + std::to_string(ranks) + ".json", "");
+  auto args = [&flags](const std::string& path) {
+    std::vector<std::string> all = {
+        "sweep", "traces/tiny-ws2.json", "traces/gpt-4l-h256-ws4.json", "-j1", "--json", path};
+    all.insert(all.end(), flags.begin(), flags.end());
+    return all;
+  };
+  testing::BinaryResult one = testing::RunBucketsim(args(single));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  testing::BinaryResult many = testing::RunBucketsimUnderMpi(ranks, args(spread));
+  ASSERT_EQ(many.exit_code, 0) << many.err;
+  std::string single_text = testing::ReadFile(single);
+  std::string spread_text = testing::ReadFile(spread);
+  ASSERT_NE(single_text.find("\"sweeps\": ["), std::string::npos);
+  // Each trace's report names the report's path in its argv.
+  for (auto [text, path] : {std::pair(&single_text, single), std::pair(&spread_text, spread)}) {
+    for (std::size_t at = text->find(path); at != std::string::npos; at = text->find(path)) {
+      text->replace(at, path.size(), "REPORT");
+    }
+  }
+  EXPECT_EQ(spread_text, single_text);
+  EXPECT_EQ(many.out.substr(0, many.out.find("report: ")),
+            one.out.substr(0, one.out.find("report: ")));
+}
+
+// 2 traces x 5 configurations (backward-only and always-allocated at 1 and 25 MiB, unbucketed):
+// pairs 0..4 are trace 1's, 5..9 trace 2's; rank 0 replays pairs 0, 2, 4, 6, 8, rank 1 the odd
+// ones, so each rank replays some configurations of each trace in one read of it.
+TEST(SweepOverRanks, TwoRanksWriteTheSingleProcessReportOfTwoTraces) {
+  ExpectTwoTraceSweepOverRanks(
+      2, {"--bucket-cap-mb", "1,25", "--policy", "backward-only", "--policy", "always-allocated",
+          "--policy", "unbucketed", "--budget", "190MiB", "--profile",
+          "traces/profiles/h100-8gpu-nvlink.json"});
+}
+
+// 2 traces x 1 configuration on 3 ranks: rank 0 replays trace 1, rank 1 trace 2 (rank 0 reads
+// it too, for its header and summary), rank 2 nothing.
+TEST(SweepOverRanks, MoreRanksThanPairs) {
+  ExpectTwoTraceSweepOverRanks(3, {"--bucket-cap-mb", "1", "--policy", "unbucketed"});
+}
+
+// An error on one rank (the broken trace is read by every rank with a pair of it) is every
+// rank's: exit 2, the trace and event named, no report.
+TEST(SweepOverRanks, ABadSecondTraceFailsEveryRank) {
+  nlohmann::ordered_json trace = nlohmann::ordered_json::parse(
+      testing::ReadFile(std::string(BUCKETSIM_SOURCE_DIR) + "/traces/tiny-ws2.json"));
+  trace["events"][11]["id"] = 999;  // a free of an id never allocated
+  const std::string broken = testing::WriteTempFile("broken-for-ranks.json", trace.dump());
+  const std::string json = broken + ".report.json";
+  testing::BinaryResult run = testing::RunBucketsimUnderMpi(
+      2,
+      {"sweep", "traces/gpt-4l-h256-ws4.json", broken, "--bucket-cap-mb", "1,25", "--json", json});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find(broken + ": event 11: free of unknown allocation id 999"),
+            std::string::npos)
+      << run.err;
+  EXPECT_FALSE(std::filesystem::exists(json));
 }
 
 }  // namespace
