@@ -142,6 +142,15 @@ TEST(SweepTraces, FlagsBeforeTheTracesTakeOneValueEach) {
       << run.out;
 }
 
+TEST(SweepTraces, HelpShowsSeveralTraces) {
+  BinaryResult run = RunBucketsim({"sweep", "--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_NE(run.out.find("[OPTIONS] traces..."), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("Several traces: each is swept with the same flags"), std::string::npos);
+  EXPECT_NE(run.out.find("bucketsim sweep traces/tiny-ws2.json traces/gpt-4l-h256-ws4.json"),
+            std::string::npos);
+}
+
 TEST(SweepTraces, TheHtmlPageHasASectionPerTrace) {
   const std::string html = testing::WriteTempFile("sweeps.html", "");
   BinaryResult run = RunBucketsim(Sweep(kTraces, {"--html", html}));
