@@ -104,56 +104,19 @@ TEST(ParallelReplay, ErrorIsTheOneASerialRunStopsAt) {
 namespace bucketsim {
 namespace {
 
-// mpirun -np 2: the configurations spread over two ranks, and rank 0 writes the report one
-// process writes, byte for byte (the arguments, hence argv, are the same).
-TEST(SweepOverRanks, TwoRanksWriteTheSingleProcessReport) {
+// `sweep TRACES... FLAGS... -j1` under `mpirun -np ranks`: its report and its table are the single
+// process's, byte for byte (the arguments, hence argv, are the same) but for the report's own
+// path.
+void ExpectSweepOverRanks(int ranks, const std::vector<std::string>& traces,
+                          const std::vector<std::string>& flags) {
   const std::string single = testing::WriteTempFile("sweep-single.json", "");
-  const std::string ranks = testing::WriteTempFile("sweep-ranks.json", "");
-  auto args = [](const std::string& path) {
-    return std::vector<std::string>{"sweep",
-                                    "traces/gpt-24l-h1024-ws8.json",
-                                    "--bucket-cap-mb",
-                                    "1,25",
-                                    "--policy",
-                                    "backward-only",
-                                    "--policy",
-                                    "unbucketed",
-                                    "--policy",
-                                    "always-allocated",
-                                    "--budget",
-                                    "3GiB",
-                                    "--profile",
-                                    "traces/profiles/h100-8gpu-nvlink.json",
-                                    "-j1",
-                                    "--json",
-                                    path};
-  };
-  testing::BinaryResult one = testing::RunBucketsim(args(single));
-  ASSERT_EQ(one.exit_code, 0) << one.err;
-  testing::BinaryResult two = testing::RunBucketsimUnderMpi(2, args(ranks));
-  ASSERT_EQ(two.exit_code, 0) << two.err;
-  std::string single_text = testing::ReadFile(single);
-  std::string ranks_text = testing::ReadFile(ranks);
-  ASSERT_FALSE(single_text.empty());
-  // The report names its own path in argv; the two differ only there.
-  single_text.replace(single_text.find(single), single.size(), "REPORT");
-  ranks_text.replace(ranks_text.find(ranks), ranks.size(), "REPORT");
-  EXPECT_EQ(ranks_text, single_text);
-  // The table too, but for the report's path it names.
-  EXPECT_EQ(two.out.substr(0, two.out.find("report: ")),
-            one.out.substr(0, one.out.find("report: ")));
-}
-
-// The sweep of two traces (world sizes 2 and 4) under `mpirun -np ranks`: its report and its
-// table are the single process's, byte for byte, but for the report's own path.
-void ExpectTwoTraceSweepOverRanks(int ranks, const std::vector<std::string>& flags) {
-  const std::string single = testing::WriteTempFile("sweeps-single.json", "");
   const std::string spread =
-      testing::WriteTempFile("sweeps-np" + std::to_string(ranks) + ".json", "");
-  auto args = [&flags](const std::string& path) {
-    std::vector<std::string> all = {
-        "sweep", "traces/tiny-ws2.json", "traces/gpt-4l-h256-ws4.json", "-j1", "--json", path};
+      testing::WriteTempFile("sweep-np" + std::to_string(ranks) + ".json", "");
+  auto args = [&](const std::string& path) {
+    std::vector<std::string> all = {"sweep"};
+    all.insert(all.end(), traces.begin(), traces.end());
     all.insert(all.end(), flags.begin(), flags.end());
+    all.insert(all.end(), {"-j1", "--json", path});
     return all;
   };
   testing::BinaryResult one = testing::RunBucketsim(args(single));
@@ -162,32 +125,44 @@ void ExpectTwoTraceSweepOverRanks(int ranks, const std::vector<std::string>& fla
   ASSERT_EQ(many.exit_code, 0) << many.err;
   std::string single_text = testing::ReadFile(single);
   std::string spread_text = testing::ReadFile(spread);
-  ASSERT_NE(single_text.find("\"sweeps\": ["), std::string::npos);
-  // Each trace's report names the report's path in its argv.
+  ASSERT_FALSE(single_text.empty());
+  EXPECT_EQ(single_text.find("\"sweeps\": [") != std::string::npos, traces.size() > 1);
+  // The report names its own path in argv (each trace's report, with several).
   for (auto [text, path] : {std::pair(&single_text, single), std::pair(&spread_text, spread)}) {
     for (std::size_t at = text->find(path); at != std::string::npos; at = text->find(path)) {
       text->replace(at, path.size(), "REPORT");
     }
   }
   EXPECT_EQ(spread_text, single_text);
+  // The table too, but for the report's path it names.
   EXPECT_EQ(many.out.substr(0, many.out.find("report: ")),
             one.out.substr(0, one.out.find("report: ")));
 }
+
+// mpirun -np 2: the configurations of one trace spread over two ranks.
+TEST(SweepOverRanks, TwoRanksWriteTheSingleProcessReport) {
+  ExpectSweepOverRanks(2, {"traces/gpt-24l-h1024-ws8.json"},
+                       {"--bucket-cap-mb", "1,25", "--policy", "backward-only", "--policy",
+                        "unbucketed", "--policy", "always-allocated", "--budget", "3GiB",
+                        "--profile", "traces/profiles/h100-8gpu-nvlink.json"});
+}
+
+const std::vector<std::string> kTwoTraces = {"traces/tiny-ws2.json", "traces/gpt-4l-h256-ws4.json"};
 
 // 2 traces x 5 configurations (backward-only and always-allocated at 1 and 25 MiB, unbucketed):
 // pairs 0..4 are trace 1's, 5..9 trace 2's; rank 0 replays pairs 0, 2, 4, 6, 8, rank 1 the odd
 // ones, so each rank replays some configurations of each trace in one read of it.
 TEST(SweepOverRanks, TwoRanksWriteTheSingleProcessReportOfTwoTraces) {
-  ExpectTwoTraceSweepOverRanks(
-      2, {"--bucket-cap-mb", "1,25", "--policy", "backward-only", "--policy", "always-allocated",
-          "--policy", "unbucketed", "--budget", "190MiB", "--profile",
-          "traces/profiles/h100-8gpu-nvlink.json"});
+  ExpectSweepOverRanks(2, kTwoTraces,
+                       {"--bucket-cap-mb", "1,25", "--policy", "backward-only", "--policy",
+                        "always-allocated", "--policy", "unbucketed", "--budget", "190MiB",
+                        "--profile", "traces/profiles/h100-8gpu-nvlink.json"});
 }
 
 // 2 traces x 1 configuration on 3 ranks: rank 0 replays trace 1, rank 1 trace 2 (rank 0 reads
 // it too, for its header and summary), rank 2 nothing.
 TEST(SweepOverRanks, MoreRanksThanPairs) {
-  ExpectTwoTraceSweepOverRanks(3, {"--bucket-cap-mb", "1", "--policy", "unbucketed"});
+  ExpectSweepOverRanks(3, kTwoTraces, {"--bucket-cap-mb", "1", "--policy", "unbucketed"});
 }
 
 // An error on one rank (the broken trace is read by every rank with a pair of it) is every

@@ -29,28 +29,29 @@ SweepSection Section(std::vector<SweepPoint> points, Bytes budget_mib) {
 // 3 ms): all fit, cap 4 is fastest. b: cap 1 (6 MiB, 5 ms), cap 4 (12 MiB, 4 ms), unbucketed
 // (5 MiB, 6 ms): cap 4 does not fit, cap 1 is the fastest that does.
 TEST(DescribeBudgetAcrossTraces, NamesWhatFitsEveryTraceAndEachOnesChoice) {
-  SweepSection a = Section({Point("backward-only", 1, 4, 2000), Point("backward-only", 4, 8, 1000),
-                            Point("unbucketed", 0, 3, 3000)},
-                           10);
-  SweepSection b = Section({Point("backward-only", 1, 6, 5000), Point("backward-only", 4, 12, 4000),
-                            Point("unbucketed", 0, 5, 6000)},
-                           10);
-  EXPECT_EQ(DescribeBudgetAcrossTraces({"a.json", "b.json"}, {&a, &b}),
+  const std::vector<SweepPoint> a = {Point("backward-only", 1, 4, 2000),
+                                     Point("backward-only", 4, 8, 1000),
+                                     Point("unbucketed", 0, 3, 3000)};
+  const std::vector<SweepPoint> b = {Point("backward-only", 1, 6, 5000),
+                                     Point("backward-only", 4, 12, 4000),
+                                     Point("unbucketed", 0, 5, 6000)};
+  auto across = [&](Bytes budget_mib) {
+    const SweepSection first = Section(a, budget_mib);
+    const SweepSection second = Section(b, budget_mib);
+    return DescribeBudgetAcrossTraces({"a.json", "b.json"}, {&first, &second});
+  };
+  EXPECT_EQ(across(10),
             "Across the 2 traces, budget 10.00 MiB: 2 configurations fit on every trace "
             "(backward-only at cap 1 MiB and unbucketed); the fastest that fits is not the same "
             "on every trace: backward-only at cap 4 MiB for a.json and backward-only at cap 1 MiB "
             "for b.json.");
   // With 20 MiB everything fits both, and cap 4 MiB is the fastest on both.
-  SweepSection a20 = Section(a.points, 20);
-  SweepSection b20 = Section(b.points, 20);
-  EXPECT_EQ(DescribeBudgetAcrossTraces({"a.json", "b.json"}, {&a20, &b20}),
+  EXPECT_EQ(across(20),
             "Across the 2 traces, budget 20.00 MiB: 3 configurations fit on every trace "
             "(backward-only at cap 1 MiB, backward-only at cap 4 MiB and unbucketed); the fastest "
             "that fits is backward-only at cap 4 MiB on every trace.");
   // With 4 MiB: a's cap 1 MiB and unbucketed fit, nothing of b does.
-  SweepSection a4 = Section(a.points, 4);
-  SweepSection b4 = Section(b.points, 4);
-  EXPECT_EQ(DescribeBudgetAcrossTraces({"a.json", "b.json"}, {&a4, &b4}),
+  EXPECT_EQ(across(4),
             "Across the 2 traces, budget 4.00 MiB: no configuration fits on every trace.");
 }
 
