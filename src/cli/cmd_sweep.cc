@@ -227,12 +227,6 @@ struct TraceSweep {
   SweepSection sweep;
 };
 
-ReplayFlags ForTrace(const ReplayFlags& replay, const std::string& trace) {
-  ReplayFlags flags = replay;
-  flags.trace = trace;
-  return flags;
-}
-
 // The choices drawn from the points (the Pareto set marked): the knee and the budget's answer.
 void Decide(SweepSection& sweep, double time_tolerance_pct, std::optional<Bytes> budget) {
   sweep.knee = FindKnee(sweep.points, time_tolerance_pct / 100);

@@ -113,6 +113,12 @@ SweepPoint UnpackPoint(Unpacker& u) {
 
 }  // namespace
 
+ReplayFlags ForTrace(const ReplayFlags& flags, const std::string& trace) {
+  ReplayFlags for_trace = flags;
+  for_trace.trace = trace;
+  return for_trace;
+}
+
 bool LaunchedByMpirun() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
     if (std::getenv(name)) return true;
@@ -146,23 +152,26 @@ Result<std::optional<std::vector<GatheredSweep>>> ReplayOverRanks(
   const std::size_t per_trace = configurations.size();
   std::vector<GatheredSweep> sweeps(rank == 0 ? traces.size() : 0);
   Packer packer;
-  for (std::size_t t = 0; t < traces.size(); ++t) {
+  std::size_t failed_trace = traces.size();  // this rank's first error: at this trace
+  Status failed;
+  for (std::size_t t = 0; t < traces.size() && failed.ok(); ++t) {
     // Pair t * per_trace + c is configuration c of trace t.
     std::vector<std::size_t> mine;
     for (std::size_t c = 0; c < per_trace; ++c) {
       if ((t * per_trace + c) % ranks == rank) mine.push_back(c);
     }
+    // Rank 0 reads every trace, with or without configurations of it, as a single process does.
+    if (mine.empty() && rank != 0) continue;
     std::vector<PolicySpec> policies;
     for (std::size_t c : mine) policies.push_back(configurations[c]);
-    ReplayFlags trace_flags = flags;
-    trace_flags.trace = traces[t];
-    // Rank 0 reads every trace, with or without configurations of it, as a single process does.
     CapThresholdScan scan;
-    Result<ReplayOutcome> outcome = ReplayOutcome{};  // nothing of this trace on this rank
-    if (!mine.empty() || rank == 0) {
-      outcome = ReplaySweepPass(trace_flags, std::move(policies), rank == 0 ? &scan : nullptr);
+    Result<ReplayOutcome> outcome = ReplaySweepPass(ForTrace(flags, traces[t]), std::move(policies),
+                                                    rank == 0 ? &scan : nullptr);
+    if (!outcome.ok()) {
+      failed = outcome.status();
+      failed_trace = t;
+      break;
     }
-    BUCKETSIM_RETURN_IF_ERROR(world.Agree(outcome.status()));
     for (std::size_t k = 0; k < mine.size(); ++k) {
       packer.Uint(t * per_trace + mine[k]);
       packer.String(RunJsonFragment(outcome->runs[k]));
@@ -175,6 +184,12 @@ Result<std::optional<std::vector<GatheredSweep>>> ReplayOverRanks(
     sweep.thresholds = scan.Take();
     sweep.entries.resize(per_trace);
     sweep.points.resize(per_trace);
+  }
+  // An error on any rank is every rank's: that of the earliest trace with one (where a single
+  // process stops), from the lowest rank there. Agreed once every rank is done, so that no rank
+  // waits for the others between traces (Open MPI spins while it waits, taking a core).
+  for (std::size_t t = 0; t < traces.size(); ++t) {
+    BUCKETSIM_RETURN_IF_ERROR(world.Agree(t == failed_trace ? failed : Status::Ok()));
   }
   Result<std::vector<std::string>> gathered = world.GatherToRoot(packer.Take());
   if (!gathered.ok()) return gathered.status();

@@ -19,6 +19,9 @@ namespace bucketsim {
 
 class MpiWorld;
 
+// `flags` for one of the traces of `sweep TRACE...`.
+ReplayFlags ForTrace(const ReplayFlags& flags, const std::string& trace);
+
 // Whether this process was started by mpirun (Open MPI's or a PMI launcher's environment).
 bool LaunchedByMpirun();
 
