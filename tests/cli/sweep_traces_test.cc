@@ -83,6 +83,32 @@ TEST(SweepTraces, EachReportIsWhatTheTraceAloneWrites) {
   EXPECT_NE(written.out.find("\nreport: " + path + "\n"), std::string::npos) << written.out;
 }
 
+// `--bucket-cap-mb auto` searches each trace from its own thresholds: the tiny trace from
+// 0.157 MiB (its least bucketing cap, 0.15625, rounded up), the convnet from 0.000123 MiB; each
+// report is the one the trace's own search writes.
+TEST(SweepTraces, ACapSearchRunsPerTraceFromItsOwnThresholds) {
+  const std::vector<std::string> traces = {"traces/tiny-ws2.json", "traces/convnet-ws2.json"};
+  auto sweep = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "sweep");
+    args.insert(args.end(),
+                {"--bucket-cap-mb", "auto", "--policy", "backward-only", "--format", "json"});
+    BinaryResult run = RunBucketsim(args);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return ordered_json::parse(run.out);
+  };
+  ordered_json both = sweep(traces);
+  ASSERT_EQ(both["sweeps"].size(), 2u);
+  EXPECT_EQ(both["sweeps"][0]["sweep"]["search"]["from_mb"], 0.157);
+  EXPECT_EQ(both["sweeps"][1]["sweep"]["search"]["from_mb"], 0.000123);
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    ordered_json alone = sweep({traces[i]});
+    ordered_json report = both["sweeps"][i];
+    report["context"].erase("argv");
+    alone["context"].erase("argv");
+    EXPECT_EQ(report.dump(2), alone.dump(2)) << traces[i];
+  }
+}
+
 // traces/tiny-ws2.json with its event 11 (a free) made to free an id that was never allocated.
 std::string BrokenTrace() {
   ordered_json trace = ordered_json::parse(
