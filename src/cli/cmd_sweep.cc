@@ -433,10 +433,10 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
       "Several traces: each is swept with the same flags as it would be alone (a search per\n"
       "trace), one after the other; the table prints a section per trace as 'sweep TRACE' does,\n"
       "then with --budget the configurations that fit it on every trace. --json/--format json\n"
-      "write {\"schema_version\": 1, \"sweeps\": [each trace's report, in order]}, --html one "
-      "page\n"
-      "with a section per trace. Each trace once; a missing or bad one is an error (exit 2) and\n"
-      "no report is written. Under mpirun the (trace, configuration) pairs are spread.\n\n"
+      "write {\"schema_version\": 1, \"sweeps\": [each trace's report, in order]}; --html\n"
+      "writes one page with a section per trace. Each trace once; a missing or bad one is an\n"
+      "error (exit 2) and no report is written. Under mpirun the (trace, configuration) pairs\n"
+      "are spread over the ranks.\n\n"
       "Example:\n"
       "  bucketsim sweep traces/gpt-24l-h1024-ws8.json --bucket-cap-mb 1,5,25,100 \\\n"
       "      --policy backward-only --policy always-allocated \\\n"
@@ -444,9 +444,8 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
       "  bucketsim sweep traces/gpt-24l-h1024-ws8.json --bucket-cap-mb auto \\\n"
       "      --profile traces/profiles/h100-8gpu-nvlink.json --budget 2.5GiB\n"
       "  bucketsim report out/sweep.json -o out/sweep-page   # or --html out/sweep.html\n"
-      "  bucketsim sweep traces/tiny-ws2.json traces/gpt-4l-h256-ws4.json --bucket-cap-mb 0.25,4 "
-      "\\\n"
-      "      --budget 190MiB --json out/sweeps.json     # a section and a report per trace");
+      "  bucketsim sweep traces/tiny-ws2.json traces/gpt-4l-h256-ws4.json \\\n"
+      "      --bucket-cap-mb 0.25,4 --budget 190MiB --json out/sweeps.json  # one per trace");
   command.callback([flags, &context] { context.exit_code = RunSweep(*flags, context); });
 }
 
