@@ -191,13 +191,13 @@ Result<SweepReplays> ReplaySweep(const ReplayFlags& replay, double time_toleranc
 }
 
 // The table and the advice on stdout: the answer, printed before the slow optional outputs.
-void PrintSweep(const ReportContext& report_context, const TraceSummary& summary,
+void PrintSweep(const ReportContext& report_context, std::uint64_t reduce_scatter_requests,
                 const SweepSection& sweep) {
   std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
               report_context.trace_name.c_str(), sweep.points.size(),
               report_context.time_profile.c_str(), report_context.memory_model.c_str(),
               RenderText(BuildSweepTable(sweep)).c_str());
-  PrintNoteIfNoReduceScatter(summary);
+  PrintNoteIfNoReduceScatter(reduce_scatter_requests);
   std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
   if (report_context.time_profile == "none") {
     std::printf(
@@ -218,10 +218,12 @@ void PrintOutputPaths(const SweepFlags& flags) {
 }
 
 // One trace's sweep, done: what its part of the table, the report and the page is made of.
-// `outcome.runs` holds the replays of one process; under mpirun it stays empty and `entries`
-// holds the report entries the ranks replayed (RunJsonFragment).
+// `outcome` holds the replays of one process; under mpirun it stays empty and `entries` holds
+// the report entries the ranks replayed (RunJsonFragment).
 struct TraceSweep {
   ReportContext context;
+  ReportTraceInfo trace;
+  std::uint64_t reduce_scatter_requests = 0;
   ReplayOutcome outcome;
   std::vector<std::string> entries;
   SweepSection sweep;
@@ -256,13 +258,13 @@ Status CheckDistinctTraces(const std::vector<std::string>& traces) {
 void PrintSweeps(const std::vector<std::string>& traces, const std::vector<TraceSweep>& sweeps) {
   if (sweeps.size() == 1) {
     const TraceSweep& only = sweeps.front();
-    return PrintSweep(only.context, only.outcome.summary, only.sweep);
+    return PrintSweep(only.context, only.reduce_scatter_requests, only.sweep);
   }
   std::vector<const SweepSection*> sections;
   for (std::size_t i = 0; i < sweeps.size(); ++i) {
     std::printf("%s== trace %zu of %zu: %s ==\n\n", i == 0 ? "" : "\n", i + 1, sweeps.size(),
                 traces[i].c_str());
-    PrintSweep(sweeps[i].context, sweeps[i].outcome.summary, sweeps[i].sweep);
+    PrintSweep(sweeps[i].context, sweeps[i].reduce_scatter_requests, sweeps[i].sweep);
     sections.push_back(&sweeps[i].sweep);
   }
   const std::string across = DescribeBudgetAcrossTraces(traces, sections);
@@ -275,7 +277,7 @@ int WriteOutputs(const SweepFlags& flags, const std::vector<TraceSweep>& sweeps)
   std::vector<TraceReportParts> reports;
   for (const TraceSweep& s : sweeps) {
     const bool gathered = !s.entries.empty();
-    reports.push_back({&s.outcome.header, &s.outcome.summary, gathered ? nullptr : &s.outcome.runs,
+    reports.push_back({&s.trace, gathered ? nullptr : &s.outcome.runs,
                        gathered ? &s.entries : nullptr, &s.context, &s.sweep});
   }
   if (flags.format == "json") {
@@ -318,14 +320,14 @@ int RunOnRanks(const SweepFlags& flags, std::vector<TraceSweep>& sweeps,
   for (std::size_t t = 0; t < sweeps.size(); ++t) {
     GatheredSweep& all = (**gathered)[t];
     TraceSweep& s = sweeps[t];
-    s.outcome.header = std::move(all.header);
-    s.outcome.summary = all.summary;
+    s.trace = std::move(all.trace);
+    s.reduce_scatter_requests = all.reduce_scatter_requests;
     s.entries = std::move(all.entries);
-    DescribeTrace(flags.traces[t], s.outcome.header, s.context);
+    DescribeTrace(flags.traces[t], all.content_digest, s.context);
     s.sweep.points = std::move(all.points);
     MarkPareto(s.sweep.points);
     Decide(s.sweep, flags.time_tolerance_pct, budget);
-    s.sweep.smallest_bucketing_cap_mb = all.thresholds.SmallestBucketingCapMb();
+    s.sweep.smallest_bucketing_cap_mb = all.smallest_bucketing_cap_mb;
   }
   return WriteOutputs(flags, sweeps);
 }
@@ -376,6 +378,8 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
     if (!replays.ok()) return ReportError(replays.status());
     TraceSweep& s = sweeps[t];
     s.outcome = std::move(replays->outcome);
+    s.trace = TraceInfoOf(s.outcome.header, s.outcome.summary);
+    s.reduce_scatter_requests = ReduceScatterRequests(s.outcome.summary);
     DescribeTrace(replay.trace, s.outcome.header, s.context);
     s.sweep.points = SummarizeSweep(s.outcome.runs);
     Decide(s.sweep, flags.time_tolerance_pct, budget);

@@ -111,6 +111,41 @@ SweepPoint UnpackPoint(Unpacker& u) {
   return point;
 }
 
+// What a rank's bytes hold, record by record: what the report says of a trace (from the rank
+// with its first pair), or one pair's report entry and sweep point.
+constexpr std::uint64_t kTraceRecord = 0;
+constexpr std::uint64_t kEntryRecord = 1;
+
+void PackTrace(Packer& p, const ReportTraceInfo& trace) {
+  p.Uint(static_cast<std::uint64_t>(trace.schema_version));
+  p.String(trace.description);
+  p.Uint(static_cast<std::uint64_t>(trace.world_size));
+  p.Uint(static_cast<std::uint64_t>(trace.rank));
+  p.Double(trace.bucket_cap_mb);
+  p.Uint(trace.events);
+  p.Uint(trace.iterations);
+  p.Uint(trace.fsdp_instances);
+  p.Uint(trace.params);
+  p.Uint(trace.process_groups);
+  p.Double(trace.compute_us);
+}
+
+ReportTraceInfo UnpackTrace(Unpacker& u) {
+  ReportTraceInfo trace;
+  trace.schema_version = static_cast<int>(u.Uint());
+  trace.description = u.String();
+  trace.world_size = static_cast<int>(u.Uint());
+  trace.rank = static_cast<int>(u.Uint());
+  trace.bucket_cap_mb = u.Double();
+  trace.events = u.Uint();
+  trace.iterations = u.Uint();
+  trace.fsdp_instances = u.Uint();
+  trace.params = u.Uint();
+  trace.process_groups = u.Uint();
+  trace.compute_us = u.Double();
+  return trace;
+}
+
 }  // namespace
 
 ReplayFlags ForTrace(const ReplayFlags& flags, const std::string& trace) {
@@ -150,40 +185,45 @@ Result<std::optional<std::vector<GatheredSweep>>> ReplayOverRanks(
   const auto ranks = static_cast<std::size_t>(world.size());
   const auto rank = static_cast<std::size_t>(world.rank());
   const std::size_t per_trace = configurations.size();
-  std::vector<GatheredSweep> sweeps(rank == 0 ? traces.size() : 0);
+  const std::size_t pairs = traces.size() * per_trace;
+  const std::size_t run = (pairs + ranks - 1) / ranks;  // pair i on rank i / run
   Packer packer;
   std::size_t failed_trace = traces.size();  // this rank's first error: at this trace
   Status failed;
-  for (std::size_t t = 0; t < traces.size() && failed.ok(); ++t) {
+  for (std::size_t t = 0; t < traces.size(); ++t) {
     // Pair t * per_trace + c is configuration c of trace t.
     std::vector<std::size_t> mine;
     for (std::size_t c = 0; c < per_trace; ++c) {
-      if ((t * per_trace + c) % ranks == rank) mine.push_back(c);
+      if ((t * per_trace + c) / run == rank) mine.push_back(c);
     }
-    // Rank 0 reads every trace, with or without configurations of it, as a single process does.
-    if (mine.empty() && rank != 0) continue;
+    if (mine.empty()) continue;
+    const bool first = mine.front() == 0;  // this rank tells what the trace is
     std::vector<PolicySpec> policies;
     for (std::size_t c : mine) policies.push_back(configurations[c]);
     CapThresholdScan scan;
-    Result<ReplayOutcome> outcome = ReplaySweepPass(ForTrace(flags, traces[t]), std::move(policies),
-                                                    rank == 0 ? &scan : nullptr);
+    Result<ReplayOutcome> outcome =
+        ReplaySweepPass(ForTrace(flags, traces[t]), std::move(policies), first ? &scan : nullptr);
     if (!outcome.ok()) {
       failed = outcome.status();
       failed_trace = t;
       break;
     }
+    if (first) {
+      packer.Uint(kTraceRecord);
+      packer.Uint(t);
+      PackTrace(packer, TraceInfoOf(outcome->header, outcome->summary));
+      packer.String(outcome->header.content_digest);
+      packer.Uint(ReduceScatterRequests(outcome->summary));
+      const std::optional<double> smallest = scan.Take().SmallestBucketingCapMb();
+      packer.Uint(smallest.has_value());
+      packer.Double(smallest.value_or(0));
+    }
     for (std::size_t k = 0; k < mine.size(); ++k) {
+      packer.Uint(kEntryRecord);
       packer.Uint(t * per_trace + mine[k]);
       packer.String(RunJsonFragment(outcome->runs[k]));
       PackPoint(packer, SweepPointOf(outcome->runs[k]));
     }
-    if (rank != 0) continue;
-    GatheredSweep& sweep = sweeps[t];
-    sweep.header = std::move(outcome->header);
-    sweep.summary = outcome->summary;
-    sweep.thresholds = scan.Take();
-    sweep.entries.resize(per_trace);
-    sweep.points.resize(per_trace);
   }
   // An error on any rank is every rank's: that of the earliest trace with one (where a single
   // process stops), from the lowest rank there. Agreed once every rank is done, so that no rank
@@ -194,19 +234,38 @@ Result<std::optional<std::vector<GatheredSweep>>> ReplayOverRanks(
   Result<std::vector<std::string>> gathered = world.GatherToRoot(packer.Take());
   if (!gathered.ok()) return gathered.status();
   if (rank != 0) return std::optional<std::vector<GatheredSweep>>();
-  std::size_t received = 0;
+  std::vector<GatheredSweep> sweeps(traces.size());
+  for (GatheredSweep& sweep : sweeps) {
+    sweep.entries.resize(per_trace);
+    sweep.points.resize(per_trace);
+  }
+  std::size_t traces_received = 0;
+  std::size_t entries_received = 0;
   for (const std::string& bytes : *gathered) {
     Unpacker unpacker(bytes);
     while (!unpacker.done()) {
+      if (unpacker.Uint() == kTraceRecord) {
+        const std::uint64_t t = unpacker.Uint();
+        BUCKETSIM_CHECK(t < traces.size());
+        GatheredSweep& sweep = sweeps[t];
+        sweep.trace = UnpackTrace(unpacker);
+        sweep.content_digest = unpacker.String();
+        sweep.reduce_scatter_requests = unpacker.Uint();
+        const bool has_smallest = unpacker.Uint() != 0;
+        const double smallest = unpacker.Double();
+        if (has_smallest) sweep.smallest_bucketing_cap_mb = smallest;
+        ++traces_received;
+        continue;
+      }
       const std::uint64_t pair = unpacker.Uint();
-      BUCKETSIM_CHECK(pair < traces.size() * per_trace);
+      BUCKETSIM_CHECK(pair < pairs);
       GatheredSweep& sweep = sweeps[pair / per_trace];
       sweep.entries[pair % per_trace] = unpacker.String();
       sweep.points[pair % per_trace] = UnpackPoint(unpacker);
-      ++received;
+      ++entries_received;
     }
   }
-  BUCKETSIM_CHECK(received == traces.size() * per_trace);
+  BUCKETSIM_CHECK(traces_received == traces.size() && entries_received == pairs);
   return std::optional<std::vector<GatheredSweep>>(std::move(sweeps));
 }
 

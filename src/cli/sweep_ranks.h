@@ -1,10 +1,12 @@
 // `bucketsim sweep` under mpirun: every (trace, configuration) pair spread over the ranks. The
-// pairs are listed trace by trace, every configuration of a trace in order, and pair i replays on
-// rank i % ranks; a rank reads each trace once at most, for all its pairs of it in one pass, and
-// rank 0 reads every trace (its header, summary and cap thresholds, collected in the same pass).
-// Rank 0 gathers every entry of every report, in order, so that it writes what a single process
-// writes, byte for byte. What travels is each pair's report entry as JSON text (RunJsonFragment)
-// and its sweep point; MPI stays in the host backend's MpiWorld.
+// pairs are listed trace by trace, every configuration of a trace in order, and split into
+// ranks-many runs of consecutive pairs (of equal length but for the last ones): pair i replays on
+// rank i / ceil(pairs / ranks). A rank reads each trace once at most, for all its pairs of it in
+// one pass, and the traces it has no pair of not at all; the rank with a trace's first pair also
+// collects its cap thresholds in that pass and sends what the report says of the trace. Rank 0
+// gathers every entry of every report, in order, so that it writes what a single process writes,
+// byte for byte. What travels is each pair's report entry as JSON text (RunJsonFragment) and its
+// sweep point; MPI stays in the host backend's MpiWorld.
 #pragma once
 
 #include <optional>
@@ -14,6 +16,7 @@
 #include "cli/command.h"
 #include "engine/cap_thresholds.h"
 #include "engine/sweep_summary.h"
+#include "report/report_document.h"
 
 namespace bucketsim {
 
@@ -32,9 +35,10 @@ Result<ReplayOutcome> ReplaySweepPass(const ReplayFlags& flags, std::vector<Poli
 
 // One trace's sweep, gathered on rank 0.
 struct GatheredSweep {
-  TraceHeader header;  // rank 0's, as read (with its digest)
-  TraceSummary summary;
-  CapThresholds thresholds;          // rank 0's scan
+  ReportTraceInfo trace;                            // the report's `trace` object
+  std::string content_digest;                       // TraceHeader::content_digest, for the context
+  std::uint64_t reduce_scatter_requests = 0;        // the trace's rs events
+  std::optional<double> smallest_bucketing_cap_mb;  // CapThresholds::SmallestBucketingCapMb
   std::vector<std::string> entries;  // the report's policies[], one per configuration
   std::vector<SweepPoint> points;    // the same order; the Pareto set not yet marked
 };

@@ -53,22 +53,20 @@ void WriteContext(JsonWriter& w, const ReportContext& context) {
   w.EndObject();
 }
 
-void WriteTrace(JsonWriter& w, const TraceHeader& h, const TraceSummary& summary) {
-  std::size_t params = 0;
-  for (const FsdpInstance& instance : h.fsdp) params += instance.params.size();
+void WriteTrace(JsonWriter& w, const ReportTraceInfo& trace) {
   w.Key("trace");
   w.BeginObject();
-  w.Field("schema_version", h.schema_version);
-  w.Field("description", h.description);
-  w.Field("world_size", h.world_size);
-  w.Field("rank", h.rank);
-  w.Field("bucket_cap_mb", h.bucket_cap_mb);
-  w.Field("events", summary.events);
-  w.Field("iterations", summary.iterations);
-  w.Field("fsdp_instances", h.fsdp.size());
-  w.Field("params", params);
-  w.Field("process_groups", h.groups.size());
-  w.Field("compute_us", summary.compute_us);
+  w.Field("schema_version", trace.schema_version);
+  w.Field("description", trace.description);
+  w.Field("world_size", trace.world_size);
+  w.Field("rank", trace.rank);
+  w.Field("bucket_cap_mb", trace.bucket_cap_mb);
+  w.Field("events", trace.events);
+  w.Field("iterations", trace.iterations);
+  w.Field("fsdp_instances", trace.fsdp_instances);
+  w.Field("params", trace.params);
+  w.Field("process_groups", trace.process_groups);
+  w.Field("compute_us", trace.compute_us);
   w.EndObject();
 }
 
@@ -498,13 +496,13 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
 }
 
 // The policies' entries are written by `write_runs`, from RunResults or gathered fragments.
-void WriteReport(JsonWriter& w, const TraceHeader& header, const TraceSummary& summary,
+void WriteReport(JsonWriter& w, const ReportTraceInfo& trace,
                  const std::function<void(JsonWriter&)>& write_runs, const ReportContext& context,
                  const SweepSection* sweep) {
   w.BeginObject();
   w.Field("schema_version", kReportSchemaVersion);
   WriteContext(w, context);
-  WriteTrace(w, header, summary);
+  WriteTrace(w, trace);
   w.Key("policies");
   w.BeginArray();
   write_runs(w);
@@ -566,14 +564,16 @@ Status StreamReport(const std::string& path, const std::function<void(JsonWriter
 std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context,
                            const SweepSection* sweep) {
   JsonWriter w;
-  WriteReport(w, outcome.header, outcome.summary, RunsOf(outcome.runs), context, sweep);
+  WriteReport(w, TraceInfoOf(outcome.header, outcome.summary), RunsOf(outcome.runs), context,
+              sweep);
   return w.Finish();
 }
 
 Status WriteReportJson(const std::string& path, const ReplayOutcome& outcome,
                        const ReportContext& context, const SweepSection* sweep) {
   return StreamReport(path, [&](JsonWriter& w) {
-    WriteReport(w, outcome.header, outcome.summary, RunsOf(outcome.runs), context, sweep);
+    WriteReport(w, TraceInfoOf(outcome.header, outcome.summary), RunsOf(outcome.runs), context,
+                sweep);
   });
 }
 
@@ -605,7 +605,7 @@ Status WriteSweepReportJson(const std::string& path, const std::vector<TraceRepo
       }
       for (const std::string& fragment : *r.run_fragments) writer.Raw(fragment, kFragmentDepth);
     };
-    WriteReport(w, *r.header, *r.summary, runs, *r.context, r.sweep);
+    WriteReport(w, *r.trace, runs, *r.context, r.sweep);
   };
   if (reports.size() == 1) {
     return StreamReport(path, [&](JsonWriter& w) { write_report(w, reports.front()); });

@@ -13,6 +13,7 @@
 #include "engine/replay_policies.h"
 #include "engine/sweep_summary.h"
 #include "report/report_context.h"
+#include "report/report_document.h"
 
 namespace bucketsim {
 
@@ -31,8 +32,7 @@ std::string RunJsonFragment(const RunResult& run);
 // One trace's report as `sweep` writes it: its policies' entries are `runs` (replayed in this
 // process) or `run_fragments` (RunJsonFragment, gathered from mpirun's ranks), whichever is set.
 struct TraceReportParts {
-  const TraceHeader* header = nullptr;
-  const TraceSummary* summary = nullptr;
+  const ReportTraceInfo* trace = nullptr;
   const std::vector<RunResult>* runs = nullptr;
   const std::vector<std::string>* run_fragments = nullptr;
   const ReportContext* context = nullptr;

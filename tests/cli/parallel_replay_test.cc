@@ -149,24 +149,34 @@ TEST(SweepOverRanks, TwoRanksWriteTheSingleProcessReport) {
 
 const std::vector<std::string> kTwoTraces = {"traces/tiny-ws2.json", "traces/gpt-4l-h256-ws4.json"};
 
+const std::vector<std::string> kFiveConfigurations = {
+    "--bucket-cap-mb", "1,25",       "--policy",
+    "backward-only",   "--policy",   "always-allocated",
+    "--policy",        "unbucketed", "--budget",
+    "190MiB",          "--profile",  "traces/profiles/h100-8gpu-nvlink.json"};
+
 // 2 traces x 5 configurations (backward-only and always-allocated at 1 and 25 MiB, unbucketed):
-// pairs 0..4 are trace 1's, 5..9 trace 2's; rank 0 replays pairs 0, 2, 4, 6, 8, rank 1 the odd
-// ones, so each rank replays some configurations of each trace in one read of it.
+// pairs 0..4 are trace 1's, 5..9 trace 2's, in runs of 5: rank 0 sweeps trace 1 alone, rank 1
+// trace 2, which rank 0 never reads (rank 1 sends what the report says of it).
 TEST(SweepOverRanks, TwoRanksWriteTheSingleProcessReportOfTwoTraces) {
-  ExpectSweepOverRanks(2, kTwoTraces,
-                       {"--bucket-cap-mb", "1,25", "--policy", "backward-only", "--policy",
-                        "always-allocated", "--policy", "unbucketed", "--budget", "190MiB",
-                        "--profile", "traces/profiles/h100-8gpu-nvlink.json"});
+  ExpectSweepOverRanks(2, kTwoTraces, kFiveConfigurations);
 }
 
-// 2 traces x 1 configuration on 3 ranks: rank 0 replays trace 1, rank 1 trace 2 (rank 0 reads
-// it too, for its header and summary), rank 2 nothing.
+// The same on 3 ranks, in runs of 4 pairs: rank 0 has configurations 0..3 of trace 1, rank 1
+// configuration 4 of trace 1 and 0..2 of trace 2 (it reads both traces, and tells trace 2), rank
+// 2 configurations 3 and 4 of trace 2.
+TEST(SweepOverRanks, ThreeRanksSplitATracesConfigurations) {
+  ExpectSweepOverRanks(3, kTwoTraces, kFiveConfigurations);
+}
+
+// 2 traces x 1 configuration on 3 ranks: rank 0 replays trace 1, rank 1 trace 2, rank 2 nothing.
 TEST(SweepOverRanks, MoreRanksThanPairs) {
   ExpectSweepOverRanks(3, kTwoTraces, {"--bucket-cap-mb", "1", "--policy", "unbucketed"});
 }
 
-// An error on one rank (the broken trace is read by every rank with a pair of it) is every
-// rank's: exit 2, the trace and event named, no report.
+// An error on one rank is every rank's: exit 2, the trace and event named, no report. With 7
+// configurations per trace (the four default policies at two caps, unbucketed once) in runs of
+// 7, rank 1 alone reads the broken trace.
 TEST(SweepOverRanks, ABadSecondTraceFailsEveryRank) {
   nlohmann::ordered_json trace = nlohmann::ordered_json::parse(
       testing::ReadFile(std::string(BUCKETSIM_SOURCE_DIR) + "/traces/tiny-ws2.json"));
@@ -177,7 +187,8 @@ TEST(SweepOverRanks, ABadSecondTraceFailsEveryRank) {
       2,
       {"sweep", "traces/gpt-4l-h256-ws4.json", broken, "--bucket-cap-mb", "1,25", "--json", json});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_NE(run.err.find(broken + ": event 11: free of unknown allocation id 999"),
+  EXPECT_NE(run.err.find("bucketsim: error: rank 1: " + broken +
+                         ": event 11: free of unknown allocation id 999\n"),
             std::string::npos)
       << run.err;
   EXPECT_FALSE(std::filesystem::exists(json));
