@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -33,21 +34,25 @@ class TeeSink final : public EventSink {
   EventSink& second_;
 };
 
-// The bytes a rank sends: per configuration its index, report entry and sweep point.
+// A number or an enum: every rank runs the same binary, so it travels as its bytes.
+template <typename T>
+concept Plain = std::is_arithmetic_v<T> || std::is_enum_v<T>;
+
+// The bytes a rank sends, record by record: what the report says of a trace (from the rank with
+// its first pair), or one pair's report entry and sweep point.
 class Packer {
  public:
-  void Uint(std::uint64_t value) { Raw(&value, sizeof value); }
-  void Double(double value) { Raw(&value, sizeof value); }
-  void String(std::string_view text) {
-    Uint(text.size());
+  template <Plain T>
+  void Field(const T& value) {
+    out_.append(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  void Field(const std::string& text) {
+    Field(std::uint64_t{text.size()});
     out_.append(text);
   }
   std::string Take() { return std::move(out_); }
 
  private:
-  void Raw(const void* data, std::size_t size) {
-    out_.append(static_cast<const char*>(data), size);
-  }
   std::string out_;
 };
 
@@ -55,95 +60,64 @@ class Unpacker {
  public:
   explicit Unpacker(std::string_view in) : in_(in) {}
   bool done() const { return at_ == in_.size(); }
-  std::uint64_t Uint() {
-    std::uint64_t value = 0;
-    Raw(&value, sizeof value);
-    return value;
+  template <Plain T>
+  void Field(T& value) {
+    BUCKETSIM_CHECK(sizeof value <= in_.size() - at_);
+    std::memcpy(&value, in_.data() + at_, sizeof value);
+    at_ += sizeof value;
   }
-  double Double() {
-    double value = 0;
-    Raw(&value, sizeof value);
-    return value;
-  }
-  std::string String() {
-    const std::uint64_t size = Uint();
+  void Field(std::string& text) {
+    std::uint64_t size = 0;
+    Field(size);
     BUCKETSIM_CHECK(size <= in_.size() - at_);
-    std::string text(in_.substr(at_, size));
+    text.assign(in_.substr(at_, size));
     at_ += size;
-    return text;
+  }
+  template <typename T>
+  T Read() {
+    T value{};
+    Field(value);
+    return value;
   }
 
  private:
-  void Raw(void* data, std::size_t size) {
-    BUCKETSIM_CHECK(size <= in_.size() - at_);
-    std::memcpy(data, in_.data() + at_, size);
-    at_ += size;
-  }
   std::string_view in_;
   std::size_t at_ = 0;
 };
 
-void PackPoint(Packer& p, const SweepPoint& point) {
-  p.String(point.policy);
-  p.String(point.canonical);
-  p.Double(point.bucket_cap_mb);
-  p.Uint(point.peak_allocated_bytes);
-  p.Uint(point.peak_reserved_bytes);
-  p.Double(point.step_time_us);
-  p.Double(point.exposed_communication_us);
-  p.Uint(point.bucketed_requests);
-  p.Uint(point.bypassed_requests);
-  p.Uint(point.out_of_memory);
+// What a rank's bytes hold, record by record.
+enum class Record : std::uint8_t { kTrace, kEntry };
+
+// The fields of a trace's `trace` object and of a sweep point, in order, through a Packer (the
+// struct const) or an Unpacker: one list for both sides. A point's Pareto mark is not sent: rank
+// 0 marks it over all the points.
+template <typename Io, typename Trace>
+void TraceInfoFields(Io& io, Trace& t) {
+  io.Field(t.schema_version);
+  io.Field(t.description);
+  io.Field(t.world_size);
+  io.Field(t.rank);
+  io.Field(t.bucket_cap_mb);
+  io.Field(t.events);
+  io.Field(t.iterations);
+  io.Field(t.fsdp_instances);
+  io.Field(t.params);
+  io.Field(t.process_groups);
+  io.Field(t.compute_us);
 }
 
-SweepPoint UnpackPoint(Unpacker& u) {
-  SweepPoint point;
-  point.policy = u.String();
-  point.canonical = u.String();
-  point.bucket_cap_mb = u.Double();
-  point.peak_allocated_bytes = u.Uint();
-  point.peak_reserved_bytes = u.Uint();
-  point.step_time_us = u.Double();
-  point.exposed_communication_us = u.Double();
-  point.bucketed_requests = u.Uint();
-  point.bypassed_requests = u.Uint();
-  point.out_of_memory = u.Uint() != 0;
-  return point;
-}
-
-// What a rank's bytes hold, record by record: what the report says of a trace (from the rank
-// with its first pair), or one pair's report entry and sweep point.
-constexpr std::uint64_t kTraceRecord = 0;
-constexpr std::uint64_t kEntryRecord = 1;
-
-void PackTrace(Packer& p, const ReportTraceInfo& trace) {
-  p.Uint(static_cast<std::uint64_t>(trace.schema_version));
-  p.String(trace.description);
-  p.Uint(static_cast<std::uint64_t>(trace.world_size));
-  p.Uint(static_cast<std::uint64_t>(trace.rank));
-  p.Double(trace.bucket_cap_mb);
-  p.Uint(trace.events);
-  p.Uint(trace.iterations);
-  p.Uint(trace.fsdp_instances);
-  p.Uint(trace.params);
-  p.Uint(trace.process_groups);
-  p.Double(trace.compute_us);
-}
-
-ReportTraceInfo UnpackTrace(Unpacker& u) {
-  ReportTraceInfo trace;
-  trace.schema_version = static_cast<int>(u.Uint());
-  trace.description = u.String();
-  trace.world_size = static_cast<int>(u.Uint());
-  trace.rank = static_cast<int>(u.Uint());
-  trace.bucket_cap_mb = u.Double();
-  trace.events = u.Uint();
-  trace.iterations = u.Uint();
-  trace.fsdp_instances = u.Uint();
-  trace.params = u.Uint();
-  trace.process_groups = u.Uint();
-  trace.compute_us = u.Double();
-  return trace;
+template <typename Io, typename Point>
+void PointFields(Io& io, Point& p) {
+  io.Field(p.policy);
+  io.Field(p.canonical);
+  io.Field(p.bucket_cap_mb);
+  io.Field(p.peak_allocated_bytes);
+  io.Field(p.peak_reserved_bytes);
+  io.Field(p.step_time_us);
+  io.Field(p.exposed_communication_us);
+  io.Field(p.bucketed_requests);
+  io.Field(p.bypassed_requests);
+  io.Field(p.out_of_memory);
 }
 
 }  // namespace
@@ -209,20 +183,22 @@ Result<std::optional<std::vector<GatheredSweep>>> ReplayOverRanks(
       break;
     }
     if (first) {
-      packer.Uint(kTraceRecord);
-      packer.Uint(t);
-      PackTrace(packer, TraceInfoOf(outcome->header, outcome->summary));
-      packer.String(outcome->header.content_digest);
-      packer.Uint(ReduceScatterRequests(outcome->summary));
       const std::optional<double> smallest = scan.Take().SmallestBucketingCapMb();
-      packer.Uint(smallest.has_value());
-      packer.Double(smallest.value_or(0));
+      packer.Field(Record::kTrace);
+      packer.Field(t);
+      const ReportTraceInfo trace = TraceInfoOf(outcome->header, outcome->summary);
+      TraceInfoFields(packer, trace);
+      packer.Field(outcome->header.content_digest);
+      packer.Field(ReduceScatterRequests(outcome->summary));
+      packer.Field(smallest.has_value());
+      packer.Field(smallest.value_or(0));
     }
     for (std::size_t k = 0; k < mine.size(); ++k) {
-      packer.Uint(kEntryRecord);
-      packer.Uint(t * per_trace + mine[k]);
-      packer.String(RunJsonFragment(outcome->runs[k]));
-      PackPoint(packer, SweepPointOf(outcome->runs[k]));
+      packer.Field(Record::kEntry);
+      packer.Field(t * per_trace + mine[k]);
+      packer.Field(RunJsonFragment(outcome->runs[k]));
+      const SweepPoint point = SweepPointOf(outcome->runs[k]);
+      PointFields(packer, point);
     }
   }
   // An error on any rank is every rank's: that of the earliest trace with one (where a single
@@ -244,24 +220,24 @@ Result<std::optional<std::vector<GatheredSweep>>> ReplayOverRanks(
   for (const std::string& bytes : *gathered) {
     Unpacker unpacker(bytes);
     while (!unpacker.done()) {
-      if (unpacker.Uint() == kTraceRecord) {
-        const std::uint64_t t = unpacker.Uint();
+      if (unpacker.Read<Record>() == Record::kTrace) {
+        const auto t = unpacker.Read<std::size_t>();
         BUCKETSIM_CHECK(t < traces.size());
         GatheredSweep& sweep = sweeps[t];
-        sweep.trace = UnpackTrace(unpacker);
-        sweep.content_digest = unpacker.String();
-        sweep.reduce_scatter_requests = unpacker.Uint();
-        const bool has_smallest = unpacker.Uint() != 0;
-        const double smallest = unpacker.Double();
+        TraceInfoFields(unpacker, sweep.trace);
+        unpacker.Field(sweep.content_digest);
+        unpacker.Field(sweep.reduce_scatter_requests);
+        const bool has_smallest = unpacker.Read<bool>();
+        const auto smallest = unpacker.Read<double>();
         if (has_smallest) sweep.smallest_bucketing_cap_mb = smallest;
         ++traces_received;
         continue;
       }
-      const std::uint64_t pair = unpacker.Uint();
+      const auto pair = unpacker.Read<std::size_t>();
       BUCKETSIM_CHECK(pair < pairs);
       GatheredSweep& sweep = sweeps[pair / per_trace];
-      sweep.entries[pair % per_trace] = unpacker.String();
-      sweep.points[pair % per_trace] = UnpackPoint(unpacker);
+      unpacker.Field(sweep.entries[pair % per_trace]);
+      PointFields(unpacker, sweep.points[pair % per_trace]);
       ++entries_received;
     }
   }
