@@ -45,7 +45,8 @@ struct GatheredSweep {
 
 // Replays this rank's share of every trace at every one of `configurations` (`flags.trace` is
 // replaced by each of `traces`); rank 0 gets one GatheredSweep per trace, in order, the others
-// nothing. An error on any rank is the error of every rank: the first trace with one stops all.
+// nothing. An error on any rank is the error of every rank: that of the earliest trace with one
+// (where a single process stops), from the lowest rank there.
 Result<std::optional<std::vector<GatheredSweep>>> ReplayOverRanks(
     MpiWorld& world, const ReplayFlags& flags, const std::vector<std::string>& traces,
     const std::vector<PolicySpec>& configurations);
