@@ -315,78 +315,57 @@ std::uint32_t Replay::RecordLifetime(const Allocation& buffer) {
   return static_cast<std::uint32_t>(result_.bucket_lifetimes.size() - 1);
 }
 
-namespace {
-
-// What the peak's list shows of an allocation.
-template <typename Allocation>
-Allocation AsRanked(const Allocation& a) {
-  Allocation copy;
-  copy.block = a.block;
-  copy.category = a.category;
-  copy.since = a.since;
-  copy.trace_id = a.trace_id;
-  copy.dtype = a.dtype;
-  copy.group = a.group;
-  return copy;
-}
-
-}  // namespace
-
-void Replay::MakeLive(Allocation& allocation) {
-  allocation.live_seq = next_live_seq_++;
-  allocation.peak_epoch = 0;
+bool Replay::RanksBefore(const PeakEntry& x, const PeakEntry& y) {
+  const Allocation& a = x.allocation;
+  const Allocation& b = y.allocation;
+  if (a.block.charged != b.block.charged) return a.block.charged > b.block.charged;
+  if (a.since != b.since) return a.since < b.since;
+  if (x.policy_buffer != y.policy_buffer) return y.policy_buffer;
+  return x.index < y.index;
 }
 
 bool Replay::RecordPeakIfNeeded() {
   if (!ledger_.peak_unrecorded()) return false;
+  BUCKETSIM_CHECK(peak_epoch_ < ~std::uint32_t{0});
   ++peak_epoch_;
-  peak_live_seq_ = next_live_seq_;
-  peak_changed_.clear();
+  peak_largest_.clear();
   ledger_.RecordPeakFragmentation(memory_->Fragmentation());
   return true;
 }
 
 void Replay::KeepForPeak(bool policy_buffer, std::uint32_t index, Allocation& allocation) {
-  if (peak_epoch_ == 0 || allocation.live_seq >= peak_live_seq_ ||
-      allocation.peak_epoch == peak_epoch_) {
-    return;  // born after the peak, or already kept as it was then
-  }
+  if (allocation.peak_epoch == peak_epoch_) return;  // born after the peak, or kept already
   allocation.peak_epoch = peak_epoch_;
-  peak_changed_.push_back({policy_buffer, index, AsRanked(allocation)});
+  OfferForPeak({policy_buffer, index, allocation});
+}
+
+void Replay::OfferForPeak(const PeakEntry& entry) {
+  const auto keep = static_cast<std::size_t>(std::max(options_.largest_at_peak, 0));
+  if (peak_largest_.size() < keep) {
+    peak_largest_.push_back(entry);
+    std::push_heap(peak_largest_.begin(), peak_largest_.end(), RanksBefore);
+  } else if (keep > 0 && RanksBefore(entry, peak_largest_.front())) {
+    std::pop_heap(peak_largest_.begin(), peak_largest_.end(), RanksBefore);
+    peak_largest_.back() = entry;
+    std::push_heap(peak_largest_.begin(), peak_largest_.end(), RanksBefore);
+  }
 }
 
 void Replay::RankLargestAtPeak() {
   if (peak_epoch_ == 0) return;
-  // Everything live at the peak, in the order the tables hold it: trace slots by slot, then
-  // policy buffers by id (the last tie-break of the ranking below).
-  std::vector<PeakEntry> live = std::move(peak_changed_);
+  // What was live at the peak and has not changed since.
   for (const bool policy_buffer : {false, true}) {
     const std::vector<Allocation>& table = policy_buffer ? buffers_ : trace_slots_;
     for (std::size_t i = 0; i < table.size(); ++i) {
       const Allocation& a = table[i];
-      if (a.refs == 0 || a.live_seq >= peak_live_seq_ || a.peak_epoch == peak_epoch_) continue;
-      live.push_back({policy_buffer, static_cast<std::uint32_t>(i), AsRanked(a)});
+      if (a.refs == 0 || a.peak_epoch == peak_epoch_) continue;
+      OfferForPeak({policy_buffer, static_cast<std::uint32_t>(i), a});
     }
   }
-  std::sort(live.begin(), live.end(), [](const PeakEntry& x, const PeakEntry& y) {
-    return x.policy_buffer != y.policy_buffer ? y.policy_buffer : x.index < y.index;
-  });
-  std::vector<const Allocation*> ranked;
-  ranked.reserve(live.size());
-  for (const PeakEntry& entry : live) ranked.push_back(&entry.allocation);
-  // A total order (size, then age, then table order: `ranked` points into `live`, sorted
-  // above), so equal entries never depend on how the standard library's partial sort is built.
-  auto larger = [](const Allocation* x, const Allocation* y) {
-    if (x->block.charged != y->block.charged) return x->block.charged > y->block.charged;
-    if (x->since != y->since) return x->since < y->since;
-    return std::less<const Allocation*>{}(x, y);
-  };
-  std::size_t keep = std::min<std::size_t>(ranked.size(), options_.largest_at_peak);
-  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep),
-                    ranked.end(), larger);
+  std::sort_heap(peak_largest_.begin(), peak_largest_.end(), RanksBefore);
   std::vector<LiveAllocation> largest;
-  for (std::size_t i = 0; i < keep; ++i) {
-    const Allocation& a = *ranked[i];
+  for (const PeakEntry& entry : peak_largest_) {
+    const Allocation& a = entry.allocation;
     std::string what =
         IsPolicyCategory(a.category)
             ? fmt::format("{} {} group {}", CategoryName(a.category), DTypeName(a.dtype), a.group)
