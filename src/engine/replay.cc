@@ -1,7 +1,6 @@
 #include "engine/replay.h"
 
 #include <algorithm>
-#include <functional>
 
 #include <fmt/format.h>
 
@@ -23,6 +22,7 @@ Replay::Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryMode
   result_.memory_model = std::string(memory_->name());
   result_.backend = std::string(backend_->name());
   if (options_.keep_timeline) result_.stream_timeline.emplace();
+  backend_->set_list_every_span(options_.keep_timeline);
   result_.collective_log_kept = options_.keep_collective_log;
 }
 
@@ -123,7 +123,9 @@ Status Replay::FinishIteration() {
     return Status(spans.status().code(),
                   fmt::format("iteration {}: {}", iteration_, spans.status().message()));
   }
-  result_.iterations.push_back(SummarizeIteration(*spans, iteration_));
+  IterationTiming timing = spans->timing ? *spans->timing : SummarizeIteration(*spans, 0);
+  timing.iteration = iteration_;
+  result_.iterations.push_back(timing);
   if (options_.keep_timeline) result_.stream_timeline->iterations.push_back(*spans);
   // The iteration's collective spans are in issue order, as its log entries are.
   std::size_t next = untimed_collectives_;
