@@ -196,7 +196,7 @@ void Replay::Discharge(Allocation& allocation, BufferHandle handle) {
     }
   }
   ledger_.Discharge(allocation.category, allocation.block.charged);
-  allocation.refs = 0;
+  allocation.live = false;
   if (options_.keep_timeline) SampleMemory(allocation.stream);
 }
 
@@ -204,7 +204,7 @@ Status Replay::AllocateTrace(const Event& event) {
   if (event.slot >= trace_slots_.size()) trace_slots_.resize(event.slot + 1);
   Allocation& allocation = trace_slots_[event.slot];
   allocation.category = event.category;
-  allocation.refs = 1;
+  allocation.live = true;
   allocation.trace_id = event.id;
   MakeLive(allocation);
   return Charge(allocation, kTraceBufferBit | event.slot, event.bytes, event.stream);
@@ -223,39 +223,42 @@ BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId g
     id = free_buffers_.back();
     free_buffers_.pop_back();
   }
-  Allocation& buffer = buffers_[id];
-  buffer.category = category;
+  PolicyBuffer& buffer = buffers_[id];
+  Allocation& allocation = buffer.allocation;
+  allocation.category = category;
+  allocation.live = true;
+  allocation.dtype = dtype;
+  allocation.group = group;
   buffer.refs = 1;
-  buffer.dtype = dtype;
-  buffer.group = group;
-  MakeLive(buffer);
-  Status status = Charge(buffer, id, bytes, policy_stream_);
+  MakeLive(allocation);
+  Status status = Charge(allocation, id, bytes, policy_stream_);
   if (!status.ok() && deferred_error_.ok()) deferred_error_ = std::move(status);
-  buffer.lifetime = RecordLifetime(buffer);
+  buffer.lifetime = RecordLifetime(allocation);
   return id;
 }
 
 void Replay::Release(BufferId id) {
-  Allocation& buffer = buffers_[id];
+  PolicyBuffer& buffer = buffers_[id];
   BUCKETSIM_CHECK(buffer.refs > 0);
   if (--buffer.refs > 0) return;
   if (buffer.lifetime != kNoLifetime) {
     result_.bucket_lifetimes[buffer.lifetime].freed_event = current_event_;
   }
-  Discharge(buffer, id);
+  Discharge(buffer.allocation, id);
   free_buffers_.push_back(id);
 }
 
 void Replay::Relabel(BufferId id, Category category) {
   RecordPeakIfNeeded();  // the peak's list shows what the categories were at the peak
-  Allocation& buffer = buffers_[id];
-  KeepForPeak(true, id, buffer);
+  PolicyBuffer& buffer = buffers_[id];
+  Allocation& allocation = buffer.allocation;
+  KeepForPeak(true, id, allocation);
   if (buffer.lifetime != kNoLifetime) {
     result_.bucket_lifetimes[buffer.lifetime].retired_event = current_event_;
   }
-  ledger_.Move(buffer.category, category, buffer.block.charged);
-  buffer.category = category;
-  if (options_.keep_timeline) SampleMemory(buffer.stream);
+  ledger_.Move(allocation.category, category, allocation.block.charged);
+  allocation.category = category;
+  if (options_.keep_timeline) SampleMemory(allocation.stream);
 }
 
 void Replay::FillGradient(const GradientFill& fill) {
@@ -356,13 +359,15 @@ void Replay::OfferForPeak(const PeakEntry& entry) {
 void Replay::RankLargestAtPeak() {
   if (peak_epoch_ == 0) return;
   // What was live at the peak and has not changed since.
-  for (const bool policy_buffer : {false, true}) {
-    const std::vector<Allocation>& table = policy_buffer ? buffers_ : trace_slots_;
-    for (std::size_t i = 0; i < table.size(); ++i) {
-      const Allocation& a = table[i];
-      if (a.refs == 0 || a.peak_epoch == peak_epoch_) continue;
-      OfferForPeak({policy_buffer, static_cast<std::uint32_t>(i), a});
+  auto offer_if_unchanged = [this](bool policy_buffer, std::size_t index, const Allocation& a) {
+    if (a.live && a.peak_epoch != peak_epoch_) {
+      OfferForPeak({policy_buffer, static_cast<std::uint32_t>(index), a});
     }
+  };
+  for (std::size_t i = 0; i < trace_slots_.size(); ++i)
+    offer_if_unchanged(false, i, trace_slots_[i]);
+  for (std::size_t i = 0; i < buffers_.size(); ++i) {
+    offer_if_unchanged(true, i, buffers_[i].allocation);
   }
   std::sort_heap(peak_largest_.begin(), peak_largest_.end(), RanksBefore);
   std::vector<LiveAllocation> largest;

@@ -50,7 +50,7 @@ class Replay final : public EventSink, private PolicyHost {
   static constexpr std::uint32_t kNoLifetime = ~std::uint32_t{0};
 
   // Every alloc and free of a replay reads and writes one of these: fields are ordered so that
-  // it packs into 56 bytes (120 with the record_stream list it held, a deep model's tens of
+  // it packs into 48 bytes (120 with the record_stream list it held, a deep model's tens of
   // thousands of live entries spilling two cache lines each).
   struct Allocation {
     Block block;
@@ -59,16 +59,22 @@ class Replay final : public EventSink, private PolicyHost {
       std::uint64_t trace_id = 0;  // trace allocations
       GroupId group;               // policy buffers
     };
-    std::uint32_t refs = 0;  // 0: the entry is free
     StreamId stream = 0;
-    std::uint32_t lifetime = kNoLifetime;  // bucket buffers: its entry in bucket_lifetimes
     // The last recorded peak this entry is settled for: made live after it (so not live at
     // it), or already kept in peak_largest_ as it was then. Below peak_epoch_: live at the peak
     // and unchanged since.
     std::uint32_t peak_epoch = 0;
     Category category = Category::kOther;
     DType dtype = DType::kFloat32;  // policy buffers
+    bool live = false;
     bool in_model = false;  // false when the memory model refused it (an OOM being reported)
+  };
+  // A policy buffer, and what only policy buffers have: the references that keep it alive (the
+  // bucket, the gradients viewing it) and its bucket lifetime record.
+  struct PolicyBuffer {
+    Allocation allocation;
+    std::uint32_t refs = 0;
+    std::uint32_t lifetime = kNoLifetime;  // bucket buffers: its entry in bucket_lifetimes
   };
   // An allocation live at the recorded peak, as it was then, and where it lived (the tables'
   // order breaks the last ties of the ranking).
@@ -137,7 +143,7 @@ class Replay final : public EventSink, private PolicyHost {
   // The other streams that use a live trace allocation (record_stream), by slot: rare, so
   // kept apart from the slots.
   std::map<std::uint32_t, std::vector<StreamId>> stream_uses_;
-  std::vector<Allocation> buffers_;  // by BufferId
+  std::vector<PolicyBuffer> buffers_;  // by BufferId
   std::vector<BufferId> free_buffers_;
   std::vector<BufferId> held_grad_;  // per parameter: the buffer its gradient lives in
   std::vector<std::uint32_t> holding_params_;

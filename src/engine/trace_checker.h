@@ -81,6 +81,8 @@ class TraceChecker final : public EventSink {
   explicit TraceChecker(EventSink* next, CheckerMode mode = CheckerMode::kReject,
                         std::size_t remembered_frees = kRememberedFrees)
       : next_(next), mode_(mode), remembered_frees_(remembered_frees) {}
+  TraceChecker(const TraceChecker&) = delete;  // last_range_end_ points into allocated_ids_
+  TraceChecker& operator=(const TraceChecker&) = delete;
 
   Status OnHeader(const TraceHeader& header) override;
   Status OnEvent(const Event& event) override;
@@ -116,6 +118,8 @@ class TraceChecker final : public EventSink {
   void RememberFree(std::uint64_t id, EventIndex at);
   // Adds `id` to allocated_ids_.
   void RememberAllocated(std::uint64_t id);
+  void AddAllocatedId(std::uint64_t id);  // RememberAllocated when `id` does not extend the last
+
   bool WasAllocated(std::uint64_t id) const;
   Status CheckReduceScatter(const Event& event);
   Status CheckPhase(const Event& event);
@@ -133,6 +137,7 @@ class TraceChecker final : public EventSink {
   std::vector<std::pair<std::uint64_t, EventIndex>> recent_frees_;
   std::size_t next_recent_ = 0;                           // where the next free goes
   std::map<std::uint64_t, std::uint64_t> allocated_ids_;  // first id -> last id
+  std::uint64_t* last_range_end_ = nullptr;  // the last id of allocated_ids_' last range
   std::uint32_t num_slots_ = 0;
   Bytes live_bytes_ = 0;
   std::uint64_t live_count_ = 0;
