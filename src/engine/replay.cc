@@ -334,7 +334,7 @@ bool Replay::RecordPeakIfNeeded() {
   BUCKETSIM_CHECK(peak_epoch_ < ~std::uint32_t{0});
   ++peak_epoch_;
   peak_largest_.clear();
-  ledger_.RecordPeakFragmentation(memory_->Fragmentation());
+  ledger_.RecordPeak(memory_->Fragmentation());
   return true;
 }
 
