@@ -10,7 +10,7 @@ for name in $(tools/fuzz.sh --list); do
   case "$name" in
     replay) runs=2000 ;;
     trace_reader | report_reader) runs=5000 ;;
-    budget_file | time_profile) runs=20000 ;;
+    budget_file | time_profile | program) runs=20000 ;;
     *) runs=50000 ;;
   esac
   runs=${FUZZ_RUNS:-$runs}

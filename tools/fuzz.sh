@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${SANITIZE_BUILD_DIR:-build-sanitize}
-names=(trace_reader replay budget_file report_reader time_profile alloc_conf size)
+names=(trace_reader replay budget_file report_reader time_profile alloc_conf size program)
 
 seeds() {
   case "$1" in
@@ -17,7 +17,7 @@ seeds() {
     budget_file) echo reports/budget-example.json tests/schema/budget-bad.json ;;
     report_reader) echo tests/golden/compare-tiny-ws2*.json tests/schema/report-*.json ;;
     time_profile) echo traces/profiles/*.json ;;
-    alloc_conf | size) echo tests/fuzz/seeds/"$1"/* ;;
+    alloc_conf | size | program) echo tests/fuzz/seeds/"$1"/* ;;
   esac
 }
 

@@ -14,7 +14,6 @@
 namespace bucketsim {
 namespace {
 
-constexpr Bytes kFp32Size = 4;
 constexpr std::uint64_t kStemChannels = 64;
 constexpr std::uint64_t kClasses = 10;
 // Elementwise work of a BatchNorm and of the in-place ReLU after it, in FLOPs per element: an

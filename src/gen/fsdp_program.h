@@ -165,6 +165,9 @@ Status ValidateProgram(const FsdpModel& model);
 // Emits the header and every event of `options.iterations` iterations into `sink`.
 Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSink& sink);
 
+// The bytes of one fp32 element: the gradients' fp32 copies, optimizer state, fp32 activations.
+inline constexpr Bytes kFp32Size = 4;
+
 // A product that saturates instead of wrapping, so an absurd configuration shows up as a size
 // beyond kMaxSaneBytes (and is rejected) rather than as a small wrapped-around number.
 std::uint64_t SaturatingProduct(std::initializer_list<std::uint64_t> factors);

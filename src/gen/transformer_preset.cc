@@ -15,8 +15,6 @@
 namespace bucketsim {
 namespace {
 
-constexpr Bytes kFp32Size = 4;
-
 std::uint64_t SaturatingSum(std::uint64_t a, std::uint64_t b) {
   std::uint64_t sum = 0;
   return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<std::uint64_t>::max() : sum;

@@ -1,0 +1,382 @@
+// The checks a program passes before the emitter runs (ValidateProgram, declared with the
+// program in fsdp_program.h): ids, references, regions, views and sizes, each error at its JSON
+// pointer.
+#include "gen/fsdp_program.h"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gen/param_target.h"
+
+namespace bucketsim {
+namespace {
+
+// Program dtype names: the trace's floating-point names plus the integer and bool tensors a
+// model also saves (indices, dropout masks).
+struct IntegerDType {
+  std::string_view name;
+  Bytes size;
+};
+constexpr IntegerDType kIntegerDTypes[] = {
+    {"int64", 8}, {"int32", 4}, {"int16", 2}, {"int8", 1}, {"uint8", 1}, {"bool", 1},
+};
+
+std::string_view WithoutTorchPrefix(std::string_view dtype) {
+  constexpr std::string_view kPrefix = "torch.";
+  return dtype.substr(0, kPrefix.size()) == kPrefix ? dtype.substr(kPrefix.size()) : dtype;
+}
+
+// Every allocation the trace makes is a parameter-sized tensor (at most numel x 4 bytes, the
+// fp32 grad copy) or a program tensor; none may exceed what a trace reader accepts.
+Status ValidateSizes(const FsdpModel& model) {
+  for (std::size_t f = 0; f < model.instances.size(); ++f) {
+    const GenInstance& instance = model.instances[f];
+    for (std::size_t p = 0; p < instance.params.size(); ++p) {
+      const GenParam& param = instance.params[p];
+      if (param.numel == 0) {
+        // fairscale asserts on zero-size reduce-scatter inputs (reference §9).
+        return InvalidArgument(fmt::format("/instances/{}/params/{}/numel: '{}.{}' has no elements",
+                                           f, p, instance.name, param.name));
+      }
+      if (SaturatingProduct({param.numel, kFp32Size}) > kMaxSaneBytes) {
+        return InvalidArgument(fmt::format(
+            "/instances/{}/params/{}/numel: '{}' would need an allocation of more than 1 PiB: the "
+            "model is too large",
+            f, p, instance.name));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Views: named, not empty, their numels summing to the flat parameter's; gradient targets
+// unique in their instance.
+Status ValidateViews(const FsdpModel& model) {
+  for (std::size_t f = 0; f < model.instances.size(); ++f) {
+    const GenInstance& instance = model.instances[f];
+    for (std::size_t p = 0; p < instance.params.size(); ++p) {
+      const GenParam& param = instance.params[p];
+      Numel sum = 0;
+      for (std::size_t v = 0; v < param.views.size(); ++v) {
+        const ParamView& view = param.views[v];
+        const std::string at = fmt::format("/instances/{}/params/{}/views/{}", f, p, v);
+        if (view.name.empty())
+          return InvalidArgument(fmt::format("{}/name: must not be empty", at));
+        if (view.numel == 0 || view.numel > param.numel) {
+          return InvalidArgument(fmt::format(
+              "{}/numel: view '{}' has {} elements (at least 1, at most the parameter's {})", at,
+              view.name, view.numel, param.numel));
+        }
+        sum += view.numel;
+      }
+      if (!param.views.empty() && sum != param.numel) {
+        return InvalidArgument(fmt::format(
+            "/instances/{}/params/{}/views: the views of '{}' have {} elements in all, the "
+            "parameter {} (a flat parameter is its views concatenated, no padding)",
+            f, p, param.name, sum, param.numel));
+      }
+    }
+    std::map<std::string, ParamTarget, std::less<>> seen;
+    Status status = Status::Ok();
+    ForEachTarget(instance, f, [&](const std::string& name, ParamTarget at) {
+      if (!status.ok()) return;
+      const auto [it, fresh] = seen.emplace(name, at);
+      if (fresh) return;
+      status = InvalidArgument(fmt::format(
+          "/instances/{}/params/{}{}: '{}' names two parameters of instance '{}'", f, at.param,
+          instance.params[at.param].views.empty() ? "/name"
+                                                  : fmt::format("/views/{}/name", at.view),
+          name, instance.name));
+    });
+    BUCKETSIM_RETURN_IF_ERROR(status);
+  }
+  return Status::Ok();
+}
+
+// The checks of one tensor object at `pointer`.
+Status ValidateTensor(const std::string& pointer, Bytes bytes, std::string_view dtype,
+                      std::string_view what) {
+  if (bytes > kMaxSaneBytes) {
+    return InvalidArgument(fmt::format(
+        "{}/bytes: '{}' would need more than 1 PiB: a model dimension (seq, hidden, heads, "
+        "micro-batch, vocab, image size) is too large",
+        pointer, what));
+  }
+  if (ProgramDTypeSize(dtype) == 0) {
+    return InvalidArgument(fmt::format("{}/dtype: '{}' is not a known dtype", pointer, dtype));
+  }
+  return Status::Ok();
+}
+
+// Tensor ids, instance references, regions and gathers of a program, in forward order.
+class ProgramChecker {
+ public:
+  explicit ProgramChecker(const FsdpModel& model)
+      : model_(model), gathered_(model.instances.size(), 0), ended_(model.instances.size(), 0) {}
+
+  Status Check() {
+    BUCKETSIM_RETURN_IF_ERROR(ValidateSizes(model_));
+    BUCKETSIM_RETURN_IF_ERROR(ValidateViews(model_));
+    for (std::size_t f = 0; f < model_.instances.size(); ++f) {
+      for (std::size_t g = 0; g < f; ++g) {
+        if (model_.instances[g].name == model_.instances[f].name) {
+          return InvalidArgument(fmt::format("/instances/{}/name: '{}' is already instance {}", f,
+                                             model_.instances[f].name, g));
+        }
+      }
+    }
+    for (std::size_t i = 0; i < model_.inputs.size(); ++i) {
+      const ProgramTensor& t = model_.inputs[i];
+      const std::string pointer = fmt::format("/inputs/{}", i);
+      BUCKETSIM_RETURN_IF_ERROR(ValidateTensor(pointer, t.bytes, t.dtype, t.id));
+      if (!t.alias.empty() || t.requires_grad.value_or(false)) {
+        return InvalidArgument(
+            fmt::format("{}: an input is a tensor of its own that does not require grad", pointer));
+      }
+      BUCKETSIM_RETURN_IF_ERROR(Define(pointer + "/id", t.id, /*is_input=*/true));
+    }
+    for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      BUCKETSIM_RETURN_IF_ERROR(CheckOp(i));
+    }
+    if (region_begin_) {
+      return InvalidArgument(
+          fmt::format("/forward/{}: checkpoint_begin has no checkpoint_end", *region_begin_));
+    }
+    for (std::size_t f = 0; f < model_.instances.size(); ++f) {
+      if (!model_.instances[f].params.empty() && gathered_[f] == 0) {
+        return InvalidArgument(
+            fmt::format("/instances/{}: '{}' has parameters but the forward never gathers it", f,
+                        model_.instances[f].name));
+      }
+    }
+    const auto loss = tensors_.find(model_.loss);
+    if (loss == tensors_.end() || loss->second.is_input) {
+      return InvalidArgument(fmt::format("/loss: '{}' is not an output of a run", model_.loss));
+    }
+    for (std::size_t k = 0; k < model_.held.size(); ++k) {
+      if (!tensors_.contains(model_.held[k])) {
+        return InvalidArgument(
+            fmt::format("/held/{}: tensor '{}' is not defined", k, model_.held[k]));
+      }
+    }
+    return CheckParamReadsEverywhere();
+  }
+
+ private:
+  struct Defined {
+    bool is_input = false;
+    std::optional<std::size_t> region;  // the checkpoint_begin of the region that made it
+  };
+
+  Status Define(const std::string& pointer, const std::string& id, bool is_input) {
+    if (id.empty())
+      return InvalidArgument(fmt::format("{}: a tensor id must not be empty", pointer));
+    if (tensors_.contains(id)) {
+      return InvalidArgument(fmt::format("{}: tensor '{}' is defined twice", pointer, id));
+    }
+    tensors_[id] = {is_input, is_input ? std::nullopt : region_begin_};
+    return Status::Ok();
+  }
+
+  // A tensor a run reads or saves: defined earlier; inside a checkpointed region, one the
+  // region can recompute from (made inside it, a program input, or kept by its begin).
+  Status Reference(const std::string& pointer, const std::string& id) {
+    const auto it = tensors_.find(id);
+    if (it == tensors_.end()) {
+      return InvalidArgument(
+          fmt::format("{}: tensor '{}' is not defined by an earlier run or input", pointer, id));
+    }
+    if (region_begin_ && !it->second.is_input && it->second.region != region_begin_ &&
+        !region_keeps_.contains(id)) {
+      return InvalidArgument(fmt::format(
+          "{}: tensor '{}' is made outside the checkpointed region that begins at /forward/{} and "
+          "the region's checkpoint_begin does not save it: its backward could not recompute",
+          pointer, id, *region_begin_));
+    }
+    return Status::Ok();
+  }
+
+  Status CheckInstance(const std::string& pointer, std::size_t f) const {
+    if (f >= model_.instances.size()) {
+      return InvalidArgument(fmt::format("{}: instance {} is out of range ({} instances)", pointer,
+                                         f, model_.instances.size()));
+    }
+    return Status::Ok();
+  }
+
+  Status CheckOp(std::size_t i) {
+    const ForwardOp& op = model_.forward[i];
+    const std::string pointer = fmt::format("/forward/{}", i);
+    switch (op.kind) {
+      case OpKind::kGather:
+        BUCKETSIM_RETURN_IF_ERROR(CheckInstance(pointer + "/instance", op.instance));
+        if (gathered_[op.instance]++ != 0) {
+          return InvalidArgument(fmt::format("{}: instance '{}' is gathered a second time", pointer,
+                                             model_.instances[op.instance].name));
+        }
+        return Status::Ok();
+      case OpKind::kEndForward:
+        BUCKETSIM_RETURN_IF_ERROR(CheckInstance(pointer + "/instance", op.instance));
+        if (gathered_[op.instance] == 0 || ended_[op.instance]++ != 0) {
+          return InvalidArgument(
+              fmt::format("{}: end_forward of instance '{}' needs exactly one gather before it",
+                          pointer, model_.instances[op.instance].name));
+        }
+        return Status::Ok();
+      case OpKind::kCheckpointBegin:
+        if (region_begin_) {
+          return InvalidArgument(
+              fmt::format("{}: checkpoint regions do not nest (one begins at /forward/{})", pointer,
+                          *region_begin_));
+        }
+        for (std::size_t k = 0; k < op.saves.size(); ++k) {
+          BUCKETSIM_RETURN_IF_ERROR(CheckSave(fmt::format("{}/saves/{}", pointer, k), op.saves[k]));
+          if (!op.saves[k].tensor.empty()) region_keeps_.insert(op.saves[k].tensor);
+        }
+        region_begin_ = i;
+        return Status::Ok();
+      case OpKind::kCheckpointEnd:
+        if (!region_begin_) {
+          return InvalidArgument(
+              fmt::format("{}: checkpoint_end without checkpoint_begin", pointer));
+        }
+        region_begin_.reset();
+        region_keeps_.clear();
+        return Status::Ok();
+      case OpKind::kRun:
+        return CheckRun(pointer, op);
+    }
+    return Status::Ok();
+  }
+
+  Status CheckSave(const std::string& pointer, const SavedTensor& save) {
+    if (!save.tensor.empty()) return Reference(pointer + "/tensor", save.tensor);
+    return ValidateTensor(pointer, save.fresh.bytes, save.fresh.dtype, save.fresh.name);
+  }
+
+  // A tensor a run releases: made by this run or an earlier one of the same checkpointed
+  // region (or, outside regions, outside them), so that a recompute makes and releases it too;
+  // released by one run only.
+  Status CheckRelease(const std::string& pointer, const std::string& id) {
+    const auto it = tensors_.find(id);
+    if (it == tensors_.end() || it->second.is_input) {
+      return InvalidArgument(
+          fmt::format("{}: tensor '{}' is not made by this run or an earlier one", pointer, id));
+    }
+    if (it->second.region != region_begin_) {
+      return InvalidArgument(fmt::format(
+          "{}: tensor '{}' is made in another checkpointed region than this run, or in none",
+          pointer, id));
+    }
+    if (!released_.insert(id).second) {
+      return InvalidArgument(fmt::format("{}: tensor '{}' is released twice", pointer, id));
+    }
+    return Status::Ok();
+  }
+
+  Status CheckRun(const std::string& pointer, const ForwardOp& op) {
+    if (op.name.empty())
+      return InvalidArgument(fmt::format("{}/name: a run needs a name", pointer));
+    if (!std::isfinite(op.flops) || op.flops < 0 || !std::isfinite(op.BackwardFlops()) ||
+        op.BackwardFlops() < 0) {
+      return InvalidArgument(
+          fmt::format("{}: flops and backward_flops must be finite and not negative", pointer));
+    }
+    for (std::size_t k = 0; k < op.uses.size(); ++k) {
+      const std::string at = fmt::format("{}/uses/{}", pointer, k);
+      BUCKETSIM_RETURN_IF_ERROR(CheckInstance(at, op.uses[k]));
+      if (gathered_[op.uses[k]] == 0 || ended_[op.uses[k]] != 0) {
+        return InvalidArgument(fmt::format(
+            "{}: instance '{}' is not gathered here (uses must lie between its gather and its "
+            "end_forward)",
+            at, model_.instances[op.uses[k]].name));
+      }
+    }
+    for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+      BUCKETSIM_RETURN_IF_ERROR(
+          Reference(fmt::format("{}/inputs/{}", pointer, k), op.inputs[k].tensor));
+    }
+    for (std::size_t k = 0; k < op.outputs.size(); ++k) {
+      const ProgramTensor& t = op.outputs[k];
+      const std::string at = fmt::format("{}/outputs/{}", pointer, k);
+      BUCKETSIM_RETURN_IF_ERROR(ValidateTensor(at, t.bytes, t.dtype, t.id));
+      if (!t.alias.empty()) BUCKETSIM_RETURN_IF_ERROR(Reference(at + "/alias", t.alias));
+      BUCKETSIM_RETURN_IF_ERROR(Define(at + "/id", t.id, /*is_input=*/false));
+    }
+    for (std::size_t k = 0; k < op.saves.size(); ++k) {
+      BUCKETSIM_RETURN_IF_ERROR(CheckSave(fmt::format("{}/saves/{}", pointer, k), op.saves[k]));
+    }
+    for (std::size_t k = 0; k < op.workspace.size(); ++k) {
+      const NewTensor& t = op.workspace[k];
+      BUCKETSIM_RETURN_IF_ERROR(
+          ValidateTensor(fmt::format("{}/workspace/{}", pointer, k), t.bytes, t.dtype, t.name));
+    }
+    for (std::size_t k = 0; k < op.releases.size(); ++k) {
+      BUCKETSIM_RETURN_IF_ERROR(
+          CheckRelease(fmt::format("{}/releases/{}", pointer, k), op.releases[k]));
+    }
+    if (op.param_reads) {
+      const std::vector<std::string>& reads = *op.param_reads;
+      for (std::size_t k = 0; k < reads.size(); ++k) {
+        const std::string at = fmt::format("{}/param_reads/{}", pointer, k);
+        Result<ParamTarget> target = ResolveParamRead(model_, op.uses, reads[k]);
+        if (!target.ok())
+          return InvalidArgument(fmt::format("{}: {}", at, target.status().message()));
+        if (std::find(reads.begin(), reads.begin() + k, reads[k]) != reads.begin() + k) {
+          return InvalidArgument(fmt::format("{}: '{}' is read twice by the run", at, reads[k]));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // param_reads on every run that uses parameters, or on none (the whole-instance gradients
+  // of programs before param_reads): a mix would leave a gradient made twice or never.
+  Status CheckParamReadsEverywhere() const {
+    std::optional<std::size_t> with, without;
+    for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      const ForwardOp& op = model_.forward[i];
+      if (op.kind != OpKind::kRun) continue;
+      if (op.param_reads) {
+        if (!with) with = i;
+      } else if (!op.uses.empty() && !without) {
+        without = i;
+      }
+    }
+    if (!with || !without) return Status::Ok();
+    return InvalidArgument(fmt::format(
+        "/forward/{}: run '{}' uses parameters but has no param_reads, while /forward/{} has "
+        "them: give param_reads on every run that uses parameters, or on none",
+        *without, model_.forward[*without].name, *with));
+  }
+
+  const FsdpModel& model_;
+  std::vector<int> gathered_;
+  std::vector<int> ended_;
+  std::map<std::string, Defined, std::less<>> tensors_;
+  std::optional<std::size_t> region_begin_;
+  std::set<std::string, std::less<>> region_keeps_;
+  std::set<std::string, std::less<>> released_;
+};
+
+}  // namespace
+
+Bytes ProgramDTypeSize(std::string_view dtype) {
+  if (std::optional<DType> floating = ParseDType(dtype)) return ElementSize(*floating);
+  for (const IntegerDType& integer : kIntegerDTypes) {
+    if (integer.name == WithoutTorchPrefix(dtype)) return integer.size;
+  }
+  return 0;
+}
+
+bool IsFloatingDType(std::string_view dtype) { return ParseDType(dtype).has_value(); }
+
+Status ValidateProgram(const FsdpModel& model) { return ProgramChecker(model).Check(); }
+
+}  // namespace bucketsim
