@@ -85,6 +85,9 @@ class Backend {
   // Buffer lifetime on `stream` (a policy buffer, or a trace allocation: see kTraceBufferBit).
   virtual void Materialize(BufferHandle buffer, Bytes bytes, StreamId stream) = 0;
   virtual void Release(BufferHandle buffer, StreamId stream) = 0;
+  // false: Materialize and Release do nothing, and the engine need not call them (the sim: two
+  // calls saved on every allocation and free).
+  virtual bool holds_buffers() const { return true; }
 
   // Data movement and collectives, on `stream`.
   virtual void FillGradient(const GradientFill& fill, StreamId stream) = 0;

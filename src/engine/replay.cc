@@ -23,6 +23,7 @@ Replay::Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryMode
   result_.backend = std::string(backend_->name());
   if (options_.keep_timeline) result_.stream_timeline.emplace();
   backend_->set_list_every_span(options_.keep_timeline);
+  backend_holds_buffers_ = backend_->holds_buffers();
   result_.collective_log_kept = options_.keep_collective_log;
 }
 
@@ -167,7 +168,7 @@ Status Replay::Charge(Allocation& allocation, BufferHandle handle, Bytes request
   allocation.block = *block;
   allocation.since = current_event_;
   allocation.stream = stream;
-  backend_->Materialize(handle, requested, stream);
+  if (backend_holds_buffers_) backend_->Materialize(handle, requested, stream);
   ledger_.Charge(allocation.category, block->charged, current_event_);
   ledger_.ObserveReserved(memory_->reserved_bytes());
   if (options_.keep_timeline) SampleMemory(stream);
@@ -188,7 +189,7 @@ void Replay::Discharge(Allocation& allocation, BufferHandle handle) {
     stream_uses_.erase(uses);
   }
   if (allocation.in_model) {
-    backend_->Release(handle, allocation.stream);
+    if (backend_holds_buffers_) backend_->Release(handle, allocation.stream);
     if (used_on.empty()) {
       memory_->Free(allocation.block);
     } else {

@@ -128,6 +128,7 @@ class Replay final : public EventSink, private PolicyHost {
   std::unique_ptr<BucketPolicy> policy_;
   std::unique_ptr<MemoryModel> memory_;
   std::unique_ptr<Backend> backend_;
+  bool backend_holds_buffers_ = true;  // Backend::holds_buffers, asked once
   ReplayOptions options_;
   const TraceHeader* header_ = nullptr;
   StreamId policy_stream_ = 0;

@@ -49,6 +49,7 @@ class SimBackend final : public Backend {
   Status Start(const TraceHeader& header) override;
   void Materialize(BufferHandle /*buffer*/, Bytes /*bytes*/, StreamId /*stream*/) override {}
   void Release(BufferHandle /*buffer*/, StreamId /*stream*/) override {}
+  bool holds_buffers() const override { return false; }
   void FillGradient(const GradientFill& fill, StreamId stream) override;
   void Copy(const BufferCopy& copy, StreamId stream) override;
   void ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
