@@ -12,6 +12,9 @@
 # 2. The largest resident set of compare, check, validate and a 4-configuration sweep at 1M, 2M,
 #    4M and 8M events of the same model, the trace streamed from the generator through a pipe
 #    (nothing stored; only the command's own process is measured).
+# 3. A sweep of two traces (the 1M-event trace at world sizes 8 and 4), 7 configurations each:
+#    one process with -j1 and -j2, and under `mpirun -np 2` (-j1 per rank), which spreads the
+#    (trace, configuration) pairs over the ranks.
 # Timed figures are the min and median of 3 runs, wall and CPU (user + system) time, each line
 # with the load average before it (the machine is shared).
 set -euo pipefail
@@ -74,3 +77,16 @@ $(rss "$iterations" check - --policy backward-only --max-peak-reserved 1000GiB) 
 $(rss "$iterations" validate -) \
 $(rss "$iterations" sweep - --bucket-cap-mb 5,25 --policy backward-only --policy always-allocated)"
 done
+
+trace4=$work/t2000x4-ws4.json
+[ -s "$trace4" ] || "$bin" gen transformer --layers 2000 --iterations 4 --world-size 4 \
+  -o "$trace4" 2>/dev/null
+two=(sweep "$trace" "$trace4" --bucket-cap-mb 5,25 --quiet)
+mpirun=(mpirun --oversubscribe -np 2)
+[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+for jobs in 1 2; do
+  echo -n "sweep of two traces, 7 configurations each, -j$jobs: "
+  timed "$bin" "${two[@]}" -j"$jobs"
+done
+echo -n "sweep of two traces, 7 configurations each, mpirun -np 2 (-j1 per rank): "
+timed "${mpirun[@]}" "$bin" "${two[@]}" -j1

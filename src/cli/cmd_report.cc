@@ -41,9 +41,9 @@ Status WriteReportDirectory(const std::vector<ReportDocument>& docs, const std::
 int RunReport(const ReportFlags& flags) {
   std::vector<ReportDocument> docs;
   for (const std::string& path : flags.reports) {
-    Result<ReportDocument> doc = ReadReportFile(path);
-    if (!doc.ok()) return ReportError(doc.status());
-    docs.push_back(std::move(*doc));
+    Result<std::vector<ReportDocument>> read = ReadReportDocuments(path);
+    if (!read.ok()) return ReportError(read.status());
+    for (ReportDocument& doc : *read) docs.push_back(std::move(doc));
   }
   Status written = WriteReportDirectory(docs, flags.out_dir);
   if (!written.ok()) return ReportError(written);
@@ -57,7 +57,9 @@ int RunReport(const ReportFlags& flags) {
 void AddReportCommand(CLI::App& command, CommandContext& context) {
   auto flags = std::make_shared<ReportFlags>();
   command
-      .add_option("reports", flags->reports, "JSON reports (from compare, check or sweep --json)")
+      .add_option("reports", flags->reports,
+                  "JSON reports (from compare, check or sweep --json; a sweep of several traces "
+                  "gives a section per trace)")
       ->required();
   command.add_option("-o,--out", flags->out_dir, "Directory to write report.html and report.md")
       ->required();
@@ -68,7 +70,10 @@ void AddReportCommand(CLI::App& command, CommandContext& context) {
       "  bucketsim compare traces/tiny-ws2.json --json out/compare.json\n"
       "  bucketsim report out/compare.json -o out/report\n"
       "  bucketsim sweep traces/tiny-ws2.json --bucket-cap-mb 0.25,1 --json out/sweep.json\n"
-      "  bucketsim report out/sweep.json -o out/sweep   # the Pareto chart and the sweep table");
+      "  bucketsim report out/sweep.json -o out/sweep   # the Pareto chart and the sweep table\n"
+      "  bucketsim sweep traces/tiny-ws2.json traces/convnet-ws2.json --bucket-cap-mb 0.25,1 \\\n"
+      "      --json out/sweeps.json\n"
+      "  bucketsim report out/sweeps.json -o out/sweeps # one section per trace");
   command.callback([flags, &context] { context.exit_code = RunReport(*flags); });
 }
 

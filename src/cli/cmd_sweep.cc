@@ -1,11 +1,13 @@
-// bucketsim sweep TRACE --bucket-cap-mb 1,5,25,100|auto|A..B [--policy P]... [--profile F]
+// bucketsim sweep TRACE... --bucket-cap-mb 1,5,25,100|auto|A..B [--policy P]... [--profile F]
 //     [--budget SIZE] [--time-tolerance PCT]:
 // every (policy, cap) in one pass over the trace per round; memory against predicted time, the
-// knee, the fastest configuration within a budget and the setting to use.
+// knee, the fastest configuration within a budget and the setting to use. Several traces are
+// each swept with the same flags, as each alone would be, into one report.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -24,6 +26,7 @@ namespace bucketsim {
 namespace {
 
 struct SweepFlags {
+  std::vector<std::string> traces;  // in the order given; each in turn is replay.trace
   ReplayFlags replay;
   std::vector<std::string> caps;  // numbers in MiB, `auto` or one range A..B
   double time_tolerance_pct = kDefaultTimeTolerance * 100;
@@ -113,20 +116,21 @@ std::vector<std::size_t> Chosen(const std::vector<RunResult>& runs, double toler
   return chosen;
 }
 
-Result<SweepReplays> ReplaySweep(const SweepFlags& flags, const std::vector<PolicySpec>& policies,
-                                 const CapFlag& caps, std::optional<Bytes> budget) {
+Result<SweepReplays> ReplaySweep(const ReplayFlags& replay, double time_tolerance_pct,
+                                 const std::vector<PolicySpec>& policies, const CapFlag& caps,
+                                 std::optional<Bytes> budget) {
   SweepReplays sweep;
   // A search needs the thresholds before its first pass: one more read of the trace. Without
   // one, they are collected during the (only) pass.
   std::optional<CapThresholds> thresholds;
   CapThresholdScan scan;
   if (caps.search) {
-    if (flags.replay.trace == "-") {
+    if (replay.trace == "-") {
       return InvalidArgument(
           "--bucket-cap-mb auto or A..B replays the trace several times: give a trace file, not "
           "'-'");
     }
-    const std::string& path = flags.replay.trace;
+    const std::string& path = replay.trace;
     Result<CapThresholds> scanned = ScanCapThresholds(
         [&path](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); });
     if (!scanned.ok()) return scanned.status();
@@ -139,7 +143,7 @@ Result<SweepReplays> ReplaySweep(const SweepFlags& flags, const std::vector<Poli
     if (!range) {
       return InvalidArgument(fmt::format(
           "--bucket-cap-mb auto: {} has no reduce-scatter request, so no cap buckets anything",
-          flags.replay.trace));
+          replay.trace));
     }
   }
   if (range) {
@@ -154,7 +158,7 @@ Result<SweepReplays> ReplaySweep(const SweepFlags& flags, const std::vector<Poli
     std::vector<PolicySpec> expanded = SweepPolicies(policies, fresh, /*with_fixed=*/pass == 1);
     if (expanded.empty() && pass > 1) break;
     Result<ReplayOutcome> outcome =
-        ReplaySweepPass(flags.replay, std::move(expanded), thresholds ? nullptr : &scan);
+        ReplaySweepPass(replay, std::move(expanded), thresholds ? nullptr : &scan);
     if (!outcome.ok()) return outcome.status();
     if (pass == 1) {
       sweep.outcome = std::move(*outcome);
@@ -168,7 +172,7 @@ Result<SweepReplays> ReplaySweep(const SweepFlags& flags, const std::vector<Poli
     if (pass == kCapSearchMaxRounds) break;
     std::vector<SweepPoint> points;
     std::vector<std::size_t> chosen =
-        Chosen(sweep.outcome.runs, flags.time_tolerance_pct / 100, budget, points);
+        Chosen(sweep.outcome.runs, time_tolerance_pct / 100, budget, points);
     round_caps = RefineSearchCaps(points, chosen, tried, *range);
     if (round_caps.empty()) break;
   }
@@ -187,13 +191,13 @@ Result<SweepReplays> ReplaySweep(const SweepFlags& flags, const std::vector<Poli
 }
 
 // The table and the advice on stdout: the answer, printed before the slow optional outputs.
-void PrintSweep(const ReportContext& report_context, const TraceSummary& summary,
+void PrintSweep(const ReportContext& report_context, std::uint64_t reduce_scatter_requests,
                 const SweepSection& sweep) {
   std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
               report_context.trace_name.c_str(), sweep.points.size(),
               report_context.time_profile.c_str(), report_context.memory_model.c_str(),
               RenderText(BuildSweepTable(sweep)).c_str());
-  PrintNoteIfNoReduceScatter(summary);
+  PrintNoteIfNoReduceScatter(reduce_scatter_requests);
   std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
   if (report_context.time_profile == "none") {
     std::printf(
@@ -213,10 +217,95 @@ void PrintOutputPaths(const SweepFlags& flags) {
   if (!flags.html_path.empty()) std::printf("html report: %s\n", flags.html_path.c_str());
 }
 
-// Under mpirun: the listed configurations spread over the ranks, one report on rank 0 equal to
-// a single process's (cli/sweep_ranks.h). A cap search decides each round from the last one's
-// figures, so it runs in one process.
-int RunOnRanks(const SweepFlags& flags, ReportContext& report_context,
+// One trace's sweep, done: what its part of the table, the report and the page is made of.
+// `outcome` holds the replays of one process; under mpirun it stays empty and `entries` holds
+// the report entries the ranks replayed (RunJsonFragment).
+struct TraceSweep {
+  ReportContext context;
+  ReportTraceInfo trace;
+  std::uint64_t reduce_scatter_requests = 0;
+  ReplayOutcome outcome;
+  std::vector<std::string> entries;
+  SweepSection sweep;
+};
+
+// The choices drawn from the points (the Pareto set marked): the knee and the budget's answer.
+void Decide(SweepSection& sweep, double time_tolerance_pct, std::optional<Bytes> budget) {
+  sweep.knee = FindKnee(sweep.points, time_tolerance_pct / 100);
+  if (budget) sweep.budget = ChooseUnderBudget(sweep.points, *budget);
+}
+
+// Each trace once: the same file twice (by any path) would be the same section twice.
+Status CheckDistinctTraces(const std::vector<std::string>& traces) {
+  for (std::size_t j = 1; j < traces.size(); ++j) {
+    for (std::size_t i = 0; i < j; ++i) {
+      std::error_code error;
+      const bool same = traces[i] == traces[j] ||
+                        (traces[i] != "-" && traces[j] != "-" &&
+                         std::filesystem::equivalent(traces[i], traces[j], error) && !error);
+      if (same) {
+        return InvalidArgument(
+            fmt::format("trace {} ('{}') is trace {} ('{}') again: give each trace once", j + 1,
+                        traces[j], i + 1, traces[i]));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Several traces: each one's section as `sweep TRACE` prints it alone, under a heading that
+// names it, then with a budget what fits it on every trace.
+void PrintSweeps(const std::vector<std::string>& traces, const std::vector<TraceSweep>& sweeps) {
+  if (sweeps.size() == 1) {
+    const TraceSweep& only = sweeps.front();
+    return PrintSweep(only.context, only.reduce_scatter_requests, only.sweep);
+  }
+  std::vector<const SweepSection*> sections;
+  for (std::size_t i = 0; i < sweeps.size(); ++i) {
+    std::printf("%s== trace %zu of %zu: %s ==\n\n", i == 0 ? "" : "\n", i + 1, sweeps.size(),
+                traces[i].c_str());
+    PrintSweep(sweeps[i].context, sweeps[i].reduce_scatter_requests, sweeps[i].sweep);
+    sections.push_back(&sweeps[i].sweep);
+  }
+  const std::string across = DescribeBudgetAcrossTraces(traces, sections);
+  if (!across.empty()) std::printf("\n%s\n", across.c_str());
+  std::fflush(stdout);
+}
+
+// The table (or the JSON) on stdout, then the report and the page asked for.
+int WriteOutputs(const SweepFlags& flags, const std::vector<TraceSweep>& sweeps) {
+  std::vector<TraceReportParts> reports;
+  for (const TraceSweep& s : sweeps) {
+    const bool gathered = !s.entries.empty();
+    reports.push_back({&s.trace, gathered ? nullptr : &s.outcome.runs,
+                       gathered ? &s.entries : nullptr, &s.context, &s.sweep});
+  }
+  if (flags.format == "json") {
+    Status written = WriteSweepReportJson("-", reports);
+    if (!written.ok()) return ReportError(written);
+  } else {
+    PrintSweeps(flags.traces, sweeps);
+  }
+  if (!flags.replay.json_path.empty()) {
+    Status written = WriteSweepReportJson(flags.replay.json_path, reports);
+    if (!written.ok()) return ReportError(written);
+  }
+  if (!flags.html_path.empty()) {
+    std::vector<ReportDocument> docs;
+    for (const TraceSweep& s : sweeps) {
+      docs.push_back(DocumentFromOutcome(s.outcome, s.context, &s.sweep));
+    }
+    Status written = WriteTextFile(flags.html_path, FormatHtmlReport(docs, PageCharts(docs)));
+    if (!written.ok()) return ReportError(written);
+  }
+  if (flags.format != "json") PrintOutputPaths(flags);
+  return kExitOk;
+}
+
+// Under mpirun: the listed configurations of every trace spread over the ranks, one report on
+// rank 0 equal to a single process's (cli/sweep_ranks.h). A cap search decides each round from
+// the last one's figures, so it runs in one process.
+int RunOnRanks(const SweepFlags& flags, std::vector<TraceSweep>& sweeps,
                const std::vector<PolicySpec>& configurations, std::optional<Bytes> budget) {
   if (!flags.html_path.empty()) {
     return ReportError(InvalidArgument(
@@ -224,32 +313,23 @@ int RunOnRanks(const SweepFlags& flags, ReportContext& report_context,
   }
   Result<std::unique_ptr<MpiWorld>> world = MpiWorld::Init();
   if (!world.ok()) return ReportError(world.status());
-  Result<std::optional<GatheredSweep>> gathered =
-      ReplayOverRanks(**world, flags.replay, configurations);
+  Result<std::optional<std::vector<GatheredSweep>>> gathered =
+      ReplayOverRanks(**world, flags.replay, flags.traces, configurations);
   if (!gathered.ok()) return (*world)->rank() == 0 ? ReportError(gathered.status()) : kExitError;
   if (!*gathered) return kExitOk;  // not rank 0: rank 0 reports
-  GatheredSweep& all = **gathered;
-  DescribeTrace(flags.replay.trace, all.header, report_context);
-  SweepSection sweep;
-  sweep.points = std::move(all.points);
-  MarkPareto(sweep.points);
-  sweep.knee = FindKnee(sweep.points, flags.time_tolerance_pct / 100);
-  if (budget) sweep.budget = ChooseUnderBudget(sweep.points, *budget);
-  sweep.smallest_bucketing_cap_mb = all.thresholds.SmallestBucketingCapMb();
-  if (flags.format == "json") {
-    Status written =
-        WriteReportJson("-", all.header, all.summary, all.entries, report_context, &sweep);
-    if (!written.ok()) return ReportError(written);
-  } else {
-    PrintSweep(report_context, all.summary, sweep);
+  for (std::size_t t = 0; t < sweeps.size(); ++t) {
+    GatheredSweep& all = (**gathered)[t];
+    TraceSweep& s = sweeps[t];
+    s.trace = std::move(all.trace);
+    s.reduce_scatter_requests = all.reduce_scatter_requests;
+    s.entries = std::move(all.entries);
+    DescribeTrace(flags.traces[t], all.content_digest, s.context);
+    s.sweep.points = std::move(all.points);
+    MarkPareto(s.sweep.points);
+    Decide(s.sweep, flags.time_tolerance_pct, budget);
+    s.sweep.smallest_bucketing_cap_mb = all.smallest_bucketing_cap_mb;
   }
-  if (!flags.replay.json_path.empty()) {
-    Status written = WriteReportJson(flags.replay.json_path, all.header, all.summary, all.entries,
-                                     report_context, &sweep);
-    if (!written.ok()) return ReportError(written);
-  }
-  if (flags.format != "json") PrintOutputPaths(flags);
-  return kExitOk;
+  return WriteOutputs(flags, sweeps);
 }
 
 int RunSweep(const SweepFlags& flags, const CommandContext& context) {
@@ -263,8 +343,21 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   if (!caps.ok()) return ReportError(caps.status());
   Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(flags.replay, DefaultPolicies());
   if (!policies.ok()) return ReportError(policies.status());
-  Result<ReportContext> report_context = ContextFor(context, flags.replay);
-  if (!report_context.ok()) return ReportError(report_context.status());
+  Status distinct = CheckDistinctTraces(flags.traces);
+  if (!distinct.ok()) return ReportError(distinct);
+  // Every trace's context, and with several their headers, before any replay: a later trace
+  // that is missing or has a bad header is named at once, not after the sweeps before it.
+  std::vector<TraceSweep> sweeps(flags.traces.size());
+  for (std::size_t t = 0; t < flags.traces.size(); ++t) {
+    const std::string& trace = flags.traces[t];
+    Result<ReportContext> report_context = ContextFor(context, ForTrace(flags.replay, trace));
+    if (!report_context.ok()) return ReportError(report_context.status());
+    sweeps[t].context = std::move(*report_context);
+    if (flags.traces.size() > 1 && trace != "-") {
+      Result<TraceHeader> header = ReadTraceHeader(trace);
+      if (!header.ok()) return ReportError(header.status());
+    }
+  }
   if (LaunchedByMpirun()) {
     if (caps->search) {
       return ReportError(InvalidArgument(
@@ -275,45 +368,36 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
     std::vector<double> caps_mb = caps->listed_mb;
     std::sort(caps_mb.begin(), caps_mb.end());
     caps_mb.erase(std::unique(caps_mb.begin(), caps_mb.end()), caps_mb.end());
-    return RunOnRanks(flags, *report_context,
-                      SweepPolicies(*policies, caps_mb, /*with_fixed=*/true), budget);
+    return RunOnRanks(flags, sweeps, SweepPolicies(*policies, caps_mb, /*with_fixed=*/true),
+                      budget);
   }
-  Result<SweepReplays> replays = ReplaySweep(flags, *policies, *caps, budget);
-  if (!replays.ok()) return ReportError(replays.status());
-  const ReplayOutcome& outcome = replays->outcome;
-  DescribeTrace(flags.replay.trace, outcome.header, *report_context);
-
-  SweepSection sweep;
-  sweep.points = SummarizeSweep(outcome.runs);
-  sweep.knee = FindKnee(sweep.points, flags.time_tolerance_pct / 100);
-  if (budget) sweep.budget = ChooseUnderBudget(sweep.points, *budget);
-  sweep.search = replays->search;
-  sweep.smallest_bucketing_cap_mb = replays->smallest_bucketing_cap_mb;
-  if (flags.format == "json") {
-    Status written = WriteReportJson("-", outcome, *report_context, &sweep);
-    if (!written.ok()) return ReportError(written);
-  } else {
-    PrintSweep(*report_context, outcome.summary, sweep);
+  for (std::size_t t = 0; t < flags.traces.size(); ++t) {
+    const ReplayFlags replay = ForTrace(flags.replay, flags.traces[t]);
+    Result<SweepReplays> replays =
+        ReplaySweep(replay, flags.time_tolerance_pct, *policies, *caps, budget);
+    if (!replays.ok()) return ReportError(replays.status());
+    TraceSweep& s = sweeps[t];
+    s.outcome = std::move(replays->outcome);
+    s.trace = TraceInfoOf(s.outcome.header, s.outcome.summary);
+    s.reduce_scatter_requests = ReduceScatterRequests(s.outcome.summary);
+    DescribeTrace(replay.trace, s.outcome.header, s.context);
+    s.sweep.points = SummarizeSweep(s.outcome.runs);
+    Decide(s.sweep, flags.time_tolerance_pct, budget);
+    s.sweep.search = replays->search;
+    s.sweep.smallest_bucketing_cap_mb = replays->smallest_bucketing_cap_mb;
   }
-  if (!flags.replay.json_path.empty()) {
-    Status written = WriteReportJson(flags.replay.json_path, outcome, *report_context, &sweep);
-    if (!written.ok()) return ReportError(written);
-  }
-  if (!flags.html_path.empty()) {
-    const std::vector<ReportDocument> docs = {
-        DocumentFromOutcome(outcome, *report_context, &sweep)};
-    Status written = WriteTextFile(flags.html_path, FormatHtmlReport(docs, PageCharts(docs)));
-    if (!written.ok()) return ReportError(written);
-  }
-  if (flags.format != "json") PrintOutputPaths(flags);
-  return kExitOk;
+  return WriteOutputs(flags, sweeps);
 }
 
 }  // namespace
 
 void AddSweepCommand(CLI::App& command, CommandContext& context) {
   auto flags = std::make_shared<SweepFlags>();
-  AddTraceArgument(command, flags->replay.trace, /*required=*/true);
+  command
+      .add_option("traces", flags->traces,
+                  "Trace files (JSON, traces/README.md; - for stdin); several are each swept "
+                  "with the same flags, into one report")
+      ->required();
   AddReplayFlags(command, flags->replay, /*with_cap=*/false);
   AddJobsFlag(command, flags->replay.jobs);
   command
@@ -321,7 +405,11 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
                   "Bucket caps in MiB to sweep, comma-separated (<= 0: unbucketed); 'auto' "
                   "searches the caps from the least that buckets any request to one bucket per "
                   "backward, A..B searches that range (MiB), beside any caps listed")
-      ->required();
+      ->required()
+      ->allow_extra_args(false);
+  // One value per --policy or --bucket-cap-mb (lists are comma-separated): the words after it
+  // are traces, however many, never taken for policies or caps.
+  command.get_option("--policy")->allow_extra_args(false);
   command
       .add_option("--time-tolerance", flags->time_tolerance_pct,
                   "The knee: the least peak reserved among configurations whose step time is "
@@ -346,13 +434,22 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
       "always-allocated), never by the order given. --jobs N replays on N threads; under\n"
       "'mpirun -np R' listed configurations are spread over the R ranks and rank 0 writes the\n"
       "report a single process writes.\n\n"
+      "Several traces: each is swept with the same flags as it would be alone (a search per\n"
+      "trace), one after the other; the table prints a section per trace as 'sweep TRACE' does,\n"
+      "then with --budget the configurations that fit it on every trace. --json/--format json\n"
+      "write {\"schema_version\": 1, \"sweeps\": [each trace's report, in order]}; --html\n"
+      "writes one page with a section per trace. Each trace once; a missing or bad one is an\n"
+      "error (exit 2) and no report is written. Under mpirun the (trace, configuration) pairs\n"
+      "are spread over the ranks.\n\n"
       "Example:\n"
       "  bucketsim sweep traces/gpt-24l-h1024-ws8.json --bucket-cap-mb 1,5,25,100 \\\n"
       "      --policy backward-only --policy always-allocated \\\n"
       "      --profile traces/profiles/h100-8gpu-nvlink.json --budget 3GiB --json out/sweep.json\n"
       "  bucketsim sweep traces/gpt-24l-h1024-ws8.json --bucket-cap-mb auto \\\n"
       "      --profile traces/profiles/h100-8gpu-nvlink.json --budget 2.5GiB\n"
-      "  bucketsim report out/sweep.json -o out/sweep-page   # or --html out/sweep.html");
+      "  bucketsim report out/sweep.json -o out/sweep-page   # or --html out/sweep.html\n"
+      "  bucketsim sweep traces/tiny-ws2.json traces/gpt-4l-h256-ws4.json \\\n"
+      "      --bucket-cap-mb 0.25,4 --budget 190MiB --json out/sweeps.json  # one per trace");
   command.callback([flags, &context] { context.exit_code = RunSweep(*flags, context); });
 }
 

@@ -289,8 +289,16 @@ void AddTimeoutFlag(CLI::App& command, double& timeout_s) {
       ->capture_default_str();
 }
 
+std::uint64_t ReduceScatterRequests(const TraceSummary& summary) {
+  return summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)];
+}
+
 void PrintNoteIfNoReduceScatter(const TraceSummary& summary) {
-  if (summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)] != 0) return;
+  PrintNoteIfNoReduceScatter(ReduceScatterRequests(summary));
+}
+
+void PrintNoteIfNoReduceScatter(std::uint64_t reduce_scatter_requests) {
+  if (reduce_scatter_requests != 0) return;
   std::printf(
       "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ on "
       "it; record your model's program with tools/record_program.py (README, \"Bring your own "

@@ -126,6 +126,10 @@ int ReportError(const Status& status);
 // policy sees the same events, so say in one line why the rows agree and where a
 // policy-replayable trace comes from.
 void PrintNoteIfNoReduceScatter(const TraceSummary& summary);
+// The same from the count of the trace's reduce-scatter requests (rs events).
+void PrintNoteIfNoReduceScatter(std::uint64_t reduce_scatter_requests);
+// The trace's reduce-scatter requests (rs events).
+std::uint64_t ReduceScatterRequests(const TraceSummary& summary);
 
 class MpiWorld;
 // For a real backend's on_fatal (a failure other ranks may be blocked on): prints

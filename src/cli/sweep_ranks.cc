@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -33,21 +34,25 @@ class TeeSink final : public EventSink {
   EventSink& second_;
 };
 
-// The bytes a rank sends: per configuration its index, report entry and sweep point.
+// A number or an enum: every rank runs the same binary, so it travels as its bytes.
+template <typename T>
+concept Plain = std::is_arithmetic_v<T> || std::is_enum_v<T>;
+
+// The bytes a rank sends, record by record: what the report says of a trace (from the rank with
+// its first pair), or one pair's report entry and sweep point.
 class Packer {
  public:
-  void Uint(std::uint64_t value) { Raw(&value, sizeof value); }
-  void Double(double value) { Raw(&value, sizeof value); }
-  void String(std::string_view text) {
-    Uint(text.size());
+  template <Plain T>
+  void Field(const T& value) {
+    out_.append(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  void Field(const std::string& text) {
+    Field(std::uint64_t{text.size()});
     out_.append(text);
   }
   std::string Take() { return std::move(out_); }
 
  private:
-  void Raw(const void* data, std::size_t size) {
-    out_.append(static_cast<const char*>(data), size);
-  }
   std::string out_;
 };
 
@@ -55,63 +60,73 @@ class Unpacker {
  public:
   explicit Unpacker(std::string_view in) : in_(in) {}
   bool done() const { return at_ == in_.size(); }
-  std::uint64_t Uint() {
-    std::uint64_t value = 0;
-    Raw(&value, sizeof value);
-    return value;
+  template <Plain T>
+  void Field(T& value) {
+    BUCKETSIM_CHECK(sizeof value <= in_.size() - at_);
+    std::memcpy(&value, in_.data() + at_, sizeof value);
+    at_ += sizeof value;
   }
-  double Double() {
-    double value = 0;
-    Raw(&value, sizeof value);
-    return value;
-  }
-  std::string String() {
-    const std::uint64_t size = Uint();
+  void Field(std::string& text) {
+    std::uint64_t size = 0;
+    Field(size);
     BUCKETSIM_CHECK(size <= in_.size() - at_);
-    std::string text(in_.substr(at_, size));
+    text.assign(in_.substr(at_, size));
     at_ += size;
-    return text;
+  }
+  template <typename T>
+  T Read() {
+    T value{};
+    Field(value);
+    return value;
   }
 
  private:
-  void Raw(void* data, std::size_t size) {
-    BUCKETSIM_CHECK(size <= in_.size() - at_);
-    std::memcpy(data, in_.data() + at_, size);
-    at_ += size;
-  }
   std::string_view in_;
   std::size_t at_ = 0;
 };
 
-void PackPoint(Packer& p, const SweepPoint& point) {
-  p.String(point.policy);
-  p.String(point.canonical);
-  p.Double(point.bucket_cap_mb);
-  p.Uint(point.peak_allocated_bytes);
-  p.Uint(point.peak_reserved_bytes);
-  p.Double(point.step_time_us);
-  p.Double(point.exposed_communication_us);
-  p.Uint(point.bucketed_requests);
-  p.Uint(point.bypassed_requests);
-  p.Uint(point.out_of_memory);
+// What a rank's bytes hold, record by record.
+enum class Record : std::uint8_t { kTrace, kEntry };
+
+// The fields of a trace's `trace` object and of a sweep point, in order, through a Packer (the
+// struct const) or an Unpacker: one list for both sides. A point's Pareto mark is not sent: rank
+// 0 marks it over all the points.
+template <typename Io, typename Trace>
+void TraceInfoFields(Io& io, Trace& t) {
+  io.Field(t.schema_version);
+  io.Field(t.description);
+  io.Field(t.world_size);
+  io.Field(t.rank);
+  io.Field(t.bucket_cap_mb);
+  io.Field(t.events);
+  io.Field(t.iterations);
+  io.Field(t.fsdp_instances);
+  io.Field(t.params);
+  io.Field(t.process_groups);
+  io.Field(t.compute_us);
 }
 
-SweepPoint UnpackPoint(Unpacker& u) {
-  SweepPoint point;
-  point.policy = u.String();
-  point.canonical = u.String();
-  point.bucket_cap_mb = u.Double();
-  point.peak_allocated_bytes = u.Uint();
-  point.peak_reserved_bytes = u.Uint();
-  point.step_time_us = u.Double();
-  point.exposed_communication_us = u.Double();
-  point.bucketed_requests = u.Uint();
-  point.bypassed_requests = u.Uint();
-  point.out_of_memory = u.Uint() != 0;
-  return point;
+template <typename Io, typename Point>
+void PointFields(Io& io, Point& p) {
+  io.Field(p.policy);
+  io.Field(p.canonical);
+  io.Field(p.bucket_cap_mb);
+  io.Field(p.peak_allocated_bytes);
+  io.Field(p.peak_reserved_bytes);
+  io.Field(p.step_time_us);
+  io.Field(p.exposed_communication_us);
+  io.Field(p.bucketed_requests);
+  io.Field(p.bypassed_requests);
+  io.Field(p.out_of_memory);
 }
 
 }  // namespace
+
+ReplayFlags ForTrace(const ReplayFlags& flags, const std::string& trace) {
+  ReplayFlags for_trace = flags;
+  for_trace.trace = trace;
+  return for_trace;
+}
 
 bool LaunchedByMpirun() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
@@ -138,47 +153,96 @@ Result<ReplayOutcome> ReplaySweepPass(const ReplayFlags& flags, std::vector<Poli
       *request);
 }
 
-Result<std::optional<GatheredSweep>> ReplayOverRanks(
-    MpiWorld& world, const ReplayFlags& flags, const std::vector<PolicySpec>& configurations) {
+Result<std::optional<std::vector<GatheredSweep>>> ReplayOverRanks(
+    MpiWorld& world, const ReplayFlags& flags, const std::vector<std::string>& traces,
+    const std::vector<PolicySpec>& configurations) {
   const auto ranks = static_cast<std::size_t>(world.size());
   const auto rank = static_cast<std::size_t>(world.rank());
-  std::vector<PolicySpec> mine;
-  for (std::size_t i = rank; i < configurations.size(); i += ranks)
-    mine.push_back(configurations[i]);
-  Result<ReplayOutcome> outcome = InvalidArgument("no configuration on this rank");
-  // Rank 0 collects the cap thresholds in its pass, as a single process does.
-  CapThresholdScan scan;
-  if (!mine.empty()) outcome = ReplaySweepPass(flags, mine, rank == 0 ? &scan : nullptr);
-  // Rank 0 always has configuration 0; a rank with none has nothing to fail.
-  BUCKETSIM_RETURN_IF_ERROR(world.Agree(mine.empty() ? Status::Ok() : outcome.status()));
+  const std::size_t per_trace = configurations.size();
+  const std::size_t pairs = traces.size() * per_trace;
+  const std::size_t run = (pairs + ranks - 1) / ranks;  // pair i on rank i / run
   Packer packer;
-  for (std::size_t k = 0; k < mine.size(); ++k) {
-    packer.Uint(rank + k * ranks);
-    packer.String(RunJsonFragment(outcome->runs[k]));
-    PackPoint(packer, SweepPointOf(outcome->runs[k]));
+  std::size_t failed_trace = traces.size();  // this rank's first error: at this trace
+  Status failed;
+  for (std::size_t t = 0; t < traces.size(); ++t) {
+    // Pair t * per_trace + c is configuration c of trace t.
+    std::vector<std::size_t> mine;
+    for (std::size_t c = 0; c < per_trace; ++c) {
+      if ((t * per_trace + c) / run == rank) mine.push_back(c);
+    }
+    if (mine.empty()) continue;
+    const bool first = mine.front() == 0;  // this rank tells what the trace is
+    std::vector<PolicySpec> policies;
+    for (std::size_t c : mine) policies.push_back(configurations[c]);
+    CapThresholdScan scan;
+    Result<ReplayOutcome> outcome =
+        ReplaySweepPass(ForTrace(flags, traces[t]), std::move(policies), first ? &scan : nullptr);
+    if (!outcome.ok()) {
+      failed = outcome.status();
+      failed_trace = t;
+      break;
+    }
+    if (first) {
+      const std::optional<double> smallest = scan.Take().SmallestBucketingCapMb();
+      packer.Field(Record::kTrace);
+      packer.Field(t);
+      const ReportTraceInfo trace = TraceInfoOf(outcome->header, outcome->summary);
+      TraceInfoFields(packer, trace);
+      packer.Field(outcome->header.content_digest);
+      packer.Field(ReduceScatterRequests(outcome->summary));
+      packer.Field(smallest.has_value());
+      packer.Field(smallest.value_or(0));
+    }
+    for (std::size_t k = 0; k < mine.size(); ++k) {
+      packer.Field(Record::kEntry);
+      packer.Field(t * per_trace + mine[k]);
+      packer.Field(RunJsonFragment(outcome->runs[k]));
+      const SweepPoint point = SweepPointOf(outcome->runs[k]);
+      PointFields(packer, point);
+    }
+  }
+  // An error on any rank is every rank's: that of the earliest trace with one (where a single
+  // process stops), from the lowest rank there. Agreed once every rank is done, so that no rank
+  // waits for the others between traces (Open MPI spins while it waits, taking a core).
+  for (std::size_t t = 0; t < traces.size(); ++t) {
+    BUCKETSIM_RETURN_IF_ERROR(world.Agree(t == failed_trace ? failed : Status::Ok()));
   }
   Result<std::vector<std::string>> gathered = world.GatherToRoot(packer.Take());
   if (!gathered.ok()) return gathered.status();
-  if (rank != 0) return std::optional<GatheredSweep>();
-  GatheredSweep sweep;
-  sweep.header = std::move(outcome->header);
-  sweep.summary = outcome->summary;
-  sweep.thresholds = scan.Take();
-  sweep.entries.resize(configurations.size());
-  sweep.points.resize(configurations.size());
-  std::size_t received = 0;
+  if (rank != 0) return std::optional<std::vector<GatheredSweep>>();
+  std::vector<GatheredSweep> sweeps(traces.size());
+  for (GatheredSweep& sweep : sweeps) {
+    sweep.entries.resize(per_trace);
+    sweep.points.resize(per_trace);
+  }
+  std::size_t traces_received = 0;
+  std::size_t entries_received = 0;
   for (const std::string& bytes : *gathered) {
     Unpacker unpacker(bytes);
     while (!unpacker.done()) {
-      const std::uint64_t index = unpacker.Uint();
-      BUCKETSIM_CHECK(index < configurations.size());
-      sweep.entries[index] = unpacker.String();
-      sweep.points[index] = UnpackPoint(unpacker);
-      ++received;
+      if (unpacker.Read<Record>() == Record::kTrace) {
+        const auto t = unpacker.Read<std::size_t>();
+        BUCKETSIM_CHECK(t < traces.size());
+        GatheredSweep& sweep = sweeps[t];
+        TraceInfoFields(unpacker, sweep.trace);
+        unpacker.Field(sweep.content_digest);
+        unpacker.Field(sweep.reduce_scatter_requests);
+        const bool has_smallest = unpacker.Read<bool>();
+        const auto smallest = unpacker.Read<double>();
+        if (has_smallest) sweep.smallest_bucketing_cap_mb = smallest;
+        ++traces_received;
+        continue;
+      }
+      const auto pair = unpacker.Read<std::size_t>();
+      BUCKETSIM_CHECK(pair < pairs);
+      GatheredSweep& sweep = sweeps[pair / per_trace];
+      unpacker.Field(sweep.entries[pair % per_trace]);
+      PointFields(unpacker, sweep.points[pair % per_trace]);
+      ++entries_received;
     }
   }
-  BUCKETSIM_CHECK(received == configurations.size());
-  return std::optional<GatheredSweep>(std::move(sweep));
+  BUCKETSIM_CHECK(traces_received == traces.size() && entries_received == pairs);
+  return std::optional<std::vector<GatheredSweep>>(std::move(sweeps));
 }
 
 }  // namespace bucketsim

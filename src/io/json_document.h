@@ -16,11 +16,10 @@
 namespace bucketsim {
 
 // Which of bucketsim's JSON files `root` is, by the keys that tell them apart: "trace" (events),
-// "report" (context and trace, or a policies array), "time profile" (collectives, copy_GBps),
-// "budget file" (a policies object without a context), "model program" (its format key); "" for
-// none of them. A reader that is handed
-// another kind names it ("this is a trace, not a time profile") instead of listing the fields it
-// misses.
+// "report" (context and trace, a policies array, or the sweeps array of several traces), "time
+// profile" (collectives, copy_GBps), "budget file" (a policies object without a context), "model
+// program" (its format key); "" for none of them. A reader that is handed another kind names it
+// ("this is a trace, not a time profile") instead of listing the fields it misses.
 template <class JsonValue>
 std::string_view JsonFileKind(const JsonValue& root) {
   if (!root.is_object()) return "";
@@ -28,7 +27,10 @@ std::string_view JsonFileKind(const JsonValue& root) {
   if (root.contains("events")) return "trace";
   const bool policies_array = root.contains("policies") && root["policies"].is_array();
   const bool policies_object = root.contains("policies") && root["policies"].is_object();
-  if ((root.contains("context") && root.contains("trace")) || policies_array) return "report";
+  const bool sweeps_array = root.contains("sweeps") && root["sweeps"].is_array();
+  if ((root.contains("context") && root.contains("trace")) || policies_array || sweeps_array) {
+    return "report";
+  }
   if (root.contains("collectives") || root.contains("copy_GBps")) return "time profile";
   if (policies_object && !root.contains("context")) return "budget file";
   return "";

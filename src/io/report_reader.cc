@@ -418,13 +418,9 @@ SweepSection ReadSweep(const Node& node, const std::vector<RunResult>& runs) {
   return sweep;
 }
 
-ReportDocument ReadDocument(const JsonDocument& json, ReportContent content) {
-  const Json& root = json.root();
-  const Node top(json, Pointer());
-  if (root.is_object() && !root.contains("schema_version")) {
-    top.Fail("no schema_version: not a bucketsim report (reports/README.md)");
-  }
-  Get(json.SchemaVersion(kOldestReadableReportSchema, kNewestReadableReportSchema));
+// The report at `at`: the file's top level, or one trace's report inside a report of several.
+ReportDocument ReadDocumentAt(const JsonDocument& json, const Pointer& at, ReportContent content) {
+  const Node top(json, at);
   ReportDocument doc;
   doc.source = json.path();
   ReadComparability(top["context"], doc.context);
@@ -457,27 +453,86 @@ ReportDocument ReadDocument(const JsonDocument& json, ReportContent content) {
   return doc;
 }
 
-Result<ReportDocument> FromDocument(Result<JsonDocument> json, ReportContent content) {
+// The top level's schema_version, checked; whether the file holds the reports of several traces.
+bool ReadTopLevel(const JsonDocument& json) {
+  const Json& root = json.root();
+  const Node top(json, Pointer());
+  if (root.is_object() && !root.contains("schema_version")) {
+    top.Fail("no schema_version: not a bucketsim report (reports/README.md)");
+  }
+  Get(json.SchemaVersion(kOldestReadableReportSchema, kNewestReadableReportSchema));
+  return root.contains("sweeps");
+}
+
+ReportDocument ReadDocument(const JsonDocument& json, ReportContent content) {
+  if (ReadTopLevel(json)) {
+    const Node sweeps(json, Pointer("/sweeps"));
+    sweeps.Fail(fmt::format(
+        "the sweeps of {} traces, where one report is read (a baseline is the report of one "
+        "trace: sweep it alone)",
+        sweeps.Items().size()));
+  }
+  return ReadDocumentAt(json, Pointer(), content);
+}
+
+// `sweep TRACE...`'s file: each element of `sweeps` is the sweep report of one trace.
+std::vector<ReportDocument> ReadDocuments(const JsonDocument& json) {
+  if (!ReadTopLevel(json)) return {ReadDocumentAt(json, Pointer(), ReportContent::kPage)};
+  const Node top(json, Pointer());
+  const std::vector<Node> sweeps = top["sweeps"].Items();
+  if (sweeps.empty()) top["sweeps"].Fail("expected the report of every trace swept, got none");
+  const std::uint64_t version = top["schema_version"].Uint();
+  std::vector<ReportDocument> docs;
+  for (std::size_t i = 0; i < sweeps.size(); ++i) {
+    if (sweeps[i]["schema_version"].Uint() != version) {
+      sweeps[i]["schema_version"].Fail(fmt::format("expected the file's, {}", version));
+    }
+    if (!sweeps[i].Has("sweep")) sweeps[i].Fail("expected a sweep report, with its `sweep`");
+    docs.push_back(ReadDocumentAt(json, Pointer("/sweeps") / i, ReportContent::kPage));
+  }
+  return docs;
+}
+
+template <typename T, typename Read>
+Result<T> FromDocument(Result<JsonDocument> json, const Read& read) {
   if (!json.ok()) return json.status();
   try {
-    return ReadDocument(*json, content);
+    return read(*json);
   } catch (const BadReport& bad) {
     return bad.status;
   }
+}
+
+// The full collective log (--full-log, and every report before the summary) is the one part
+// of a report that grows with the trace, and no page or baseline reads it: it is skipped as
+// it is parsed, so any report reads in memory bounded by its other parts.
+Result<JsonDocument> ReadWithoutLog(const std::string& path) {
+  return JsonDocument::Read(path, kKind, {"collectives"});
 }
 
 }  // namespace
 
 Result<ReportDocument> ParseReport(const std::string& text, const std::string& source,
                                    ReportContent content) {
-  return FromDocument(JsonDocument::Parse(source, kKind, text), content);
+  return FromDocument<ReportDocument>(
+      JsonDocument::Parse(source, kKind, text),
+      [content](const JsonDocument& json) { return ReadDocument(json, content); });
 }
 
 Result<ReportDocument> ReadReportFile(const std::string& path, ReportContent content) {
-  // The full collective log (--full-log, and every report before the summary) is the one part
-  // of a report that grows with the trace, and no page or baseline reads it: it is skipped as
-  // it is parsed, so any report reads in memory bounded by its other parts.
-  return FromDocument(JsonDocument::Read(path, kKind, {"collectives"}), content);
+  return FromDocument<ReportDocument>(ReadWithoutLog(path), [content](const JsonDocument& json) {
+    return ReadDocument(json, content);
+  });
+}
+
+Result<std::vector<ReportDocument>> ParseReportDocuments(const std::string& text,
+                                                         const std::string& source) {
+  return FromDocument<std::vector<ReportDocument>>(JsonDocument::Parse(source, kKind, text),
+                                                   ReadDocuments);
+}
+
+Result<std::vector<ReportDocument>> ReadReportDocuments(const std::string& path) {
+  return FromDocument<std::vector<ReportDocument>>(ReadWithoutLog(path), ReadDocuments);
 }
 
 }  // namespace bucketsim

@@ -13,6 +13,9 @@
 namespace bucketsim {
 namespace {
 
+// Where a policy's entry stands in a report: the top-level object, then its `policies` array.
+constexpr std::size_t kFragmentDepth = 2;
+
 void WriteCategories(JsonWriter& w, std::string_view key, const CategoryBytes& bytes) {
   w.Key(key);
   w.BeginObject();
@@ -50,22 +53,20 @@ void WriteContext(JsonWriter& w, const ReportContext& context) {
   w.EndObject();
 }
 
-void WriteTrace(JsonWriter& w, const TraceHeader& h, const TraceSummary& summary) {
-  std::size_t params = 0;
-  for (const FsdpInstance& instance : h.fsdp) params += instance.params.size();
+void WriteTrace(JsonWriter& w, const ReportTraceInfo& trace) {
   w.Key("trace");
   w.BeginObject();
-  w.Field("schema_version", h.schema_version);
-  w.Field("description", h.description);
-  w.Field("world_size", h.world_size);
-  w.Field("rank", h.rank);
-  w.Field("bucket_cap_mb", h.bucket_cap_mb);
-  w.Field("events", summary.events);
-  w.Field("iterations", summary.iterations);
-  w.Field("fsdp_instances", h.fsdp.size());
-  w.Field("params", params);
-  w.Field("process_groups", h.groups.size());
-  w.Field("compute_us", summary.compute_us);
+  w.Field("schema_version", trace.schema_version);
+  w.Field("description", trace.description);
+  w.Field("world_size", trace.world_size);
+  w.Field("rank", trace.rank);
+  w.Field("bucket_cap_mb", trace.bucket_cap_mb);
+  w.Field("events", trace.events);
+  w.Field("iterations", trace.iterations);
+  w.Field("fsdp_instances", trace.fsdp_instances);
+  w.Field("params", trace.params);
+  w.Field("process_groups", trace.process_groups);
+  w.Field("compute_us", trace.compute_us);
   w.EndObject();
 }
 
@@ -495,13 +496,13 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
 }
 
 // The policies' entries are written by `write_runs`, from RunResults or gathered fragments.
-void WriteReport(JsonWriter& w, const TraceHeader& header, const TraceSummary& summary,
+void WriteReport(JsonWriter& w, const ReportTraceInfo& trace,
                  const std::function<void(JsonWriter&)>& write_runs, const ReportContext& context,
                  const SweepSection* sweep) {
   w.BeginObject();
   w.Field("schema_version", kReportSchemaVersion);
   WriteContext(w, context);
-  WriteTrace(w, header, summary);
+  WriteTrace(w, trace);
   w.Key("policies");
   w.BeginArray();
   write_runs(w);
@@ -543,9 +544,9 @@ class OutputFile {
   bool stdout_failed_ = false;
 };
 
-std::function<void(JsonWriter&)> RunsOf(const ReplayOutcome& outcome) {
-  return [&outcome](JsonWriter& w) {
-    for (const RunResult& run : outcome.runs) WriteRun(w, run);
+std::function<void(JsonWriter&)> RunsOf(const std::vector<RunResult>& runs) {
+  return [&runs](JsonWriter& w) {
+    for (const RunResult& run : runs) WriteRun(w, run);
   };
 }
 
@@ -563,20 +564,22 @@ Status StreamReport(const std::string& path, const std::function<void(JsonWriter
 std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context,
                            const SweepSection* sweep) {
   JsonWriter w;
-  WriteReport(w, outcome.header, outcome.summary, RunsOf(outcome), context, sweep);
+  WriteReport(w, TraceInfoOf(outcome.header, outcome.summary), RunsOf(outcome.runs), context,
+              sweep);
   return w.Finish();
 }
 
 Status WriteReportJson(const std::string& path, const ReplayOutcome& outcome,
                        const ReportContext& context, const SweepSection* sweep) {
   return StreamReport(path, [&](JsonWriter& w) {
-    WriteReport(w, outcome.header, outcome.summary, RunsOf(outcome), context, sweep);
+    WriteReport(w, TraceInfoOf(outcome.header, outcome.summary), RunsOf(outcome.runs), context,
+                sweep);
   });
 }
 
 std::string RunJsonFragment(const RunResult& run) {
-  // Written where it stands in a report (inside the top-level object's `policies`), so that its
-  // indentation is the report's; the enclosing text is cut off again.
+  // Written where it stands in a report (inside the top-level object's `policies`, depth
+  // kFragmentDepth), so that its indentation is the report's; the enclosing text is cut off.
   constexpr std::string_view kBefore = "{\n  \"policies\": [\n    ";
   constexpr std::string_view kAfter = "\n  ]\n}\n";
   JsonWriter w;
@@ -592,14 +595,30 @@ std::string RunJsonFragment(const RunResult& run) {
   return text.substr(kBefore.size(), text.size() - kBefore.size() - kAfter.size());
 }
 
-Status WriteReportJson(const std::string& path, const TraceHeader& header,
-                       const TraceSummary& summary, const std::vector<std::string>& run_fragments,
-                       const ReportContext& context, const SweepSection* sweep) {
-  auto runs = [&run_fragments](JsonWriter& w) {
-    for (const std::string& fragment : run_fragments) w.Raw(fragment);
+Status WriteSweepReportJson(const std::string& path, const std::vector<TraceReportParts>& reports) {
+  BUCKETSIM_CHECK(!reports.empty());
+  auto write_report = [](JsonWriter& w, const TraceReportParts& r) {
+    auto runs = [&r](JsonWriter& writer) {
+      if (r.runs) {
+        for (const RunResult& run : *r.runs) WriteRun(writer, run);
+        return;
+      }
+      for (const std::string& fragment : *r.run_fragments) writer.Raw(fragment, kFragmentDepth);
+    };
+    WriteReport(w, *r.trace, runs, *r.context, r.sweep);
   };
-  return StreamReport(
-      path, [&](JsonWriter& w) { WriteReport(w, header, summary, runs, context, sweep); });
+  if (reports.size() == 1) {
+    return StreamReport(path, [&](JsonWriter& w) { write_report(w, reports.front()); });
+  }
+  return StreamReport(path, [&](JsonWriter& w) {
+    w.BeginObject();
+    w.Field("schema_version", kReportSchemaVersion);
+    w.Key("sweeps");
+    w.BeginArray();
+    for (const TraceReportParts& report : reports) write_report(w, report);
+    w.EndArray();
+    w.EndObject();
+  });
 }
 
 Status WriteTextFile(const std::string& path, std::string_view text) {

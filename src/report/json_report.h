@@ -13,6 +13,7 @@
 #include "engine/replay_policies.h"
 #include "engine/sweep_summary.h"
 #include "report/report_context.h"
+#include "report/report_document.h"
 
 namespace bucketsim {
 
@@ -27,10 +28,20 @@ Status WriteReportJson(const std::string& path, const ReplayOutcome& outcome,
 // One policy's entry of a report, exactly as WriteReportJson writes it inside `policies`: how
 // `sweep` under mpirun gathers the entries every rank replayed into one report.
 std::string RunJsonFragment(const RunResult& run);
-// The report of `header` whose policies are the given entries (RunJsonFragment), in order.
-Status WriteReportJson(const std::string& path, const TraceHeader& header,
-                       const TraceSummary& summary, const std::vector<std::string>& run_fragments,
-                       const ReportContext& context, const SweepSection* sweep = nullptr);
+
+// One trace's report as `sweep` writes it: its policies' entries are `runs` (replayed in this
+// process) or `run_fragments` (RunJsonFragment, gathered from mpirun's ranks), whichever is set.
+struct TraceReportParts {
+  const ReportTraceInfo* trace = nullptr;
+  const std::vector<RunResult>* runs = nullptr;
+  const std::vector<std::string>* run_fragments = nullptr;
+  const ReportContext* context = nullptr;
+  const SweepSection* sweep = nullptr;
+};
+// `sweep TRACE`: that trace's report. `sweep TRACE...` (several): {"schema_version": 1,
+// "sweeps": [...]}, each element the report its trace alone gets, in the order given (nested
+// one level deeper, so indented four spaces more).
+Status WriteSweepReportJson(const std::string& path, const std::vector<TraceReportParts>& reports);
 // Writes `text` to `path`, creating missing parent directories, through an AtomicFile: the
 // file appears only when complete (io/atomic_file.h).
 Status WriteTextFile(const std::string& path, std::string_view text);

@@ -145,9 +145,20 @@ std::string JsonWriter::Finish() {
   return {};
 }
 
-void JsonWriter::Raw(std::string_view json) {
+void JsonWriter::Raw(std::string_view json, std::size_t written_at_depth) {
+  BUCKETSIM_CHECK(levels_.size() >= written_at_depth);
   BeforeValue();
-  out_.append(json);
+  const std::size_t indent = 2 * (levels_.size() - written_at_depth);
+  // JSON text holds a newline only between values (a string escapes it): each one starts a line.
+  std::size_t start = 0;
+  for (std::size_t end = json.find('\n'); indent > 0 && end != std::string_view::npos;
+       end = json.find('\n', start)) {
+    out_.append(json.substr(start, end + 1 - start));
+    out_.append(indent, ' ');
+    start = end + 1;
+  }
+  out_.append(json.substr(start));
+  FlushIfFull();
 }
 
 void JsonWriter::Null() {

@@ -35,8 +35,10 @@ class JsonWriter {
   void Double(double value);
   void Bool(bool value);
   void Null();
-  // A value already written as JSON text by a writer at the same depth (RunJsonFragment).
-  void Raw(std::string_view json);
+  // A value already written as JSON text by a writer at depth `written_at_depth` (the number of
+  // objects and arrays around it there: RunJsonFragment's entries sit at 2), its lines indented
+  // again for this writer's depth, which must be no less.
+  void Raw(std::string_view json, std::size_t written_at_depth);
 
   template <typename T>
   void Field(std::string_view key, const T& value) {

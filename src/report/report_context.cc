@@ -30,6 +30,11 @@ ReportContext MakeReportContext(const std::vector<std::string>& argv) {
 }
 
 void DescribeTrace(const std::string& path, const TraceHeader& header, ReportContext& context) {
+  DescribeTrace(path, header.content_digest, context);
+}
+
+void DescribeTrace(const std::string& path, const std::string& content_digest,
+                   ReportContext& context) {
   context.trace_path = path;
   if (path == "-") {
     context.trace_name = "stdin";
@@ -38,8 +43,8 @@ void DescribeTrace(const std::string& path, const TraceHeader& header, ReportCon
   }
   context.trace_name = std::filesystem::path(path).filename().string();
   // A reader that read the whole file set it; every replay does before a report is written.
-  BUCKETSIM_CHECK(!header.content_digest.empty());
-  context.trace_digest = header.content_digest;
+  BUCKETSIM_CHECK(!content_digest.empty());
+  context.trace_digest = content_digest;
 }
 
 }  // namespace bucketsim

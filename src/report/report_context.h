@@ -37,5 +37,8 @@ bool DeterministicContext();
 // it read the trace (TraceHeader::content_digest: no second pass over the file). Standard input
 // ("-") is named "stdin" and carries no digest.
 void DescribeTrace(const std::string& path, const TraceHeader& header, ReportContext& context);
+// The same from the digest alone: a trace another process read (`sweep` under mpirun).
+void DescribeTrace(const std::string& path, const std::string& content_digest,
+                   ReportContext& context);
 
 }  // namespace bucketsim

@@ -2,22 +2,27 @@
 
 namespace bucketsim {
 
+ReportTraceInfo TraceInfoOf(const TraceHeader& header, const TraceSummary& summary) {
+  ReportTraceInfo trace;
+  trace.schema_version = header.schema_version;
+  trace.description = header.description;
+  trace.world_size = header.world_size;
+  trace.rank = header.rank;
+  trace.bucket_cap_mb = header.bucket_cap_mb;
+  trace.events = summary.events;
+  trace.iterations = summary.iterations;
+  trace.fsdp_instances = header.fsdp.size();
+  for (const FsdpInstance& instance : header.fsdp) trace.params += instance.params.size();
+  trace.process_groups = header.groups.size();
+  trace.compute_us = summary.compute_us;
+  return trace;
+}
+
 ReportDocument DocumentFromOutcome(const ReplayOutcome& outcome, const ReportContext& context,
                                    const SweepSection* sweep) {
-  const TraceHeader& h = outcome.header;
   ReportDocument doc;
   doc.context = context;
-  doc.trace.schema_version = h.schema_version;
-  doc.trace.description = h.description;
-  doc.trace.world_size = h.world_size;
-  doc.trace.rank = h.rank;
-  doc.trace.bucket_cap_mb = h.bucket_cap_mb;
-  doc.trace.events = outcome.summary.events;
-  doc.trace.iterations = outcome.summary.iterations;
-  doc.trace.fsdp_instances = h.fsdp.size();
-  for (const FsdpInstance& instance : h.fsdp) doc.trace.params += instance.params.size();
-  doc.trace.process_groups = h.groups.size();
-  doc.trace.compute_us = outcome.summary.compute_us;
+  doc.trace = TraceInfoOf(outcome.header, outcome.summary);
   doc.runs = outcome.runs;
   for (const RunResult& run : doc.runs) doc.step_time_us.push_back(FiguresOf(run).step_time_us);
   doc.predictions = PredictionRows(doc.runs);

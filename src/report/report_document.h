@@ -63,6 +63,9 @@ struct ReportDocument {
   std::optional<SweepSection> sweep;
 };
 
+// The report's `trace` object of a trace as read (its header) and checked (its summary).
+ReportTraceInfo TraceInfoOf(const TraceHeader& header, const TraceSummary& summary);
+
 ReportDocument DocumentFromOutcome(const ReplayOutcome& outcome, const ReportContext& context,
                                    const SweepSection* sweep = nullptr);
 

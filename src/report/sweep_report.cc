@@ -285,4 +285,59 @@ std::string DescribeBudget(const std::vector<SweepPoint>& points, const BudgetAn
                      MemoryDelta(best.peak_reserved_bytes, next.peak_reserved_bytes, unit));
 }
 
+namespace {
+
+// The same configuration in two sweeps: the policy as named, at the same cap.
+bool SameConfiguration(const SweepPoint& a, const SweepPoint& b) {
+  return a.policy == b.policy && a.bucket_cap_mb == b.bucket_cap_mb;
+}
+
+bool FitsIn(const SweepSection& sweep, const SweepPoint& p, Bytes budget_bytes) {
+  return std::any_of(sweep.points.begin(), sweep.points.end(), [&](const SweepPoint& q) {
+    return SameConfiguration(p, q) && FitsBudget(q, budget_bytes);
+  });
+}
+
+}  // namespace
+
+std::string DescribeBudgetAcrossTraces(const std::vector<std::string>& traces,
+                                       const std::vector<const SweepSection*>& sweeps,
+                                       ByteUnit unit) {
+  if (sweeps.size() < 2 || !sweeps.front()->budget) return "";
+  const Bytes budget = sweeps.front()->budget->budget_bytes;
+  std::vector<std::string> fit;
+  for (const SweepPoint& p : sweeps.front()->points) {
+    if (std::all_of(sweeps.begin(), sweeps.end(),
+                    [&](const SweepSection* s) { return FitsIn(*s, p, budget); })) {
+      fit.push_back(Name(p));
+    }
+  }
+  const std::string head =
+      fmt::format("Across the {} traces, budget {}:", sweeps.size(), WithUnit(budget, unit));
+  if (fit.empty()) return head + " no configuration fits on every trace.";
+  constexpr std::size_t kNamed = 6;
+  const std::size_t fitting = fit.size();
+  if (fitting > kNamed) {
+    fit.resize(kNamed);
+    fit.push_back(fmt::format("{} more", fitting - kNamed));
+  }
+  std::string text = fmt::format(
+      "{} {} fit{} on every trace ({})", head,
+      fitting == 1 ? std::string("1 configuration") : fmt::format("{} configurations", fitting),
+      fitting == 1 ? "s" : "", JoinAnd(fit));
+  // Each trace's fastest that fits (one fits on every trace, so each has one).
+  std::vector<const SweepPoint*> best;
+  for (const SweepSection* s : sweeps) best.push_back(&s->points[*s->budget->best]);
+  if (std::all_of(best.begin(), best.end(),
+                  [&](const SweepPoint* b) { return SameConfiguration(*b, *best.front()); })) {
+    return text + fmt::format("; the fastest that fits is {} on every trace.", Name(*best.front()));
+  }
+  std::vector<std::string> each;
+  for (std::size_t i = 0; i < sweeps.size(); ++i) {
+    each.push_back(fmt::format("{} for {}", Name(*best[i]), traces[i]));
+  }
+  return text +
+         fmt::format("; the fastest that fits is not the same on every trace: {}.", JoinAnd(each));
+}
+
 }  // namespace bucketsim

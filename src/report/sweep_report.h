@@ -31,4 +31,12 @@ std::vector<std::string> SweepAdvice(const SweepSection& sweep, ByteUnit unit = 
 std::string DescribeBudget(const std::vector<SweepPoint>& points, const BudgetAnswer& answer,
                            ByteUnit unit = kMiBUnit);
 
+// Several traces swept with one --budget (`sweep TRACE...`): the configurations (a policy at a
+// cap) that fit it on every trace, in the first trace's order, and whether the fastest that fits
+// is the same one on all of them. "" without a budget or with fewer than two sweeps. `traces[i]`
+// names sweeps[i].
+std::string DescribeBudgetAcrossTraces(const std::vector<std::string>& traces,
+                                       const std::vector<const SweepSection*>& sweeps,
+                                       ByteUnit unit = kMiBUnit);
+
 }  // namespace bucketsim

@@ -18,6 +18,10 @@ using nlohmann::ordered_json;
 using testing::RunBucketsim;
 
 ordered_json WithoutVolatileFields(ordered_json report) {
+  if (report.contains("sweeps")) {  // `sweep TRACE...`: a report per trace
+    for (ordered_json& each : report["sweeps"]) each = WithoutVolatileFields(each);
+    return report;
+  }
   for (const char* key : {"tool_version", "git_sha", "argv", "host", "trace_path"}) {
     report["context"].erase(key);
   }
@@ -85,6 +89,47 @@ TEST(Golden, SweepDefaultTraceCapsAndPoliciesWithABudget) {
       {"sweep", "traces/gpt-24l-h1024-ws8.json", "--bucket-cap-mb", "1,5,25,100", "--policy",
        "backward-only", "--policy", "always-allocated", "--policy", "unbucketed", "--profile",
        "traces/profiles/h100-8gpu-nvlink.json", "--budget", "3GiB", "--format", "json"});
+}
+
+// Two traces of different world sizes (2 and 4), each swept with the same flags: a report per
+// trace in one file. Across them at 190 MiB: on the ws4 trace only the configurations that bucket
+// nothing fit (174 MiB reserved; cap 4 MiB reserves 198 MiB), on the tiny trace everything.
+const std::vector<std::string> kTwoTraceSweep = {"sweep",
+                                                 "traces/tiny-ws2.json",
+                                                 "traces/gpt-4l-h256-ws4.json",
+                                                 "--bucket-cap-mb",
+                                                 "0.25,4,16",
+                                                 "--policy",
+                                                 "backward-only",
+                                                 "--policy",
+                                                 "always-allocated",
+                                                 "--policy",
+                                                 "unbucketed",
+                                                 "--profile",
+                                                 "traces/profiles/h100-8gpu-nvlink.json",
+                                                 "--budget",
+                                                 "190MiB"};
+
+TEST(Golden, SweepTwoTracesCapsAndPoliciesWithABudget) {
+  std::vector<std::string> args = kTwoTraceSweep;
+  args.insert(args.end(), {"--format", "json"});
+  ExpectGolden("sweeps-tiny-ws2-gpt-4l-h256-ws4-h100.json", args);
+}
+
+// The console: a section per trace, each as the trace alone prints it (tests/cli/
+// sweep_traces_test.cc checks that), then what fits the budget on every trace.
+TEST(Golden, SweepTwoTracesConsole) {
+  testing::BinaryResult run = RunBucketsim(kTwoTraceSweep);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string golden_path =
+      std::string(BUCKETSIM_SOURCE_DIR) + "/tests/golden/sweeps-tiny-ws2-gpt-4l-h256-ws4-h100.txt";
+  if (const char* update = std::getenv("BUCKETSIM_UPDATE_GOLDENS"); update && *update == '1') {
+    std::ofstream(golden_path, std::ios::binary) << run.out;
+    GTEST_SKIP() << "rewrote " << golden_path;
+  }
+  std::string expected = testing::ReadFile(golden_path);
+  ASSERT_FALSE(expected.empty()) << "missing golden file " << golden_path;
+  EXPECT_EQ(run.out, expected);
 }
 
 TEST(Compare, WritesTheJsonReportItPrints) {

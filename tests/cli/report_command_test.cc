@@ -210,5 +210,39 @@ TEST_F(ReportCommand, SweepHtmlIsThePageOfItsOwnReport) {
   EXPECT_EQ(ReadFile(html), from_json);
 }
 
+// `sweep TRACE...` of two traces: `report` of its JSON is the page `sweep --html` wrote, a
+// section per trace, and the Markdown has each trace's sweep table and Pareto chart.
+TEST_F(ReportCommand, ASweepOfSeveralTracesIsThePageSweepWrote) {
+  std::vector<std::string> args = TinySweep({});
+  args.insert(args.begin() + 2, "traces/convnet-ws2.json");
+  const std::string html = testing::WriteTempFile("sweeps.html", "");
+  const std::string json = testing::WriteTempFile("sweeps-html.json", "");
+  args.insert(args.end(), {"--html", html, "--json", json});
+  BinaryResult run = RunBucketsim(args);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string out = std::filesystem::path(json).parent_path().string() + "/sweeps-page";
+  BinaryResult page = RunBucketsim({"report", json, "-o", out});
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  std::string from_json = ReadFile(out + "/report.html");
+  // The page read back names its report file, once per trace.
+  const std::string entry = "<dt>report file</dt><dd>" + json + "</dd>\n";
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_NE(from_json.find(entry), std::string::npos) << i;
+    from_json.erase(from_json.find(entry), entry.size());
+  }
+  EXPECT_EQ(from_json.find(entry), std::string::npos);
+  EXPECT_EQ(ReadFile(html), from_json);
+  const std::string md = ReadFile(out + "/report.md");
+  EXPECT_EQ(md.rfind("# bucketsim report: 2 reports\n", 0), 0u);
+  const std::size_t first = md.find("## 1. tiny-ws2.json (caching memory model)");
+  const std::size_t second = md.find("## 2. convnet-ws2.json (caching memory model)");
+  ASSERT_NE(first, std::string::npos) << md;
+  ASSERT_NE(second, std::string::npos) << md;
+  EXPECT_NE(md.find("### Sweep\n", first), std::string::npos);
+  EXPECT_NE(md.find("### Sweep\n", second), std::string::npos);
+  EXPECT_FALSE(ReadFile(out + "/charts/r1-pareto.svg").empty());
+  EXPECT_FALSE(ReadFile(out + "/charts/r2-pareto.svg").empty());
+}
+
 }  // namespace
 }  // namespace bucketsim

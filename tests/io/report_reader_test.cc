@@ -340,5 +340,75 @@ TEST(ReportReaderSweep, ACompareReportHasNoSweep) {
   EXPECT_FALSE(doc->sweep.has_value());
 }
 
+// `sweep TRACE...`: the sweeps of the tiny trace and the convnet in one file, read as one
+// document per trace, each what the trace's own report reads as.
+TEST(ReportReaderSweeps, ReadsOneDocumentPerTraceOfTheRealBinary) {
+  auto sweep = [](std::vector<std::string> traces) {
+    std::vector<std::string> args = {"sweep"};
+    args.insert(args.end(), traces.begin(), traces.end());
+    for (const char* arg : {"--bucket-cap-mb", "0.25,1", "--policy", "backward-only", "--budget",
+                            "8MiB", "--format", "json"}) {
+      args.push_back(arg);
+    }
+    testing::BinaryResult run = testing::RunBucketsim(args);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return run.out;
+  };
+  const std::string both = sweep({"traces/tiny-ws2.json", "traces/convnet-ws2.json"});
+  Result<std::vector<ReportDocument>> docs = ParseReportDocuments(both, "both.json");
+  ASSERT_TRUE(docs.ok()) << docs.status().ToString();
+  ASSERT_EQ(docs->size(), 2u);
+  const char* names[] = {"tiny-ws2.json", "convnet-ws2.json"};
+  for (std::size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(names[i]);
+    Result<ReportDocument> alone =
+        ParseReport(sweep({std::string("traces/") + names[i]}), "alone.json");
+    ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+    const ReportDocument& doc = (*docs)[i];
+    EXPECT_EQ(doc.source, "both.json");
+    EXPECT_EQ(doc.context.trace_name, names[i]);
+    EXPECT_EQ(doc.context.trace_digest, alone->context.trace_digest);
+    EXPECT_EQ(doc.trace.events, alone->trace.events);
+    ASSERT_TRUE(doc.sweep.has_value());
+    ASSERT_EQ(doc.sweep->points.size(), 2u);
+    ASSERT_EQ(doc.runs.size(), alone->runs.size());
+    for (std::size_t r = 0; r < doc.runs.size(); ++r) {
+      EXPECT_EQ(doc.runs[r].peak.reserved_bytes, alone->runs[r].peak.reserved_bytes);
+      EXPECT_EQ(doc.sweep->points[r].pareto, alone->sweep->points[r].pareto);
+    }
+    EXPECT_EQ(doc.sweep->budget->best, alone->sweep->budget->best);
+  }
+  // A single report reads as one document.
+  Result<std::vector<ReportDocument>> one = ParseReportDocuments(TinyReportText(), "tiny.json");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->size(), 1u);
+}
+
+TEST(ReportReaderSweeps, ErrorsNameThePointerWithinTheFile) {
+  nlohmann::ordered_json element = nlohmann::ordered_json::parse(TinySweepJson());
+  nlohmann::ordered_json file = {{"schema_version", 1}, {"sweeps", {element, element}}};
+  ASSERT_TRUE(ParseReportDocuments(file.dump(), "m.json").ok());
+  nlohmann::ordered_json bad = file;
+  bad["sweeps"][1]["policies"][0]["peak_allocated_bytes"] = -1;
+  EXPECT_EQ(ParseReportDocuments(bad.dump(), "m.json").status().message(),
+            "m.json: /sweeps/1/policies/0/peak_allocated_bytes: expected an integer >= 0, got -1");
+  nlohmann::ordered_json version = file;
+  version["sweeps"][0]["schema_version"] = 2;
+  EXPECT_EQ(ParseReportDocuments(version.dump(), "m.json").status().message(),
+            "m.json: /sweeps/0/schema_version: expected the file's, 1");
+  nlohmann::ordered_json compare = file;
+  compare["sweeps"][1].erase("sweep");
+  EXPECT_EQ(ParseReportDocuments(compare.dump(), "m.json").status().message(),
+            "m.json: /sweeps/1: expected a sweep report, with its `sweep`");
+  nlohmann::ordered_json none = {{"schema_version", 1},
+                                 {"sweeps", nlohmann::ordered_json::array()}};
+  EXPECT_EQ(ParseReportDocuments(none.dump(), "m.json").status().message(),
+            "m.json: /sweeps: expected the report of every trace swept, got none");
+  // Where one report is read (check --baseline), a file of several says what it is.
+  EXPECT_EQ(ParseReport(file.dump(), "m.json", ReportContent::kFigures).status().message(),
+            "m.json: /sweeps: the sweeps of 2 traces, where one report is read (a baseline is "
+            "the report of one trace: sweep it alone)");
+}
+
 }  // namespace
 }  // namespace bucketsim

@@ -53,5 +53,31 @@ TEST(JsonWriter, DoublesReadBackAsTheSameFloat) {
   }
 }
 
+// A value written at one depth and placed at another (a policy's entry of a sweep gathered from
+// mpirun's ranks, placed in the report of one of several traces) reads as nlohmann's layout at
+// the new depth, newlines inside strings (escaped) untouched.
+TEST(JsonWriter, RawTextIsIndentedForItsNewDepth) {
+  nlohmann::ordered_json entry = {{"policy", "a\nb"}, {"list", {1, 2}}};
+  const std::string entry_text = entry.dump(2);
+  // dump(2) wrote it at depth 0; here it stands at depth 4.
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("sweeps");
+  w.BeginArray();
+  w.BeginObject();
+  w.Key("policies");
+  w.BeginArray();
+  w.Raw(entry_text, 0);
+  w.Raw(entry_text, 0);
+  w.EndArray();
+  w.EndObject();
+  w.EndArray();
+  w.EndObject();
+  using Json = nlohmann::ordered_json;
+  Json expected = Json::object();
+  expected["sweeps"] = Json::array({Json::object({{"policies", Json::array({entry, entry})}})});
+  EXPECT_EQ(w.Finish(), expected.dump(2) + "\n");
+}
+
 }  // namespace
 }  // namespace bucketsim
