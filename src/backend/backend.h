@@ -33,12 +33,27 @@ struct TimedSpan {
   Micros end_us = 0;
 };
 
+// The time figures of one iteration (span_timing.h computes them from its spans).
+struct IterationTiming {
+  std::uint64_t iteration = 0;
+  Micros iteration_us = 0;      // from the end of the previous iteration to all streams idle
+  Micros compute_us = 0;        // sum of compute spans
+  Micros communication_us = 0;  // sum of collective spans
+  Micros copy_us = 0;           // bucket copy-in and .contiguous() copies
+  Micros exposed_communication_us = 0;  // collectives running while no compute ran
+};
+
 // What one iteration measured (real backends) or predicted (sim). `spans` lists every span in
 // the order it was issued; collectives among them appear in the order the policy issued them.
+// A backend that times the spans as it issues them (the sim, with an IterationTimer) fills
+// `timing`; when not asked for every span (Backend::set_list_every_span), its `spans` then
+// lists only the collectives: a deep model issues hundreds of thousands of spans an iteration.
 struct IterationSpans {
   Micros start_us = 0;
   Micros end_us = 0;
   std::vector<TimedSpan> spans;
+  std::optional<IterationTiming> timing =
+      std::nullopt;  // `iteration` left 0: the engine numbers iterations
 };
 
 // Facts about the execution that belong in the report beside the modelled figures.
@@ -70,6 +85,9 @@ class Backend {
   // Buffer lifetime on `stream` (a policy buffer, or a trace allocation: see kTraceBufferBit).
   virtual void Materialize(BufferHandle buffer, Bytes bytes, StreamId stream) = 0;
   virtual void Release(BufferHandle buffer, StreamId stream) = 0;
+  // false: Materialize and Release do nothing, and the engine need not call them (the sim: two
+  // calls saved on every allocation and free).
+  virtual bool holds_buffers() const { return true; }
 
   // Data movement and collectives, on `stream`.
   virtual void FillGradient(const GradientFill& fill, StreamId stream) = 0;
@@ -87,6 +105,11 @@ class Backend {
   virtual Result<IterationSpans> EndIteration() = 0;
 
   virtual ExecutionFacts facts() const = 0;
+
+  // false: EndIteration may list only the collective spans when it fills
+  // IterationSpans::timing. The engine asks for every span (the default) only when it keeps a
+  // timeline; backends that do not time spans as they go always list every one.
+  virtual void set_list_every_span(bool every) { (void)every; }
 
   // When work issued now on `stream` would start, on the backend's clock, for backends that
   // know it at issue time (sim); the others run asynchronously and answer nullopt. The engine

@@ -6,33 +6,34 @@
 namespace bucketsim {
 namespace {
 
-struct Interval {
-  Micros start = 0;
-  Micros end = 0;
-};
+using Interval = IterationTimer::Interval;
 
-// Sorted, non-overlapping cover of the spans of one kind.
-std::vector<Interval> Union(const std::vector<TimedSpan>& spans, SpanKind kind) {
-  std::vector<Interval> sorted;
-  for (const TimedSpan& span : spans) {
-    if (span.kind == kind && span.end_us > span.start_us) {
-      sorted.push_back({span.start_us, span.end_us});
-    }
+// Adds [start, end) to a cover: merged with every interval it overlaps or touches.
+void Cover(std::vector<Interval>& cover, Micros start, Micros end) {
+  if (end <= start) return;
+  if (cover.empty() || start > cover.back().end) {
+    cover.push_back({start, end});
+    return;
   }
-  // Spans of one stream are issued in start order: with one stream they are sorted already.
-  auto earlier = [](const Interval& a, const Interval& b) { return a.start < b.start; };
-  if (!std::is_sorted(sorted.begin(), sorted.end(), earlier)) {
-    std::sort(sorted.begin(), sorted.end(), earlier);
+  if (start >= cover.back().start) {  // one stream's next span: the common case
+    cover.back().end = std::max(cover.back().end, end);
+    return;
   }
-  std::vector<Interval> merged;
-  for (const Interval& interval : sorted) {
-    if (!merged.empty() && interval.start <= merged.back().end) {
-      merged.back().end = std::max(merged.back().end, interval.end);
-    } else {
-      merged.push_back(interval);
-    }
+  auto first =
+      std::lower_bound(cover.begin(), cover.end(), start,
+                       [](const Interval& interval, Micros at) { return interval.end < at; });
+  auto last = first;
+  Interval merged{start, end};
+  for (; last != cover.end() && last->start <= merged.end; ++last) {
+    merged.start = std::min(merged.start, last->start);
+    merged.end = std::max(merged.end, last->end);
   }
-  return merged;
+  if (first == last) {
+    cover.insert(first, merged);
+  } else {
+    *first = merged;
+    cover.erase(first + 1, last);
+  }
 }
 
 Micros Length(const std::vector<Interval>& intervals) {
@@ -41,7 +42,7 @@ Micros Length(const std::vector<Interval>& intervals) {
   return total;
 }
 
-// Total length of the intersection of two sorted, non-overlapping covers.
+// Total length of the intersection of two covers.
 Micros Overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
   Micros total = 0;
   std::size_t i = 0;
@@ -61,27 +62,38 @@ Micros Overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
 
 }  // namespace
 
-IterationTiming SummarizeIteration(const IterationSpans& spans, std::uint64_t iteration) {
-  IterationTiming timing;
-  timing.iteration = iteration;
-  timing.iteration_us = spans.end_us - spans.start_us;
-  for (const TimedSpan& span : spans.spans) {
-    Micros length = span.end_us - span.start_us;
-    switch (span.kind) {
-      case SpanKind::kCompute:
-        timing.compute_us += length;
-        break;
-      case SpanKind::kCollective:
-        timing.communication_us += length;
-        break;
-      case SpanKind::kCopy:
-        timing.copy_us += length;
-        break;
-    }
+void IterationTimer::Add(const TimedSpan& span) {
+  Micros length = span.end_us - span.start_us;
+  switch (span.kind) {
+    case SpanKind::kCompute:
+      timing_.compute_us += length;
+      Cover(compute_, span.start_us, span.end_us);
+      break;
+    case SpanKind::kCollective:
+      timing_.communication_us += length;
+      Cover(communication_, span.start_us, span.end_us);
+      break;
+    case SpanKind::kCopy:
+      timing_.copy_us += length;
+      break;
   }
-  std::vector<Interval> communication = Union(spans.spans, SpanKind::kCollective);
-  timing.exposed_communication_us =
-      Length(communication) - Overlap(communication, Union(spans.spans, SpanKind::kCompute));
+}
+
+IterationTiming IterationTimer::Take(Micros start_us, Micros end_us) {
+  IterationTiming timing = timing_;
+  timing.iteration_us = end_us - start_us;
+  timing.exposed_communication_us = Length(communication_) - Overlap(communication_, compute_);
+  timing_ = IterationTiming{};
+  compute_.clear();
+  communication_.clear();
+  return timing;
+}
+
+IterationTiming SummarizeIteration(const IterationSpans& spans, std::uint64_t iteration) {
+  IterationTimer timer;
+  for (const TimedSpan& span : spans.spans) timer.Add(span);
+  IterationTiming timing = timer.Take(spans.start_us, spans.end_us);
+  timing.iteration = iteration;
   return timing;
 }
 

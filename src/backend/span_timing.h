@@ -11,16 +11,32 @@
 
 namespace bucketsim {
 
-struct IterationTiming {
-  std::uint64_t iteration = 0;
-  Micros iteration_us = 0;      // from the end of the previous iteration to all streams idle
-  Micros compute_us = 0;        // sum of compute spans
-  Micros communication_us = 0;  // sum of collective spans
-  Micros copy_us = 0;           // bucket copy-in and .contiguous() copies
-  Micros exposed_communication_us = 0;  // collectives running while no compute ran
-};
-
+// IterationTiming (backend.h) from an iteration's spans.
 IterationTiming SummarizeIteration(const IterationSpans& spans, std::uint64_t iteration);
+
+// SummarizeIteration's figures, taken span by span as they are issued, so that a backend need
+// not keep an iteration's spans to time it: the sums add the same spans in the same order, and
+// the cover of each kind (the union of its spans, which the exposed time is measured on) is kept
+// merged as spans arrive, so the figures are SummarizeIteration's to the last bit. One stream's
+// spans arrive in start order and mostly touch, so a cover stays a few intervals long.
+class IterationTimer {
+ public:
+  void Add(const TimedSpan& span);
+  // The figures of the spans added since the last Take, for an iteration from `start_us` to
+  // `end_us` (`iteration` left 0); starts over.
+  IterationTiming Take(Micros start_us, Micros end_us);
+
+  struct Interval {
+    Micros start = 0;
+    Micros end = 0;
+  };
+
+ private:
+  IterationTiming timing_;
+  // Sorted, separated (each ends before the next starts) covers of the spans of a kind.
+  std::vector<Interval> compute_;
+  std::vector<Interval> communication_;
+};
 
 // A run's time figures over all its iterations. The step time is the median iteration time
 // of the iterations after the first when there are several (the first one creates

@@ -22,12 +22,4 @@ std::optional<Category> ParseTraceCategory(std::string_view name) {
   return std::nullopt;
 }
 
-bool IsPolicyCategory(Category category) {
-  return static_cast<int>(category) >= kNumTraceCategories;
-}
-
-bool IsBucketCategory(Category category) {
-  return category == Category::kBucketData || category == Category::kBucketOutput;
-}
-
 }  // namespace bucketsim

@@ -34,8 +34,12 @@ inline constexpr int kNumTraceCategories = 6;
 std::string_view CategoryName(Category category);
 // Only the trace categories are accepted: a trace never names a policy category.
 std::optional<Category> ParseTraceCategory(std::string_view name);
-bool IsPolicyCategory(Category category);
+constexpr bool IsPolicyCategory(Category category) {
+  return static_cast<int>(category) >= kNumTraceCategories;
+}
 // Bucket buffers proper: data and the current output shard.
-bool IsBucketCategory(Category category);
+constexpr bool IsBucketCategory(Category category) {
+  return category == Category::kBucketData || category == Category::kBucketOutput;
+}
 
 }  // namespace bucketsim

@@ -2,33 +2,9 @@
 
 #include <algorithm>
 
+#include "core/status.h"
+
 namespace bucketsim {
-
-void MemoryLedger::Charge(Category category, Bytes bytes, EventIndex at) {
-  current_ += bytes;
-  by_category_[static_cast<int>(category)] += bytes;
-  if (IsBucketCategory(category)) {
-    bucket_bytes_ += bytes;
-    peak_bucket_bytes_ = std::max(peak_bucket_bytes_, bucket_bytes_);
-  }
-  timeline_.ObserveAllocated(current_);
-  PhaseStats& phase = phases_.back();
-  phase.peak_bytes = std::max(phase.peak_bytes, current_);
-  if (current_ > peak_.allocated_bytes) {
-    peak_.allocated_bytes = current_;
-    peak_.event_index = at;
-    peak_.iteration = iteration_;
-    peak_.phase = phase.phase;
-    peak_.by_category = by_category_;
-    peak_unrecorded_ = true;
-  }
-}
-
-void MemoryLedger::Discharge(Category category, Bytes bytes) {
-  current_ -= bytes;
-  by_category_[static_cast<int>(category)] -= bytes;
-  if (IsBucketCategory(category)) bucket_bytes_ -= bytes;
-}
 
 void MemoryLedger::Move(Category from, Category to, Bytes bytes) {
   by_category_[static_cast<int>(from)] -= bytes;
@@ -50,14 +26,8 @@ void MemoryLedger::Mark(std::string name, EventIndex at, Bytes reserved) {
   marks_.push_back({std::move(name), iteration_, at, current_, reserved, by_category_});
 }
 
-void MemoryLedger::ObserveReserved(Bytes reserved) {
-  peak_.reserved_bytes = std::max(peak_.reserved_bytes, reserved);
-  timeline_.ObserveReserved(reserved);
-  PhaseStats& phase = phases_.back();
-  phase.peak_reserved_bytes = std::max(phase.peak_reserved_bytes, reserved);
-}
-
-void MemoryLedger::RecordPeakFragmentation(std::optional<FragmentationInfo> fragmentation) {
+void MemoryLedger::RecordPeak(std::optional<FragmentationInfo> fragmentation) {
+  peak_.by_category = by_category_;
   peak_.fragmentation = std::move(fragmentation);
   peak_unrecorded_ = false;
 }
@@ -67,6 +37,7 @@ void MemoryLedger::RecordPeakLargest(std::vector<LiveAllocation> largest) {
 }
 
 void MemoryLedger::Finish(RunResult& result) {
+  BUCKETSIM_CHECK(!peak_unrecorded_);
   phases_.back().end_bytes = current_;
   phases_.back().end_event = result.events;
   // The stretch before the first phase marker is reported only when something happened in it.

@@ -3,6 +3,7 @@
 // counts; what the bytes are and when they change is decided by the Replay that owns it.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ class MemoryLedger {
 
   // Event `at` begins; `reserved` is the memory model's figure now. Feeds the timeline.
   void Enter(EventIndex at, Bytes reserved) { timeline_.Enter(at, current_, reserved); }
+  // Charge, Discharge and ObserveReserved run once or twice per event: inline, below.
   void Charge(Category category, Bytes bytes, EventIndex at);
   void Discharge(Category category, Bytes bytes);
   void Move(Category from, Category to, Bytes bytes);
@@ -29,10 +31,14 @@ class MemoryLedger {
   void AddCompute(Micros duration) { phases_.back().compute_us += duration; }
   void Mark(std::string name, EventIndex at, Bytes reserved);
 
-  // True from the moment a new peak is reached until the owner has recorded the fragmentation
-  // at it (it must, before the first decrease, while the peak's allocations are still all live).
+  // True from the moment a new peak is reached until the owner has recorded it (it must, before
+  // the first decrease or move between categories, while the peak's allocations are all live
+  // and labelled as they were at it).
   bool peak_unrecorded() const { return peak_unrecorded_; }
-  void RecordPeakFragmentation(std::optional<FragmentationInfo> fragmentation);
+  // Records the peak's bytes by category (those now: a deep model's forward reaches a new peak
+  // at nearly every allocation, and copying them at each cost more than the rest of the charge)
+  // and its fragmentation.
+  void RecordPeak(std::optional<FragmentationInfo> fragmentation);
   // The largest allocations live at the last recorded peak (the owner ranks them once, at the
   // end of the replay).
   void RecordPeakLargest(std::vector<LiveAllocation> largest);
@@ -55,5 +61,37 @@ class MemoryLedger {
   std::vector<MarkSample> marks_;
   MemoryTimeline timeline_;
 };
+
+inline void MemoryLedger::Charge(Category category, Bytes bytes, EventIndex at) {
+  current_ += bytes;
+  by_category_[static_cast<int>(category)] += bytes;
+  if (IsBucketCategory(category)) {
+    bucket_bytes_ += bytes;
+    peak_bucket_bytes_ = std::max(peak_bucket_bytes_, bucket_bytes_);
+  }
+  timeline_.ObserveAllocated(current_);
+  PhaseStats& phase = phases_.back();
+  phase.peak_bytes = std::max(phase.peak_bytes, current_);
+  if (current_ > peak_.allocated_bytes) {
+    peak_.allocated_bytes = current_;
+    peak_.event_index = at;
+    peak_.iteration = iteration_;
+    peak_.phase = phase.phase;
+    peak_unrecorded_ = true;
+  }
+}
+
+inline void MemoryLedger::Discharge(Category category, Bytes bytes) {
+  current_ -= bytes;
+  by_category_[static_cast<int>(category)] -= bytes;
+  if (IsBucketCategory(category)) bucket_bytes_ -= bytes;
+}
+
+inline void MemoryLedger::ObserveReserved(Bytes reserved) {
+  peak_.reserved_bytes = std::max(peak_.reserved_bytes, reserved);
+  timeline_.ObserveReserved(reserved);
+  PhaseStats& phase = phases_.back();
+  phase.peak_reserved_bytes = std::max(phase.peak_reserved_bytes, reserved);
+}
 
 }  // namespace bucketsim

@@ -1,7 +1,6 @@
 #include "engine/replay.h"
 
 #include <algorithm>
-#include <functional>
 
 #include <fmt/format.h>
 
@@ -23,6 +22,8 @@ Replay::Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryMode
   result_.memory_model = std::string(memory_->name());
   result_.backend = std::string(backend_->name());
   if (options_.keep_timeline) result_.stream_timeline.emplace();
+  backend_->set_list_every_span(options_.keep_timeline);
+  backend_holds_buffers_ = backend_->holds_buffers();
   result_.collective_log_kept = options_.keep_collective_log;
 }
 
@@ -123,7 +124,9 @@ Status Replay::FinishIteration() {
     return Status(spans.status().code(),
                   fmt::format("iteration {}: {}", iteration_, spans.status().message()));
   }
-  result_.iterations.push_back(SummarizeIteration(*spans, iteration_));
+  IterationTiming timing = spans->timing ? *spans->timing : SummarizeIteration(*spans, 0);
+  timing.iteration = iteration_;
+  result_.iterations.push_back(timing);
   if (options_.keep_timeline) result_.stream_timeline->iterations.push_back(*spans);
   // The iteration's collective spans are in issue order, as its log entries are.
   std::size_t next = untimed_collectives_;
@@ -165,7 +168,7 @@ Status Replay::Charge(Allocation& allocation, BufferHandle handle, Bytes request
   allocation.block = *block;
   allocation.since = current_event_;
   allocation.stream = stream;
-  backend_->Materialize(handle, requested, stream);
+  if (backend_holds_buffers_) backend_->Materialize(handle, requested, stream);
   ledger_.Charge(allocation.category, block->charged, current_event_);
   ledger_.ObserveReserved(memory_->reserved_bytes());
   if (options_.keep_timeline) SampleMemory(stream);
@@ -186,7 +189,7 @@ void Replay::Discharge(Allocation& allocation, BufferHandle handle) {
     stream_uses_.erase(uses);
   }
   if (allocation.in_model) {
-    backend_->Release(handle, allocation.stream);
+    if (backend_holds_buffers_) backend_->Release(handle, allocation.stream);
     if (used_on.empty()) {
       memory_->Free(allocation.block);
     } else {
@@ -194,7 +197,7 @@ void Replay::Discharge(Allocation& allocation, BufferHandle handle) {
     }
   }
   ledger_.Discharge(allocation.category, allocation.block.charged);
-  allocation.refs = 0;
+  allocation.live = false;
   if (options_.keep_timeline) SampleMemory(allocation.stream);
 }
 
@@ -202,7 +205,7 @@ Status Replay::AllocateTrace(const Event& event) {
   if (event.slot >= trace_slots_.size()) trace_slots_.resize(event.slot + 1);
   Allocation& allocation = trace_slots_[event.slot];
   allocation.category = event.category;
-  allocation.refs = 1;
+  allocation.live = true;
   allocation.trace_id = event.id;
   MakeLive(allocation);
   return Charge(allocation, kTraceBufferBit | event.slot, event.bytes, event.stream);
@@ -221,39 +224,42 @@ BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId g
     id = free_buffers_.back();
     free_buffers_.pop_back();
   }
-  Allocation& buffer = buffers_[id];
-  buffer.category = category;
+  PolicyBuffer& buffer = buffers_[id];
+  Allocation& allocation = buffer.allocation;
+  allocation.category = category;
+  allocation.live = true;
+  allocation.dtype = dtype;
+  allocation.group = group;
   buffer.refs = 1;
-  buffer.dtype = dtype;
-  buffer.group = group;
-  MakeLive(buffer);
-  Status status = Charge(buffer, id, bytes, policy_stream_);
+  MakeLive(allocation);
+  Status status = Charge(allocation, id, bytes, policy_stream_);
   if (!status.ok() && deferred_error_.ok()) deferred_error_ = std::move(status);
-  buffer.lifetime = RecordLifetime(buffer);
+  buffer.lifetime = RecordLifetime(allocation);
   return id;
 }
 
 void Replay::Release(BufferId id) {
-  Allocation& buffer = buffers_[id];
+  PolicyBuffer& buffer = buffers_[id];
   BUCKETSIM_CHECK(buffer.refs > 0);
   if (--buffer.refs > 0) return;
   if (buffer.lifetime != kNoLifetime) {
     result_.bucket_lifetimes[buffer.lifetime].freed_event = current_event_;
   }
-  Discharge(buffer, id);
+  Discharge(buffer.allocation, id);
   free_buffers_.push_back(id);
 }
 
 void Replay::Relabel(BufferId id, Category category) {
   RecordPeakIfNeeded();  // the peak's list shows what the categories were at the peak
-  Allocation& buffer = buffers_[id];
-  KeepForPeak(true, id, buffer);
+  PolicyBuffer& buffer = buffers_[id];
+  Allocation& allocation = buffer.allocation;
+  KeepForPeak(true, id, allocation);
   if (buffer.lifetime != kNoLifetime) {
     result_.bucket_lifetimes[buffer.lifetime].retired_event = current_event_;
   }
-  ledger_.Move(buffer.category, category, buffer.block.charged);
-  buffer.category = category;
-  if (options_.keep_timeline) SampleMemory(buffer.stream);
+  ledger_.Move(allocation.category, category, allocation.block.charged);
+  allocation.category = category;
+  if (options_.keep_timeline) SampleMemory(allocation.stream);
 }
 
 void Replay::FillGradient(const GradientFill& fill) {
@@ -315,78 +321,59 @@ std::uint32_t Replay::RecordLifetime(const Allocation& buffer) {
   return static_cast<std::uint32_t>(result_.bucket_lifetimes.size() - 1);
 }
 
-namespace {
-
-// What the peak's list shows of an allocation.
-template <typename Allocation>
-Allocation AsRanked(const Allocation& a) {
-  Allocation copy;
-  copy.block = a.block;
-  copy.category = a.category;
-  copy.since = a.since;
-  copy.trace_id = a.trace_id;
-  copy.dtype = a.dtype;
-  copy.group = a.group;
-  return copy;
-}
-
-}  // namespace
-
-void Replay::MakeLive(Allocation& allocation) {
-  allocation.live_seq = next_live_seq_++;
-  allocation.peak_epoch = 0;
+bool Replay::RanksBefore(const PeakEntry& x, const PeakEntry& y) {
+  const Allocation& a = x.allocation;
+  const Allocation& b = y.allocation;
+  if (a.block.charged != b.block.charged) return a.block.charged > b.block.charged;
+  if (a.since != b.since) return a.since < b.since;
+  if (x.policy_buffer != y.policy_buffer) return y.policy_buffer;
+  return x.index < y.index;
 }
 
 bool Replay::RecordPeakIfNeeded() {
   if (!ledger_.peak_unrecorded()) return false;
+  BUCKETSIM_CHECK(peak_epoch_ < ~std::uint32_t{0});
   ++peak_epoch_;
-  peak_live_seq_ = next_live_seq_;
-  peak_changed_.clear();
-  ledger_.RecordPeakFragmentation(memory_->Fragmentation());
+  peak_largest_.clear();
+  ledger_.RecordPeak(memory_->Fragmentation());
   return true;
 }
 
 void Replay::KeepForPeak(bool policy_buffer, std::uint32_t index, Allocation& allocation) {
-  if (peak_epoch_ == 0 || allocation.live_seq >= peak_live_seq_ ||
-      allocation.peak_epoch == peak_epoch_) {
-    return;  // born after the peak, or already kept as it was then
-  }
+  if (allocation.peak_epoch == peak_epoch_) return;  // born after the peak, or kept already
   allocation.peak_epoch = peak_epoch_;
-  peak_changed_.push_back({policy_buffer, index, AsRanked(allocation)});
+  OfferForPeak({policy_buffer, index, allocation});
+}
+
+void Replay::OfferForPeak(const PeakEntry& entry) {
+  const auto keep = static_cast<std::size_t>(std::max(options_.largest_at_peak, 0));
+  if (peak_largest_.size() < keep) {
+    peak_largest_.push_back(entry);
+    std::push_heap(peak_largest_.begin(), peak_largest_.end(), RanksBefore);
+  } else if (keep > 0 && RanksBefore(entry, peak_largest_.front())) {
+    std::pop_heap(peak_largest_.begin(), peak_largest_.end(), RanksBefore);
+    peak_largest_.back() = entry;
+    std::push_heap(peak_largest_.begin(), peak_largest_.end(), RanksBefore);
+  }
 }
 
 void Replay::RankLargestAtPeak() {
   if (peak_epoch_ == 0) return;
-  // Everything live at the peak, in the order the tables hold it: trace slots by slot, then
-  // policy buffers by id (the last tie-break of the ranking below).
-  std::vector<PeakEntry> live = std::move(peak_changed_);
-  for (const bool policy_buffer : {false, true}) {
-    const std::vector<Allocation>& table = policy_buffer ? buffers_ : trace_slots_;
-    for (std::size_t i = 0; i < table.size(); ++i) {
-      const Allocation& a = table[i];
-      if (a.refs == 0 || a.live_seq >= peak_live_seq_ || a.peak_epoch == peak_epoch_) continue;
-      live.push_back({policy_buffer, static_cast<std::uint32_t>(i), AsRanked(a)});
+  // What was live at the peak and has not changed since.
+  auto offer_if_unchanged = [this](bool policy_buffer, std::size_t index, const Allocation& a) {
+    if (a.live && a.peak_epoch != peak_epoch_) {
+      OfferForPeak({policy_buffer, static_cast<std::uint32_t>(index), a});
     }
-  }
-  std::sort(live.begin(), live.end(), [](const PeakEntry& x, const PeakEntry& y) {
-    return x.policy_buffer != y.policy_buffer ? y.policy_buffer : x.index < y.index;
-  });
-  std::vector<const Allocation*> ranked;
-  ranked.reserve(live.size());
-  for (const PeakEntry& entry : live) ranked.push_back(&entry.allocation);
-  // A total order (size, then age, then table order: `ranked` points into `live`, sorted
-  // above), so equal entries never depend on how the standard library's partial sort is built.
-  auto larger = [](const Allocation* x, const Allocation* y) {
-    if (x->block.charged != y->block.charged) return x->block.charged > y->block.charged;
-    if (x->since != y->since) return x->since < y->since;
-    return std::less<const Allocation*>{}(x, y);
   };
-  std::size_t keep = std::min<std::size_t>(ranked.size(), options_.largest_at_peak);
-  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep),
-                    ranked.end(), larger);
+  for (std::size_t i = 0; i < trace_slots_.size(); ++i)
+    offer_if_unchanged(false, i, trace_slots_[i]);
+  for (std::size_t i = 0; i < buffers_.size(); ++i) {
+    offer_if_unchanged(true, i, buffers_[i].allocation);
+  }
+  std::sort_heap(peak_largest_.begin(), peak_largest_.end(), RanksBefore);
   std::vector<LiveAllocation> largest;
-  for (std::size_t i = 0; i < keep; ++i) {
-    const Allocation& a = *ranked[i];
+  for (const PeakEntry& entry : peak_largest_) {
+    const Allocation& a = entry.allocation;
     std::string what =
         IsPolicyCategory(a.category)
             ? fmt::format("{} {} group {}", CategoryName(a.category), DTypeName(a.dtype), a.group)

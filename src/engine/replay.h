@@ -50,29 +50,42 @@ class Replay final : public EventSink, private PolicyHost {
   static constexpr std::uint32_t kNoLifetime = ~std::uint32_t{0};
 
   // Every alloc and free of a replay reads and writes one of these: fields are ordered so that
-  // it packs into 72 bytes (120 with the record_stream list it held, a deep model's tens of
+  // it packs into 48 bytes (120 with the record_stream list it held, a deep model's tens of
   // thousands of live entries spilling two cache lines each).
   struct Allocation {
     Block block;
     EventIndex since = 0;
-    std::uint64_t trace_id = 0;  // trace allocations
-    GroupId group = 0;           // policy buffers
-    std::uint64_t live_seq = 0;  // the how-manieth allocation made live this is
-    std::uint32_t refs = 0;      // 0: the entry is free
+    union {
+      std::uint64_t trace_id = 0;  // trace allocations
+      GroupId group;               // policy buffers
+    };
     StreamId stream = 0;
-    std::uint32_t lifetime = kNoLifetime;  // bucket buffers: its entry in bucket_lifetimes
-    std::uint32_t peak_epoch = 0;          // the peak record it was last copied into
+    // The last recorded peak this entry is settled for: made live after it (so not live at
+    // it), or already kept in peak_largest_ as it was then. Below peak_epoch_: live at the peak
+    // and unchanged since.
+    std::uint32_t peak_epoch = 0;
     Category category = Category::kOther;
     DType dtype = DType::kFloat32;  // policy buffers
+    bool live = false;
     bool in_model = false;  // false when the memory model refused it (an OOM being reported)
   };
+  // A policy buffer, and what only policy buffers have: the references that keep it alive (the
+  // bucket, the gradients viewing it) and its bucket lifetime record.
+  struct PolicyBuffer {
+    Allocation allocation;
+    std::uint32_t refs = 0;
+    std::uint32_t lifetime = kNoLifetime;  // bucket buffers: its entry in bucket_lifetimes
+  };
   // An allocation live at the recorded peak, as it was then, and where it lived (the tables'
-  // order is the order the largest are ranked in, which breaks ties as the old per-peak scan).
+  // order breaks the last ties of the ranking).
   struct PeakEntry {
     bool policy_buffer = false;  // buffers_ (else trace_slots_)
     std::uint32_t index = 0;
     Allocation allocation;
   };
+  // The ranking of the peak's list: larger first, then older, then in table order (trace slots
+  // by slot, then policy buffers by id): a total order, so ties never depend on the library.
+  static bool RanksBefore(const PeakEntry& x, const PeakEntry& y);
 
   // PolicyHost
   BufferId Allocate(Bytes bytes, Category category, DType dtype, GroupId group) override;
@@ -96,11 +109,14 @@ class Replay final : public EventSink, private PolicyHost {
   // ranking every live allocation each time cost time quadratic in the depth.
   // Returns whether it recorded one now.
   bool RecordPeakIfNeeded();
-  // Before `allocation` (live, at `index` of its table) is freed or relabelled: keeps a copy of
-  // it as it was at the recorded peak, the first time it changes after the peak.
+  // Before `allocation` (live, at `index` of its table) is freed or relabelled: offers a copy
+  // of it as it was at the recorded peak to peak_largest_, the first time it changes after the
+  // peak.
   void KeepForPeak(bool policy_buffer, std::uint32_t index, Allocation& allocation);
-  // Makes `allocation` live: a new sequence number, so it counts as born after any recorded peak.
-  void MakeLive(Allocation& allocation);
+  // Offers `entry` to peak_largest_, which keeps the largest_at_peak first under RanksBefore.
+  void OfferForPeak(const PeakEntry& entry);
+  // Makes `allocation` live: born after any recorded peak, so not listed at it.
+  void MakeLive(Allocation& allocation) { allocation.peak_epoch = peak_epoch_; }
   // The largest allocations live at the recorded peak, into the ledger.
   void RankLargestAtPeak();
   std::uint32_t RecordLifetime(const Allocation& buffer);
@@ -112,6 +128,7 @@ class Replay final : public EventSink, private PolicyHost {
   std::unique_ptr<BucketPolicy> policy_;
   std::unique_ptr<MemoryModel> memory_;
   std::unique_ptr<Backend> backend_;
+  bool backend_holds_buffers_ = true;  // Backend::holds_buffers, asked once
   ReplayOptions options_;
   const TraceHeader* header_ = nullptr;
   StreamId policy_stream_ = 0;
@@ -127,17 +144,17 @@ class Replay final : public EventSink, private PolicyHost {
   // The other streams that use a live trace allocation (record_stream), by slot: rare, so
   // kept apart from the slots.
   std::map<std::uint32_t, std::vector<StreamId>> stream_uses_;
-  std::vector<Allocation> buffers_;  // by BufferId
+  std::vector<PolicyBuffer> buffers_;  // by BufferId
   std::vector<BufferId> free_buffers_;
   std::vector<BufferId> held_grad_;  // per parameter: the buffer its gradient lives in
   std::vector<std::uint32_t> holding_params_;
 
-  // The recorded peak: allocations made live before peak_live_seq_ were live at it; those
-  // freed or relabelled since are copied in peak_changed_, at most one entry each.
-  std::uint64_t next_live_seq_ = 0;
-  std::uint64_t peak_live_seq_ = 0;
-  std::uint32_t peak_epoch_ = 0;  // 0: no peak recorded yet
-  std::vector<PeakEntry> peak_changed_;
+  // The recorded peak (peak_epoch_ counts them; 0: none yet). Of the allocations live at it and
+  // freed or relabelled since, only the largest_at_peak that rank first are kept, as they were
+  // then, in a heap whose front ranks last: the peak's list is the first of these and of those
+  // still live and unchanged (peak_epoch below peak_epoch_), ranked once at the end.
+  std::uint32_t peak_epoch_ = 0;
+  std::vector<PeakEntry> peak_largest_;
 
   MemoryLedger ledger_;
   RunResult result_;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "backend/sim/sim_backend.h"
 #include "memory/exact_memory_model.h"
@@ -75,10 +76,12 @@ class PolicyFanout final : public EventSink {
   std::vector<std::unique_ptr<Replay>> replays_;
 };
 
-// Checked events in trace order, and the names the header interned since the previous batch
-// (the header's `names` grows while the trace streams in; each worker keeps its own copy).
+// Checked events in trace order, and the names of marks among them that no batch has carried
+// yet, by their index in the reader's header. A replay reads no other name: the header's `names`
+// grow while the trace streams in, by one per compute span of a deep model (64,000 at 2000
+// blocks), which the workers need not copy.
 struct EventBatch {
-  std::vector<std::string> new_names;
+  std::vector<std::pair<std::uint32_t, std::string>> new_mark_names;
   std::vector<Event> events;
 };
 using BatchPtr = std::shared_ptr<const EventBatch>;
@@ -128,7 +131,9 @@ struct Failure {
 class Worker {
  public:
   Worker(const TraceHeader& header, std::size_t queue_capacity)
-      : header_(header), queue_(queue_capacity) {}
+      : header_(header), queue_(queue_capacity) {
+    header_.names.clear();  // the marks' names come with the batches
+  }
 
   void Add(std::size_t policy, std::unique_ptr<Replay> replay) {
     policies_.push_back(policy);
@@ -162,9 +167,12 @@ class Worker {
   void Run() {
     while (BatchPtr batch = queue_.Pop()) {
       if (failure_) continue;  // drain, so that the reader never blocks on a failed worker
-      header_.names.insert(header_.names.end(), batch->new_names.begin(), batch->new_names.end());
+      for (const auto& [index, name] : batch->new_mark_names) {
+        mark_names_[index] = static_cast<std::uint32_t>(header_.names.size());
+        header_.names.push_back(name);
+      }
       for (const Event& event : batch->events) {
-        if (!ReplayEvent(event)) break;
+        if (!ReplayEvent(event.kind == EventKind::kMark ? LocalMark(event) : event)) break;
       }
     }
     if (!ended_ || failure_) return;
@@ -188,12 +196,20 @@ class Worker {
     return true;
   }
 
+  // `mark` with its name's index in this worker's header.
+  Event LocalMark(const Event& mark) const {
+    Event local = mark;
+    local.name = mark_names_.at(mark.name);
+    return local;
+  }
+
   void Fail(Failure failure) {
     failure_ = std::move(failure);
     failed_.store(true, std::memory_order_relaxed);
   }
 
-  TraceHeader header_;
+  TraceHeader header_;                                           // names: only the marks'
+  std::unordered_map<std::uint32_t, std::uint32_t> mark_names_;  // reader's index -> header_'s
   BatchQueue queue_;
   std::vector<std::size_t> policies_;
   std::vector<std::unique_ptr<Replay>> replays_;
@@ -231,7 +247,6 @@ class ParallelFanout final : public EventSink {
     for (std::size_t i = 0; i < made->size(); ++i) {
       workers_[i % num_workers_]->worker.Add(i, std::move((*made)[i]));
     }
-    names_sent_ = header.names.size();
     for (auto& slot : workers_) {
       BUCKETSIM_RETURN_IF_ERROR(slot->worker.StartReplays());
     }
@@ -245,6 +260,7 @@ class ParallelFanout final : public EventSink {
   }
 
   Status OnEvent(const Event& event) override {
+    if (event.kind == EventKind::kMark) SendName(event.name);
     batch_->events.push_back(event);
     if (batch_->events.size() < kBatchEvents) return Status::Ok();
     Publish();
@@ -295,11 +311,15 @@ class ParallelFanout final : public EventSink {
     bool started = false;
   };
 
+  void SendName(std::uint32_t name) {
+    if (name >= name_sent_.size()) name_sent_.resize(name + 1, false);
+    if (name_sent_[name]) return;
+    name_sent_[name] = true;
+    batch_->new_mark_names.emplace_back(name, header_->names[name]);
+  }
+
   void Publish() {
-    if (batch_->events.empty() && names_sent_ == header_->names.size()) return;
-    batch_->new_names.assign(header_->names.begin() + static_cast<std::ptrdiff_t>(names_sent_),
-                             header_->names.end());
-    names_sent_ = header_->names.size();
+    if (batch_->events.empty()) return;
     BatchPtr published = std::move(batch_);
     for (auto& slot : workers_) slot->worker.Push(published);
     batch_ = std::make_shared<EventBatch>();
@@ -310,7 +330,7 @@ class ParallelFanout final : public EventSink {
   const unsigned num_workers_;
   const TraceHeader* header_ = nullptr;
   std::size_t num_policies_ = 0;
-  std::size_t names_sent_ = 0;
+  std::vector<bool> name_sent_;  // by the reader's name index: carried by a batch already
   std::vector<std::unique_ptr<Slot>> workers_;
   std::shared_ptr<EventBatch> batch_;
   bool ended_ = false;

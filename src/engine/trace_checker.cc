@@ -201,20 +201,17 @@ Status TraceChecker::FreeOfDeadId(const Event& event) {
 }
 
 void TraceChecker::RememberFree(std::uint64_t id, EventIndex at) {
-  if (remembered_frees_ == 0) return;
-  if (recent_frees_.size() < remembered_frees_) {
-    recent_frees_.emplace_back(id, at);
-  } else {
-    recent_frees_[next_recent_] = {id, at};
-  }
-  next_recent_ = (next_recent_ + 1) % remembered_frees_;
+  if (recent_frees_.empty()) return;
+  recent_frees_[next_recent_] = {id, at};
+  if (++next_recent_ == recent_frees_.size()) next_recent_ = 0;  // a division cost more, per free
+  recent_count_ = std::min(recent_count_ + 1, recent_frees_.size());
 }
 
 std::optional<EventIndex> TraceChecker::RecentFree(std::uint64_t id) const {
   // Newest first: the ring ends just before next_recent_. Only an erroneous free scans it.
-  const std::size_t count = recent_frees_.size();
-  for (std::size_t back = 1; back <= count; ++back) {
-    const auto& [freed_id, freed_at] = recent_frees_[(next_recent_ + count - back) % count];
+  const std::size_t size = recent_frees_.size();
+  for (std::size_t back = 1; back <= recent_count_; ++back) {
+    const auto& [freed_id, freed_at] = recent_frees_[(next_recent_ + size - back) % size];
     if (freed_id == id) return freed_at;
   }
   return std::nullopt;
@@ -222,6 +219,15 @@ std::optional<EventIndex> TraceChecker::RecentFree(std::uint64_t id) const {
 
 void TraceChecker::RememberAllocated(std::uint64_t id) {
   // Generated traces number allocations in order: the id extends the last range.
+  if (last_range_end_ != nullptr && id == *last_range_end_ + 1) {
+    *last_range_end_ = id;
+    return;
+  }
+  AddAllocatedId(id);
+  last_range_end_ = &std::prev(allocated_ids_.end())->second;
+}
+
+void TraceChecker::AddAllocatedId(std::uint64_t id) {
   if (!allocated_ids_.empty()) {
     auto last = std::prev(allocated_ids_.end());
     if (id > last->second) {

@@ -80,7 +80,12 @@ class TraceChecker final : public EventSink {
   // `next` may be null: then the checker only validates and summarises.
   explicit TraceChecker(EventSink* next, CheckerMode mode = CheckerMode::kReject,
                         std::size_t remembered_frees = kRememberedFrees)
-      : next_(next), mode_(mode), remembered_frees_(remembered_frees) {}
+      : next_(next),
+        mode_(mode),
+        remembered_frees_(remembered_frees),
+        recent_frees_(remembered_frees) {}
+  TraceChecker(const TraceChecker&) = delete;  // last_range_end_ points into allocated_ids_
+  TraceChecker& operator=(const TraceChecker&) = delete;
 
   Status OnHeader(const TraceHeader& header) override;
   Status OnEvent(const Event& event) override;
@@ -90,7 +95,7 @@ class TraceChecker final : public EventSink {
   // How many ids (or ranges of ids) the checker holds now: live ones, recently freed ones, and
   // ranges of every id allocated. Bounded by the live allocations, whatever the trace length.
   std::size_t remembered_ids() const {
-    return live_ids_.size() + recent_frees_.size() + allocated_ids_.size();
+    return live_ids_.size() + recent_count_ + allocated_ids_.size();
   }
 
  private:
@@ -116,6 +121,8 @@ class TraceChecker final : public EventSink {
   void RememberFree(std::uint64_t id, EventIndex at);
   // Adds `id` to allocated_ids_.
   void RememberAllocated(std::uint64_t id);
+  void AddAllocatedId(std::uint64_t id);  // RememberAllocated when `id` does not extend the last
+
   bool WasAllocated(std::uint64_t id) const;
   Status CheckReduceScatter(const Event& event);
   Status CheckPhase(const Event& event);
@@ -129,10 +136,13 @@ class TraceChecker final : public EventSink {
   LiveIdIndex live_ids_;          // id -> slot
   std::vector<SlotState> slots_;  // by slot
   std::vector<std::uint32_t> free_slots_;
-  // The last remembered_frees_ frees (id, event), a ring: the oldest is overwritten first.
+  // The last remembered_frees_ frees (id, event), a ring of that size allocated at once (64 KiB
+  // by default): the oldest is overwritten first; the first recent_count_ written are valid.
   std::vector<std::pair<std::uint64_t, EventIndex>> recent_frees_;
-  std::size_t next_recent_ = 0;                           // where the next free goes
+  std::size_t next_recent_ = 0;  // where the next free goes
+  std::size_t recent_count_ = 0;
   std::map<std::uint64_t, std::uint64_t> allocated_ids_;  // first id -> last id
+  std::uint64_t* last_range_end_ = nullptr;  // the last id of allocated_ids_' last range
   std::uint32_t num_slots_ = 0;
   Bytes live_bytes_ = 0;
   std::uint64_t live_count_ = 0;

@@ -30,5 +30,43 @@ TEST(SimBackend, WaitMovesTheWaitingStreamToTheProducersClock) {
   EXPECT_DOUBLE_EQ(next->end_us, 136);
 }
 
+TEST(SimBackend, ListsOnlyCollectivesUnlessAskedForEverySpanAndTimesTheIterationAlike) {
+  // The same work with and without every span listed: the timing is the same figures, and
+  // without every span the list keeps the collective alone.
+  auto run = [](bool every) {
+    TraceHeader header;
+    header.streams = {{"default"}, {"post_backward"}};
+    auto profile = std::make_shared<TimeProfile>();
+    profile->reduce_scatter = {{2, 10.0, 1.0, {}}};  // alpha 10 µs: the collective outlasts 10 µs
+    SimBackend sim(profile);
+    sim.set_list_every_span(every);
+    EXPECT_TRUE(sim.Start(header).ok());
+    sim.Compute(0, 100);
+    sim.WaitStream(1, 0);
+    CollectiveRecord record;
+    record.group_size = 2;
+    record.input_numel = 1000;
+    sim.ReduceScatter(record, {}, 1);  // [100, 100 + t)
+    sim.Compute(0, 10);                // [100, 110): hides part of the collective
+    Result<IterationSpans> spans = sim.EndIteration();
+    EXPECT_TRUE(spans.ok());
+    return *spans;
+  };
+  const IterationSpans every = run(true);
+  const IterationSpans collectives = run(false);
+  ASSERT_EQ(every.spans.size(), 3u);
+  ASSERT_EQ(collectives.spans.size(), 1u);
+  EXPECT_EQ(collectives.spans[0].kind, SpanKind::kCollective);
+  EXPECT_DOUBLE_EQ(collectives.spans[0].end_us, every.spans[1].end_us);
+  ASSERT_TRUE(collectives.timing.has_value());
+  const IterationTiming summarized = SummarizeIteration(every, 0);
+  const IterationTiming timed = *collectives.timing;
+  EXPECT_GT(summarized.exposed_communication_us, 0);
+  EXPECT_EQ(timed.iteration_us, summarized.iteration_us);
+  EXPECT_EQ(timed.compute_us, summarized.compute_us);
+  EXPECT_EQ(timed.communication_us, summarized.communication_us);
+  EXPECT_EQ(timed.exposed_communication_us, summarized.exposed_communication_us);
+}
+
 }  // namespace
 }  // namespace bucketsim

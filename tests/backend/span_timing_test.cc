@@ -36,6 +36,29 @@ TEST(SummarizeIteration, TailAfterTheLastComputeIsExposed) {
   EXPECT_DOUBLE_EQ(t.exposed_communication_us, 70);
 }
 
+TEST(IterationTimer, MergesSpansThatArriveOutOfStartOrder) {
+  // Two streams' compute spans arrive out of start order: [50, 60), [0, 10), [20, 30), then
+  // [9, 21), which joins the first two into [0, 30), then [70, 80) and [60, 65), which touches
+  // [50, 60). Cover: [0, 30), [50, 65), [70, 80). The collective [5, 75) overlaps it by 25 + 15
+  // + 5 = 45 µs: exposed 70 - 45 = 25 µs.
+  IterationTimer timer;
+  for (const TimedSpan& span : {Compute(50, 60), Compute(0, 10), Compute(20, 30), Compute(9, 21),
+                                Compute(70, 80), Compute(60, 65), Collective(5, 75)}) {
+    timer.Add(span);
+  }
+  IterationTiming t = timer.Take(0, 80);
+  EXPECT_EQ(t.iteration, 0u);
+  EXPECT_DOUBLE_EQ(t.iteration_us, 80);
+  EXPECT_DOUBLE_EQ(t.compute_us, 10 + 10 + 10 + 12 + 10 + 5);
+  EXPECT_DOUBLE_EQ(t.communication_us, 70);
+  EXPECT_DOUBLE_EQ(t.exposed_communication_us, 25);
+  // Take starts over: an iteration of one exposed collective.
+  timer.Add(Collective(100, 110));
+  t = timer.Take(80, 110);
+  EXPECT_DOUBLE_EQ(t.compute_us, 0);
+  EXPECT_DOUBLE_EQ(t.exposed_communication_us, 10);
+}
+
 TEST(SumTimings, StepTimeIsTheMedianAfterTheWarmUpIteration) {
   std::vector<IterationTiming> iterations(4);
   iterations[0].iteration_us = 1000;  // warm-up: excluded

@@ -1,4 +1,5 @@
-// The peak's composition (its largest live allocations and the cache's fragmentation at it) is
+// The peak's composition (its bytes by category, its largest live allocations and the cache's
+// fragmentation at it) is recorded once per peak, when the peak is recorded, and its largest are
 // ranked once, at the end of a replay, from the allocations that were live at the last recorded
 // peak. These tests hold it to the slow, obvious reference: scan every live allocation each time
 // a new peak is recorded (the first decrease after it, an empty_cache, or the end), as the replay
@@ -93,6 +94,7 @@ struct Reference {
   std::vector<LiveAllocation> largest;
   std::optional<FragmentationInfo> fragmentation;
   Bytes peak_bytes = 0;
+  CategoryBytes by_category{};  // what was live at the peak, by category
 };
 
 // The per-peak scan, on its own memory model.
@@ -125,6 +127,10 @@ Reference Scan(const std::vector<Op>& ops, MemoryModel& model, int keep) {
           {a.category, a.block.charged, "trace alloc id " + std::to_string(all[i].first), a.since});
     }
     ref.fragmentation = model.Fragmentation();
+    ref.by_category = {};
+    for (const auto& [id, a] : live) {
+      ref.by_category[static_cast<std::size_t>(a.category)] += a.block.charged;
+    }
   };
   for (std::size_t index = 0; index < ops.size(); ++index) {
     const Op& op = ops[index];
@@ -197,6 +203,7 @@ void CheckAgainstScan(const std::string& allocator, std::uint64_t seed) {
   ASSERT_TRUE(model.ok());
   const Reference ref = Scan(ops, **model, ReplayOptions{}.largest_at_peak);
   EXPECT_EQ(run.peak.allocated_bytes, ref.peak_bytes);
+  EXPECT_EQ(run.peak.by_category, ref.by_category);
   ASSERT_EQ(run.peak.largest.size(), ref.largest.size());
   for (std::size_t i = 0; i < ref.largest.size(); ++i) {
     EXPECT_EQ(run.peak.largest[i].what, ref.largest[i].what) << i;

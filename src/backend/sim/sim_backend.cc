@@ -23,8 +23,10 @@ std::optional<Micros> SimBackend::IssueClock(StreamId stream) const {
 
 void SimBackend::Occupy(SpanKind kind, StreamId stream, Micros duration) {
   Micros& clock = Clock(stream);
-  current_.spans.push_back({kind, stream, clock, clock + duration});
+  const TimedSpan span{kind, stream, clock, clock + duration};
   clock += duration;
+  timer_.Add(span);
+  if (list_every_span_ || kind == SpanKind::kCollective) current_.spans.push_back(span);
 }
 
 void SimBackend::FillGradient(const GradientFill& fill, StreamId stream) {
@@ -69,6 +71,7 @@ Result<IterationSpans> SimBackend::EndIteration() {
   std::fill(stream_clock_us_.begin(), stream_clock_us_.end(), end);
   IterationSpans finished = std::move(current_);
   finished.end_us = end;
+  finished.timing = timer_.Take(finished.start_us, end);
   current_ = IterationSpans{end, end, {}};
   // Iterations of a trace issue about as many spans each: growing the list again every
   // iteration cost more than keeping its spans.

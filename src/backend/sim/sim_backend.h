@@ -20,6 +20,10 @@
 // before the collective that read the bucket has ended, with or without the .contiguous() copy.
 // The single stream order expresses the rule; sim_backend_test's buffer-reuse stall shows it.
 //
+// The sim times an iteration as it issues its spans (IterationTimer) and, unless asked for every
+// span (a timeline), keeps only the collectives, whose times the collective log records: the
+// memory of an iteration's spans no longer grows with the model's depth.
+//
 // Without a profile, copies and collectives take no time (the model of the memory-only
 // reports); the clocks then advance by compute alone.
 #pragma once
@@ -30,6 +34,7 @@
 
 #include "backend/backend.h"
 #include "backend/sim/time_profile.h"
+#include "backend/span_timing.h"
 
 namespace bucketsim {
 
@@ -44,6 +49,7 @@ class SimBackend final : public Backend {
   Status Start(const TraceHeader& header) override;
   void Materialize(BufferHandle /*buffer*/, Bytes /*bytes*/, StreamId /*stream*/) override {}
   void Release(BufferHandle /*buffer*/, StreamId /*stream*/) override {}
+  bool holds_buffers() const override { return false; }
   void FillGradient(const GradientFill& fill, StreamId stream) override;
   void Copy(const BufferCopy& copy, StreamId stream) override;
   void ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
@@ -53,6 +59,7 @@ class SimBackend final : public Backend {
   Result<IterationSpans> EndIteration() override;
   ExecutionFacts facts() const override { return {}; }
   std::optional<Micros> IssueClock(StreamId stream) const override;
+  void set_list_every_span(bool every) override { list_every_span_ = every; }
 
  private:
   Micros& Clock(StreamId stream);
@@ -61,6 +68,8 @@ class SimBackend final : public Backend {
   std::shared_ptr<const TimeProfile> profile_;
   double compute_scale_ = 1.0;
   std::vector<Micros> stream_clock_us_;
+  bool list_every_span_ = true;
+  IterationTimer timer_;  // the current iteration's timing, span by span
   IterationSpans current_;
 };
 
