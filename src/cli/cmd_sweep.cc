@@ -406,10 +406,9 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
                   "searches the caps from the least that buckets any request to one bucket per "
                   "backward, A..B searches that range (MiB), beside any caps listed")
       ->required()
+      // One value per --bucket-cap-mb (lists are comma-separated), as per --policy: the words
+      // after it are traces, however many, never taken for caps.
       ->allow_extra_args(false);
-  // One value per --policy or --bucket-cap-mb (lists are comma-separated): the words after it
-  // are traces, however many, never taken for policies or caps.
-  command.get_option("--policy")->allow_extra_args(false);
   command
       .add_option("--time-tolerance", flags->time_tolerance_pct,
                   "The knee: the least peak reserved among configurations whose step time is "

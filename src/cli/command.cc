@@ -73,8 +73,12 @@ Status ReadTraceWithProgress(const std::string& path, TraceHeader& header, Event
 
 void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap) {
   AddProgressFlags(command, flags.progress);
-  command.add_option("--policy", flags.policies,
-                     "Bucket policy: " + PolicyNamesHelp() + " (repeatable)");
+  // One value per --policy (repeat the flag for more): a word after it is the trace, so
+  // `compare --policy backward-only TRACE` reads TRACE rather than taking it for a policy.
+  command
+      .add_option("--policy", flags.policies,
+                  "Bucket policy: " + PolicyNamesHelp() + " (repeatable)")
+      ->allow_extra_args(false);
   if (with_cap) {
     command
         .add_option("--bucket-cap-mb", flags.bucket_cap_mb,

@@ -59,6 +59,25 @@ TEST(Messages, MistypedPolicyGetsASuggestion) {
             "cap=MiB))\n");
 }
 
+// --policy takes one value: the word after it is the trace, in every command that replays.
+TEST(Messages, ATraceAfterPolicyFlagsIsTheTraceNotAPolicy) {
+  const testing::BinaryResult after = RunBucketsim(
+      {"compare", "traces/tiny-ws2.json", "--policy", "backward-only", "--policy", "unbucketed"});
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  for (const char* command : {"compare", "check"}) {
+    std::vector<std::string> args = {command, "--policy", "backward-only"};
+    if (std::string(command) == "compare") args.insert(args.end(), {"--policy", "unbucketed"});
+    if (std::string(command) == "check") args.insert(args.end(), {"--max-peak-reserved", "1TiB"});
+    args.push_back("traces/tiny-ws2.json");
+    const testing::BinaryResult before = RunBucketsim(args);
+    EXPECT_EQ(before.exit_code, 0) << command << ": " << before.err;
+    EXPECT_EQ(before.err.find("unknown policy"), std::string::npos) << before.err;
+    if (std::string(command) == "compare") {
+      EXPECT_EQ(before.out, after.out);
+    }
+  }
+}
+
 TEST(Messages, NumericFlagGivenAUnitSaysWhatItTakes) {
   testing::BinaryResult cap =
       RunBucketsim({"compare", "traces/tiny-ws2.json", "--bucket-cap-mb", "25MB"});
