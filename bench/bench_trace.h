@@ -31,6 +31,16 @@ const StoredTrace& BenchTrace();
 // the depth of the model).
 const StoredTrace& DepthTrace(int layers, int iterations);
 
+// The two traces of the depth benches (BM_ReplayDepth, BM_CachingModelCalls): a shallow and a
+// deep generated transformer of about the same number of events, for DepthTrace.
+struct Depth {
+  const char* name;
+  int layers;
+  int iterations;
+};
+inline constexpr Depth kShallow{"shallow250", 250, 200};
+inline constexpr Depth kDeep{"deep2000", 2000, 25};
+
 // A TraceSource that streams `trace` (copying the header into the caller's), as a reader would.
 TraceSource StoredSource(const StoredTrace& trace);
 

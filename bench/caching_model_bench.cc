@@ -84,14 +84,6 @@ class RecordingModel final : public MemoryModel {
   std::uint32_t allocations_ = 0;
 };
 
-struct Depth {
-  const char* name;
-  int layers;
-  int iterations;
-};
-constexpr Depth kShallow{"shallow250", 250, 200};
-constexpr Depth kDeep{"deep2000", 2000, 25};
-
 // The timed part: a fresh model, every recorded call. Not inlined, so that callgrind can count
 // its instructions alone (--toggle-collect='*PlayCalls*').
 [[gnu::noinline]] void PlayCalls(const std::vector<Call>& calls) {

@@ -18,14 +18,6 @@
 namespace bucketsim {
 namespace {
 
-struct Depth {
-  const char* name;
-  int layers;
-  int iterations;
-};
-constexpr Depth kShallow{"shallow250", 250, 200};
-constexpr Depth kDeep{"deep2000", 2000, 25};
-
 void BM_ReplayDepth(benchmark::State& state, Depth depth, const char* allocator,
                     const char* policy) {
   Result<ReplayRequest> request = RequestFor({policy});
