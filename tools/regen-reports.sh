@@ -2,9 +2,10 @@
 # Regenerates the example reports in reports/examples/ with the built binary: for each shipped
 # trace the JSON report of `bucketsim compare` (every default policy, caching allocator model)
 # and the page `bucketsim report` makes of it (report.html, report.md, charts/*.svg); and one
-# `bucketsim sweep` (sweep.json) with its page, which leads with the Pareto chart. The context
-# block is made deterministic (BUCKETSIM_DETERMINISTIC_CONTEXT=1: no host, no git sha, argv[0]
-# "bucketsim") and every path in it is relative, so the files are the same bytes on any machine.
+# `bucketsim sweep` (sweep.json) with its page, which leads with the Pareto chart, and a sweep of
+# two traces (sweeps.json), a section each. The context block is made deterministic
+# (BUCKETSIM_DETERMINISTIC_CONTEXT=1: no host, no git sha, argv[0] "bucketsim") and every path
+# in it is relative, so the files are the same bytes on any machine.
 # With --check, writes them to a temporary directory instead and fails when they differ from
 # the committed ones (a ctest runs this).
 # Usage: tools/regen-reports.sh [--check] [BINARY]   (BINARY defaults to build/bucketsim)
@@ -54,6 +55,14 @@ rm -rf "$out/sweep-gpt-4l-h256-ws4/charts"
   --profile traces/profiles/h100-8gpu-nvlink.json --budget 256MiB --format json \
   >"$out/sweep-gpt-4l-h256-ws4/sweep.json"
 (cd "$out/sweep-gpt-4l-h256-ws4" && "$bin" report sweep.json -o . >/dev/null)
+# A sweep of two traces with the same flags: one report of both ({schema_version, sweeps}) and
+# the page with a section per trace.
+mkdir -p "$out/sweeps-gpt-4l-and-convnet"
+rm -rf "$out/sweeps-gpt-4l-and-convnet/charts"
+"$bin" sweep traces/gpt-4l-h256-ws4.json traces/convnet-ws2.json --bucket-cap-mb 1,5,25,100 \
+  --profile traces/profiles/h100-8gpu-nvlink.json --budget 256MiB --format json \
+  >"$out/sweeps-gpt-4l-and-convnet/sweeps.json"
+(cd "$out/sweeps-gpt-4l-and-convnet" && "$bin" report sweeps.json -o . >/dev/null)
 
 if ((check)); then
   if ! diff -r "$out" "$root/reports/examples" >/dev/null; then
