@@ -77,7 +77,15 @@ def train(rank, view, port, out_path):
         seen.append({"iteration": iteration[0], "index": bucket.index(), "numel": buffer.numel(),
                      "storage": buffer.data_ptr(),
                      "params": [list(p.shape) for p in bucket.parameters()]})
-        return dist.all_reduce(buffer, async_op=True).get_future().then(lambda f: f.value()[0])
+        # Reduced before the hook returns, so that only the main thread holds the bucket. With an
+        # async all_reduce gloo's thread holds the work (and the buffer) until it lets go, at a
+        # time that varies with the load; once, on a loaded machine, the first bucket's free fell
+        # outside iteration 1's range. When DDP frees a bucket (at the rebuild) does not depend
+        # on how the hook reduces it.
+        dist.all_reduce(buffer)
+        done = torch.futures.Future()
+        done.set_result(buffer)
+        return done
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=CAP_MB,
