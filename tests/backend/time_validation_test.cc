@@ -92,41 +92,80 @@ Replayed ReplayWithPrediction(const std::string& traces, const std::string& prof
   return replayed;
 }
 
+// A fresh calibration on 2 ranks, written to `name`.
+std::string Calibrate(const std::string& name) {
+  std::string profile = WriteTempFile(name, "");
+  testing::BinaryResult calibrate =
+      RunBucketsimUnderMpi(2, {"calibrate", "-o", profile, "--max-bytes", "16MiB"});
+  EXPECT_EQ(calibrate.exit_code, 0) << calibrate.out << calibrate.err;
+  std::printf("%s", calibrate.out.c_str());
+  return profile;
+}
+
 class TimeValidation : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    profile_ = new std::string(WriteTempFile("validation-profile.json", ""));
-    testing::BinaryResult calibrate =
-        RunBucketsimUnderMpi(2, {"calibrate", "-o", *profile_, "--max-bytes", "16MiB"});
-    ASSERT_EQ(calibrate.exit_code, 0) << calibrate.out << calibrate.err;
-    std::printf("%s", calibrate.out.c_str());
-  }
+  static void SetUpTestSuite() { profile_ = new std::string(Calibrate("validation-profile.json")); }
   static void TearDownTestSuite() { delete profile_; }
   static std::string* profile_;
 };
 
 std::string* TimeValidation::profile_ = nullptr;
 
-// Every policy's predicted step time within `bound` of the measured one, and closer to it than
-// compute alone (the sim without a profile): the profile's collective and copy times add what
-// they claim to.
-void ExpectPredictedWithin(const std::string& name, const std::string& tflops, double bound,
-                           const std::string& profile) {
+// What one calibrate-and-replay attempt found wrong; empty when every policy met the bound.
+std::vector<std::string> PredictionFailures(const std::string& name, const std::string& tflops,
+                                            double bound, const std::string& profile) {
+  std::vector<std::string> failures;
   Replayed replayed = ReplayWithPrediction(GenerateTraces(name, tflops), profile, name);
   const json& policies = replayed.measured["policies"];
-  ASSERT_EQ(policies.size(), kPolicies.size());
+  if (policies.size() != kPolicies.size()) {
+    failures.push_back("the report has " + std::to_string(policies.size()) + " policies");
+    return failures;
+  }
   for (const json& policy : policies) {
     const json& timing = policy["timing"];
-    ASSERT_TRUE(timing["prediction"].is_object());
+    if (!timing["prediction"].is_object()) {
+      failures.push_back(policy["policy"].dump() + ": no prediction in the report");
+      continue;
+    }
     double measured = timing["step_time_us"].get<double>();
     double error = timing["prediction"]["step_time_error"].get<double>();
     double compute_alone = replayed.unpriced_step_us / measured - 1;
-    EXPECT_LE(std::abs(error), bound) << policy["policy"] << ": measured " << measured
-                                      << " us, predicted " << timing["prediction"]["step_time_us"];
-    EXPECT_LT(std::abs(error), std::abs(compute_alone))
-        << policy["policy"] << ": with the profile " << error << ", compute alone "
-        << compute_alone;
+    if (std::abs(error) > bound) {
+      failures.push_back(policy["policy"].dump() + ": measured " + std::to_string(measured) +
+                         " us, predicted " + timing["prediction"]["step_time_us"].dump() +
+                         ", error " + std::to_string(error) + " beyond " + std::to_string(bound));
+    }
+    if (std::abs(error) >= std::abs(compute_alone)) {
+      failures.push_back(policy["policy"].dump() + ": with the profile " + std::to_string(error) +
+                         ", compute alone " + std::to_string(compute_alone));
+    }
   }
+  return failures;
+}
+
+// Every policy's predicted step time within `bound` of the measured one, and closer to it than
+// compute alone (the sim without a profile): the profile's collective and copy times add what
+// they claim to. The CI machine is a shared VM: a neighbour's burst during the calibration or the
+// replay (a few seconds each) can put one attempt far off, while a model that is wrong is wrong
+// every time. So up to three attempts, each after the first with a fresh calibration (a burst
+// during the suite's calibration would spoil every replay priced by it); the test passes on the
+// first attempt that meets every bound and fails with every attempt's findings otherwise.
+void ExpectPredictedWithin(const std::string& name, const std::string& tflops, double bound,
+                           const std::string& suite_profile) {
+  constexpr int kAttempts = 3;
+  std::string findings;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    const std::string profile =
+        attempt == 1 ? suite_profile
+                     : Calibrate(name + "-profile-" + std::to_string(attempt) + ".json");
+    std::vector<std::string> failures = PredictionFailures(name, tflops, bound, profile);
+    if (failures.empty()) return;
+    std::string found = "attempt " + std::to_string(attempt) + ":\n";
+    for (const std::string& failure : failures) found += "  " + failure + "\n";
+    std::printf("%s", found.c_str());
+    findings += found;
+  }
+  ADD_FAILURE() << "no attempt of " << kAttempts << " met the bounds:\n" << findings;
 }
 
 // Compute-bound (about 37 ms of compute and 5 ms of collectives per iteration): within 10%
