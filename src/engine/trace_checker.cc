@@ -42,24 +42,44 @@ Status TraceChecker::OnHeader(const TraceHeader& header) {
   return next_ ? next_->OnHeader(header) : Status::Ok();
 }
 
+// Nearly every event is one of these three kinds: they are checked inline, the rest out of line.
+inline Status TraceChecker::Check(Event& event) {
+  switch (event.kind) {
+    case EventKind::kAlloc:
+      return CheckAlloc(event);
+    case EventKind::kFree:
+      return CheckFree(event);
+    case EventKind::kCompute:
+      summary_.compute_us += event.dur_us;
+      return Status::Ok();
+    default:
+      return CheckOther(event);
+  }
+}
+
 Status TraceChecker::OnEvent(const Event& event) {
   Event checked = event;
   Status status = Check(checked);
-  if (!status.ok() && mode_ == CheckerMode::kReject) return status;
-  ++summary_.events;
-  ++summary_.events_by_kind[static_cast<int>(event.kind)];
-  if (!status.ok()) {
-    Record(last_broken_, event.index, status);
-    if (last_broken_ != Inconsistency::kUnflushedRequests) return Status::Ok();  // not replayed
-    // The missing flush is reported once; the phase change or zero_grad itself still applies.
-    unflushed_requests_ = 0;
-    checked = event;
-    BUCKETSIM_CHECK(Check(checked).ok());
+  if (!status.ok()) [[unlikely]] {
+    return OnBroken(event, std::move(status));
   }
+  Count(event.kind);
   return next_ ? next_->OnEvent(checked) : Status::Ok();
 }
 
-Status TraceChecker::Check(Event& event) {
+Status TraceChecker::OnBroken(const Event& event, Status status) {
+  if (mode_ == CheckerMode::kReject) return status;
+  Count(event.kind);
+  Record(last_broken_, event.index, status);
+  if (last_broken_ != Inconsistency::kUnflushedRequests) return Status::Ok();  // not replayed
+  // The missing flush is reported once; the phase change or zero_grad itself still applies.
+  unflushed_requests_ = 0;
+  Event checked = event;
+  BUCKETSIM_CHECK(Check(checked).ok());
+  return next_ ? next_->OnEvent(checked) : Status::Ok();
+}
+
+Status TraceChecker::CheckOther(Event& event) {
   switch (event.kind) {
     case EventKind::kIteration:
       if (seen_iteration_ && event.id <= iteration_) {
@@ -141,15 +161,17 @@ Status TraceChecker::CheckPhase(const Event& event) {
   return Status::Ok();
 }
 
-Status TraceChecker::CheckAlloc(Event& event) {
+Status TraceChecker::AllocOfLiveId(const Event& event) {
+  return Broken(Inconsistency::kAllocOfLiveId,
+                InvalidTrace(fmt::format("event {}: alloc of id {}, which is already live "
+                                         "(allocated at event {})",
+                                         event.index, event.id,
+                                         slots_[*live_ids_.Find(event.id)].allocated_at)));
+}
+
+inline Status TraceChecker::CheckAlloc(Event& event) {
   const std::uint32_t slot = free_slots_.empty() ? num_slots_ : free_slots_.back();
-  if (!live_ids_.Insert(event.id, slot)) {
-    return Broken(Inconsistency::kAllocOfLiveId,
-                  InvalidTrace(fmt::format("event {}: alloc of id {}, which is already live "
-                                           "(allocated at event {})",
-                                           event.index, event.id,
-                                           slots_[*live_ids_.Find(event.id)].allocated_at)));
-  }
+  if (!live_ids_.Insert(event.id, slot)) return AllocOfLiveId(event);
   if (free_slots_.empty()) {
     ++num_slots_;
     slots_.emplace_back();
@@ -167,7 +189,7 @@ Status TraceChecker::CheckAlloc(Event& event) {
   return Status::Ok();
 }
 
-Status TraceChecker::CheckFree(Event& event) {
+inline Status TraceChecker::CheckFree(Event& event) {
   std::optional<std::uint32_t> slot = live_ids_.Erase(event.id);
   if (!slot) return FreeOfDeadId(event);
   SlotState& state = slots_[*slot];
@@ -200,7 +222,7 @@ Status TraceChecker::FreeOfDeadId(const Event& event) {
                                          event.id)));
 }
 
-void TraceChecker::RememberFree(std::uint64_t id, EventIndex at) {
+inline void TraceChecker::RememberFree(std::uint64_t id, EventIndex at) {
   if (recent_frees_.empty()) return;
   recent_frees_[next_recent_] = {id, at};
   if (++next_recent_ == recent_frees_.size()) next_recent_ = 0;  // a division cost more, per free
@@ -217,7 +239,7 @@ std::optional<EventIndex> TraceChecker::RecentFree(std::uint64_t id) const {
   return std::nullopt;
 }
 
-void TraceChecker::RememberAllocated(std::uint64_t id) {
+inline void TraceChecker::RememberAllocated(std::uint64_t id) {
   // Generated traces number allocations in order: the id extends the last range.
   if (last_range_end_ != nullptr && id == *last_range_end_ + 1) {
     *last_range_end_ = id;

@@ -107,7 +107,16 @@ class TraceChecker final : public EventSink {
     bool live = false;
   };
 
+  void Count(EventKind kind) {
+    ++summary_.events;
+    ++summary_.events_by_kind[static_cast<int>(kind)];
+  }
+  // After Check broke a rule: the error (reject mode), or the rule recorded (report mode) and the
+  // event forwarded when it still applies.
+  Status OnBroken(const Event& event, Status status);
   Status Check(Event& event);
+  Status CheckOther(Event& event);  // the kinds Check does not handle inline
+  Status AllocOfLiveId(const Event& event);
   // Remembers which rule `status` reports, for report mode.
   Status Broken(Inconsistency kind, Status status);
   void Record(Inconsistency kind, EventIndex index, const Status& status);
