@@ -17,8 +17,14 @@ class MemoryLedger {
   explicit MemoryLedger(std::uint32_t timeline_points = MemoryTimeline::kDefaultMaxPoints)
       : timeline_(timeline_points) {}
 
-  // Event `at` begins; `reserved` is the memory model's figure now. Feeds the timeline.
-  void Enter(EventIndex at, Bytes reserved) { timeline_.Enter(at, current_, reserved); }
+  // Event `at` begins; `reserved()` gives the memory model's figure now. Feeds the timeline,
+  // which needs the figures only when the event starts a new span: inside one, allocated and
+  // reserved bytes grow only by a charge, which observes them (ObserveReserved), so an event
+  // that begins with them adds nothing. Called for every event: the model is asked only then.
+  template <typename ReservedBytes>
+  void Enter(EventIndex at, const ReservedBytes& reserved) {
+    if (timeline_.Begins(at)) timeline_.Enter(at, current_, reserved());
+  }
   // Charge, Discharge and ObserveReserved run once or twice per event: inline, below.
   void Charge(Category category, Bytes bytes, EventIndex at);
   void Discharge(Category category, Bytes bytes);

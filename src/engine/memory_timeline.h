@@ -36,6 +36,8 @@ class MemoryTimeline {
   // Starts with one empty span at event 0. `max_points` >= 2.
   explicit MemoryTimeline(std::uint32_t max_points = kDefaultMaxPoints);
 
+  // Whether event `at` falls past the last span, so that Enter starts a new one.
+  bool Begins(EventIndex at) const { return at >= span_end_; }
   // The figures as event `at` begins (what the previous events left). Events come in order.
   void Enter(EventIndex at, Bytes allocated, Bytes reserved) {
     if (at >= span_end_) Advance(at);

@@ -41,7 +41,7 @@ Status Replay::OnEvent(const Event& event) {
   if (out_of_memory_) return Status::Ok();
   current_event_ = event.index;
   ++result_.events;
-  ledger_.Enter(event.index, memory_->reserved_bytes());
+  ledger_.Enter(event.index, [this] { return memory_->reserved_bytes(); });
   switch (event.kind) {
     case EventKind::kIteration:
       if (in_iteration_) BUCKETSIM_RETURN_IF_ERROR(FinishIteration());
