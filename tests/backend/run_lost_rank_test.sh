@@ -8,6 +8,10 @@
 #   kill -9 of rank 1 of 2 under `mpirun --enable-recovery` (a launcher that does not end the job
 #   when a rank dies): rank 0 names rank 1 the same way and exits 2 itself (mpirun's own exit
 #   status in recovery mode does not carry it, so a wrapper records each rank's).
+#   SIGSTOP of every rank of 2 for 3 s, then SIGCONT (a paused job or VM, or a host too busy to
+#   schedule it): no rank heard from its peers during the pause, but none of them was silent
+#   while it was watched, so nobody is blamed and the run ends normally (exit 0, no "lost
+#   contact"). Before the watch discounted its own stalls, both ranks aborted the job on waking.
 # The replays are slowed with --compute-scale so that "mid-replay" lasts seconds.
 # Usage: run_lost_rank_test.sh BUCKETSIM SOURCE_DIR MPIEXEC
 set -uo pipefail
@@ -75,3 +79,22 @@ grep -qx "rank 0 exit 2" "$tmp/codes" || fail "kill -9: rank 0's exit: $(cat "$t
 (($(echo "$took <= $limit_s" | bc))) || fail "kill -9: the job took $took s to end (limit $limit_s s)"
 pgrep -f "run $tmp/" >/dev/null && fail "kill -9: ranks left behind: $(pgrep -af "run $tmp/")"
 echo "ok: kill -9 of rank 1 of 2 (--enable-recovery): rank 0 named it and exited 2 after $took s"
+
+# 3. SIGSTOP of both ranks of 2 for longer than --timeout, then SIGCONT.
+rm -f "$tmp/codes"
+cp "$src/traces/tiny-ws2.json" "$tmp/t.json"
+"${mpi[@]}" -np 2 "$bin" run "$tmp/t.json" "${policies[@]}" --compute-scale 3000 \
+  --timeout $timeout_s >"$tmp/out" 2>&1 &
+job=$!
+ranks=("$(rank_pid 0)" "$(rank_pid 1)")
+[[ -n ${ranks[0]} && -n ${ranks[1]} ]] || fail "pause: a rank never started: $(cat "$tmp/out")"
+watching "${ranks[@]}"
+sleep 1.5
+kill -STOP "${ranks[@]}"
+sleep $((timeout_s + 1))
+kill -CONT "${ranks[@]}"
+wait_job 30
+rc=$?
+grep "lost contact" "$tmp/out" && fail "pause: a rank blamed a peer for its own stall: $(cat "$tmp/out")"
+[[ $rc == 0 ]] || fail "pause: mpirun exited $rc, expected 0: $(cat "$tmp/out")"
+echo "ok: SIGSTOP of both ranks of 2 for $((timeout_s + 1)) s: nobody blamed, exit 0"

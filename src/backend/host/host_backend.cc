@@ -10,6 +10,7 @@
 
 #include "backend/element_convert.h"
 #include "backend/host/mpi_check.h"
+#include "backend/host/stall_detector.h"
 #include "backend/slice_check.h"
 #include "backend/verify_pattern.h"
 
@@ -516,14 +517,18 @@ ExecutionFacts HostBackend::facts() const {
 
 void HostBackend::WatchdogLoop() {
   using std::chrono::duration;
+  StallDetector stall(StallDetector::LimitFor(options_.timeout_s));
+  StreamWorker::Clock::time_point resumed;  // the end of this rank's last stall, if any
   while (!stopping_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     auto now = StreamWorker::Clock::now();
+    // This rank was stalled: spans are timed from now (stall_detector.h).
+    if (stall.Stalled(now)) resumed = now;
     for (const auto& worker : workers_) {
       std::optional<StreamWorker::Busy> busy = worker->stream.busy();
       // A wait is as old as what it waits for, which is checked on its own worker.
       if (!busy || busy->what.starts_with("waiting")) continue;
-      double running_s = duration<double>(now - busy->since).count();
+      double running_s = duration<double>(now - std::max(busy->since, resumed)).count();
       if (running_s <= options_.timeout_s) continue;
       std::string peers;
       // A collective waits for its peers; anything else (a compute span, a copy) is this rank's.

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "backend/host/mpi_check.h"
+#include "backend/host/stall_detector.h"
 
 namespace bucketsim {
 namespace {
@@ -161,9 +162,17 @@ void PeerWatch::Receive() {
   }
 }
 
+void PeerWatch::ForgiveSilence(Clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  for (PeerSlot& slot : peers_) slot.last_heard = std::max(slot.last_heard, now);
+}
+
 void PeerWatch::Loop() {
   pthread_setname_np(pthread_self(), kThreadName);  // `ps -L`, and the fault tests, see it
+  StallDetector stall(StallDetector::LimitFor(options_.deadline_s));
   while (!stopping_) {
+    // This rank was stalled: its peers' silence is counted from now (stall_detector.h).
+    if (const Clock::time_point now = Clock::now(); stall.Stalled(now)) ForgiveSilence(now);
     SendAll(/*goodbye=*/false);
     Receive();
     for (const Peer& peer : Peers()) {

@@ -85,6 +85,9 @@ class PeerWatch {
   void Loop();
   void SendAll(bool goodbye);
   void Receive();
+  using Clock = std::chrono::steady_clock;
+  // Every peer counts as heard from at `now`: after this rank's own stall.
+  void ForgiveSilence(Clock::time_point now);
 
   MPI_Comm comm_;
   int rank_;
@@ -92,7 +95,6 @@ class PeerWatch {
   std::chrono::milliseconds interval_;
   std::atomic<std::uint64_t> progress_{0};  // event + 1; 0: none yet
 
-  using Clock = std::chrono::steady_clock;
   struct PeerSlot {
     std::uint64_t send_buf[2] = {0, 0};  // {event + 1, goodbye}
     std::uint64_t recv_buf[2] = {0, 0};
