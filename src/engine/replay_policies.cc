@@ -336,9 +336,13 @@ class ParallelFanout final : public EventSink {
   bool ended_ = false;
 };
 
+// The worker threads of a parallel run; 0: a serial run. With two threads or more the calling
+// thread reads and checks while the workers replay, so even one policy gains a thread: its replay
+// runs beside the reading and checking of the events after it (`check` with one policy).
 unsigned Workers(const ReplayRequest& request) {
   unsigned jobs = request.jobs;
   if (jobs == 0) jobs = std::max(1u, std::thread::hardware_concurrency());
+  if (jobs <= 1) return 0;
   return static_cast<unsigned>(std::min<std::size_t>(jobs, request.policies.size()));
 }
 
@@ -363,7 +367,7 @@ double ResolveBucketCap(const PolicySpec& spec, std::optional<double> override_m
 
 Result<ReplayOutcome> ReplayPolicies(const TraceSource& source, const ReplayRequest& request) {
   const unsigned workers = Workers(request);
-  if (workers <= 1) {
+  if (workers == 0) {
     PolicyFanout fanout(request);
     return Run(source, fanout);
   }

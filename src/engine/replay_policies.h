@@ -6,10 +6,11 @@
 // With `jobs` > 1 the replays run on worker threads: the calling thread reads and checks the
 // trace and hands batches of checked events to every worker through bounded queues (a few
 // batches in flight, so memory stays bounded); each worker replays its share of the policies
-// (policy i on worker i % workers). Each replay sees exactly the events, in the same order, that
-// a serial run gives it, so the results are the same byte for byte; an error is the one a serial
-// run would stop at (the earliest event, then the first policy). The alternative, each worker
-// reading its own stream, was measured slower (bench/end_to_end_bench.cc).
+// (policy i on worker i % workers; one policy too: its replay runs beside the reading and
+// checking). Each replay sees exactly the events, in the same order, that a serial run gives it,
+// so the results are the same byte for byte; an error is the one a serial run would stop at (the
+// earliest event, then the first policy). The alternative, each worker reading its own stream,
+// was measured slower (bench/end_to_end.sh).
 #pragma once
 
 #include <functional>
