@@ -94,11 +94,24 @@ const ProcessGroup* TraceHeader::FindGroup(GroupId id) const {
 }
 
 std::uint32_t TraceHeader::Intern(std::string_view name) {
+  if (previous_name_ < next_name_.size()) {
+    const std::uint32_t guess = next_name_[previous_name_];
+    if (guess < names.size() && names[guess] == name) return InternFollowing(guess);
+  }
   auto it = name_index_.find(name);
-  if (it != name_index_.end()) return it->second;
+  if (it != name_index_.end()) return InternFollowing(it->second);
   auto index = static_cast<std::uint32_t>(names.size());
   names.emplace_back(name);
   name_index_.emplace(names.back(), index);
+  return InternFollowing(index);
+}
+
+std::uint32_t TraceHeader::InternFollowing(std::uint32_t index) {
+  if (previous_name_ != kNoName) {
+    if (previous_name_ >= next_name_.size()) next_name_.resize(names.size(), kNoName);
+    next_name_[previous_name_] = index;
+  }
+  previous_name_ = index;
   return index;
 }
 

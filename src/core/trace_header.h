@@ -76,9 +76,18 @@ struct TraceHeader {
     return param_base_[fsdp_index] + param;
   }
   std::uint32_t num_params() const { return num_params_; }
+  // The index of `name` in `names`, added at the end if new. Traces name their spans in the same
+  // order every iteration, so the name that followed the previous one last time is compared
+  // first, and hashed only when it is not the one: a deep model's forward and backward name
+  // tens of thousands of spans, and hashing each into a table that size was a seventh of a
+  // `check`'s time.
   std::uint32_t Intern(std::string_view name);
 
  private:
+  static constexpr std::uint32_t kNoName = ~std::uint32_t{0};
+  std::uint32_t InternFollowing(std::uint32_t index);  // after `previous_name_`
+  std::vector<std::uint32_t> next_name_;   // by name: the one interned after it last time
+  std::uint32_t previous_name_ = kNoName;  // the last one interned
   std::unordered_map<GroupId, std::size_t> group_index_;
   // Transparent hashing: Intern looks names up by string_view without building a string.
   struct NameHash {

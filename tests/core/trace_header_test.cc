@@ -38,6 +38,31 @@ TEST(TraceHeader, FinalizeBuildsTheIndexes) {
   EXPECT_EQ(h.names[h.Intern("x")], "x");
 }
 
+// Intern guesses the name that followed the previous one last time: whether the guess is right
+// (the same order every iteration), wrong (another order, a name skipped, a new name in between)
+// or stale (names changed behind it), every name keeps the index it was first given.
+TEST(TraceHeader, InternGivesEachNameOneIndexWhateverTheOrder) {
+  TraceHeader h;
+  const std::vector<std::string> iteration = {"fwd.0", "fwd.1", "bwd.1", "bwd.0"};
+  std::vector<std::uint32_t> first;
+  for (const std::string& name : iteration) first.push_back(h.Intern(name));
+  EXPECT_EQ(first, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  for (int again = 0; again < 2; ++again) {
+    for (std::size_t i = 0; i < iteration.size(); ++i) EXPECT_EQ(h.Intern(iteration[i]), first[i]);
+  }
+  EXPECT_EQ(h.Intern("bwd.0"), 3u);  // after bwd.0 came fwd.0 last time
+  EXPECT_EQ(h.Intern("fwd.1"), 1u);
+  EXPECT_EQ(h.Intern("new"), 4u);
+  EXPECT_EQ(h.Intern("bwd.1"), 2u);
+  EXPECT_EQ(h.Intern("bwd.0"), 3u);
+  EXPECT_EQ(h.Intern("fwd.0"), 0u);
+  h.names.resize(2);  // a worker's copy keeps its own names (replay_policies.cc): guesses past
+                      // the end are not taken
+  EXPECT_EQ(h.Intern("fwd.1"), 1u);
+  EXPECT_EQ(h.names.size(), 2u);
+  EXPECT_EQ(h.names[h.Intern("fwd.0")], "fwd.0");
+}
+
 TEST(TraceHeader, WithoutAPostBackwardStreamPoliciesUseStreamZero) {
   TraceHeader h = Valid();
   h.streams = {};
