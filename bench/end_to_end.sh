@@ -7,8 +7,9 @@
 # 1. The issue-14 targets on the 1M-event trace (gen transformer --layers 2000 --iterations 4:
 #    990,284 events, 64 MB): nlohmann's SAX parser parsing the file and doing nothing
 #    (bench/sax_parse.cc), against `compare` (three policies, the caching model) with --jobs 1
-#    and 2; the other design, each worker reading its own stream, as two processes splitting the
-#    policies; the 16-configuration caching sweep.
+#    and 2; `check` of one policy with -j1 and -j2 (a CI gate: with two threads the replay runs
+#    beside the reading and checking); the other design, each worker reading its own stream, as
+#    two processes splitting the policies; the 16-configuration caching sweep.
 # 2. The largest resident set of compare, check, validate and a 4-configuration sweep at 1M, 2M,
 #    4M and 8M events of the same model, the trace streamed from the generator through a pipe
 #    (nothing stored; only the command's own process is measured).
@@ -53,6 +54,10 @@ timed "$sax" "$trace"
 for jobs in 1 2; do
   echo -n "compare -j$jobs: "
   timed "$bin" compare "$trace" "${policies[@]}" -j"$jobs"
+done
+for jobs in 1 2; do
+  echo -n "check, one policy with a budget, -j$jobs: "
+  timed "$bin" check "$trace" --policy backward-only --max-peak-reserved 10000GiB -j"$jobs"
 done
 echo -n "compare, each worker reading its own stream (2 processes): "
 timed bash -c "'$bin' compare '$trace' --policy backward-only -j1 & \
