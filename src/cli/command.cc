@@ -112,8 +112,9 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap) {
 void AddJobsFlag(CLI::App& command, unsigned& jobs) {
   jobs = 0;
   command.add_option("--jobs,-j", jobs,
-                     "Policies replayed in parallel, on this many threads (default 0: one per "
-                     "core); the results are the same for any N");
+                     "Threads (default 0: one per core): with 2 or more, the trace is read and "
+                     "checked on one while the policies replay in parallel on up to N others; "
+                     "the results are the same for any N");
 }
 
 Result<std::vector<PolicySpec>> ParsePolicyFlags(const ReplayFlags& flags,
