@@ -8,6 +8,7 @@
 #include <map>
 #include <utility>
 
+#include "engine/trace_checker.h"
 #include "gen/transformer_preset.h"
 #include "io/trace_writer.h"
 #include "policy/policy_spec.h"
@@ -144,6 +145,17 @@ bool SkipIfError(benchmark::State& state, const Status& status) {
   if (status.ok()) return false;
   state.SkipWithError(status.ToString().c_str());
   return true;
+}
+
+void CheckLoop(benchmark::State& state, const StoredTrace& trace) {
+  const TraceSource source = StoredSource(trace);
+  for (auto _ : state) {
+    TraceChecker checker(nullptr);
+    TraceHeader header;
+    if (SkipIfError(state, source(header, checker))) return;
+    benchmark::DoNotOptimize(checker.summary().events);
+  }
+  CountEvents(state, trace.events.size());
 }
 
 void ReplayLoop(benchmark::State& state, const ReplayRequest& request) {

@@ -76,6 +76,10 @@ void CountEvents(benchmark::State& state, std::uint64_t events_per_iteration);
 // Skips the benchmark with the status's message when it is not OK.
 bool SkipIfError(benchmark::State& state, const Status& status);
 
+// The timed loop of the checker benchmarks: TraceChecker alone (no replay behind it) over the
+// stored trace, events counted.
+void CheckLoop(benchmark::State& state, const StoredTrace& trace);
+
 // The timed loop of every replay benchmark: `request` over the stored trace, events counted.
 void ReplayLoop(benchmark::State& state, const ReplayRequest& request);
 void ReplayLoop(benchmark::State& state, const ReplayRequest& request, const StoredTrace& trace);

@@ -17,17 +17,7 @@ void BM_Replay(benchmark::State& state, std::initializer_list<const char*> polic
   state.counters["policies"] = static_cast<double>(policies.size());
 }
 
-void BM_CheckerAlone(benchmark::State& state) {
-  const StoredTrace& trace = BenchTrace();
-  const TraceSource source = StoredSource(trace);
-  for (auto _ : state) {
-    TraceChecker checker(nullptr);
-    TraceHeader header;
-    if (SkipIfError(state, source(header, checker))) return;
-    benchmark::DoNotOptimize(checker.summary().events);
-  }
-  CountEvents(state, trace.events.size());
-}
+void BM_CheckerAlone(benchmark::State& state) { CheckLoop(state, BenchTrace()); }
 
 void BM_StreamStoredEvents(benchmark::State& state) {
   const StoredTrace& trace = BenchTrace();

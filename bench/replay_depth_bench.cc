@@ -55,15 +55,7 @@ void BM_ReplayDepth(benchmark::State& state, Depth depth, const char* allocator,
 }
 
 void BM_CheckDepth(benchmark::State& state, Depth depth) {
-  const StoredTrace& trace = ScaledDepthTrace(depth);
-  const TraceSource source = StoredSource(trace);
-  for (auto _ : state) {
-    TraceChecker checker(nullptr);
-    TraceHeader header;
-    if (SkipIfError(state, source(header, checker))) return;
-    benchmark::DoNotOptimize(checker.summary().events);
-  }
-  CountEvents(state, trace.events.size());
+  CheckLoop(state, ScaledDepthTrace(depth));
 }
 
 // The depth trace's events as the checker hands them to a replay, made on first use.

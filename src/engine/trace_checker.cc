@@ -95,12 +95,9 @@ Status TraceChecker::CheckOther(Event& event) {
     case EventKind::kPhase:
       return CheckPhase(event);
     case EventKind::kAlloc:
-      return CheckAlloc(event);
     case EventKind::kFree:
-      return CheckFree(event);
     case EventKind::kCompute:
-      summary_.compute_us += event.dur_us;
-      return Status::Ok();
+      return Check(event);  // Check handles these itself, inline
     case EventKind::kMark:
       return Status::Ok();
     case EventKind::kReduceScatter:
