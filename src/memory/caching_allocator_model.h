@@ -8,7 +8,9 @@
 // segment that does not fit first makes the model release cached memory and retry, then fail the
 // way torch.OutOfMemoryError does. Nothing here touches a real device. Blocks are 48-byte records
 // in one vector, linked in address order within their segment; the cached blocks of each stream
-// and pool are a FreeBlockIndex (free_block_index.h), which hands out PyTorch's best fit.
+// and pool are a FreeBlockIndex (free_block_index.h), which hands out PyTorch's best fit. The
+// rules are in caching_allocator_model.cc; what the model reports (memory_stats, snapshots,
+// fragmentation) is read out in caching_allocator_inspection.cc.
 #pragma once
 
 #include <array>
