@@ -116,6 +116,16 @@ TraceSource StoredSource(const StoredTrace& trace) {
   };
 }
 
+StoredTrace CheckedCopy(const StoredTrace& trace) {
+  StoredTrace checked;
+  checked.events.reserve(trace.events.size());
+  StoringSink sink(checked);
+  TraceChecker checker(&sink);
+  TraceHeader header;
+  CheckOk(StoredSource(trace)(header, checker), "checking the bench trace");
+  return checked;
+}
+
 const std::string& BenchTraceFile() {
   static const TempTraceFile file;
   return file.path();

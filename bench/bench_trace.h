@@ -41,6 +41,11 @@ struct Depth {
 inline constexpr Depth kShallow{"shallow250", 250, 200};
 inline constexpr Depth kDeep{"deep2000", 2000, 25};
 
+// `trace`'s events as TraceChecker hands them on (slots assigned, frees given their bytes and
+// category), and its header: what each replay of a compare receives. Aborts when the trace is
+// inconsistent (a bench set-up bug).
+StoredTrace CheckedCopy(const StoredTrace& trace);
+
 // A TraceSource that streams `trace` (copying the header into the caller's), as a reader would.
 TraceSource StoredSource(const StoredTrace& trace);
 

@@ -164,7 +164,7 @@ void PeerWatch::Receive() {
 
 void PeerWatch::ForgiveSilence(Clock::time_point now) {
   std::lock_guard lock(mutex_);
-  for (PeerSlot& slot : peers_) slot.last_heard = std::max(slot.last_heard, now);
+  for (PeerSlot& slot : peers_) slot.last_heard = now;
 }
 
 void PeerWatch::Loop() {
