@@ -25,7 +25,6 @@
 
 #include <benchmark/benchmark.h>
 
-#include "backend/sim/sim_backend.h"
 #include "bench_trace.h"
 #include "engine/replay.h"
 
@@ -70,12 +69,10 @@ void BM_PolicyReplayDepth(benchmark::State& state, Depth depth, const char* allo
   Result<ReplayRequest> request = DepthRequest(allocator, policy);
   if (SkipIfError(state, request.status())) return;
   const StoredTrace& checked = CheckedDepthTrace(depth);
-  const PolicySpec& spec = request->policies.front();
   for (auto _ : state) {
-    Result<std::unique_ptr<MemoryModel>> memory = request->make_memory_model(checked.header);
-    if (SkipIfError(state, memory.status())) return;
-    Replay replay(spec, ResolveBucketCap(spec, request->bucket_cap_mb, checked.header),
-                  std::move(*memory), std::make_unique<SimBackend>(), request->options);
+    Result<std::vector<std::unique_ptr<Replay>>> made = MakeReplays(*request, checked.header);
+    if (SkipIfError(state, made.status())) return;
+    Replay& replay = *made->front();
     if (SkipIfError(state, replay.OnHeader(checked.header))) return;
     for (const Event& event : checked.events) {
       if (SkipIfError(state, replay.OnEvent(event))) return;

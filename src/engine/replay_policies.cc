@@ -15,30 +15,6 @@
 namespace bucketsim {
 namespace {
 
-// The replays of a request, made when the header arrives (a policy's cap and the memory model's
-// settings may come from it), in the order of the request's policies.
-Result<std::vector<std::unique_ptr<Replay>>> MakeReplays(const ReplayRequest& request,
-                                                         const TraceHeader& header) {
-  std::vector<std::unique_ptr<Replay>> replays;
-  for (std::size_t i = 0; i < request.policies.size(); ++i) {
-    const PolicySpec& spec = request.policies[i];
-    ReplayOptions options = request.options;
-    const bool timeline = request.timeline_policy == i;
-    options.keep_timeline = options.keep_timeline || timeline;
-    options.keep_collective_log = options.keep_collective_log || timeline;
-    std::unique_ptr<MemoryModel> memory = std::make_unique<ExactMemoryModel>();
-    if (request.make_memory_model) {
-      Result<std::unique_ptr<MemoryModel>> made = request.make_memory_model(header);
-      if (!made.ok()) return made.status();
-      memory = std::move(*made);
-    }
-    replays.push_back(std::make_unique<Replay>(
-        spec, ResolveBucketCap(spec, request.bucket_cap_mb, header), std::move(memory),
-        request.make_backend ? request.make_backend() : std::make_unique<SimBackend>(), options));
-  }
-  return replays;
-}
-
 std::vector<RunResult> TakeResults(std::vector<std::unique_ptr<Replay>>& replays) {
   std::vector<RunResult> results;
   for (auto& replay : replays) results.push_back(replay->TakeResult());
@@ -357,6 +333,28 @@ Result<ReplayOutcome> Run(const TraceSource& source, Fanout& fanout) {
 }
 
 }  // namespace
+
+Result<std::vector<std::unique_ptr<Replay>>> MakeReplays(const ReplayRequest& request,
+                                                         const TraceHeader& header) {
+  std::vector<std::unique_ptr<Replay>> replays;
+  for (std::size_t i = 0; i < request.policies.size(); ++i) {
+    const PolicySpec& spec = request.policies[i];
+    ReplayOptions options = request.options;
+    const bool timeline = request.timeline_policy == i;
+    options.keep_timeline = options.keep_timeline || timeline;
+    options.keep_collective_log = options.keep_collective_log || timeline;
+    std::unique_ptr<MemoryModel> memory = std::make_unique<ExactMemoryModel>();
+    if (request.make_memory_model) {
+      Result<std::unique_ptr<MemoryModel>> made = request.make_memory_model(header);
+      if (!made.ok()) return made.status();
+      memory = std::move(*made);
+    }
+    replays.push_back(std::make_unique<Replay>(
+        spec, ResolveBucketCap(spec, request.bucket_cap_mb, header), std::move(memory),
+        request.make_backend ? request.make_backend() : std::make_unique<SimBackend>(), options));
+  }
+  return replays;
+}
 
 double ResolveBucketCap(const PolicySpec& spec, std::optional<double> override_mb,
                         const TraceHeader& header) {

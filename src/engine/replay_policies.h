@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -51,6 +52,11 @@ struct ReplayOutcome {
 };
 
 Result<ReplayOutcome> ReplayPolicies(const TraceSource& source, const ReplayRequest& request);
+
+// The replays of a request, made when the header arrives (a policy's cap and the memory model's
+// settings may come from it), in the order of the request's policies; ReplayPolicies feeds them.
+Result<std::vector<std::unique_ptr<Replay>>> MakeReplays(const ReplayRequest& request,
+                                                         const TraceHeader& header);
 
 // The cap a policy replays with: its own, else the override, else the trace's.
 double ResolveBucketCap(const PolicySpec& spec, std::optional<double> override_mb,
