@@ -12,10 +12,48 @@
 
 #include <fmt/format.h>
 
+#include "gen/fairscale_fsdp.h"
+#include "gen/fsdp_implementation.h"
 #include "gen/param_target.h"
-#include "policy/shard_size.h"
 
 namespace bucketsim {
+
+int OptimizerStateTensors(OptimizerKind optimizer) {
+  switch (optimizer) {
+    case OptimizerKind::kSgd:
+      return 0;
+    case OptimizerKind::kSgdMomentum:
+      return 1;
+    case OptimizerKind::kAdam:
+      return 2;
+  }
+  return 0;
+}
+
+double StepFlopsPerElement(OptimizerKind optimizer) {
+  switch (optimizer) {
+    case OptimizerKind::kSgd:
+      return 2;
+    case OptimizerKind::kSgdMomentum:
+      return 4;
+    case OptimizerKind::kAdam:
+      return 12;
+  }
+  return 0;
+}
+
+std::unique_ptr<FsdpImplementation> MakeFsdpImplementation(const FsdpModel& model,
+                                                           const GenOptions& options,
+                                                           TraceEmitter& trace) {
+  switch (options.fsdp_impl) {
+    case FsdpImpl::kFairscale:
+      return MakeFairscaleFsdp(model, options, trace);
+    case FsdpImpl::kFsdp1:
+    case FsdpImpl::kFsdp2:
+      break;
+  }
+  return nullptr;
+}
 
 std::uint64_t SaturatingProduct(std::initializer_list<std::uint64_t> factors) {
   std::uint64_t product = 1;
@@ -29,102 +67,9 @@ std::uint64_t SaturatingProduct(std::initializer_list<std::uint64_t> factors) {
 
 namespace {
 
-// The three streams of fairscale FSDP that matter to memory. fairscale also has an
-// `fp32_to_fp16` stream for the `_fp16_shard` cast; the cast runs inside `_rebuild_full_params`
-// under the all-gather stream's ordering, so it is put on `all_gather` here.
+// Activations and their gradients live on the default stream, which every implementation's
+// header lists first.
 constexpr StreamId kDefaultStream = 0;
-constexpr StreamId kAllGatherStream = 1;
-constexpr StreamId kPostBackwardStream = 2;
-
-// The step is an elementwise, memory-bound pass over the fp32 shards; its span is charged as
-// this many FLOPs per shard element (an order of magnitude: read/write param, grad and state).
-// It is tiny next to forward and backward, which is all the time model needs.
-double StepFlopsPerElement(OptimizerKind optimizer) {
-  switch (optimizer) {
-    case OptimizerKind::kSgd:
-      return 2;
-    case OptimizerKind::kSgdMomentum:
-      return 4;
-    case OptimizerKind::kAdam:
-      return 12;
-  }
-  return 0;
-}
-
-// fp32 tensors of optimizer state per parameter element, created lazily at the first step:
-// SGD none, SGD momentum the momentum buffer, Adam exp_avg and exp_avg_sq (§2.6).
-int OptimizerStateTensors(OptimizerKind optimizer) {
-  switch (optimizer) {
-    case OptimizerKind::kSgd:
-      return 0;
-    case OptimizerKind::kSgdMomentum:
-      return 1;
-    case OptimizerKind::kAdam:
-      return 2;
-  }
-  return 0;
-}
-
-// The process-group object of each instance under `layout`: ids from 1, in instance order.
-std::vector<GroupId> InstanceGroups(const FsdpModel& model, GroupLayout layout) {
-  std::vector<GroupId> groups(model.instances.size(), 1);
-  GroupId next = 1;
-  for (std::size_t f = 0; f < model.instances.size(); ++f) {
-    if (layout == GroupLayout::kPerInstance) {
-      groups[f] = next++;
-    } else if (layout == GroupLayout::kSharedBnOwn && model.instances[f].own_group) {
-      groups[f] = ++next;  // 1 is the shared group of every other instance
-    }
-  }
-  return groups;
-}
-
-Status BuildHeader(const FsdpModel& model, const GenOptions& options, TraceHeader& header) {
-  header.world_size = options.world_size;
-  header.rank = options.rank;
-  header.bucket_cap_mb = options.bucket_cap_mb;
-  header.description = model.description;
-  header.streams = {{"default"}, {"all_gather"}, {"post_backward"}};
-
-  const std::vector<int> ranks = options.ShardGroupRanks();
-  switch (options.group_layout) {
-    case GroupLayout::kShared:
-      // get_process_group_cached(ProcessGroupName.reduce_scatter): one object for all.
-      header.groups.push_back({1, ranks, "reduce_scatter"});
-      break;
-    case GroupLayout::kPerInstance:
-      // dist.new_group() inside each FSDP constructor: same members, distinct objects.
-      for (std::size_t f = 0; f < model.instances.size(); ++f) {
-        header.groups.push_back({f + 1, ranks, model.instances[f].name + ".process_group"});
-      }
-      break;
-    case GroupLayout::kSharedBnOwn: {
-      // fairscale's memory test at #633/#650: to_fsdp passes one get_global_group() object to
-      // the main instances; auto_wrap_bn passes process_group=None, so each BN wrapper's FSDP
-      // constructor makes dist.new_group() (reference/fsdp_semantics.md §2.8, §3.1).
-      header.groups.push_back({1, ranks, "global_group"});
-      const std::vector<GroupId> groups = InstanceGroups(model, options.group_layout);
-      for (std::size_t f = 0; f < model.instances.size(); ++f) {
-        if (groups[f] != 1) {
-          header.groups.push_back({groups[f], ranks, model.instances[f].name + ".process_group"});
-        }
-      }
-      break;
-    }
-    case GroupLayout::kHsdp:
-      // HYBRID_SHARD: the shard group is made once and shared by every instance.
-      header.groups.push_back({1, ranks, "shard_group"});
-      break;
-  }
-  for (const GenInstance& instance : model.instances) {
-    FsdpInstance& fsdp = header.fsdp.emplace_back();
-    fsdp.name = instance.name;
-    for (const GenParam& param : instance.params) {
-      fsdp.params.push_back({param.name, param.numel, DType::kFloat32});
-    }
-  }
-  return header.Finalize();
-}
 
 // Emits the events of the whole run, in order, with allocation ids from 1.
 //
@@ -140,16 +85,14 @@ Status BuildHeader(const FsdpModel& model, const GenOptions& options, TraceHeade
 // `evaluate_function` then calls `release_variables()` on its saved tensors; the produced
 // gradients go to their consumers' input buffers, where a second gradient for the same tensor
 // is summed into a new tensor (`InputBuffer::accumulate`: `old_var + var`).
-class FsdpTrace {
+class FsdpTrace final : public TraceEmitter {
  public:
   FsdpTrace(const FsdpModel& model, const GenOptions& options, TraceHeader& header, EventSink& sink)
       : model_(model),
         options_(options),
         header_(header),
         sink_(sink),
-        shard_group_size_(static_cast<Numel>(options.ShardGroupRanks().size())),
-        groups_(InstanceGroups(model, options.group_layout)),
-        full_param_ids_(model.instances.size()),
+        impl_(MakeFsdpImplementation(model, options, *this)),
         grad_ids_(model.instances.size()),
         saved_(model.forward.size()),
         op_tensors_(model.forward.size()),
@@ -158,15 +101,22 @@ class FsdpTrace {
     IndexParamTargets();
   }
 
-  Status Run() {
-    // Model construction: each rank keeps its fp32 shard of every parameter for the whole run.
-    for (const GenInstance& instance : model_.instances) {
-      for (const GenParam& param : instance.params) {
-        std::uint64_t id = 0;
-        BUCKETSIM_RETURN_IF_ERROR(
-            Alloc(ShardNumel(param) * kFp32Size, kDefaultStream, Category::kParam, id));
-      }
+  // The header: the run's shape here, the rest the implementation's.
+  Status BuildHeader() {
+    if (!impl_) {
+      return InvalidArgument(fmt::format("--fsdp-impl {} is not in this build's emitter",
+                                         FsdpImplName(options_.fsdp_impl)));
     }
+    header_.world_size = options_.world_size;
+    header_.rank = options_.rank;
+    header_.bucket_cap_mb = options_.bucket_cap_mb;
+    header_.description = model_.description;
+    BUCKETSIM_RETURN_IF_ERROR(impl_->BuildHeader(header_));
+    return header_.Finalize();
+  }
+
+  Status Run() {
+    BUCKETSIM_RETURN_IF_ERROR(impl_->Init());
     // The batch: made once, never freed (its storage keeps a reference for the whole run).
     for (std::size_t t = 0; t < model_.inputs.size(); ++t) {
       std::size_t storage = 0;
@@ -304,7 +254,7 @@ class FsdpTrace {
         const GenParam& param = instance.params[at.param];
         const Numel numel = param.views.empty() ? param.numel : param.views[at.view].numel;
         TensorInfo info;
-        info.bytes = numel * ComputeSize(f);
+        info.bytes = numel * impl_->ComputeSize(f);
         info.requires_grad = true;
         target_tensor_[f][at.param].push_back(tensors_.size());
         tensors_.push_back(info);
@@ -351,33 +301,28 @@ class FsdpTrace {
     // Gradients no node consumed (a tensor that requires grad but whose producer has no
     // backward) die with the graph.
     for (std::size_t& grad : grad_of_) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad));
-    BUCKETSIM_RETURN_IF_ERROR(Emit(FlushEvent()));
+    BUCKETSIM_RETURN_IF_ERROR(impl_->EndBackward());
     BUCKETSIM_RETURN_IF_ERROR(Mark("after bwd"));
 
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kStep));
-    if (iteration == 0) BUCKETSIM_RETURN_IF_ERROR(AllocOptimizerState());
-    BUCKETSIM_RETURN_IF_ERROR(Compute(header_.Intern("optimizer step"), StepFlops()));
+    BUCKETSIM_RETURN_IF_ERROR(impl_->Step(iteration));
     BUCKETSIM_RETURN_IF_ERROR(Mark("after step"));
 
-    // set_to_none=True drops every gradient shard, so the next backward's reduced shards are
-    // fresh (view or cast), never accumulated.
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kZeroGrad));
-    BUCKETSIM_RETURN_IF_ERROR(Emit(ZeroGradEvent(/*set_to_none=*/true)));
-    for (std::uint64_t grad : kept_grads_) BUCKETSIM_RETURN_IF_ERROR(Free(grad));
-    kept_grads_.clear();
+    BUCKETSIM_RETURN_IF_ERROR(impl_->ZeroGrad());
     // The loop's own references (the loss, `held`) go when the iteration's variables do.
     for (std::size_t storage : iteration_holds_) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
     iteration_holds_.clear();
     return Status::Ok();
   }
 
-  // §2.3: gather, run, keep what backward needs, reshard. Inside a checkpointed region the
-  // modules run under no_grad: what a run would save dies right after it.
+  // Gather, run, keep what backward needs, reshard (the implementation's hooks). Inside a
+  // checkpointed region the modules run under no_grad: what a run would save dies right after it.
   Status Forward(std::size_t i, bool& in_checkpoint) {
     const ForwardOp& op = model_.forward[i];
     switch (op.kind) {
       case OpKind::kGather:
-        return AllGather(op.instance);
+        return impl_->PreForward(op.instance, Pass::kForward);
       case OpKind::kRun:
         BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kForwardSpan), op.flops));
         return RunForward(i, in_checkpoint ? RunMode::kNoGrad : RunMode::kForward);
@@ -388,7 +333,7 @@ class FsdpTrace {
         in_checkpoint = false;
         return Status::Ok();
       case OpKind::kEndForward:
-        return ReshardsAfterForward(op.instance) ? FreeFullParams(op.instance) : Status::Ok();
+        return impl_->PostForward(op.instance, Pass::kForward);
     }
     return Status::Ok();
   }
@@ -476,15 +421,14 @@ class FsdpTrace {
     return Status::Ok();
   }
 
-  // §2.4, the forward program in reverse: the end of an instance's forward becomes its
-  // pre-backward hook (re-gather), a run its backward, the beginning of its forward its
-  // post-backward hook. A checkpointed region's backward first reruns its forward (with the
+  // The forward program in reverse: the end of an instance's forward becomes its pre-backward
+  // hook (re-gather), a run its backward, the beginning of its forward its post-backward hook. A checkpointed region's backward first reruns its forward (with the
   // parameters gathered), which brings its saved tensors back for the backward proper.
   Status Backward(std::size_t i) {
     const ForwardOp& op = model_.forward[i];
     switch (op.kind) {
       case OpKind::kEndForward:
-        return AllGather(op.instance);
+        return impl_->PreBackward(op.instance);
       case OpKind::kCheckpointEnd:
         return Recompute(i);
       case OpKind::kRun:
@@ -492,7 +436,7 @@ class FsdpTrace {
       case OpKind::kCheckpointBegin:
         return EndRegionBackward(i);
       case OpKind::kGather:
-        return PostBackwardHook(op.instance);
+        return impl_->PostBackward(op.instance);
     }
     return Status::Ok();
   }
@@ -595,9 +539,9 @@ class FsdpTrace {
         BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kRecomputeSpan), op.flops));
         BUCKETSIM_RETURN_IF_ERROR(RunForward(i, RunMode::kRecompute));
       } else if (op.kind == OpKind::kGather) {
-        BUCKETSIM_RETURN_IF_ERROR(AllGather(op.instance));
-      } else if (op.kind == OpKind::kEndForward && ReshardsAfterForward(op.instance)) {
-        BUCKETSIM_RETURN_IF_ERROR(FreeFullParams(op.instance));
+        BUCKETSIM_RETURN_IF_ERROR(impl_->PreForward(op.instance, Pass::kRecompute));
+      } else if (op.kind == OpKind::kEndForward) {
+        BUCKETSIM_RETURN_IF_ERROR(impl_->PostForward(op.instance, Pass::kRecompute));
       }
     }
     return Status::Ok();
@@ -624,9 +568,28 @@ class FsdpTrace {
   }
   Status AllocFullGrad(std::size_t f, std::size_t p) {
     std::uint64_t id = 0;
-    BUCKETSIM_RETURN_IF_ERROR(Alloc(model_.instances[f].params[p].numel * ComputeSize(f),
-                                    kDefaultStream, Category::kGrad, id));
+    const Numel numel = model_.instances[f].params[p].numel + impl_->GradPadding(f, p);
+    BUCKETSIM_RETURN_IF_ERROR(
+        Alloc(numel * impl_->ComputeSize(f), kDefaultStream, Category::kGrad, id));
     grad_ids_[f].push_back(id);
+    return Status::Ok();
+  }
+
+  // TraceEmitter: the gradient of parameter p of unit f, handed to the implementation.
+  Status TakeParamGrad(std::size_t f, std::size_t p, std::uint64_t& id) override {
+    const std::size_t params = model_.instances[f].params.size();
+    BUCKETSIM_CHECK(p < params);
+    if (per_param_) {
+      BUCKETSIM_CHECK(grad_ids_[f].size() == p);
+      BUCKETSIM_RETURN_IF_ERROR(CompleteParamGrad(f, p));
+    } else {
+      // No backward reached a run that uses them (a dead branch): a zero gradient stands in,
+      // so every parameter is still reduced once.
+      BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
+    }
+    id = std::exchange(grad_ids_[f][p], 0);
+    BUCKETSIM_CHECK(id != 0);
+    if (p + 1 == params) grad_ids_[f].clear();
     return Status::Ok();
   }
 
@@ -660,34 +623,16 @@ class FsdpTrace {
           Alloc(tensors_[targets[v]].bytes, kDefaultStream, Category::kGrad, id));
       zeros.push_back(id);
     }
+    // The padding is split off the flat parameter like a view no run reads.
+    if (const Numel padding = impl_->GradPadding(f, p); padding > 0) {
+      std::uint64_t id = 0;
+      BUCKETSIM_RETURN_IF_ERROR(
+          Alloc(padding * impl_->ComputeSize(f), kDefaultStream, Category::kGrad, id));
+      zeros.push_back(id);
+    }
     BUCKETSIM_RETURN_IF_ERROR(AllocFullGrad(f, p));
     for (std::uint64_t id : zeros) BUCKETSIM_RETURN_IF_ERROR(Free(id));
     for (std::size_t t : targets) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad_of_[t]));
-    return Status::Ok();
-  }
-
-  // Per parameter (fairscale registers one hook per parameter): free its gathered copy, reduce
-  // its gradient, then the full gradient dies when the hook returns. HEAD (#784) sets
-  // param.grad = None before the reduce is queued, whether it is bucketed or bypassed.
-  Status PostBackwardHook(std::size_t f) {
-    const std::vector<GenParam>& params = model_.instances[f].params;
-    if (params.empty()) return Status::Ok();
-    // No backward reached a run that uses them (a dead branch): a zero gradient stands in, so
-    // every parameter is still reduced once.
-    if (!per_param_) BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
-    for (std::size_t p = 0; p < params.size(); ++p) {
-      if (per_param_) BUCKETSIM_RETURN_IF_ERROR(CompleteParamGrad(f, p));
-      const std::uint64_t full_param = std::exchange(full_param_ids_[f][p], 0);
-      if (full_param != 0) BUCKETSIM_RETURN_IF_ERROR(Free(full_param));
-      if (Unsharded()) {
-        BUCKETSIM_RETURN_IF_ERROR(KeepGradient(f, p));
-        continue;
-      }
-      BUCKETSIM_RETURN_IF_ERROR(ReduceScatter(f, p));
-      BUCKETSIM_RETURN_IF_ERROR(Free(grad_ids_[f][p]));
-    }
-    full_param_ids_[f].clear();
-    grad_ids_[f].clear();
     return Status::Ok();
   }
 
@@ -735,160 +680,23 @@ class FsdpTrace {
     return Release(std::exchange(grad, kNone));
   }
 
-  // One rank: the post-reduction hook gets the full gradient itself and keeps it as the
-  // gradient until zero_grad; with mixed precision it is cast to fp32 first (a new tensor of
-  // numel x 4, the compute-dtype gradient then dies).
-  Status KeepGradient(std::size_t f, std::size_t p) {
-    std::uint64_t grad = grad_ids_[f][p];
-    if (MixedPrecision(f)) {
-      std::uint64_t fp32 = 0;
-      BUCKETSIM_RETURN_IF_ERROR(Alloc(model_.instances[f].params[p].numel * kFp32Size,
-                                      kPostBackwardStream, Category::kGrad, fp32));
-      BUCKETSIM_RETURN_IF_ERROR(Free(grad));
-      grad = fp32;
-    }
-    kept_grads_.push_back(grad);
-    return Status::Ok();
-  }
-
-  // The post_backward-stream part of the hook: fp32 copy, chunk_and_pad, the request.
-  Status ReduceScatter(std::size_t f, std::size_t p) {
-    const GenParam& param = model_.instances[f].params[p];
-    const Numel shard_numel = ShardNumel(param);
-    const DType reduce_dtype = ReduceDType(f);
-    std::uint64_t fp32_copy = 0;
-    // Mixed precision with fp32 reduction: the hook copies the gradient to fp32 first.
-    if (MixedPrecision(f) && reduce_dtype == DType::kFloat32) {
-      BUCKETSIM_RETURN_IF_ERROR(
-          Alloc(param.numel * kFp32Size, kPostBackwardStream, Category::kGrad, fp32_copy));
-    }
-    // chunk_and_pad: ws chunks of s elements are views of the gradient, except a short last
-    // chunk (padded into a new tensor) and missing chunks (new zero tensors).
-    const Numel new_chunks = shard_group_size_ - param.numel / shard_numel;
-    std::uint64_t padding = 0;
-    if (new_chunks > 0) {
-      BUCKETSIM_RETURN_IF_ERROR(Alloc(new_chunks * shard_numel * ElementSize(reduce_dtype),
-                                      kPostBackwardStream, Category::kGrad, padding));
-    }
-
-    // A reduced fp32 shard is kept as the gradient (a view); a 16-bit one is cast to the fp32
-    // parameter dtype in the post-reduction hook (§2.4).
-    const bool reduced_in_fp32 = reduce_dtype == DType::kFloat32;
-    BUCKETSIM_RETURN_IF_ERROR(Emit(ReduceScatterEvent(
-        static_cast<std::uint32_t>(f), static_cast<std::uint32_t>(p), GroupOf(f), reduce_dtype,
-        shard_numel, reduced_in_fp32 ? ShardMode::kView : ShardMode::kCast, DType::kFloat32)));
-
-    if (padding != 0) BUCKETSIM_RETURN_IF_ERROR(Free(padding));
-    if (fp32_copy != 0) BUCKETSIM_RETURN_IF_ERROR(Free(fp32_copy));
-    return Status::Ok();
-  }
-
-  // _rebuild_full_params, idempotent: with mixed precision the fp32 shard is cast into
-  // `_fp16_shard` first, which is freed right after the all-gather that reads it.
-  Status AllGather(std::size_t f) {
-    const std::vector<GenParam>& params = model_.instances[f].params;
-    if (!full_param_ids_[f].empty()) return Status::Ok();
-    if (Unsharded()) return UseFullParams(f);
-    for (const GenParam& param : params) {
-      const Numel shard_numel = ShardNumel(param);
-      std::uint64_t cast_shard = 0;
-      if (MixedPrecision(f)) {
-        BUCKETSIM_RETURN_IF_ERROR(Alloc(shard_numel * ComputeSize(f), kAllGatherStream,
-                                        Category::kAllGather, cast_shard));
-      }
-      std::uint64_t full = 0;
-      BUCKETSIM_RETURN_IF_ERROR(Alloc(shard_group_size_ * shard_numel * ComputeSize(f),
-                                      kAllGatherStream, Category::kAllGather, full));
-      full_param_ids_[f].push_back(full);
-      if (cast_shard != 0) BUCKETSIM_RETURN_IF_ERROR(Free(cast_shard));
-    }
-    return Status::Ok();
-  }
-
-  Status FreeFullParams(std::size_t f) {
-    for (std::uint64_t id : full_param_ids_[f]) {
-      if (id != 0) BUCKETSIM_RETURN_IF_ERROR(Free(id));
-    }
-    full_param_ids_[f].clear();
-    return Status::Ok();
-  }
-
-  // One rank: fairscale does not shard (reference §2.8: "ws = 1, so the params are not
-  // sharded and the reducer is not used"). The fp32 parameter is used as it is (id 0: nothing
-  // allocated); with mixed precision it is cast to the compute dtype, a full-size copy that
-  // lives as the gathered parameter would.
-  bool Unsharded() const { return shard_group_size_ == 1; }
-  Status UseFullParams(std::size_t f) {
-    for (const GenParam& param : model_.instances[f].params) {
-      std::uint64_t id = 0;
-      if (MixedPrecision(f)) {
-        BUCKETSIM_RETURN_IF_ERROR(
-            Alloc(param.numel * ComputeSize(f), kAllGatherStream, Category::kAllGather, id));
-      }
-      full_param_ids_[f].push_back(id);
-    }
-    return Status::Ok();
-  }
-
-  bool ReshardsAfterForward(std::size_t f) const {
-    return options_.reshard_after_forward && model_.instances[f].reshard_after_forward;
-  }
-
-  // An instance computes in the compute dtype unless it was wrapped with
-  // mixed_precision=False, or the compute dtype is fp32 anyway.
-  bool MixedPrecision(std::size_t f) const {
-    return model_.instances[f].mixed_precision && options_.compute_dtype != DType::kFloat32;
-  }
-  Bytes ComputeSize(std::size_t f) const {
-    return MixedPrecision(f) ? ElementSize(options_.compute_dtype) : kFp32Size;
-  }
-  DType ReduceDType(std::size_t f) const {
-    return MixedPrecision(f) ? options_.ReduceDType() : DType::kFloat32;
-  }
-
-  Numel ShardNumel(const GenParam& param) const {
-    return PaddedShardNumel(param.numel, shard_group_size_);
-  }
-
-  GroupId GroupOf(std::size_t f) const { return groups_[f]; }
-
-  // Created lazily by the first optimizer.step() and kept for the rest of the run; one fp32
-  // tensor of s elements per state buffer and parameter (Adam: exp_avg and exp_avg_sq).
-  Status AllocOptimizerState() {
-    const int tensors = OptimizerStateTensors(options_.optimizer);
-    for (const GenInstance& instance : model_.instances) {
-      for (const GenParam& param : instance.params) {
-        for (int t = 0; t < tensors; ++t) {
-          std::uint64_t id = 0;
-          BUCKETSIM_RETURN_IF_ERROR(
-              Alloc(ShardNumel(param) * kFp32Size, kDefaultStream, Category::kOptimizerState, id));
-        }
-      }
-    }
-    return Status::Ok();
-  }
-
-  double StepFlops() const {
-    Numel shard_numel = 0;
-    for (const GenInstance& instance : model_.instances) {
-      for (const GenParam& param : instance.params) shard_numel += ShardNumel(param);
-    }
-    return StepFlopsPerElement(options_.optimizer) * static_cast<double>(shard_numel);
-  }
-
-  Status Emit(Event event) {
+  // TraceEmitter.
+  Status Emit(Event event) override {
     event.index = next_index_++;
     return sink_.OnEvent(event);
+  }
+  Status Compute(std::string_view span, double flops) override {
+    return Compute(header_.Intern(span), flops);
   }
 
   Status EnterPhase(Phase phase) { return Emit(PhaseEvent(phase)); }
 
-  Status Alloc(Bytes bytes, StreamId stream, Category category, std::uint64_t& id) {
+  Status Alloc(Bytes bytes, StreamId stream, Category category, std::uint64_t& id) override {
     id = next_alloc_id_++;
     return Emit(AllocEvent(id, bytes, category, stream));
   }
 
-  Status Free(std::uint64_t id) {
+  Status Free(std::uint64_t id) override {
     BUCKETSIM_CHECK(id != 0);
     return Emit(FreeEvent(id));
   }
@@ -915,13 +723,10 @@ class FsdpTrace {
   const GenOptions& options_;
   TraceHeader& header_;
   EventSink& sink_;
-  const Numel shard_group_size_;
-  const std::vector<GroupId> groups_;
+  const std::unique_ptr<FsdpImplementation> impl_;
   EventIndex next_index_ = 0;
   std::uint64_t next_alloc_id_ = 1;
-  std::vector<std::vector<std::uint64_t>> full_param_ids_;  // per instance; empty: resharded
   std::vector<std::vector<std::uint64_t>> grad_ids_;  // per instance, while backward holds them
-  std::vector<std::uint64_t> kept_grads_;             // one rank: the gradients, until zero_grad
   std::vector<std::vector<std::size_t>> saved_;       // per forward op: the storages it saved
   std::map<std::string, std::size_t, std::less<>> index_;  // tensor id -> index
   std::vector<TensorInfo> tensors_;
@@ -953,9 +758,10 @@ Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSin
   // Sinks keep a pointer to the header and names are interned while events stream, so it
   // lives here until OnEnd has returned.
   TraceHeader header;
-  BUCKETSIM_RETURN_IF_ERROR(BuildHeader(model, options, header));
+  FsdpTrace trace(model, options, header, sink);
+  BUCKETSIM_RETURN_IF_ERROR(trace.BuildHeader());
   BUCKETSIM_RETURN_IF_ERROR(sink.OnHeader(header));
-  BUCKETSIM_RETURN_IF_ERROR(FsdpTrace(model, options, header, sink).Run());
+  BUCKETSIM_RETURN_IF_ERROR(trace.Run());
   return sink.OnEnd();
 }
 

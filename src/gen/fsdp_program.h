@@ -1,14 +1,13 @@
-// A model under fairscale FSDP as the trace generator sees it: its FSDP instances (each with
-// its parameters, flat or not) and the forward pass as a program of ops over them. The emitter
-// derives everything else from reference/fsdp_semantics.md §2: the fp32 shards at init, the
-// all-gathers (with the mixed-precision cast shard), the reshards, the backward as the forward
-// program run in reverse (pre-backward re-gathers, backward spans, each parameter's gradient at
-// the backward of the ops that read it (param_reads; without them, an instance's full
-// gradients at the first op that uses it), post-backward hooks that concatenate a flat
-// parameter's view gradients, free the gathered parameters and request one reduce-scatter per
-// parameter), the final flush, the optimizer state at the first step and
-// zero_grad(set_to_none=True). Presets only describe their model; the emitter is the one place
-// the FSDP allocation pattern lives.
+// A model under FSDP as the trace generator sees it: its FSDP instances (units, each with its
+// parameters, flat or not) and the forward pass as a program of ops over them. The emitter runs
+// the program as autograd does: the forward's activations and saves, the backward as the
+// forward program run in reverse (backward spans, each parameter's gradient at the backward of
+// the ops that read it (param_reads; without them, an instance's full gradients at the first
+// op that uses it), a flat parameter's view gradients concatenated), checkpoint recomputation.
+// Everything about the parameters (shards, gathers, reshards, prefetch, the reduction of a
+// unit's gradients, the optimizer state) is the FSDP implementation's (fsdp_implementation.h:
+// fairscale's, PyTorch's FSDP1 or FSDP2). Presets only describe their model; the emitter and
+// the implementations are the one place the FSDP allocation pattern lives.
 #pragma once
 
 #include <cstdint>

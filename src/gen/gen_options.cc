@@ -1,5 +1,6 @@
 #include "gen/gen_options.h"
 
+#include <charconv>
 #include <cmath>
 #include <utility>
 
@@ -22,6 +23,44 @@ std::vector<int> GenOptions::ShardGroupRanks() const {
   std::vector<int> ranks(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) ranks[static_cast<std::size_t>(r)] = first + r;
   return ranks;
+}
+
+std::string_view FsdpImplName(FsdpImpl impl) {
+  switch (impl) {
+    case FsdpImpl::kFairscale:
+      return "fairscale";
+    case FsdpImpl::kFsdp1:
+      return "fsdp1";
+    case FsdpImpl::kFsdp2:
+      return "fsdp2";
+  }
+  return "?";
+}
+
+std::string_view ShardingStrategyName(ShardingStrategy strategy) {
+  switch (strategy) {
+    case ShardingStrategy::kFullShard:
+      return "FULL_SHARD";
+    case ShardingStrategy::kShardGradOp:
+      return "SHARD_GRAD_OP";
+    case ShardingStrategy::kNoShard:
+      return "NO_SHARD";
+    case ShardingStrategy::kHybridShard:
+      return "HYBRID_SHARD";
+  }
+  return "?";
+}
+
+std::string_view BackwardPrefetchName(BackwardPrefetch prefetch) {
+  switch (prefetch) {
+    case BackwardPrefetch::kPre:
+      return "pre";
+    case BackwardPrefetch::kPost:
+      return "post";
+    case BackwardPrefetch::kNone:
+      return "none";
+  }
+  return "?";
 }
 
 std::string_view OptimizerName(OptimizerKind optimizer) {
@@ -50,6 +89,59 @@ std::string_view GroupLayoutName(GroupLayout layout) {
   return "?";
 }
 
+namespace {
+
+// An option of one implementation set away from its default under another is an error: the
+// trace would not be what the user asked for.
+Status ValidateImplOptions(const GenOptions& o) {
+  const GenOptions defaults;
+  const auto only = [&](bool changed, std::string_view flag, FsdpImpl impl) {
+    if (!changed || o.fsdp_impl == impl) return Status::Ok();
+    return InvalidArgument(fmt::format("--{} is an option of --fsdp-impl {} (this is {})", flag,
+                                       FsdpImplName(impl), FsdpImplName(o.fsdp_impl)));
+  };
+  BUCKETSIM_RETURN_IF_ERROR(only(o.sharding_strategy != defaults.sharding_strategy,
+                                 "sharding-strategy", FsdpImpl::kFsdp1));
+  BUCKETSIM_RETURN_IF_ERROR(only(o.backward_prefetch != defaults.backward_prefetch,
+                                 "backward-prefetch", FsdpImpl::kFsdp1));
+  BUCKETSIM_RETURN_IF_ERROR(
+      only(o.forward_prefetch != defaults.forward_prefetch, "forward-prefetch", FsdpImpl::kFsdp1));
+  BUCKETSIM_RETURN_IF_ERROR(only(o.limit_all_gathers != defaults.limit_all_gathers,
+                                 "limit-all-gathers", FsdpImpl::kFsdp1));
+  BUCKETSIM_RETURN_IF_ERROR(
+      only(o.use_orig_params != defaults.use_orig_params, "use-orig-params", FsdpImpl::kFsdp1));
+  BUCKETSIM_RETURN_IF_ERROR(only(o.reshard_after_forward_ranks != 0,
+                                 "reshard-after-forward=N", FsdpImpl::kFsdp2));
+  BUCKETSIM_RETURN_IF_ERROR(
+      only(o.output_dtype.has_value(), "output-dtype", FsdpImpl::kFsdp2));
+  if (o.fp32_reduce_scatter && o.fsdp_impl != FsdpImpl::kFairscale) {
+    return InvalidArgument(fmt::format(
+        "--fp32-reduce-scatter is fairscale's; with --fsdp-impl {} say --reduce-dtype fp32",
+        FsdpImplName(o.fsdp_impl)));
+  }
+  if (o.offload_params && o.fsdp_impl == FsdpImpl::kFairscale) {
+    return InvalidArgument("--offload-params is an option of --fsdp-impl fsdp1 or fsdp2");
+  }
+  const bool hybrid = o.sharding_strategy == ShardingStrategy::kHybridShard;
+  if (o.fsdp_impl == FsdpImpl::kFsdp1 && hybrid != (o.group_layout == GroupLayout::kHsdp)) {
+    return InvalidArgument(
+        "HYBRID_SHARD needs its replicate and shard groups: give --sharding-strategy "
+        "HYBRID_SHARD with --hsdp-shape R,S (R replicas of S ranks)");
+  }
+  if (o.reshard_after_forward_ranks < 0 ||
+      (o.reshard_after_forward_ranks > 0 &&
+       (o.reshard_after_forward_ranks >= o.world_size ||
+        o.world_size % o.reshard_after_forward_ranks != 0))) {
+    return InvalidArgument(fmt::format(
+        "reshard_after_forward={} must be a divisor of world_size {} below it (fully_shard "
+        "reshards to that many ranks after forward)",
+        o.reshard_after_forward_ranks, o.world_size));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidateGenOptions(const GenOptions& options) {
   if (options.iterations < 1) {
     return InvalidArgument(
@@ -71,6 +163,13 @@ Status ValidateGenOptions(const GenOptions& options) {
     return InvalidArgument(
         fmt::format("rank {} is outside [0, world_size {})", options.rank, options.world_size));
   }
+  if (options.hsdp_replicas != 0 &&
+      options.hsdp_replicas * static_cast<long long>(options.hsdp_shard_size) != options.world_size) {
+    return InvalidArgument(fmt::format("--hsdp-shape {},{} is {} ranks, but world_size is {}",
+                                       options.hsdp_replicas, options.hsdp_shard_size,
+                                       options.hsdp_replicas * static_cast<long long>(options.hsdp_shard_size),
+                                       options.world_size));
+  }
   if (options.group_layout == GroupLayout::kHsdp) {
     const int k = options.hsdp_shard_size;
     if (k < 2 || options.world_size % k != 0) {
@@ -83,12 +182,14 @@ Status ValidateGenOptions(const GenOptions& options) {
         fmt::format("hsdp_shard_size ({}) is only meaningful with the hsdp group layout (got {})",
                     options.hsdp_shard_size, GroupLayoutName(options.group_layout)));
   }
+  BUCKETSIM_RETURN_IF_ERROR(ValidateImplOptions(options));
   const DType compute = options.compute_dtype;
   if (compute != DType::kFloat32 && compute != DType::kFloat16 && compute != DType::kBFloat16) {
     return InvalidArgument(
         fmt::format("compute_dtype must be fp32, fp16 or bf16 (got {})", DTypeName(compute)));
   }
-  // fairscale reduces in the compute dtype, or in fp32 with fp32_reduce_scatter.
+  // fairscale reduces in the compute dtype, or in fp32 with fp32_reduce_scatter; PyTorch's
+  // MixedPrecision(reduce_dtype=...) the same two in practice, and nothing else is modelled.
   const DType reduce = options.reduce_dtype.value_or(compute);
   if (reduce != compute && reduce != DType::kFloat32) {
     return InvalidArgument(fmt::format("reduce_dtype must be compute_dtype ({}) or fp32 (got {})",
@@ -108,7 +209,42 @@ Status ValidateGenOptions(const GenOptions& options) {
   return Status::Ok();
 }
 
+namespace {
+
+// "PyTorch FSDP1 rank 0 of 8, FULL_SHARD, backward_prefetch pre, param fp32, reduce fp32, adam,
+// 2 iterations": PyTorch's names for PyTorch's implementations.
+std::string DescribeTorchFsdpOptions(const GenOptions& o) {
+  std::string what;
+  if (o.fsdp_impl == FsdpImpl::kFsdp1) {
+    what = fmt::format("PyTorch FSDP1 rank {} of {}, {}", o.rank, o.world_size,
+                       ShardingStrategyName(o.sharding_strategy));
+    if (o.group_layout == GroupLayout::kHsdp) {
+      what += fmt::format(" {}x{}", o.world_size / o.hsdp_shard_size, o.hsdp_shard_size);
+    }
+    what += fmt::format(", backward_prefetch {}{}{}{}", BackwardPrefetchName(o.backward_prefetch),
+                        o.forward_prefetch ? ", forward_prefetch" : "",
+                        o.limit_all_gathers ? "" : ", no limit_all_gathers",
+                        o.use_orig_params ? ", use_orig_params" : "");
+  } else {
+    std::string reshard = o.reshard_after_forward ? "True" : "False";
+    if (o.reshard_after_forward_ranks > 0) reshard = fmt::format("{}", o.reshard_after_forward_ranks);
+    what = fmt::format("PyTorch FSDP2 rank {} of {}, reshard_after_forward={}", o.rank,
+                       o.world_size, reshard);
+  }
+  return fmt::format("{}, param {}, reduce {}, {}{}, {} iterations", what,
+                     DTypeName(o.compute_dtype), DTypeName(o.ReduceDType()),
+                     OptimizerName(o.optimizer), o.offload_params ? ", params offloaded" : "",
+                     o.iterations);
+}
+
+DType DefaultComputeDType(FsdpImpl impl) {
+  return impl == FsdpImpl::kFairscale ? DType::kBFloat16 : DType::kFloat32;
+}
+
+}  // namespace
+
 std::string DescribeGenOptions(const GenOptions& options) {
+  if (options.fsdp_impl != FsdpImpl::kFairscale) return DescribeTorchFsdpOptions(options);
   std::string layout = fmt::format("{} groups", GroupLayoutName(options.group_layout));
   if (options.group_layout == GroupLayout::kHsdp) {
     layout = fmt::format("hsdp shard groups of {}", options.hsdp_shard_size);
@@ -122,13 +258,34 @@ std::string DescribeGenOptions(const GenOptions& options) {
 
 std::vector<PresetParam> GenOptionParams(GenOptions& o) {
   std::vector<PresetParam> params;
+  PresetParam impl = ChoiceParam("fsdp-impl",
+                                 "Whose FSDP: fairscale (2021), fsdp1 (PyTorch "
+                                 "FullyShardedDataParallel), fsdp2 (PyTorch fully_shard)",
+                                 o.fsdp_impl,
+                                 {{"fairscale", FsdpImpl::kFairscale},
+                                  {"fsdp1", FsdpImpl::kFsdp1},
+                                  {"fsdp2", FsdpImpl::kFsdp2}});
+  // The implementation's default precision unless --param-dtype was given (either order).
+  impl.set = [&o, set = impl.set](std::string_view text) {
+    BUCKETSIM_RETURN_IF_ERROR(set(text));
+    if (!o.compute_dtype_given) o.compute_dtype = DefaultComputeDType(o.fsdp_impl);
+    return Status::Ok();
+  };
+  params.push_back(std::move(impl));
   params.push_back(IntParam("world-size", "Ranks of the job", o.world_size));
   params.push_back(IntParam("rank", "The rank whose view the trace is", o.rank));
   params.push_back(IntParam("iterations", "Training iterations", o.iterations));
-  params.push_back(DTypeParam("param-dtype",
-                              "Mixed precision param/compute dtype: all-gathered parameters, "
-                              "activations, full gradients (shards stay fp32)",
-                              o.compute_dtype));
+  PresetParam param_dtype = DTypeParam("param-dtype",
+                                       "Mixed precision param/compute dtype: all-gathered "
+                                       "parameters, activations, full gradients (shards stay "
+                                       "fp32); default bf16 for fairscale, fp32 (no "
+                                       "MixedPrecision) for fsdp1 and fsdp2",
+                                       o.compute_dtype);
+  param_dtype.set = [&o, set = param_dtype.set](std::string_view text) {
+    o.compute_dtype_given = true;
+    return set(text);
+  };
+  params.push_back(std::move(param_dtype));
   params.push_back(ChoiceParam("reduce-dtype",
                                "Reduce-scatter dtype (param-dtype: the same as --param-dtype)",
                                o.reduce_dtype,
@@ -140,10 +297,27 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                              "fairscale fp32_reduce_scatter: copy the gradient to fp32 and reduce "
                              "in fp32",
                              o.fp32_reduce_scatter));
-  params.push_back(BoolParam("reshard-after-forward",
-                             "Free gathered parameters after each instance's forward "
-                             "(false: keep them until its backward)",
-                             o.reshard_after_forward));
+  PresetParam reshard = BoolParam("reshard-after-forward",
+                                  "Free gathered parameters after each instance's forward "
+                                  "(false: keep them until its backward; fsdp2 also takes N: "
+                                  "reshard to N ranks)",
+                                  o.reshard_after_forward);
+  reshard.set = [&o, set = reshard.set](std::string_view text) {
+    int ranks = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), ranks);
+    if (error != std::errc() || end != text.data() + text.size() || ranks < 2) {
+      o.reshard_after_forward_ranks = 0;
+      return set(text);
+    }
+    o.reshard_after_forward = true;
+    o.reshard_after_forward_ranks = ranks;
+    return Status::Ok();
+  };
+  reshard.get = [&o, get = reshard.get] {
+    return o.reshard_after_forward_ranks > 0 ? fmt::format("{}", o.reshard_after_forward_ranks)
+                                             : get();
+  };
+  params.push_back(std::move(reshard));
   params.push_back(ChoiceParam("optimizer", "Optimizer state: none, momentum, or Adam's two",
                                o.optimizer,
                                {{"sgd", OptimizerKind::kSgd},
@@ -162,6 +336,35 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
   params.push_back(IntParam("hsdp-shard-size",
                             "With --groups hsdp: ranks per shard group (consecutive ranks)",
                             o.hsdp_shard_size));
+  params.push_back(HsdpShapeParam(o));
+  params.push_back(ChoiceParam("sharding-strategy",
+                               "fsdp1 ShardingStrategy (HYBRID_SHARD with --hsdp-shape)",
+                               o.sharding_strategy,
+                               {{"FULL_SHARD", ShardingStrategy::kFullShard},
+                                {"SHARD_GRAD_OP", ShardingStrategy::kShardGradOp},
+                                {"NO_SHARD", ShardingStrategy::kNoShard},
+                                {"HYBRID_SHARD", ShardingStrategy::kHybridShard}}));
+  params.push_back(ChoiceParam("backward-prefetch",
+                               "fsdp1 backward_prefetch: BACKWARD_PRE, BACKWARD_POST or None",
+                               o.backward_prefetch,
+                               {{"pre", BackwardPrefetch::kPre},
+                                {"post", BackwardPrefetch::kPost},
+                                {"none", BackwardPrefetch::kNone}}));
+  params.push_back(BoolParam("forward-prefetch", "fsdp1 forward_prefetch", o.forward_prefetch));
+  params.push_back(
+      BoolParam("limit-all-gathers", "fsdp1 limit_all_gathers (on|off)", o.limit_all_gathers));
+  params.push_back(BoolParam("use-orig-params", "fsdp1 use_orig_params", o.use_orig_params));
+  params.push_back(BoolParam("offload-params",
+                             "fsdp1 CPUOffload(offload_params=True), fsdp2 CPUOffloadPolicy: "
+                             "sharded parameters, gradients and optimizer state in host memory",
+                             o.offload_params));
+  params.push_back(ChoiceParam("output-dtype",
+                               "fsdp2 MixedPrecisionPolicy.output_dtype (none: no cast)",
+                               o.output_dtype,
+                               {{"none", std::nullopt},
+                                {"fp32", DType::kFloat32},
+                                {"bf16", DType::kBFloat16},
+                                {"fp16", DType::kFloat16}}));
   params.push_back(NumberParam("bucket-cap-mb",
                                "The run's bucket_cap_mb, recorded in the trace header (the cap "
                                "compare/check use without --bucket-cap-mb)",
@@ -169,6 +372,38 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
   params.push_back(NumberParam(
       "device-tflops", "Sustained TFLOP/s of one device, for compute spans", o.device_tflops));
   return params;
+}
+
+PresetParam HsdpShapeParam(GenOptions& o) {
+  PresetParam param{"hsdp-shape",
+                    "R,S: hybrid sharding over R replicas of S consecutive ranks (R x S = "
+                    "world size): --groups hsdp --hsdp-shard-size S",
+                    ParamKind::kChoice,
+                    {},
+                    {},
+                    {}};
+  param.get = [&o] {
+    if (o.group_layout != GroupLayout::kHsdp || o.hsdp_shard_size == 0) return std::string("none");
+    return fmt::format("{},{}", o.world_size / o.hsdp_shard_size, o.hsdp_shard_size);
+  };
+  param.set = [&o](std::string_view text) {
+    int replicas = 0;
+    int shard = 0;
+    const char* end = text.data() + text.size();
+    const auto first = std::from_chars(text.data(), end, replicas);
+    if (first.ec != std::errc() || first.ptr == end || *first.ptr != ',') {
+      return InvalidArgument(fmt::format("'{}' is not R,S (replicas,shard size)", text));
+    }
+    const auto second = std::from_chars(first.ptr + 1, end, shard);
+    if (second.ec != std::errc() || second.ptr != end || replicas < 1 || shard < 2) {
+      return InvalidArgument(fmt::format("'{}' is not R,S with R >= 1 and S >= 2", text));
+    }
+    o.group_layout = GroupLayout::kHsdp;
+    o.hsdp_shard_size = shard;
+    o.hsdp_replicas = replicas;
+    return Status::Ok();
+  };
+  return param;
 }
 
 PresetParam AutocastParam(std::optional<DType>& autocast) {

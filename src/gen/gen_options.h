@@ -31,7 +31,21 @@ enum class GroupLayout {
 
 enum class OptimizerKind { kSgd, kSgdMomentum, kAdam };
 
+// Whose FSDP the trace follows (src/gen/fsdp_implementation.h): what each rank keeps of the
+// parameters, when it gathers and frees them, and how a unit's gradients are reduced.
+enum class FsdpImpl {
+  kFairscale,  // fairscale's FullyShardedDataParallel (2021), the reference/fsdp_semantics.md one
+  kFsdp1,      // torch.distributed.fsdp.FullyShardedDataParallel (torch 2.6)
+  kFsdp2,      // torch.distributed.fsdp.fully_shard (torch 2.6)
+};
+
+// FSDP1's ShardingStrategy (torch/distributed/fsdp/api.py).
+enum class ShardingStrategy { kFullShard, kShardGradOp, kNoShard, kHybridShard };
+// FSDP1's BackwardPrefetch (api.py): BACKWARD_PRE, BACKWARD_POST, or None.
+enum class BackwardPrefetch { kPre, kPost, kNone };
+
 struct GenOptions {
+  FsdpImpl fsdp_impl = FsdpImpl::kFairscale;
   int world_size = 8;
   int rank = 0;
   int iterations = 2;
@@ -39,7 +53,11 @@ struct GenOptions {
   // full gradients) is in `compute_dtype` (MixedPrecision's param_dtype, fairscale's
   // compute_dtype); gradients are reduced in `reduce_dtype` (unset: the compute dtype) and
   // cast back to fp32 when that differs, else kept as views of the reduced buffer.
+  // The default depends on the implementation: bf16 for fairscale (its traces have always been
+  // emitted so), fp32 for FSDP1 and FSDP2, whose default is no MixedPrecision. Setting
+  // --param-dtype (compute_dtype_given) wins over that default whatever the flags' order.
   DType compute_dtype = DType::kBFloat16;
+  bool compute_dtype_given = false;
   std::optional<DType> reduce_dtype;
   // fairscale's fp32_reduce_scatter: with mixed precision the post-backward hook copies the
   // gradient to fp32 and reduces that. The same as reduce_dtype fp32.
@@ -50,6 +68,23 @@ struct GenOptions {
   OptimizerKind optimizer = OptimizerKind::kAdam;
   GroupLayout group_layout = GroupLayout::kPerInstance;
   int hsdp_shard_size = 0;       // with kHsdp: ranks per shard group, dividing world_size
+  int hsdp_replicas = 0;         // --hsdp-shape R,S: R (checked against world_size); 0: unset
+
+  // FSDP1 (torch.distributed.fsdp.FullyShardedDataParallel), PyTorch's names and defaults.
+  // HYBRID_SHARD takes its shard group from hsdp_shard_size (--hsdp-shape R,S).
+  ShardingStrategy sharding_strategy = ShardingStrategy::kFullShard;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::kPre;
+  bool forward_prefetch = false;
+  bool limit_all_gathers = true;
+  bool use_orig_params = false;
+  // FSDP1 CPUOffload(offload_params=True), FSDP2 CPUOffloadPolicy: the sharded parameters,
+  // their gradients and the optimizer state live in host memory.
+  bool offload_params = false;
+  // FSDP2: reshard_after_forward=N (an int): after forward, keep the parameters sharded over
+  // N ranks instead of freeing them; 0: the bool reshard_after_forward decides.
+  int reshard_after_forward_ranks = 0;
+  // FSDP2 MixedPrecisionPolicy.output_dtype: the root's forward outputs cast to it (unset: none).
+  std::optional<DType> output_dtype;
   double bucket_cap_mb = 25.0;   // recorded in the header: the run's default cap
   double device_tflops = 400.0;  // sustained FLOP/s of one device, for compute spans
 
@@ -65,8 +100,16 @@ struct GenOptions {
 // fsdp_amp_compute_dtype32), each matmul/conv casts its weight to `autocast` and saves the copy
 // for backward, activations are in `autocast`. Unset: no autocast.
 PresetParam AutocastParam(std::optional<DType>& autocast);
+// --hsdp-shape R,S: the hsdp group layout with shard groups of S ranks, R of them.
+PresetParam HsdpShapeParam(GenOptions& options);
 // Fails unless `autocast` is unset, fp16 or bf16.
 Status ValidateAutocast(const std::optional<DType>& autocast);
+
+// "fairscale", "fsdp1", "fsdp2".
+std::string_view FsdpImplName(FsdpImpl impl);
+// "FULL_SHARD", ... and "pre", "post", "none": the CLI's spellings.
+std::string_view ShardingStrategyName(ShardingStrategy strategy);
+std::string_view BackwardPrefetchName(BackwardPrefetch prefetch);
 
 // Fails on options that describe no job; the message names the field.
 Status ValidateGenOptions(const GenOptions& options);
