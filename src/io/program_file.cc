@@ -45,7 +45,7 @@ class ProgramReader {
         doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
     BUCKETSIM_RETURN_IF_ERROR(
         Keys(top, {"format", "schema_version", "description", "autocast", "instances", "inputs",
-                   "forward", "loss", "held", "measured"}));
+                   "forward", "loss", "held", "fsdp", "measured"}));
     if (doc_.Has(Pointer("/description"))) {
       PROGRAM_ASSIGN(model_.description, doc_.String(Pointer("/description")));
     }
@@ -78,6 +78,9 @@ class ProgramReader {
         PROGRAM_ASSIGN(id, doc_.String(Pointer("/held") / k));
         model_.held.push_back(std::move(id));
       }
+    }
+    if (doc_.Has(Pointer("/fsdp"))) {
+      PROGRAM_ASSIGN(model_.fsdp, Fsdp(Pointer("/fsdp")));
     }
     if (doc_.Has(Pointer("/measured"))) {
       Measured measured;
@@ -117,6 +120,32 @@ class ProgramReader {
     if (name == "fp16") return std::optional<DType>(DType::kFloat16);
     if (name == "bf16") return std::optional<DType>(DType::kBFloat16);
     return doc_.Error(at, fmt::format("expected \"fp16\" or \"bf16\", got \"{}\"", name));
+  }
+
+  // The FSDP settings a recorded model carried: its shape is checked (an implementation bucketsim
+  // knows, settings an object, per-instance entries naming instances), the rest is PyTorch's
+  // and kept as JSON text.
+  Result<std::optional<std::string>> Fsdp(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"implementation", "settings", "instances"}));
+    std::string implementation;
+    PROGRAM_ASSIGN(implementation, doc_.String(at / "implementation"));
+    if (implementation != "fsdp1" && implementation != "fsdp2") {
+      return doc_.Error(at / "implementation",
+                        fmt::format("expected \"fsdp1\" or \"fsdp2\", got \"{}\"", implementation));
+    }
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at / "settings").status());
+    if (doc_.Has(at / "instances")) {
+      const Json* instances = nullptr;
+      PROGRAM_ASSIGN(instances, doc_.Object(at / "instances"));
+      for (const auto& [name, settings] : instances->items()) {
+        bool known = false;
+        for (const GenInstance& instance : model_.instances) known = known || instance.name == name;
+        if (!known) return doc_.Error(at / "instances" / name, "no instance has this name");
+        BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at / "instances" / name).status());
+      }
+    }
+    return std::optional<std::string>(doc_.root().at(at).dump());
   }
 
   Status Instances() {
@@ -597,6 +626,7 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   }
   out << "  ],\n  \"loss\": " << Json(model.loss).dump();
   if (!model.held.empty()) out << ",\n  \"held\": " << Json(model.held).dump();
+  if (model.fsdp) out << ",\n  \"fsdp\": " << *model.fsdp;
   if (model.measured) out << ",\n  \"measured\": " << MeasuredJson(*model.measured).dump();
   out << "\n}\n";
 }
