@@ -27,37 +27,46 @@ Output (--json): {"torch_version", "world_size", "config", "wall_s", "ranks": [{
 
 The late frees after backward (why the collectives are settled)
 -----------------------------------------------------------------
-Measured naively, live bytes at "after bwd" (and so "after step" and "done") vary from run to
-run and rank to rank in steps of one unit's unsharded gradient. The cause: a gloo collective's
-work object holds references to its input and output tensors, and gloo's worker thread holds
-the work object (ProcessGroupGloo::runLoop keeps it in a local and in workInProgress_) until
-just after it has run it, while the caller's wait() returns as soon as it has run. When the
-caller drops its own last reference first (FSDP1's _reduce_grad returns and drops
-padded_unsharded_grad, the flat gradient, some microseconds after reduce_scatter_tensor
-returns; FSDP2's foreach_reduce drops its reduce_scatter_input the same way), the storage's
-last reference goes on the gloo thread and the memory is freed there. The profiler records
-allocator events only on threads where it is enabled (memoryProfilingEnabled() is thread-local;
-gloo's threads do not inherit it), so that free is never recorded: the profile keeps the
-tensor alive for ever, and the CPU allocator's own running total ("Total Allocated") drifts
-too, because the unprofiled free also skips its size table. Which thread drops last is a race,
-so the surplus is 0, 1 or 2 units' gradients (2,104,320 B per Block unit at world size 2).
-Evidence: unprofiled_frees lists, per rank, each allocation whose address the allocator hands
-out again while the profile still has it alive (a free the profile missed), with its size and
-the phase it was allocated in; without settling, every surplus at "after bwd" equals the sum of
-those made in the backward phase, all of them reduce-scatter inputs (--settle off reproduces
-it; the numbers are in the report of the branch that added this file).
+Measured naively (--settle off), live bytes at "after bwd" (and so at "after step" and "done")
+vary from run to run and rank to rank in steps of one unit's reduce-scatter input (2,104,320 B
+for a Block at world size 2; 9.99, 12.00 or 14.0 MiB for resmlp). Cause, found in the Chrome
+traces (--keep-traces): gloo's reduce_scatter_tensor (c10d::_reduce_scatter_base_, called by
+FSDP1's _reduce_grad and FSDP2's foreach_reduce) clones its input on the calling thread
+(aten::clone inside the c10d span, recorded) and keeps the clone in its work object; the clone
+is freed when the work object dies. The work object has two owners: the caller (c10d's
+reduce_scatter_tensor drops it right after work.wait() returns) and the gloo worker thread
+that ran it (ProcessGroupGloo::runLoop holds it until it has finished with it, a moment after
+marking it complete). Whichever lets go last frees the clone. The profiler records allocator
+events only on threads where it is enabled: gloo's worker has it only while it executes a work
+(its own temporaries, e.g. all_gather_into_tensor's flat output, 2,104,320 B, appear on the
+worker's thread id, allocated and freed), not when it drops the work afterwards, so when the
+worker is last the free is never recorded and the profile keeps the clone alive to the end.
+Evidence, one FSDP1 FULL_SHARD run (10 reduce-scatters on 2 ranks): 9 clones freed on the
+main thread inside FullyShardedDataParallel._post_backward_hook as the collective call returned;
+1 (rank 1, a Block's) never freed in the profile, that rank's "after bwd" 12.00 MiB and "done"
+7.01 MiB where the other rank had 9.99 and 5.00; the allocator's own "Total Allocated" at the
+last event equals the sum of the recorded events (7,348,176 B), so no profiled thread freed it.
+gc.collect() cannot help (no Python object is involved) and neither can a barrier (it is
+another work on another worker). It is not a leak of FSDP's: settling, which only changes
+which thread lets go of the work last, removes it (below).
 
-The same race cannot change a GPU's figures: CUDA's caching allocator counts a free in
-memory_allocated() on whichever thread it happens (its statistics are per device, not per
-thread), and NCCL's record_stream only delays the block's reuse, not the count.
+On a GPU with NCCL the figure would not move: CUDA's caching allocator counts a free in
+memory_allocated() on whichever thread makes it (its statistics are per device), record_stream
+only delays the block's reuse, and NCCL's reduce-scatter needs no clone of its input.
 
-The harness therefore settles each collective: it passes the collective aliases of its tensors
-(detach(): new TensorImpls on the same storage, no allocation), waits on the work, drops the
-aliases, and then waits until the storage's use count is back to what it was before the call,
-that is until gloo's thread has let go of them, before returning to FSDP. The collective, its
-tensors and FSDP's own references are unchanged; only the thread that lets go last is: FSDP's
-own drop is then the last, on the main thread, where the profiler records it, at the place the
-program frees it. --settle off measures without it.
+The harness therefore settles each synchronous collective (--settle on, the default): it calls
+the torch.distributed function with async_op=True, waits on the work, waits until every other
+thread of the process sleeps (the worker that ran the work then has dropped it: it runs
+until it sleeps on its queue, and nothing else wakes a gloo thread while no collective is
+queued), and only then drops the work on the main thread and returns None as the synchronous
+call does. The collective, its tensors, and FSDP's own references are unchanged; the work dies
+where c10d's synchronous call would have dropped it, and its clone's free is recorded there.
+Measured: 3 runs of FSDP1 FULL_SHARD (mean-of-logits loss), every rank 9.99 MiB after
+backward, and each configuration of the branch's report equal on all ranks; with an earlier
+settle that waited for the tensors but not for the work's owner, 2 of 4 ranks were high.
+settle_timeouts counts collectives whose wait for sleeping threads timed out (none seen).
+The all-gather's temporary on gloo's worker is recorded (it happens while the profiler is
+enabled there) and counts in the phase peaks; on NCCL no such copy exists.
 """
 
 import argparse
