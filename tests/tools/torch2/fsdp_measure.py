@@ -29,7 +29,8 @@ The late frees after backward (why the collectives are settled)
 -----------------------------------------------------------------
 Measured naively (--settle off), live bytes at "after bwd" (and so at "after step" and "done")
 vary from run to run and rank to rank in steps of one unit's reduce-scatter input (2,104,320 B
-for a Block at world size 2; 9.99, 12.00 or 14.0 MiB for resmlp). Cause, found in the Chrome
+for a Block, 2,054,048 B for the root at world size 2; 9.99, 11.95 and 12.00 MiB seen here
+with the mean-of-logits resmlp, 14.0 in the reference). Cause, found in the Chrome
 traces (--keep-traces): gloo's reduce_scatter_tensor (c10d::_reduce_scatter_base_, called by
 FSDP1's _reduce_grad and FSDP2's foreach_reduce) clones its input on the calling thread
 (aten::clone inside the c10d span, recorded) and keeps the clone in its work object; the clone
@@ -41,7 +42,7 @@ events only on threads where it is enabled: gloo's worker has it only while it e
 (its own temporaries, e.g. all_gather_into_tensor's flat output, 2,104,320 B, appear on the
 worker's thread id, allocated and freed), not when it drops the work afterwards, so when the
 worker is last the free is never recorded and the profile keeps the clone alive to the end.
-Evidence, one FSDP1 FULL_SHARD run (10 reduce-scatters on 2 ranks): 9 clones freed on the
+Evidence, one FSDP1 FULL_SHARD run without a working settle (10 reduce-scatters on 2 ranks): 9 clones freed on the
 main thread inside FullyShardedDataParallel._post_backward_hook as the collective call returned;
 1 (rank 1, a Block's) never freed in the profile, that rank's "after bwd" 12.00 MiB and "done"
 7.01 MiB where the other rank had 9.99 and 5.00; the allocator's own "Total Allocated" at the
