@@ -19,7 +19,7 @@ def add_cpu_stream_events():
     torch.cpu.Event (which exists) is already a no-op."""
     stream = torch.cpu.Stream
     if not hasattr(stream, "record_event"):
-        stream.record_event = lambda self, event=None: event if event is not None else torch.cpu.Event()
+        stream.record_event = lambda self, event=None: event or torch.cpu.Event()
     if not hasattr(stream, "wait_event"):
         stream.wait_event = lambda self, event: None
 

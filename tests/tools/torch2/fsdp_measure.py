@@ -43,12 +43,14 @@ events only on threads where it is enabled: gloo's worker has it only while it e
 worker's thread id, allocated and freed), not when it drops the work afterwards, so when the
 worker is last the free is never recorded and the profile keeps the clone alive to the end.
 Evidence, one FSDP1 FULL_SHARD run without a working settle (10 reduce-scatters on 2 ranks):
-9 clones freed on the main thread inside FullyShardedDataParallel._post_backward_hook as the collective call returned;
+9 clones freed on the main thread inside FullyShardedDataParallel._post_backward_hook as the
+collective call returned;
 1 (rank 1, a Block's) never freed in the profile, that rank's "after bwd" 12.00 MiB and "done"
 7.01 MiB where the other rank had 9.99 and 5.00; the allocator's own "Total Allocated" at the
 last event equals the sum of the recorded events (7,348,176 B), so no profiled thread freed it.
 gc.collect() cannot help (no Python object holds the work by then); a barrier was not tried
-and would not order the other worker's release (gloo has 2 worker threads per group). It is not a leak of FSDP's: settling, which only changes
+and would not order the other worker's release (gloo has 2 worker threads per group). It is
+not a leak of FSDP's: settling, which only changes
 which thread lets go of the work last, removes it (below).
 
 On a GPU with NCCL the figure would not move: CUDA's caching allocator counts a free in
