@@ -99,9 +99,8 @@ class TorchFsdp1 final : public FsdpImplementation {
   }
 
   // fp FlatParamHandle.shard: each rank keeps its padded fp32 shard (`_local_shard`); NO_SHARD
-  // keeps the whole flat parameter. The constructor's unsharded copy is freed by shard(), and
-  // `_full_param_padded`/`_mp_shard` are allocated and freed at once in
-  // init_flat_param_attributes (lazy init), before anything else is alive: not emitted.
+  // keeps the whole flat parameter. (The constructor's unsharded copy is the model's own,
+  // freed by shard() before the trace begins.)
   Status Init() override {
     for (const Unit& unit : units_) {
       if (unit.flat_numel == 0) continue;
@@ -314,9 +313,12 @@ class TorchFsdp1 final : public FsdpImplementation {
     return Status::Ok();
   }
 
-  // rt _root_pre_forward: with forward_prefetch every handle needs its pre-forward unshard
-  // again; _reset_flat_param_grad_info_if_needed drops the shards use_orig_params kept.
+  // rt _root_pre_forward: the first one runs _lazy_init; with forward_prefetch every handle
+  // needs its pre-forward unshard again; _reset_flat_param_grad_info_if_needed drops the
+  // shards use_orig_params kept.
   Status RootPreForward() {
+    if (!lazy_initialized_) BUCKETSIM_RETURN_IF_ERROR(LazyInit());
+    lazy_initialized_ = true;
     if (options_.forward_prefetch) {
       for (Unit& unit : units_) {
         unit.needs_pre_forward_unshard = true;
@@ -326,6 +328,28 @@ class TorchFsdp1 final : public FsdpImplementation {
     const bool held = std::any_of(units_.begin(), units_.end(),
                                   [](const Unit& unit) { return unit.holds_grad; });
     return options_.use_orig_params && held ? ReleaseGrads() : Status::Ok();
+  }
+
+  // rt _lazy_init -> fp init_flat_param_attributes, per handle in order: `_mp_shard` (mixed
+  // precision), `_full_param_padded` (sharded) and `_full_prec_full_param_padded` (both) are
+  // made with torch.empty and their storage freed at once (_free_storage): each a transient
+  // allocation of its full size.
+  Status LazyInit() {
+    for (std::size_t f = 0; f < units_.size(); ++f) {
+      const Unit& unit = units_[f];
+      if (unit.flat_numel == 0) continue;
+      const bool mp = ParamMixedPrecision(f);
+      const Numel padded = ShardGroupSize() * unit.shard_numel;
+      if (mp) BUCKETSIM_RETURN_IF_ERROR(Transient(unit.shard_numel * ComputeSize(f)));
+      if (Sharded()) BUCKETSIM_RETURN_IF_ERROR(Transient(padded * ComputeSize(f)));
+      if (Sharded() && mp) BUCKETSIM_RETURN_IF_ERROR(Transient(padded * kFp32Size));
+    }
+    return Status::Ok();
+  }
+  Status Transient(Bytes bytes) {
+    std::uint64_t id = 0;
+    BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(bytes, kDefaultStream, Category::kAllGather, id));
+    return trace_.Free(id);
   }
 
   // rt _unshard: fp pre_unshard (with mixed precision, _use_low_precision_shard allocates
@@ -509,6 +533,7 @@ class TorchFsdp1 final : public FsdpImplementation {
   std::vector<Unit> units_;
   std::size_t root_ = 0;
   int iteration_ = 0;
+  bool lazy_initialized_ = false;
   std::vector<std::size_t> pre_forward_order_;   // eo handles_pre_forward_order
   std::vector<std::size_t> post_forward_order_;  // eo handles_post_forward_order
 };

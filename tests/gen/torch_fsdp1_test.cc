@@ -67,20 +67,26 @@ const std::vector<std::string> kFullShardForward = {
     "alloc 4 100 s0 activation",  // x
     "iteration 0",
     "phase forward",
-    "alloc 5 24 s1 all_gather",  // the root's padded unsharded flat parameter
-    "alloc 6 40 s1 all_gather",  // a's
+    "alloc 5 24 s0 all_gather",  // lazy init: the root's _full_param_padded, made and freed
+    "free 5",
+    "alloc 6 40 s0 all_gather",  // a's, b's
+    "free 6",
+    "alloc 7 40 s0 all_gather",
+    "free 7",
+    "alloc 8 24 s1 all_gather",  // the root's padded unsharded flat parameter
+    "alloc 9 40 s1 all_gather",  // a's
     "compute forward a",
-    "alloc 7 200 s0 activation",  // ha
-    "free 6",                     // a reshards after forward
-    "alloc 8 40 s1 all_gather",
+    "alloc 10 200 s0 activation",  // ha
+    "free 9",                     // a reshards after forward
+    "alloc 11 40 s1 all_gather",
     "compute forward b",
-    "alloc 9 200 s0 activation",  // hb
-    "free 8",
+    "alloc 12 200 s0 activation",  // hb
+    "free 11",
     "compute forward head",
-    "alloc 10 4 s0 activation",  // the loss; the root does not reshard after forward
+    "alloc 13 4 s0 activation",  // the loss; the root does not reshard after forward
     "mark after fwd",
     "phase backward",
-    "alloc 11 4 s0 grad",  // ones_like(loss)
+    "alloc 14 4 s0 grad",  // ones_like(loss)
 };
 
 // After backward: the step (SGD: no state) and zero_grad(set_to_none=True), which drops the
@@ -105,33 +111,33 @@ TEST(TorchFsdp1, FullShardBackwardPrePrefetchesTheNextUnitInThePreBackwardHook) 
   const std::vector<std::string> expected = Concat({
       kFullShardForward,
       {
-          "alloc 12 40 s1 all_gather",  // the root's pre-backward hook prefetches b
+          "alloc 15 40 s1 all_gather",  // the root's pre-backward hook prefetches b
           "compute backward head",
-          "alloc 13 24 s0 grad",   // the root's flat gradient
-          "alloc 14 200 s0 grad",  // grad hb
-          "free 11",
-          "free 9",
-          "alloc 15 40 s1 all_gather",  // b's pre-backward hook (b prefetched) prefetches a
-          "compute backward b",
-          "alloc 16 40 s0 grad",  // b's flat gradient
-          "alloc 17 200 s0 grad",
+          "alloc 16 24 s0 grad",   // the root's flat gradient
+          "alloc 17 200 s0 grad",  // grad hb
           "free 14",
-          "free 7",
-          "free 12",                 // b's post-backward hook reshards
-          "rs 2.0 g1 fp32 5 view",   // one request per unit: its flat parameter's shard
-          "free 16",                 // the unsharded gradient goes when the hook returns
-          "compute backward a",
-          "alloc 18 40 s0 grad",
+          "free 12",
+          "alloc 18 40 s1 all_gather",  // b's pre-backward hook (b prefetched) prefetches a
+          "compute backward b",
+          "alloc 19 40 s0 grad",  // b's flat gradient
+          "alloc 20 200 s0 grad",
           "free 17",
-          "free 15",
-          "rs 1.0 g1 fp32 5 view",
+          "free 10",
+          "free 15",                 // b's post-backward hook reshards
+          "rs 2.0 g1 fp32 5 view",   // one request per unit: its flat parameter's shard
+          "free 19",                 // the unsharded gradient goes when the hook returns
+          "compute backward a",
+          "alloc 21 40 s0 grad",
+          "free 20",
           "free 18",
-          "free 5",  // the root's post-backward hook frees its parameters at last
+          "rs 1.0 g1 fp32 5 view",
+          "free 21",
+          "free 8",  // the root's post-backward hook frees its parameters at last
           "rs 0.0 g1 fp32 3 view",
-          "free 13",
+          "free 16",
       },
       kStepAndZeroGrad,
-      {"free 10"},
+      {"free 13"},
   });
   EXPECT_EQ(Emit(Chain(), Fsdp1Options(2)), expected);
 }
@@ -143,32 +149,32 @@ TEST(TorchFsdp1, FullShardBackwardPostPrefetchesAfterResharding) {
       kFullShardForward,
       {
           "compute backward head",
-          "alloc 12 24 s0 grad",
-          "alloc 13 200 s0 grad",
-          "free 11",
-          "free 9",
-          "alloc 14 40 s1 all_gather",  // b's own pre-backward unshard
-          "compute backward b",
-          "alloc 15 40 s0 grad",
+          "alloc 15 24 s0 grad",
           "alloc 16 200 s0 grad",
-          "free 13",
-          "free 7",
-          "free 14",                    // b reshards,
-          "alloc 17 40 s1 all_gather",  // then prefetches a, before its reduce-scatter
-          "rs 2.0 g1 fp32 5 view",
-          "free 15",
-          "compute backward a",
-          "alloc 18 40 s0 grad",
-          "free 16",
-          "free 17",
-          "rs 1.0 g1 fp32 5 view",
-          "free 18",
-          "free 5",
-          "rs 0.0 g1 fp32 3 view",
+          "free 14",
           "free 12",
+          "alloc 17 40 s1 all_gather",  // b's own pre-backward unshard
+          "compute backward b",
+          "alloc 18 40 s0 grad",
+          "alloc 19 200 s0 grad",
+          "free 16",
+          "free 10",
+          "free 17",                    // b reshards,
+          "alloc 20 40 s1 all_gather",  // then prefetches a, before its reduce-scatter
+          "rs 2.0 g1 fp32 5 view",
+          "free 18",
+          "compute backward a",
+          "alloc 21 40 s0 grad",
+          "free 19",
+          "free 20",
+          "rs 1.0 g1 fp32 5 view",
+          "free 21",
+          "free 8",
+          "rs 0.0 g1 fp32 3 view",
+          "free 15",
       },
       kStepAndZeroGrad,
-      {"free 10"},
+      {"free 13"},
   });
   EXPECT_EQ(Emit(Chain(), options), expected);
 }
@@ -181,32 +187,32 @@ TEST(TorchFsdp1, WithoutBackwardPrefetchEachUnitGathersInItsPreBackwardHook) {
       kFullShardForward,
       {
           "compute backward head",
-          "alloc 12 24 s0 grad",
-          "alloc 13 200 s0 grad",
-          "free 11",
-          "free 9",
-          "alloc 14 40 s1 all_gather",
-          "compute backward b",
-          "alloc 15 40 s0 grad",
+          "alloc 15 24 s0 grad",
           "alloc 16 200 s0 grad",
-          "free 13",
-          "free 7",
           "free 14",
-          "rs 2.0 g1 fp32 5 view",
-          "free 15",
-          "alloc 17 40 s1 all_gather",  // a's pre-backward hook, after b's post-backward
-          "compute backward a",
-          "alloc 18 40 s0 grad",
-          "free 16",
-          "free 17",
-          "rs 1.0 g1 fp32 5 view",
-          "free 18",
-          "free 5",
-          "rs 0.0 g1 fp32 3 view",
           "free 12",
+          "alloc 17 40 s1 all_gather",
+          "compute backward b",
+          "alloc 18 40 s0 grad",
+          "alloc 19 200 s0 grad",
+          "free 16",
+          "free 10",
+          "free 17",
+          "rs 2.0 g1 fp32 5 view",
+          "free 18",
+          "alloc 20 40 s1 all_gather",  // a's pre-backward hook, after b's post-backward
+          "compute backward a",
+          "alloc 21 40 s0 grad",
+          "free 19",
+          "free 20",
+          "rs 1.0 g1 fp32 5 view",
+          "free 21",
+          "free 8",
+          "rs 0.0 g1 fp32 3 view",
+          "free 15",
       },
       kStepAndZeroGrad,
-      {"free 10"},
+      {"free 13"},
   });
   EXPECT_EQ(Emit(Chain(), options), expected);
 }
@@ -222,43 +228,49 @@ TEST(TorchFsdp1, ShardGradOpKeepsParametersFromForwardToPostBackward) {
           "alloc 4 100 s0 activation",
           "iteration 0",
           "phase forward",
-          "alloc 5 24 s1 all_gather",
-          "alloc 6 40 s1 all_gather",
+          "alloc 5 24 s0 all_gather",  // lazy init, as FULL_SHARD's
+          "free 5",
+          "alloc 6 40 s0 all_gather",
+          "free 6",
+          "alloc 7 40 s0 all_gather",
+          "free 7",
+          "alloc 8 24 s1 all_gather",
+          "alloc 9 40 s1 all_gather",
           "compute forward a",
-          "alloc 7 200 s0 activation",  // a keeps its parameters
-          "alloc 8 40 s1 all_gather",
+          "alloc 10 200 s0 activation",  // a keeps its parameters
+          "alloc 11 40 s1 all_gather",
           "compute forward b",
-          "alloc 9 200 s0 activation",
+          "alloc 12 200 s0 activation",
           "compute forward head",
-          "alloc 10 4 s0 activation",
+          "alloc 13 4 s0 activation",
           "mark after fwd",
           "phase backward",
-          "alloc 11 4 s0 grad",  // pre-backward hooks and prefetches: nothing to gather
+          "alloc 14 4 s0 grad",  // pre-backward hooks and prefetches: nothing to gather
           "compute backward head",
-          "alloc 12 24 s0 grad",
-          "alloc 13 200 s0 grad",
-          "free 11",
-          "free 9",
-          "compute backward b",
-          "alloc 14 40 s0 grad",
-          "alloc 15 200 s0 grad",
-          "free 13",
-          "free 7",
-          "free 8",  // the post-backward hook frees them (gradients are synchronised)
-          "rs 2.0 g1 fp32 5 view",
+          "alloc 15 24 s0 grad",
+          "alloc 16 200 s0 grad",
           "free 14",
-          "compute backward a",
-          "alloc 16 40 s0 grad",
-          "free 15",
-          "free 6",
-          "rs 1.0 g1 fp32 5 view",
-          "free 16",
-          "free 5",
-          "rs 0.0 g1 fp32 3 view",
           "free 12",
+          "compute backward b",
+          "alloc 17 40 s0 grad",
+          "alloc 18 200 s0 grad",
+          "free 16",
+          "free 10",
+          "free 11",  // the post-backward hook frees them (gradients are synchronised)
+          "rs 2.0 g1 fp32 5 view",
+          "free 17",
+          "compute backward a",
+          "alloc 19 40 s0 grad",
+          "free 18",
+          "free 9",
+          "rs 1.0 g1 fp32 5 view",
+          "free 19",
+          "free 8",
+          "rs 0.0 g1 fp32 3 view",
+          "free 15",
       },
       kStepAndZeroGrad,
-      {"free 10"},
+      {"free 13"},
   });
   EXPECT_EQ(Emit(Chain(), options), expected);
 }
@@ -359,15 +371,15 @@ TEST(TorchFsdp1, ForwardPrefetchFromTheSecondIteration) {
   const std::vector<std::string> expected_forward = {
       "iteration 1",
       "phase forward",
-      "alloc 19 24 s1 all_gather",  // the root
-      "alloc 20 40 s1 all_gather",  // a, prefetched by the root's pre-forward
-      "alloc 21 40 s1 all_gather",  // b, prefetched by a's pre-forward
+      "alloc 22 24 s1 all_gather",  // the root
+      "alloc 23 40 s1 all_gather",  // a, prefetched by the root's pre-forward
+      "alloc 24 40 s1 all_gather",  // b, prefetched by a's pre-forward
       "compute forward a",
-      "alloc 22 200 s0 activation",
-      "free 20",
+      "alloc 25 200 s0 activation",
+      "free 23",
       "compute forward b",
-      "alloc 23 200 s0 activation",
-      "free 21",
+      "alloc 26 200 s0 activation",
+      "free 24",
       "compute forward head",
   };
   EXPECT_EQ(std::vector<std::string>(second, second + expected_forward.size()), expected_forward);
@@ -387,60 +399,79 @@ TEST(TorchFsdp1, Bf16ParametersWithFp32Reduction) {
       "alloc 4 100 s0 activation",
       "iteration 0",
       "phase forward",
-      "alloc 5 6 s3 all_gather",  // the root's _mp_shard: 3 bf16 elements
-      "alloc 6 12 s1 all_gather",
+      // lazy init, per unit: _mp_shard, _full_param_padded (bf16), _full_prec_full_param_padded
+      "alloc 5 6 s0 all_gather",
       "free 5",
-      "alloc 7 10 s3 all_gather",
-      "alloc 8 20 s1 all_gather",
+      "alloc 6 12 s0 all_gather",
+      "free 6",
+      "alloc 7 24 s0 all_gather",
       "free 7",
-      "compute forward a",
-      "alloc 9 200 s0 activation",
+      "alloc 8 10 s0 all_gather",
       "free 8",
-      "alloc 10 10 s3 all_gather",
-      "alloc 11 20 s1 all_gather",
+      "alloc 9 20 s0 all_gather",
+      "free 9",
+      "alloc 10 40 s0 all_gather",
       "free 10",
-      "compute forward b",
-      "alloc 12 200 s0 activation",
+      "alloc 11 10 s0 all_gather",
       "free 11",
-      "compute forward head",
-      "alloc 13 4 s0 activation",
-      "mark after fwd",
-      "phase backward",
-      "alloc 14 4 s0 grad",
-      "alloc 15 10 s3 all_gather",  // b prefetched: cast, gather, free the cast
-      "alloc 16 20 s1 all_gather",
-      "free 15",
-      "compute backward head",
-      "alloc 17 12 s0 grad",  // the root's bf16 flat gradient
-      "alloc 18 200 s0 grad",
-      "free 14",
+      "alloc 12 20 s0 all_gather",
       "free 12",
+      "alloc 13 40 s0 all_gather",
+      "free 13",
+      "alloc 14 6 s3 all_gather",  // the root's _mp_shard: 3 bf16 elements
+      "alloc 15 12 s1 all_gather",
+      "free 14",
+      "alloc 16 10 s3 all_gather",
+      "alloc 17 20 s1 all_gather",
+      "free 16",
+      "compute forward a",
+      "alloc 18 200 s0 activation",
+      "free 17",
       "alloc 19 10 s3 all_gather",
       "alloc 20 20 s1 all_gather",
       "free 19",
-      "compute backward b",
-      "alloc 21 20 s0 grad",
-      "alloc 22 200 s0 grad",
-      "free 18",
-      "free 9",
-      "free 16",
-      "alloc 23 40 s2 grad",  // grad.to(reduce_dtype) in the post-backward stream
-      "rs 2.0 g1 fp32 5 view",
+      "compute forward b",
+      "alloc 21 200 s0 activation",
+      "free 20",
+      "compute forward head",
+      "alloc 22 4 s0 activation",
+      "mark after fwd",
+      "phase backward",
+      "alloc 23 4 s0 grad",
+      "alloc 24 10 s3 all_gather",  // b prefetched: cast, gather, free the cast
+      "alloc 25 20 s1 all_gather",
+      "free 24",
+      "compute backward head",
+      "alloc 26 12 s0 grad",  // the root's bf16 flat gradient
+      "alloc 27 200 s0 grad",
       "free 23",
       "free 21",
-      "compute backward a",
-      "alloc 24 20 s0 grad",
-      "free 22",
-      "free 20",
-      "alloc 25 40 s2 grad",
-      "rs 1.0 g1 fp32 5 view",
+      "alloc 28 10 s3 all_gather",
+      "alloc 29 20 s1 all_gather",
+      "free 28",
+      "compute backward b",
+      "alloc 30 20 s0 grad",
+      "alloc 31 200 s0 grad",
+      "free 27",
+      "free 18",
       "free 25",
-      "free 24",
-      "free 6",
-      "alloc 26 24 s2 grad",
+      "alloc 32 40 s2 grad",  // grad.to(reduce_dtype) in the post-backward stream
+      "rs 2.0 g1 fp32 5 view",
+      "free 32",
+      "free 30",
+      "compute backward a",
+      "alloc 33 20 s0 grad",
+      "free 31",
+      "free 29",
+      "alloc 34 40 s2 grad",
+      "rs 1.0 g1 fp32 5 view",
+      "free 34",
+      "free 33",
+      "free 15",
+      "alloc 35 24 s2 grad",
       "rs 0.0 g1 fp32 3 view",
+      "free 35",
       "free 26",
-      "free 17",
       "flush",
       "mark after bwd",
       "phase step",
@@ -448,7 +479,7 @@ TEST(TorchFsdp1, Bf16ParametersWithFp32Reduction) {
       "mark after step",
       "phase zero_grad",
       "zero_grad",
-      "free 13",
+      "free 22",
   };
   EXPECT_EQ(Emit(Chain(), options), expected);
 }
@@ -472,15 +503,15 @@ TEST(TorchFsdp1, Bf16ReductionCastsTheShard) {
 TEST(TorchFsdp1, PaddingOfTheFlatParameterOrOfTheGradient) {
   const std::vector<std::string> b_backward_unpadded = {
       "compute backward b",
-      "alloc 16 36 s0 grad",
-      "alloc 17 200 s0 grad",
-      "free 14",
-      "free 7",
-      "free 12",
-      "alloc 18 40 s2 grad",  // F.pad(unsharded_grad, [0, 1])
+      "alloc 19 36 s0 grad",
+      "alloc 20 200 s0 grad",
+      "free 17",
+      "free 10",
+      "free 15",
+      "alloc 21 40 s2 grad",  // F.pad(unsharded_grad, [0, 1])
       "rs 2.0 g1 fp32 5 view",
-      "free 18",
-      "free 16",
+      "free 21",
+      "free 19",
   };
   const std::vector<std::string> events = Emit(Chain(false, 9), Fsdp1Options(2));
   const auto b = std::find(events.begin(), events.end(), "compute backward b");
@@ -501,8 +532,8 @@ TEST(TorchFsdp1, UseOrigParamsReleasesShardsAtTheNextRootPreForward) {
   options.iterations = 2;
   const std::vector<std::string> events = Emit(Chain(), options);
   const std::vector<std::string> expected = {
-      "phase zero_grad", "free 10", "iteration 1", "phase forward", "zero_grad",
-      "alloc 19 24 s1 all_gather",
+      "phase zero_grad", "free 13", "iteration 1", "phase forward", "zero_grad",
+      "alloc 22 24 s1 all_gather",
   };
   const auto zero = std::find(events.begin(), events.end(), "phase zero_grad");
   ASSERT_NE(zero, events.end());
@@ -516,36 +547,36 @@ TEST(TorchFsdp1, CheckpointedUnitRecomputesUnderItsPreBackwardGather) {
   const std::vector<std::string> expected = Concat({
       kFullShardForward,
       {
-          "alloc 12 40 s1 all_gather",  // the root's pre-backward hook prefetches b
+          "alloc 15 40 s1 all_gather",  // the root's pre-backward hook prefetches b
           "compute backward head",
-          "alloc 13 24 s0 grad",
-          "alloc 14 200 s0 grad",
-          "free 11",
-          "free 9",
-          "alloc 15 40 s1 all_gather",  // b's pre-backward hook prefetches a
-          "compute recompute b",        // FSDP's forward hooks do nothing here
-          "alloc 16 200 s0 activation",
-          "compute backward b",
-          "alloc 17 40 s0 grad",
-          "alloc 18 200 s0 grad",
+          "alloc 16 24 s0 grad",
+          "alloc 17 200 s0 grad",
+          "free 14",
           "free 12",
-          "rs 2.0 g1 fp32 5 view",
-          "free 17",
-          "free 14",  // the region returns
-          "free 16",
-          "free 7",
-          "compute backward a",
-          "alloc 19 40 s0 grad",
-          "free 18",
+          "alloc 18 40 s1 all_gather",  // b's pre-backward hook prefetches a
+          "compute recompute b",        // FSDP's forward hooks do nothing here
+          "alloc 19 200 s0 activation",
+          "compute backward b",
+          "alloc 20 40 s0 grad",
+          "alloc 21 200 s0 grad",
           "free 15",
-          "rs 1.0 g1 fp32 5 view",
+          "rs 2.0 g1 fp32 5 view",
+          "free 20",
+          "free 17",  // the region returns
           "free 19",
-          "free 5",
+          "free 10",
+          "compute backward a",
+          "alloc 22 40 s0 grad",
+          "free 21",
+          "free 18",
+          "rs 1.0 g1 fp32 5 view",
+          "free 22",
+          "free 8",
           "rs 0.0 g1 fp32 3 view",
-          "free 13",
+          "free 16",
       },
       kStepAndZeroGrad,
-      {"free 10"},
+      {"free 13"},
   });
   EXPECT_EQ(Emit(Chain(true), Fsdp1Options(2)), expected);
 }
