@@ -325,8 +325,8 @@ class TorchFsdp1 final : public FsdpImplementation {
         unit.prefetched = false;
       }
     }
-    const bool held = std::any_of(units_.begin(), units_.end(),
-                                  [](const Unit& unit) { return unit.holds_grad; });
+    const bool held =
+        std::any_of(units_.begin(), units_.end(), [](const Unit& unit) { return unit.holds_grad; });
     return options_.use_orig_params && held ? ReleaseGrads() : Status::Ok();
   }
 
@@ -370,8 +370,8 @@ class TorchFsdp1 final : public FsdpImplementation {
     const bool mp = ParamMixedPrecision(f);
     if (!Sharded()) {
       if (!mp) return Status::Ok();
-      return trace_.Alloc(unit.flat_numel * ComputeSize(f), kPreUnshardStream,
-                          Category::kAllGather, unit.unsharded);
+      return trace_.Alloc(unit.flat_numel * ComputeSize(f), kPreUnshardStream, Category::kAllGather,
+                          unit.unsharded);
     }
     std::uint64_t mp_shard = 0;
     if (mp) {
@@ -444,9 +444,9 @@ class TorchFsdp1 final : public FsdpImplementation {
                                              kPostBackwardStream, Category::kGrad, padded));
     }
     const bool fp32 = reduce == DType::kFloat32;
-    BUCKETSIM_RETURN_IF_ERROR(trace_.Emit(ReduceScatterEvent(
-        static_cast<std::uint32_t>(f), 0, kShardGroup, reduce, unit.shard_numel,
-        fp32 ? ShardMode::kView : ShardMode::kCast, DType::kFloat32)));
+    BUCKETSIM_RETURN_IF_ERROR(trace_.Emit(
+        ReduceScatterEvent(static_cast<std::uint32_t>(f), 0, kShardGroup, reduce, unit.shard_numel,
+                           fp32 ? ShardMode::kView : ShardMode::kCast, DType::kFloat32)));
     unit.holds_grad = true;
     if (padded != 0) BUCKETSIM_RETURN_IF_ERROR(trace_.Free(padded));
     return Status::Ok();
@@ -458,8 +458,8 @@ class TorchFsdp1 final : public FsdpImplementation {
   Status ReduceGradNoShard(std::size_t f, std::uint64_t grad, std::uint64_t reduce_copy) {
     std::uint64_t kept = reduce_copy != 0 ? reduce_copy : grad;
     if (ReduceDType(f) != DType::kFloat32) {
-      BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(GradNumel(f) * kFp32Size, kPostBackwardStream,
-                                             Category::kGrad, kept));
+      BUCKETSIM_RETURN_IF_ERROR(
+          trace_.Alloc(GradNumel(f) * kFp32Size, kPostBackwardStream, Category::kGrad, kept));
       if (reduce_copy != 0) BUCKETSIM_RETURN_IF_ERROR(trace_.Free(reduce_copy));
     }
     units_[f].kept_grad = kept;
@@ -491,8 +491,8 @@ class TorchFsdp1 final : public FsdpImplementation {
       for (Numel numel : OptimizerStateNumels(f)) {
         for (int t = 0; t < tensors; ++t) {
           std::uint64_t id = 0;
-          BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(numel * kFp32Size, kDefaultStream,
-                                                 Category::kOptimizerState, id));
+          BUCKETSIM_RETURN_IF_ERROR(
+              trace_.Alloc(numel * kFp32Size, kDefaultStream, Category::kOptimizerState, id));
         }
       }
     }
@@ -541,8 +541,7 @@ class TorchFsdp1 final : public FsdpImplementation {
 }  // namespace
 
 std::unique_ptr<FsdpImplementation> MakeTorchFsdp1(const FsdpModel& model,
-                                                   const GenOptions& options,
-                                                   TraceEmitter& trace) {
+                                                   const GenOptions& options, TraceEmitter& trace) {
   return std::make_unique<TorchFsdp1>(model, options, trace);
 }
 

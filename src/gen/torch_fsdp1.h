@@ -15,7 +15,6 @@
 namespace bucketsim {
 
 std::unique_ptr<FsdpImplementation> MakeTorchFsdp1(const FsdpModel& model,
-                                                   const GenOptions& options,
-                                                   TraceEmitter& trace);
+                                                   const GenOptions& options, TraceEmitter& trace);
 
 }  // namespace bucketsim

@@ -30,13 +30,13 @@ std::vector<std::string> Emit(const FsdpModel& model, const GenOptions& options)
   return testing::EmitSummary(model, options);
 }
 
-// The root (6 parameters) and two units `a` and `b` (`unit_numel` parameters each) in a chain: the root's forward begins, a, then b, then the root's head; the
-// batch x (100 bytes). a: ha = a(x), saves x; b: hb = b(ha), saves ha; head: loss = head(hb),
-// saves hb, uses the root's parameters. On two ranks with 10 elements a unit the shards are 3
-// and 5 elements (12 and 20 bytes), the gathered flat parameters 24 and 40 bytes, and so the
-// flat gradients. Forward order root, a, b; post-forward order a, b, root.
-// With `checkpoint`, b runs in a checkpointed region (around its unit, as
-// checkpoint(block, x, use_reentrant=False) over an FSDP-wrapped block) that keeps ha.
+// The root (6 parameters) and two units `a` and `b` (`unit_numel` parameters each) in a chain: the
+// root's forward begins, a, then b, then the root's head; the batch x (100 bytes). a: ha = a(x),
+// saves x; b: hb = b(ha), saves ha; head: loss = head(hb), saves hb, uses the root's parameters. On
+// two ranks with 10 elements a unit the shards are 3 and 5 elements (12 and 20 bytes), the gathered
+// flat parameters 24 and 40 bytes, and so the flat gradients. Forward order root, a, b;
+// post-forward order a, b, root. With `checkpoint`, b runs in a checkpointed region (around its
+// unit, as checkpoint(block, x, use_reentrant=False) over an FSDP-wrapped block) that keeps ha.
 FsdpModel Chain(bool checkpoint = false, Numel unit_numel = 10) {
   ProgramBuilder program("chain");
   const std::size_t root = program.AddInstance({"root", {{"flat_param_0", 6}}, true, false});
@@ -61,9 +61,9 @@ FsdpModel Chain(bool checkpoint = false, Numel unit_numel = 10) {
 // The forward every two-rank FULL_SHARD run shares: the root gathers first and keeps its
 // parameters, a and b gather and free theirs.
 const std::vector<std::string> kFullShardForward = {
-    "alloc 1 12 s0 param",  // the root's fp32 shard (3 elements)
-    "alloc 2 20 s0 param",  // a's (5)
-    "alloc 3 20 s0 param",  // b's
+    "alloc 1 12 s0 param",        // the root's fp32 shard (3 elements)
+    "alloc 2 20 s0 param",        // a's (5)
+    "alloc 3 20 s0 param",        // b's
     "alloc 4 100 s0 activation",  // x
     "iteration 0",
     "phase forward",
@@ -77,7 +77,7 @@ const std::vector<std::string> kFullShardForward = {
     "alloc 9 40 s1 all_gather",  // a's
     "compute forward a",
     "alloc 10 200 s0 activation",  // ha
-    "free 9",                     // a reshards after forward
+    "free 9",                      // a reshards after forward
     "alloc 11 40 s1 all_gather",
     "compute forward b",
     "alloc 12 200 s0 activation",  // hb
@@ -93,12 +93,8 @@ const std::vector<std::string> kFullShardForward = {
 // reduced shards (the policy's), then the loop drops the loss.
 const std::vector<std::string> kStepAndZeroGrad = {
     "flush",  // the root's final callback
-    "mark after bwd",
-    "phase step",
-    "compute optimizer step",
-    "mark after step",
-    "phase zero_grad",
-    "zero_grad",
+    "mark after bwd",  "phase step",      "compute optimizer step",
+    "mark after step", "phase zero_grad", "zero_grad",
 };
 
 std::vector<std::string> Concat(std::vector<std::vector<std::string>> parts) {
@@ -123,9 +119,9 @@ TEST(TorchFsdp1, FullShardBackwardPrePrefetchesTheNextUnitInThePreBackwardHook) 
           "alloc 20 200 s0 grad",
           "free 17",
           "free 10",
-          "free 15",                 // b's post-backward hook reshards
-          "rs 2.0 g1 fp32 5 view",   // one request per unit: its flat parameter's shard
-          "free 19",                 // the unsharded gradient goes when the hook returns
+          "free 15",                // b's post-backward hook reshards
+          "rs 2.0 g1 fp32 5 view",  // one request per unit: its flat parameter's shard
+          "free 19",                // the unsharded gradient goes when the hook returns
           "compute backward a",
           "alloc 21 40 s0 grad",
           "free 20",
@@ -364,10 +360,10 @@ TEST(TorchFsdp1, ForwardPrefetchFromTheSecondIteration) {
   GenOptions plain = Fsdp1Options(2);
   plain.iterations = 2;
   const std::vector<std::string> unprefetched = Emit(Chain(), plain);
-  EXPECT_EQ(std::vector<std::string>(events.begin(), second),
-            std::vector<std::string>(unprefetched.begin(),
-                                     std::find(unprefetched.begin(), unprefetched.end(),
-                                               "iteration 1")));
+  EXPECT_EQ(
+      std::vector<std::string>(events.begin(), second),
+      std::vector<std::string>(unprefetched.begin(),
+                               std::find(unprefetched.begin(), unprefetched.end(), "iteration 1")));
   const std::vector<std::string> expected_forward = {
       "iteration 1",
       "phase forward",
@@ -532,8 +528,8 @@ TEST(TorchFsdp1, UseOrigParamsReleasesShardsAtTheNextRootPreForward) {
   options.iterations = 2;
   const std::vector<std::string> events = Emit(Chain(), options);
   const std::vector<std::string> expected = {
-      "phase zero_grad", "free 13", "iteration 1", "phase forward", "zero_grad",
-      "alloc 22 24 s1 all_gather",
+      "phase zero_grad", "free 13",   "iteration 1",
+      "phase forward",   "zero_grad", "alloc 22 24 s1 all_gather",
   };
   const auto zero = std::find(events.begin(), events.end(), "phase zero_grad");
   ASSERT_NE(zero, events.end());
@@ -579,6 +575,32 @@ TEST(TorchFsdp1, CheckpointedUnitRecomputesUnderItsPreBackwardGather) {
       {"free 13"},
   });
   EXPECT_EQ(Emit(Chain(true), Fsdp1Options(2)), expected);
+}
+
+// Adam's state is zeros_like each parameter the optimizer holds: the FlatParameter's padded
+// shard (5 elements of a 9-element unit), or with use_orig_params each original parameter's
+// part of the rank's shard, padding excluded: rank 1 holds elements 5..9 of a's 10, of which
+// 4 are a parameter's.
+TEST(TorchFsdp1, OptimizerStatePerShardOrPerOriginalParameterPart) {
+  const auto state_bytes = [](const std::vector<std::string>& events) {
+    std::vector<std::string> state;
+    for (const std::string& e : events) {
+      if (e.find("optimizer_state") != std::string::npos) state.push_back(e.substr(e.find(' ', 6)));
+    }
+    return state;
+  };
+  GenOptions options = Fsdp1Options(2);
+  options.optimizer = OptimizerKind::kAdam;
+  options.rank = 1;
+  const std::vector<std::string> flat = {" 12 s0 optimizer_state", " 12 s0 optimizer_state",
+                                         " 20 s0 optimizer_state", " 20 s0 optimizer_state",
+                                         " 20 s0 optimizer_state", " 20 s0 optimizer_state"};
+  EXPECT_EQ(state_bytes(Emit(Chain(false, 9), options)), flat);
+  options.use_orig_params = true;
+  const std::vector<std::string> orig = {" 12 s0 optimizer_state", " 12 s0 optimizer_state",
+                                         " 16 s0 optimizer_state", " 16 s0 optimizer_state",
+                                         " 16 s0 optimizer_state", " 16 s0 optimizer_state"};
+  EXPECT_EQ(state_bytes(Emit(Chain(false, 9), options)), orig);
 }
 
 }  // namespace
