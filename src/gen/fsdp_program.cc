@@ -15,6 +15,7 @@
 #include "gen/fairscale_fsdp.h"
 #include "gen/fsdp_implementation.h"
 #include "gen/param_target.h"
+#include "gen/torch_fsdp1.h"
 
 namespace bucketsim {
 
@@ -49,6 +50,7 @@ std::unique_ptr<FsdpImplementation> MakeFsdpImplementation(const FsdpModel& mode
     case FsdpImpl::kFairscale:
       return MakeFairscaleFsdp(model, options, trace);
     case FsdpImpl::kFsdp1:
+      return MakeTorchFsdp1(model, options, trace);
     case FsdpImpl::kFsdp2:
       break;
   }
