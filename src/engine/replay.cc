@@ -223,7 +223,6 @@ BufferId Replay::NewBuffer() {
   } else {
     id = free_buffers_.back();
     free_buffers_.pop_back();
-    buffers_[id] = PolicyBuffer{};
   }
   return id;
 }
@@ -231,6 +230,7 @@ BufferId Replay::NewBuffer() {
 BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId group) {
   const BufferId id = NewBuffer();
   PolicyBuffer& buffer = buffers_[id];
+  buffer.staged = false;
   Allocation& allocation = buffer.allocation;
   allocation.category = category;
   allocation.live = true;
@@ -249,6 +249,9 @@ BufferId Replay::Stage(Bytes bytes, DType dtype, GroupId group) {
   PolicyBuffer& buffer = buffers_[id];
   buffer.staged = true;
   buffer.refs = 1;
+  buffer.lifetime = kNoLifetime;
+  buffer.allocation.live = false;
+  buffer.allocation.in_model = false;
   buffer.allocation.dtype = dtype;
   buffer.allocation.group = group;
   buffer.allocation.stream = policy_stream_;

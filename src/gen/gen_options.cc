@@ -196,9 +196,10 @@ Status ValidateGenOptions(const GenOptions& options) {
         fmt::format("compute_dtype must be fp32, fp16 or bf16 (got {})", DTypeName(compute)));
   }
   // fairscale reduces in the compute dtype, or in fp32 with fp32_reduce_scatter; PyTorch's
-  // MixedPrecision(reduce_dtype=...) the same two in practice, and nothing else is modelled.
+  // MixedPrecision(reduce_dtype=...) and MixedPrecisionPolicy take any float dtype.
   const DType reduce = options.reduce_dtype.value_or(compute);
-  if (reduce != compute && reduce != DType::kFloat32) {
+  if (options.fsdp_impl == FsdpImpl::kFairscale && reduce != compute &&
+      reduce != DType::kFloat32) {
     return InvalidArgument(fmt::format("reduce_dtype must be compute_dtype ({}) or fp32 (got {})",
                                        DTypeName(compute), DTypeName(reduce)));
   }
