@@ -630,5 +630,37 @@ TEST(TorchFsdp2, CheckpointedUnitGathersInItsPreBackwardBeforeTheRecompute) {
   EXPECT_EQ(Emit(TwoUnits(/*checkpoint=*/true), options), expected);
 }
 
+// Adam at rank 1: torch.optim's state (zeros_like of the sharded parameter) is this rank's
+// chunk without padding, two fp32 tensors per parameter: w's 2 elements, b's 1.
+TEST(TorchFsdp2, OptimizerStateIsTheUnpaddedLocalShard) {
+  GenOptions options = Fsdp2Options(2);
+  options.rank = 1;
+  options.optimizer = OptimizerKind::kAdam;
+  std::vector<std::string> state;
+  for (const std::string& line : Emit(TwoUnits(), options)) {
+    if (line.find("optimizer_state") != std::string::npos) state.push_back(line);
+  }
+  EXPECT_EQ(state, (std::vector<std::string>{
+                       "alloc 30 8 s0 optimizer_state", "alloc 31 8 s0 optimizer_state",
+                       "alloc 32 4 s0 optimizer_state", "alloc 33 4 s0 optimizer_state",
+                       "alloc 34 8 s0 optimizer_state", "alloc 35 8 s0 optimizer_state",
+                       "alloc 36 4 s0 optimizer_state", "alloc 37 4 s0 optimizer_state"}));
+}
+
+// CPUOffloadPolicy: the shards live on the CPU (nothing at init); each all-gather copies them
+// to the device (.to(device): 12 and 4 bytes), then the output (32 bytes), then drops the
+// copies.
+TEST(TorchFsdp2, OffloadedShardsAreCopiedToTheDeviceForEachAllGather) {
+  GenOptions options = Fsdp2Options(2);
+  options.offload_params = true;
+  const std::vector<std::string> events = Emit(TwoUnits(), options);
+  const std::vector<std::string> head(events.begin(), events.begin() + 9);
+  EXPECT_EQ(head, (std::vector<std::string>{
+                      "alloc 1 100 s0 activation", "iteration 0", "phase forward",
+                      "alloc 2 12 s1 all_gather", "alloc 3 4 s1 all_gather",
+                      "alloc 4 32 s1 all_gather", "free 2", "free 3",
+                      "alloc 5 24 s0 all_gather"}));
+}
+
 }  // namespace
 }  // namespace bucketsim
