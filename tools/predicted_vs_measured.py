@@ -23,11 +23,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def predicted_figures(trace, bucketsim=None):
-    """{"marks": {name: bytes}, "phase_peaks": {phase: bytes}} of iteration 0 of `trace`."""
+def predicted_figures(trace, bucketsim=None, policy="unbucketed"):
+    """{"marks": {name: bytes}, "phase_peaks": {phase: bytes}} of iteration 0 of `trace` replayed
+    under `policy` (fsdp1 and fsdp2 for traces emitted for PyTorch's FSDP)."""
     bucketsim = bucketsim or os.environ.get("BUCKETSIM") or os.path.join(ROOT, "build",
                                                                           "bucketsim")
-    run = subprocess.run([bucketsim, "compare", trace, "--policy", "unbucketed", "--allocator",
+    run = subprocess.run([bucketsim, "compare", trace, "--policy", policy, "--allocator",
                           "exact", "--format", "json"], capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(f"bucketsim compare {trace} failed ({run.returncode}): {run.stderr}")

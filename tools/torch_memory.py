@@ -72,22 +72,24 @@ def make_optimizer(name, params, lr=0.01):
     raise ValueError(f"unknown optimizer '{name}' (expected sgd, sgd-momentum or adam)")
 
 
-def run_step(build_model, make_batch, optimizer, device, mark):
-    """One training step with `mark(name)` called at each of MARKS."""
+def run_step(build_model, make_batch, optimizer, device, mark, iterations=1):
+    """Training steps with `mark(name)` called at each of MARKS: "start" once, then the other
+    marks in every one of `iterations` steps."""
     model = build_model().to(device)
     model.train()
     batch = [b.to(device) if isinstance(b, torch.Tensor) else b for b in as_args(make_batch())]
     opt = make_optimizer(optimizer, model.parameters())
     mark("start")
-    loss = to_loss(model(*batch))
-    mark("after fwd")
-    loss.backward()
-    mark("after bwd")
-    opt.step()
-    mark("after step")
-    opt.zero_grad(set_to_none=True)
-    del loss
-    mark("done")
+    for _ in range(iterations):
+        loss = to_loss(model(*batch))
+        mark("after fwd")
+        loss.backward()
+        mark("after bwd")
+        opt.step()
+        mark("after step")
+        opt.zero_grad(set_to_none=True)
+        del loss
+        mark("done")
     return model, batch, opt  # alive until the caller has read its figures
 
 
@@ -96,8 +98,10 @@ def _sentinel():
     del t
 
 
-def _figures_from_events(sizes):
-    """Marks and phase peaks from the signed allocation sizes in order (sentinels included)."""
+def _figures_from_events(sizes, expected=len(MARKS)):
+    """Marks and phase peaks from the signed allocation sizes in order (sentinels included):
+    `expected` marks, each a (raw, rounded) pair, and a (raw, rounded) peak for each phase
+    between two marks."""
     raw = rounded = 0
     marks, peaks = [], []
     peak_raw = peak_rounded = None
@@ -117,10 +121,30 @@ def _figures_from_events(sizes):
             peak_raw = max(peak_raw, raw)
             peak_rounded = max(peak_rounded, rounded)
         i += 1
-    if len(marks) != len(MARKS):
+    if len(marks) != expected:
         raise RuntimeError(f"found {len(marks)} mark sentinels in the profile, expected "
-                           f"{len(MARKS)}: is a {MARK_BYTES}-byte tensor part of the model?")
+                           f"{expected}: is a {MARK_BYTES}-byte tensor part of the model?")
     return marks, peaks
+
+
+def chrome_trace_memory_events(path):
+    """The CPU allocator's [memory] events of a torch 2.x profile written by
+    prof.export_chrome_trace, in the order they happened: dicts with bytes (signed),
+    total_allocated (the allocator's own running total after the event), addr, tid and ts (us).
+    Only this file has each event's address and thread (prof.events() has no memory events in
+    2.x, kineto_results.events() only their sizes); torch 1.13 writes no memory events into it.
+    Sorted by time, stably: in the file they are already in order."""
+    with open(path) as f:
+        trace = json.load(f)
+    events = []
+    for e in trace["traceEvents"]:
+        args = e.get("args", {})
+        if e.get("name") != "[memory]" or args.get("Device Type", 0) != 0:
+            continue
+        events.append({"bytes": int(args["Bytes"]), "total_allocated": int(args["Total Allocated"]),
+                       "addr": int(args["Addr"]), "tid": e.get("tid"), "ts": float(e["ts"])})
+    events.sort(key=lambda e: e["ts"])
+    return events
 
 
 def _measure_cpu(build_model, make_batch, optimizer):

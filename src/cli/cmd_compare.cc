@@ -23,8 +23,9 @@ struct CompareFlags {
 };
 
 // The index of the policy --chrome-trace-policy names (as --policy wrote it), else the first.
-Result<std::size_t> TimelinePolicy(const CompareFlags& flags) {
-  Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(flags.replay, DefaultPolicies());
+Result<std::size_t> TimelinePolicy(const CompareFlags& flags, const ReplayFlags& replay) {
+  Result<std::vector<PolicySpec>> policies =
+      ParsePolicyFlags(replay, DefaultPoliciesOf(replay));
   if (!policies.ok()) return policies.status();
   if (flags.chrome_trace_policy.empty()) return std::size_t{0};
   std::string names;
@@ -50,11 +51,11 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
   if (!report_context.ok()) return ReportError(report_context.status());
   ReplayExtras extras;
   if (!flags.chrome_trace_path.empty()) {
-    Result<std::size_t> policy = TimelinePolicy(flags);
+    Result<std::size_t> policy = TimelinePolicy(flags, replay);
     if (!policy.ok()) return ReportError(policy.status());
     extras.timeline_policy = *policy;
   }
-  Result<ReplayOutcome> outcome = RunReplays(replay, DefaultPolicies(), extras);
+  Result<ReplayOutcome> outcome = RunReplays(replay, DefaultPoliciesOf(replay), extras);
   if (!outcome.ok()) return ReportError(outcome.status());
   DescribeTrace(replay.trace, outcome->header, *report_context);
   if (flags.format == "table") {

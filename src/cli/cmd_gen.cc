@@ -54,10 +54,45 @@ int RunPreset(const Preset& preset, const std::string& output, bool output_given
   return WriteTrace(*program, preset.options(), output);
 }
 
-int RunProgram(const std::string& model_path, const GenOptions& options,
+// A recorded model that was already wrapped (the program's "fsdp" key) is emitted as it was
+// wrapped: each of its settings sets the flag that says it, unless the command line gave that
+// flag, or named another implementation with --fsdp-impl.
+Status ApplyProgramFsdp(const FsdpModel& program, const CLI::App& command, GenOptions& options) {
+  if (!program.fsdp) return Status::Ok();
+  Result<ProgramFsdpFlags> recorded = FsdpFlagsOf(*program.fsdp);
+  if (!recorded.ok()) return recorded.status();
+  const std::string& impl = recorded->flags.front().second;
+  if (command.count("--fsdp-impl") > 0 && FsdpImplName(options.fsdp_impl) != impl) {
+    return Status::Ok();
+  }
+  std::vector<PresetParam> params = GenOptionParams(options);
+  std::string applied;
+  for (const auto& [flag, value] : recorded->flags) {
+    if (command.count("--" + flag) > 0) continue;
+    for (PresetParam& param : params) {
+      if (param.name != flag) continue;
+      Status set = param.set(value);
+      if (!set.ok()) {
+        return InvalidArgument(fmt::format("the program's fsdp settings: --{} {}: {}", flag,
+                                           value, set.message()));
+      }
+      applied += fmt::format(" --{} {}", flag, value);
+    }
+  }
+  std::fprintf(stderr, "gen: the model was wrapped with %s:%s\n", impl.c_str(), applied.c_str());
+  for (const std::string& note : recorded->notes) {
+    std::fprintf(stderr, "gen: note: %s\n", note.c_str());
+  }
+  return Status::Ok();
+}
+
+int RunProgram(const std::string& model_path, const CLI::App& command, GenOptions& options,
                const std::string& output) {
   Result<FsdpModel> program = ReadProgramFile(model_path);
   if (!program.ok()) return ReportError(program.status());
+  if (Status applied = ApplyProgramFsdp(*program, command, options); !applied.ok()) {
+    return ReportError(applied);
+  }
   return WriteTrace(*program, options, output);
 }
 
@@ -121,9 +156,10 @@ void AddProgramCommand(CLI::App& gen, CommandContext& context) {
       "Example:\n  bucketsim gen transformer --layers 4 --emit-program gpt4.json\n"
       "  bucketsim gen program gpt4.json --world-size 64 --groups shared -o gpt4-ws64.json\n"
       "The program fixes the model (its activations' sizes and dtypes, autocast); the options "
-      "fix FSDP.");
-  command->callback([options, model, output, &context] {
-    context.exit_code = RunProgram(*model, *options, *output);
+      "fix FSDP. A recorded model that was already wrapped with FSDP1 or fully_shard is emitted "
+      "with its own settings (the program's \"fsdp\" key) unless a flag says otherwise.");
+  command->callback([command, options, model, output, &context] {
+    context.exit_code = RunProgram(*model, *command, *options, *output);
   });
 }
 

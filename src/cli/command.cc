@@ -228,6 +228,15 @@ Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
   return request;
 }
 
+std::vector<PolicySpec> DefaultPoliciesOf(const ReplayFlags& flags) {
+  // A trace on stdin cannot be read twice: its header is not known before the replay starts.
+  if (flags.trace.empty() || flags.trace == "-") return DefaultPolicies();
+  Result<TraceHeader> header = ReadTraceHeader(flags.trace);
+  // An unreadable trace is reported by the replay's own read, with the event index.
+  if (!header.ok()) return DefaultPolicies();
+  return DefaultPoliciesFor(header->fsdp_impl, header->fsdp_setting);
+}
+
 Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
                                  const std::vector<PolicySpec>& default_policies,
                                  ReplayExtras extras) {

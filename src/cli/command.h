@@ -90,6 +90,10 @@ Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
                                         const std::vector<PolicySpec>& default_policies,
                                         ReplayExtras extras = {});
 // Parses the policies, reads the trace once and replays it under each of them.
+// The policies a command compares without --policy: those of the trace's FSDP implementation
+// (its header's fsdp_impl: its own policy first), read from the trace's header; a trace on
+// stdin gets DefaultPolicies().
+std::vector<PolicySpec> DefaultPoliciesOf(const ReplayFlags& flags);
 Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
                                  const std::vector<PolicySpec>& default_policies,
                                  ReplayExtras extras = {});

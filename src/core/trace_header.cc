@@ -1,5 +1,6 @@
 #include "core/trace_header.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
@@ -39,11 +40,21 @@ Status ValidateGroup(const ProcessGroup& group, int world_size, int rank) {
 
 }  // namespace
 
+int TraceHeader::WrittenSchemaVersion() const {
+  const bool v4 = !fsdp_impl.empty() || !fsdp_setting.empty();
+  return v4 ? std::max(schema_version, kImplSchemaVersion) : schema_version;
+}
+
 Status TraceHeader::Finalize() {
   if (schema_version < kOldestTraceSchemaVersion || schema_version > kTraceSchemaVersion) {
     return InvalidTrace(
         fmt::format("schema_version {} is not supported (this build reads {} to {})",
                     schema_version, kOldestTraceSchemaVersion, kTraceSchemaVersion));
+  }
+  if (!fsdp_impl.empty() && fsdp_impl != "fairscale" && fsdp_impl != "fsdp1" &&
+      fsdp_impl != "fsdp2") {
+    return InvalidTrace(
+        fmt::format("fsdp_impl '{}' is not fairscale, fsdp1 or fsdp2", fsdp_impl));
   }
   if (world_size < 1 || world_size > kMaxWorldSize) {
     return InvalidTrace(fmt::format("world_size {} is outside [1, {}]", world_size, kMaxWorldSize));

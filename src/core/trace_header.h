@@ -17,10 +17,13 @@
 
 namespace bucketsim {
 
-// This build writes version 3 and reads 1 to 3 (2 added record_stream, sync and empty_cache;
-// 3 added the observed events of imported PyTorch snapshots, time_us and alloc_conf).
-inline constexpr int kTraceSchemaVersion = 3;
+// This build reads 1 to 4 (2 added record_stream, sync and empty_cache; 3 added the observed
+// events of imported PyTorch snapshots, time_us and alloc_conf; 4 added fsdp_impl and
+// fsdp_setting). It writes 3 unless the header uses a key of 4, so that a trace of fairscale's
+// FSDP stays byte for byte what it was (TraceHeader::WrittenSchemaVersion).
+inline constexpr int kTraceSchemaVersion = 4;
 inline constexpr int kOldestTraceSchemaVersion = 1;
+inline constexpr int kImplSchemaVersion = 4;
 
 struct StreamInfo {
   std::string name;  // "default", "all_gather", "post_backward", ...; the id is the index
@@ -47,7 +50,7 @@ struct FsdpInstance {
 };
 
 struct TraceHeader {
-  int schema_version = kTraceSchemaVersion;
+  int schema_version = kImplSchemaVersion - 1;
   int world_size = 1;
   int rank = 0;
   double bucket_cap_mb = 25.0;  // the root FSDP instance's cap: the run's default
@@ -59,6 +62,12 @@ struct TraceHeader {
   // v3: the PYTORCH_CUDA_ALLOC_CONF the trace was recorded under (an imported snapshot's
   // allocator_settings); empty when unknown. The caching model's default for `validate`.
   std::string alloc_conf;
+  // v4: whose FSDP the trace follows ("fairscale", "fsdp1", "fsdp2"; empty: not said, as in
+  // every older trace) and its settings in that framework's own words
+  // ("FullyShardedDataParallel(sharding_strategy=ShardingStrategy.FULL_SHARD, ...)"). compare
+  // shows that implementation's own policy first; sweep's advice quotes the setting.
+  std::string fsdp_impl;
+  std::string fsdp_setting;
   // Not part of the format: "fnv1a64:<16 hex digits>" of every byte of the trace as read,
   // computed by the reader in the same pass (the value DescribeTrace gives a file); empty until
   // a reader has read the whole input.
@@ -66,6 +75,8 @@ struct TraceHeader {
 
   // Validates and builds the indexes. Messages name the offending header entry.
   Status Finalize();
+  // The version a writer gives this header: at least 4 when it names its FSDP implementation.
+  int WrittenSchemaVersion() const;
 
   const ProcessGroup* FindGroup(GroupId id) const;
   // The stream fairscale runs its reduce-scatters and allocates its buckets on: the stream

@@ -215,7 +215,7 @@ void Replay::FreeTrace(const Event& event) {
   Discharge(trace_slots_[event.slot], kTraceBufferBit | event.slot);
 }
 
-BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId group) {
+BufferId Replay::NewBuffer() {
   BufferId id = 0;
   if (free_buffers_.empty()) {
     id = static_cast<BufferId>(buffers_.size());
@@ -223,7 +223,13 @@ BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId g
   } else {
     id = free_buffers_.back();
     free_buffers_.pop_back();
+    buffers_[id] = PolicyBuffer{};
   }
+  return id;
+}
+
+BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId group) {
+  const BufferId id = NewBuffer();
   PolicyBuffer& buffer = buffers_[id];
   Allocation& allocation = buffer.allocation;
   allocation.category = category;
@@ -238,10 +244,30 @@ BufferId Replay::Allocate(Bytes bytes, Category category, DType dtype, GroupId g
   return id;
 }
 
+BufferId Replay::Stage(Bytes bytes, DType dtype, GroupId group) {
+  const BufferId id = NewBuffer();
+  PolicyBuffer& buffer = buffers_[id];
+  buffer.staged = true;
+  buffer.refs = 1;
+  buffer.allocation.dtype = dtype;
+  buffer.allocation.group = group;
+  buffer.allocation.stream = policy_stream_;
+  if (backend_holds_buffers_ && !out_of_memory_) {
+    backend_->Materialize(id, bytes, policy_stream_);
+    buffer.allocation.in_model = true;  // held by the backend: released there
+  }
+  return id;
+}
+
 void Replay::Release(BufferId id) {
   PolicyBuffer& buffer = buffers_[id];
   BUCKETSIM_CHECK(buffer.refs > 0);
   if (--buffer.refs > 0) return;
+  if (buffer.staged) {
+    if (buffer.allocation.in_model) backend_->Release(id, buffer.allocation.stream);
+    free_buffers_.push_back(id);
+    return;
+  }
   if (buffer.lifetime != kNoLifetime) {
     result_.bucket_lifetimes[buffer.lifetime].freed_event = current_event_;
   }

@@ -75,6 +75,7 @@ class Replay final : public EventSink, private PolicyHost {
     Allocation allocation;
     std::uint32_t refs = 0;
     std::uint32_t lifetime = kNoLifetime;  // bucket buffers: its entry in bucket_lifetimes
+    bool staged = false;                   // PolicyHost::Stage: data only, never charged
   };
   // An allocation live at the recorded peak, as it was then, and where it lived (the tables'
   // order breaks the last ties of the ranking).
@@ -89,6 +90,7 @@ class Replay final : public EventSink, private PolicyHost {
 
   // PolicyHost
   BufferId Allocate(Bytes bytes, Category category, DType dtype, GroupId group) override;
+  BufferId Stage(Bytes bytes, DType dtype, GroupId group) override;
   void Release(BufferId buffer) override;
   void Relabel(BufferId buffer, Category category) override;
   void FillGradient(const GradientFill& fill) override;
@@ -96,6 +98,7 @@ class Replay final : public EventSink, private PolicyHost {
   void Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers) override;
   void Deliver(const ReduceScatterCall& call, BufferId reduced) override;
 
+  BufferId NewBuffer();
   Status AllocateTrace(const Event& event);
   void FreeTrace(const Event& event);
   void ZeroGrad();

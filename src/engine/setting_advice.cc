@@ -63,6 +63,11 @@ SettingAdvice SettingFor(const PolicySpec& spec, double cap_mb) {
                                       "PyTorch release (reference/anchors.md)";
       }
       break;
+    case Strategy::kFsdp1:
+      s.note =
+          "PyTorch FSDP1 has no reduce-scatter buckets: each unit's gradient is reduced on its "
+          "own (_runtime_utils.py _reduce_grad)";
+      break;
     case Strategy::kDdp:
     case Strategy::kZero12:
     case Strategy::kZero3:

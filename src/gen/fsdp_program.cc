@@ -13,9 +13,10 @@
 #include <fmt/format.h>
 
 #include "gen/fairscale_fsdp.h"
-#include "gen/torch_fsdp2.h"
 #include "gen/fsdp_implementation.h"
 #include "gen/param_target.h"
+#include "gen/torch_fsdp1.h"
+#include "gen/torch_fsdp2.h"
 
 namespace bucketsim {
 
@@ -49,10 +50,10 @@ std::unique_ptr<FsdpImplementation> MakeFsdpImplementation(const FsdpModel& mode
   switch (options.fsdp_impl) {
     case FsdpImpl::kFairscale:
       return MakeFairscaleFsdp(model, options, trace);
+    case FsdpImpl::kFsdp1:
+      return MakeTorchFsdp1(model, options, trace);
     case FsdpImpl::kFsdp2:
       return MakeTorchFsdp2(model, options, trace);
-    case FsdpImpl::kFsdp1:
-      break;
   }
   return nullptr;
 }
@@ -113,6 +114,10 @@ class FsdpTrace final : public TraceEmitter {
     header_.rank = options_.rank;
     header_.bucket_cap_mb = options_.bucket_cap_mb;
     header_.description = model_.description;
+    if (options_.fsdp_impl != FsdpImpl::kFairscale) {
+      header_.fsdp_impl = std::string(FsdpImplName(options_.fsdp_impl));
+      header_.fsdp_setting = TorchFsdpSetting(options_);
+    }
     BUCKETSIM_RETURN_IF_ERROR(impl_->BuildHeader(header_));
     return header_.Finalize();
   }

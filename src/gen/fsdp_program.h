@@ -149,6 +149,10 @@ struct FsdpModel {
   std::string loss;               // the tensor backward() is called on
   std::vector<std::string> held;  // kept by the training loop until the end of the iteration
   std::optional<Measured> measured;
+  // The FSDP wrapping a recorded model already had (the program's "fsdp" key: implementation,
+  // PyTorch's settings, per-instance differences): informational, the emitter does not read
+  // it. Kept as its JSON text so that a program reads and writes back unchanged.
+  std::optional<std::string> fsdp;
 };
 
 // The element size of a program dtype name ("fp32", "bool", "int64", ...); 0 if unknown.

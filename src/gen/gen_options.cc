@@ -122,6 +122,13 @@ Status ValidateImplOptions(const GenOptions& o) {
   if (o.offload_params && o.fsdp_impl == FsdpImpl::kFairscale) {
     return InvalidArgument("--offload-params is an option of --fsdp-impl fsdp1 or fsdp2");
   }
+  if (o.fsdp_impl != FsdpImpl::kFairscale && o.group_layout != GroupLayout::kShared &&
+      o.group_layout != GroupLayout::kHsdp) {
+    return InvalidArgument(fmt::format(
+        "--groups {} is fairscale's; PyTorch's {} uses one process group for every unit "
+        "(--groups shared) or a 2-D mesh (--hsdp-shape R,S)",
+        GroupLayoutName(o.group_layout), FsdpImplName(o.fsdp_impl)));
+  }
   const bool hybrid = o.sharding_strategy == ShardingStrategy::kHybridShard;
   if (o.fsdp_impl == FsdpImpl::kFsdp1 && hybrid != (o.group_layout == GroupLayout::kHsdp)) {
     return InvalidArgument(
@@ -241,7 +248,82 @@ DType DefaultComputeDType(FsdpImpl impl) {
   return impl == FsdpImpl::kFairscale ? DType::kBFloat16 : DType::kFloat32;
 }
 
+GroupLayout DefaultGroupLayout(FsdpImpl impl) {
+  return impl == FsdpImpl::kFairscale ? GroupLayout::kPerInstance : GroupLayout::kShared;
+}
+
 }  // namespace
+
+namespace {
+
+std::string_view TorchDType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "torch.float32";
+    case DType::kBFloat16:
+      return "torch.bfloat16";
+    case DType::kFloat16:
+      return "torch.float16";
+    default:
+      return DTypeName(dtype);
+  }
+}
+
+// MixedPrecision(...) / MixedPrecisionPolicy(...) with the dtypes that differ from fp32, or
+// empty without mixed precision.
+std::string MixedPrecisionArgs(const GenOptions& o) {
+  std::string args;
+  const auto add = [&args](std::string_view name, DType dtype) {
+    args += fmt::format("{}{}={}", args.empty() ? "" : ", ", name, TorchDType(dtype));
+  };
+  // reduce_dtype=None reduces in param_dtype (FSDP1 MixedPrecision, FSDP2 MixedPrecisionPolicy).
+  if (o.compute_dtype != DType::kFloat32) add("param_dtype", o.compute_dtype);
+  if (o.reduce_dtype && *o.reduce_dtype != o.compute_dtype) add("reduce_dtype", *o.reduce_dtype);
+  if (o.output_dtype) add("output_dtype", *o.output_dtype);
+  return args;
+}
+
+}  // namespace
+
+std::string TorchFsdpSetting(const GenOptions& o) {
+  const std::string mesh =
+      o.group_layout == GroupLayout::kHsdp
+          ? fmt::format("init_device_mesh(\"cuda\", ({}, {}))", o.world_size / o.hsdp_shard_size,
+                        o.hsdp_shard_size)
+          : std::string();
+  const std::string mp = MixedPrecisionArgs(o);
+  switch (o.fsdp_impl) {
+    case FsdpImpl::kFairscale:
+      return "";
+    case FsdpImpl::kFsdp1: {
+      std::string s = fmt::format(
+          "FullyShardedDataParallel(module, sharding_strategy=ShardingStrategy.{}, "
+          "backward_prefetch={}, forward_prefetch={}, limit_all_gathers={}, use_orig_params={}",
+          ShardingStrategyName(o.sharding_strategy),
+          o.backward_prefetch == BackwardPrefetch::kPre    ? "BackwardPrefetch.BACKWARD_PRE"
+          : o.backward_prefetch == BackwardPrefetch::kPost ? "BackwardPrefetch.BACKWARD_POST"
+                                                           : "None",
+          o.forward_prefetch ? "True" : "False", o.limit_all_gathers ? "True" : "False",
+          o.use_orig_params ? "True" : "False");
+      if (!mp.empty()) s += fmt::format(", mixed_precision=MixedPrecision({})", mp);
+      if (o.offload_params) s += ", cpu_offload=CPUOffload(offload_params=True)";
+      if (!mesh.empty()) s += ", device_mesh=" + mesh;
+      return s + ")";
+    }
+    case FsdpImpl::kFsdp2: {
+      std::string s = fmt::format(
+          "fully_shard(module, reshard_after_forward={}",
+          o.reshard_after_forward_ranks > 0 ? fmt::format("{}", o.reshard_after_forward_ranks)
+          : o.reshard_after_forward         ? std::string("True")
+                                            : std::string("False"));
+      if (!mp.empty()) s += fmt::format(", mp_policy=MixedPrecisionPolicy({})", mp);
+      if (o.offload_params) s += ", offload_policy=CPUOffloadPolicy()";
+      if (!mesh.empty()) s += ", mesh=" + mesh;
+      return s + ")";
+    }
+  }
+  return "";
+}
 
 std::string DescribeGenOptions(const GenOptions& options) {
   if (options.fsdp_impl != FsdpImpl::kFairscale) return DescribeTorchFsdpOptions(options);
@@ -269,6 +351,7 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
   impl.set = [&o, set = impl.set](std::string_view text) {
     BUCKETSIM_RETURN_IF_ERROR(set(text));
     if (!o.compute_dtype_given) o.compute_dtype = DefaultComputeDType(o.fsdp_impl);
+    if (!o.group_layout_given) o.group_layout = DefaultGroupLayout(o.fsdp_impl);
     return Status::Ok();
   };
   params.push_back(std::move(impl));
@@ -323,16 +406,22 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                                {{"sgd", OptimizerKind::kSgd},
                                 {"sgd-momentum", OptimizerKind::kSgdMomentum},
                                 {"adam", OptimizerKind::kAdam}}));
-  params.push_back(ChoiceParam("groups",
-                               "Process-group objects: shared (one cached group, fairscale #678), "
-                               "per-instance (a new group per FSDP instance, #633), shared-bn-own "
-                               "(one group for the main instances, one per auto_wrap_bn wrapper: "
-                               "the memory test at #633/#650), hsdp",
-                               o.group_layout,
-                               {{"shared", GroupLayout::kShared},
-                                {"per-instance", GroupLayout::kPerInstance},
-                                {"shared-bn-own", GroupLayout::kSharedBnOwn},
-                                {"hsdp", GroupLayout::kHsdp}}));
+  PresetParam groups = ChoiceParam(
+      "groups",
+      "Process-group objects: shared (one cached group, fairscale #678; PyTorch FSDP1 and FSDP2, "
+      "their default with --fsdp-impl fsdp1|fsdp2), per-instance (a new group per FSDP instance, "
+      "fairscale #633, the default for fairscale), shared-bn-own (one group for the main "
+      "instances, one per auto_wrap_bn wrapper: the memory test at #633/#650), hsdp",
+      o.group_layout,
+      {{"shared", GroupLayout::kShared},
+       {"per-instance", GroupLayout::kPerInstance},
+       {"shared-bn-own", GroupLayout::kSharedBnOwn},
+       {"hsdp", GroupLayout::kHsdp}});
+  groups.set = [&o, set = groups.set](std::string_view text) {
+    o.group_layout_given = true;
+    return set(text);
+  };
+  params.push_back(std::move(groups));
   params.push_back(IntParam("hsdp-shard-size",
                             "With --groups hsdp: ranks per shard group (consecutive ranks)",
                             o.hsdp_shard_size));
@@ -399,6 +488,7 @@ PresetParam HsdpShapeParam(GenOptions& o) {
       return InvalidArgument(fmt::format("'{}' is not R,S with R >= 1 and S >= 2", text));
     }
     o.group_layout = GroupLayout::kHsdp;
+    o.group_layout_given = true;
     o.hsdp_shard_size = shard;
     o.hsdp_replicas = replicas;
     return Status::Ok();

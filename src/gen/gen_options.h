@@ -66,7 +66,11 @@ struct GenOptions {
   // outermost instance never reshards (fairscale's disable_reshard_on_root).
   bool reshard_after_forward = true;
   OptimizerKind optimizer = OptimizerKind::kAdam;
+  // fairscale's default is per-instance (fairscale at #633, the memory test's); PyTorch's FSDP1
+  // and FSDP2 use one process group (the default group, or the mesh's) for every unit, so with
+  // --fsdp-impl fsdp1|fsdp2 the layout is shared unless --groups or --hsdp-shape says otherwise.
   GroupLayout group_layout = GroupLayout::kPerInstance;
+  bool group_layout_given = false;
   int hsdp_shard_size = 0;       // with kHsdp: ranks per shard group, dividing world_size
   int hsdp_replicas = 0;         // --hsdp-shape R,S: R (checked against world_size); 0: unset
 
@@ -110,6 +114,12 @@ std::string_view FsdpImplName(FsdpImpl impl);
 // "FULL_SHARD", ... and "pre", "post", "none": the CLI's spellings.
 std::string_view ShardingStrategyName(ShardingStrategy strategy);
 std::string_view BackwardPrefetchName(BackwardPrefetch prefetch);
+
+// The setting that makes PyTorch run as `options` say, as a user writes it: for FSDP1
+// "FullyShardedDataParallel(module, sharding_strategy=ShardingStrategy.FULL_SHARD, ...)",
+// for FSDP2 "fully_shard(module, reshard_after_forward=True, ...)"; empty for fairscale. The
+// emitter puts it in the trace header (fsdp_setting), where advice quotes it.
+std::string TorchFsdpSetting(const GenOptions& options);
 
 // Fails on options that describe no job; the message names the field.
 Status ValidateGenOptions(const GenOptions& options);

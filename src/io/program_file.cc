@@ -45,7 +45,7 @@ class ProgramReader {
         doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
     BUCKETSIM_RETURN_IF_ERROR(
         Keys(top, {"format", "schema_version", "description", "autocast", "instances", "inputs",
-                   "forward", "loss", "held", "measured"}));
+                   "forward", "loss", "held", "fsdp", "measured"}));
     if (doc_.Has(Pointer("/description"))) {
       PROGRAM_ASSIGN(model_.description, doc_.String(Pointer("/description")));
     }
@@ -78,6 +78,9 @@ class ProgramReader {
         PROGRAM_ASSIGN(id, doc_.String(Pointer("/held") / k));
         model_.held.push_back(std::move(id));
       }
+    }
+    if (doc_.Has(Pointer("/fsdp"))) {
+      PROGRAM_ASSIGN(model_.fsdp, Fsdp(Pointer("/fsdp")));
     }
     if (doc_.Has(Pointer("/measured"))) {
       Measured measured;
@@ -117,6 +120,32 @@ class ProgramReader {
     if (name == "fp16") return std::optional<DType>(DType::kFloat16);
     if (name == "bf16") return std::optional<DType>(DType::kBFloat16);
     return doc_.Error(at, fmt::format("expected \"fp16\" or \"bf16\", got \"{}\"", name));
+  }
+
+  // The FSDP settings a recorded model carried: its shape is checked (an implementation bucketsim
+  // knows, settings an object, per-instance entries naming instances), the rest is PyTorch's
+  // and kept as JSON text.
+  Result<std::optional<std::string>> Fsdp(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"implementation", "settings", "instances"}));
+    std::string implementation;
+    PROGRAM_ASSIGN(implementation, doc_.String(at / "implementation"));
+    if (implementation != "fsdp1" && implementation != "fsdp2") {
+      return doc_.Error(at / "implementation",
+                        fmt::format("expected \"fsdp1\" or \"fsdp2\", got \"{}\"", implementation));
+    }
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at / "settings").status());
+    if (doc_.Has(at / "instances")) {
+      const Json* instances = nullptr;
+      PROGRAM_ASSIGN(instances, doc_.Object(at / "instances"));
+      for (const auto& [name, settings] : instances->items()) {
+        bool known = false;
+        for (const GenInstance& instance : model_.instances) known = known || instance.name == name;
+        if (!known) return doc_.Error(at / "instances" / name, "no instance has this name");
+        BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at / "instances" / name).status());
+      }
+    }
+    return std::optional<std::string>(doc_.root().at(at).dump());
   }
 
   Status Instances() {
@@ -555,6 +584,96 @@ Result<FsdpModel> ReadProgramFile(const std::string& path) {
   return ProgramReader(*doc).Read();
 }
 
+namespace {
+
+// "bfloat16" -> "bf16", "float32" -> "fp32", "float16" -> "fp16" (the recorder writes torch's
+// dtype names without "torch.").
+std::optional<std::string> FlagDType(const Json& value) {
+  if (!value.is_string()) return std::nullopt;
+  const std::string name = value.get<std::string>();
+  if (name == "bfloat16") return "bf16";
+  if (name == "float32") return "fp32";
+  if (name == "float16") return "fp16";
+  return std::nullopt;
+}
+
+std::string FlagBool(const Json& value) { return value.is_boolean() && value.get<bool>() ? "true" : "false"; }
+
+// PyTorch's MixedPrecision / MixedPrecisionPolicy fields as --param-dtype, --reduce-dtype and
+// --output-dtype; the rest noted.
+void MixedPrecisionFlags(const Json& mp, std::string_view where, ProgramFsdpFlags& out) {
+  if (!mp.is_object()) return;
+  for (const auto& [field, flag] : {std::pair<std::string, std::string>{"param_dtype", "param-dtype"},
+                                    {"reduce_dtype", "reduce-dtype"},
+                                    {"output_dtype", "output-dtype"}}) {
+    if (!mp.contains(field) || mp[field].is_null()) continue;
+    if (std::optional<std::string> dtype = FlagDType(mp[field])) {
+      out.flags.emplace_back(flag, *dtype);
+    } else {
+      out.notes.push_back(fmt::format("{}.{} {} is not modelled", where, field, mp[field].dump()));
+    }
+  }
+  if (mp.contains("buffer_dtype") && !mp["buffer_dtype"].is_null()) {
+    out.notes.push_back(fmt::format(
+        "{}.buffer_dtype {}: a program has no module buffers, so it changes nothing here", where,
+        mp["buffer_dtype"].dump()));
+  }
+}
+
+}  // namespace
+
+Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
+  const Json fsdp = Json::parse(fsdp_json, nullptr, /*allow_exceptions=*/false);
+  if (!fsdp.is_object() || !fsdp.contains("settings") || !fsdp["settings"].is_object()) {
+    return InvalidArgument("the program's \"fsdp\" key has no settings object");
+  }
+  ProgramFsdpFlags out;
+  const std::string impl = fsdp.value("implementation", "");
+  const Json& s = fsdp["settings"];
+  out.flags.emplace_back("fsdp-impl", impl);
+  if (impl == "fsdp1") {
+    if (s.contains("sharding_strategy") && s["sharding_strategy"].is_string()) {
+      out.flags.emplace_back("sharding-strategy", s["sharding_strategy"].get<std::string>());
+    }
+    if (s.contains("backward_prefetch")) {
+      const Json& prefetch = s["backward_prefetch"];
+      out.flags.emplace_back("backward-prefetch",
+                             prefetch == "BACKWARD_PRE"    ? "pre"
+                             : prefetch == "BACKWARD_POST" ? "post"
+                                                           : "none");
+    }
+    for (const auto& [field, flag] :
+         {std::pair<std::string, std::string>{"forward_prefetch", "forward-prefetch"},
+          {"limit_all_gathers", "limit-all-gathers"},
+          {"use_orig_params", "use-orig-params"}}) {
+      if (s.contains(field)) out.flags.emplace_back(flag, FlagBool(s[field]));
+    }
+    if (s.contains("mixed_precision")) MixedPrecisionFlags(s["mixed_precision"], "mixed_precision", out);
+    if (s.contains("cpu_offload") && s["cpu_offload"].is_object()) {
+      out.flags.emplace_back("offload-params",
+                             FlagBool(s["cpu_offload"].value("offload_params", Json(false))));
+    }
+  } else {
+    if (s.contains("reshard_after_forward")) {
+      const Json& reshard = s["reshard_after_forward"];
+      out.flags.emplace_back("reshard-after-forward",
+                             reshard.is_number_integer() ? reshard.dump() : FlagBool(reshard));
+    }
+    if (s.contains("mp_policy")) MixedPrecisionFlags(s["mp_policy"], "mp_policy", out);
+    if (s.contains("offload_policy") && s["offload_policy"].is_object()) {
+      out.flags.emplace_back("offload-params", "true");
+    }
+  }
+  if (fsdp.contains("instances") && fsdp["instances"].is_object()) {
+    for (const auto& [name, differs] : fsdp["instances"].items()) {
+      out.notes.push_back(fmt::format(
+          "unit {} was wrapped with {}: the first unit's settings are emitted for every unit",
+          name, differs.dump()));
+    }
+  }
+  return out;
+}
+
 void WriteProgram(const FsdpModel& model, std::ostream& out) {
   Json head = {{"format", kFormat},
                {"schema_version", kProgramSchemaVersion},
@@ -597,6 +716,7 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   }
   out << "  ],\n  \"loss\": " << Json(model.loss).dump();
   if (!model.held.empty()) out << ",\n  \"held\": " << Json(model.held).dump();
+  if (model.fsdp) out << ",\n  \"fsdp\": " << *model.fsdp;
   if (model.measured) out << ",\n  \"measured\": " << MeasuredJson(*model.measured).dump();
   out << "\n}\n";
 }

@@ -8,6 +8,8 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "gen/fsdp_program.h"
@@ -21,6 +23,16 @@ inline constexpr int kProgramSchemaVersion = 1;
 Result<FsdpModel> ReadProgramFile(const std::string& path);
 // The same from text; `path` names it in messages.
 Result<FsdpModel> ParseProgram(const std::string& path, std::string_view text);
+
+// What a recorded model's "fsdp" key (the FSDP wrapping it already had) says, as `gen` flags
+// in bucketsim's spelling: {"fsdp-impl", "fsdp1"}, {"sharding-strategy", "FULL_SHARD"},
+// {"backward-prefetch", "pre"}, ... PyTorch settings bucketsim does not model, and units whose
+// settings differ from the first's (the flags apply to every unit), are said in `notes`.
+struct ProgramFsdpFlags {
+  std::vector<std::pair<std::string, std::string>> flags;
+  std::vector<std::string> notes;
+};
+Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json);
 
 // Writes `model` as JSON: the header keys pretty-printed, then one op per line.
 void WriteProgram(const FsdpModel& model, std::ostream& out);

@@ -335,6 +335,13 @@ Status ParseHeaderValue(std::string_view key, const Json& value, TraceHeader& he
     }
     return ToString(value, key, header.alloc_conf);
   }
+  if (key == "fsdp_impl" || key == "fsdp_setting") {
+    if (header.schema_version < kImplSchemaVersion) {
+      return InvalidTrace(fmt::format("key '{}' needs schema_version {} (this trace has {})", key,
+                                      kImplSchemaVersion, header.schema_version));
+    }
+    return ToString(value, key, key == "fsdp_impl" ? header.fsdp_impl : header.fsdp_setting);
+  }
   return InvalidTrace(fmt::format("unknown key '{}'", key));
 }
 

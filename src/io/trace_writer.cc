@@ -25,12 +25,14 @@ std::string DumpJson(const OrderedJson& j, int indent) {
 
 OrderedJson HeaderJson(const TraceHeader& header) {
   OrderedJson j;
-  j["schema_version"] = header.schema_version;
+  j["schema_version"] = header.WrittenSchemaVersion();
   if (!header.description.empty()) j["description"] = header.description;
   j["world_size"] = header.world_size;
   j["rank"] = header.rank;
   j["bucket_cap_mb"] = header.bucket_cap_mb;
   if (!header.alloc_conf.empty()) j["alloc_conf"] = header.alloc_conf;
+  if (!header.fsdp_impl.empty()) j["fsdp_impl"] = header.fsdp_impl;
+  if (!header.fsdp_setting.empty()) j["fsdp_setting"] = header.fsdp_setting;
   j["streams"] = OrderedJson::array();
   for (const StreamInfo& stream : header.streams) j["streams"].push_back(stream.name);
   j["groups"] = OrderedJson::array();

@@ -2,7 +2,7 @@
 // buffer allocations, frees and collectives. It knows nothing of JSON, CUDA or MPI: everything
 // it does goes through a PolicyHost (the replay engine), which owns the memory accounting and
 // what happens to a reduced shard once it is handed over (the gradient retention rule, the same
-// for every policy). fairscale's bucketer, DDP's reducer, DeepSpeed ZeRO's IPG buckets,
+// for every policy). fairscale's bucketer, PyTorch FSDP1's direct reduce-scatter, DDP's reducer, DeepSpeed ZeRO's IPG buckets,
 // Megatron's grad buffer and FSDP2's per-group reduce-scatter all implement this interface;
 // the engine never tests which policy it runs.
 #pragma once
@@ -30,6 +30,10 @@ class PolicyHost {
   virtual ~PolicyHost() = default;
   // A new buffer on the post-backward stream, with one reference held by the policy.
   virtual BufferId Allocate(Bytes bytes, Category category, DType dtype, GroupId group) = 0;
+  // A buffer that holds a collective's input where the backend holds data, but whose memory is
+  // the trace's already: PyTorch's FSDP1 reduce-scatters the unsharded gradient itself, an
+  // allocation of the trace. Never charged to the memory model; one reference, released as any.
+  virtual BufferId Stage(Bytes bytes, DType dtype, GroupId group) = 0;
   // Drops one reference; the memory is freed when no reference (policy or gradient) is left.
   virtual void Release(BufferId buffer) = 0;
   virtual void Relabel(BufferId buffer, Category category) = 0;

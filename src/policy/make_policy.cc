@@ -1,6 +1,7 @@
 #include "policy/make_policy.h"
 
 #include "policy/ddp_reducer.h"
+#include "policy/direct_reduce_scatter.h"
 #include "policy/fairscale_bucketer.h"
 #include "policy/group_reduce_scatter.h"
 #include "policy/megatron_grad_buffer.h"
@@ -24,6 +25,8 @@ std::unique_ptr<BucketPolicy> MakeBucketPolicy(const PolicySpec& spec, double bu
       return std::make_unique<MegatronGradBuffer>(
           MegatronLayoutOptions{spec.bucket_size, spec.distributed_optimizer,
                                 spec.overlap_grad_reduce, spec.pad_for_high_nccl_busbw});
+    case Strategy::kFsdp1:
+      return std::make_unique<DirectReduceScatter>();
     case Strategy::kFsdp2:
       return std::make_unique<GroupReduceScatter>(spec.inflight);
   }

@@ -23,7 +23,7 @@ struct Preset {
   int inflight;
 };
 
-constexpr std::array<Preset, 10> kPresets = {{
+constexpr std::array<Preset, 11> kPresets = {{
     {"always-allocated", Strategy::kFairscale, Lifetime::kAlways, KeyMode::kIdentity, std::nullopt,
      1},
     {"backward-only", Strategy::kFairscale, Lifetime::kBackward, KeyMode::kIdentity, std::nullopt,
@@ -35,13 +35,14 @@ constexpr std::array<Preset, 10> kPresets = {{
     {"zero12", Strategy::kZero12, Lifetime::kBackward, KeyMode::kIdentity, 0.0, 1},
     {"zero3", Strategy::kZero3, Lifetime::kAlways, KeyMode::kIdentity, 0.0, 1},
     {"megatron", Strategy::kMegatron, Lifetime::kAlways, KeyMode::kIdentity, 0.0, 1},
+    {"fsdp1", Strategy::kFsdp1, Lifetime::kBackward, KeyMode::kIdentity, 0.0, 1},
     {"fsdp2", Strategy::kFsdp2, Lifetime::kBackward, KeyMode::kIdentity, 0.0, 1},
     {"hold-until-end", Strategy::kFsdp2, Lifetime::kBackward, KeyMode::kIdentity, 0.0, 0},
 }};
 
-constexpr std::array<Strategy, 6> kStrategies = {Strategy::kFairscale, Strategy::kDdp,
-                                                 Strategy::kZero12,    Strategy::kZero3,
-                                                 Strategy::kMegatron,  Strategy::kFsdp2};
+constexpr std::array<Strategy, 7> kStrategies = {
+    Strategy::kFairscale, Strategy::kDdp,   Strategy::kZero12, Strategy::kZero3,
+    Strategy::kMegatron,  Strategy::kFsdp1, Strategy::kFsdp2};
 
 PolicySpec FromPreset(const Preset& preset) {
   PolicySpec spec;
@@ -82,6 +83,8 @@ std::string_view KeysOf(Strategy strategy) {
     case Strategy::kMegatron:
       return "bucket_size=, distributed_optimizer=, overlap_grad_reduce=, "
              "pad_for_high_nccl_busbw=";
+    case Strategy::kFsdp1:
+      return "";
     case Strategy::kFsdp2:
       return "inflight=";
   }
@@ -197,6 +200,10 @@ Status SetPart(PolicySpec& spec, std::string_view key, std::string_view value) {
     spec.inflight = static_cast<int>(*n);
     return Status::Ok();
   }
+  if (KeysOf(s).empty()) {
+    return InvalidArgument(fmt::format("policy: unknown part '{}': strategy {} takes no parts",
+                                       key, StrategyName(s)));
+  }
   return InvalidArgument(fmt::format("policy: unknown part '{}'{} for strategy {} (expected {})",
                                      key, DidYouMean(key, KeyNamesOf(s)), StrategyName(s),
                                      KeysOf(s)));
@@ -239,6 +246,8 @@ std::string_view StrategyName(Strategy strategy) {
       return "zero3";
     case Strategy::kMegatron:
       return "megatron";
+    case Strategy::kFsdp1:
+      return "fsdp1";
     case Strategy::kFsdp2:
       return "fsdp2";
   }
@@ -266,6 +275,8 @@ std::string PolicySpec::Canonical(double resolved_cap_mb) const {
           bucket_size ? fmt::format("{}", *bucket_size) : std::string("auto"),
           distributed_optimizer ? 1 : 0, overlap_grad_reduce ? 1 : 0,
           pad_for_high_nccl_busbw ? 1 : 0);
+    case Strategy::kFsdp1:
+      return "strategy=fsdp1";
     case Strategy::kFsdp2:
       return fmt::format("strategy=fsdp2,inflight={}", inflight);
   }
@@ -300,7 +311,7 @@ Result<PolicySpec> ParsePolicySpec(std::string_view text) {
     std::optional<Strategy> strategy = ParseStrategy(value);
     if (!strategy) {
       return InvalidArgument(fmt::format(
-          "policy: strategy '{}' is not fairscale|ddp|zero12|zero3|megatron|fsdp2", value));
+          "policy: strategy '{}' is not fairscale|ddp|zero12|zero3|megatron|fsdp1|fsdp2", value));
     }
     if (from_preset && *strategy != spec.strategy) {
       return InvalidArgument(fmt::format("policy '{}': preset '{}' is strategy {}, not {}", text,
@@ -331,7 +342,7 @@ std::string FrameworkSetting(const PolicySpec& spec, double resolved_cap_mb) {
   switch (spec.strategy) {
     case Strategy::kFairscale: {
       std::string setting =
-          fmt::format("FullyShardedDataParallel(bucket_cap_mb={})", resolved_cap_mb);
+          fmt::format("fairscale.nn.FullyShardedDataParallel(bucket_cap_mb={})", resolved_cap_mb);
       if (spec.lifetime == Lifetime::kAlways) setting += " with fairscale before #633";
       if (spec.key == KeyMode::kMembers) setting += ", buckets keyed by group members (#633 TODO)";
       return setting;
@@ -363,7 +374,12 @@ std::string FrameworkSetting(const PolicySpec& spec, double resolved_cap_mb) {
       if (spec.pad_for_high_nccl_busbw) setting += " --ddp-pad-buckets-for-high-nccl-busbw";
       return setting;
     }
+    case Strategy::kFsdp1:
+      // The trace's own settings where it names them (its fsdp_setting), else FSDP1 itself.
+      return spec.setting.empty() ? "torch.distributed.fsdp.FullyShardedDataParallel(...)"
+                                  : spec.setting;
     case Strategy::kFsdp2:
+      if (!spec.setting.empty() && spec.inflight == 1) return spec.setting;
       if (spec.inflight == 0) {
         return "Megatron-FSDP dynamic buckets (no fsdp_double_buffer): every reduce-scatter "
                "input kept to the end of backward";
@@ -388,6 +404,8 @@ std::string_view FrameworkName(const PolicySpec& spec) {
       return "DeepSpeed ZeRO-3";
     case Strategy::kMegatron:
       return "Megatron-Core DDP";
+    case Strategy::kFsdp1:
+      return "PyTorch FSDP1";
     case Strategy::kFsdp2:
       return spec.inflight == 0 ? "Megatron-FSDP" : "PyTorch FSDP2";
   }
@@ -402,6 +420,18 @@ std::vector<PolicySpec> DefaultPolicies() {
   return specs;
 }
 
+std::vector<PolicySpec> DefaultPoliciesFor(std::string_view fsdp_impl, std::string_view setting) {
+  std::vector<PolicySpec> specs;
+  for (const Preset& preset : kPresets) {
+    if (preset.name == fsdp_impl && preset.strategy != Strategy::kFairscale) {
+      specs.push_back(FromPreset(preset));
+      specs.back().setting = std::string(setting);
+    }
+  }
+  for (PolicySpec& spec : DefaultPolicies()) specs.push_back(std::move(spec));
+  return specs;
+}
+
 std::vector<PolicySpec> NamedPolicies() {
   std::vector<PolicySpec> specs;
   for (const Preset& preset : kPresets) specs.push_back(FromPreset(preset));
@@ -413,7 +443,7 @@ std::string PolicyNamesHelp() {
   for (const Preset& preset : kPresets) names += fmt::format("{}, ", preset.name);
   return names +
          "each optionally followed by ,key=value parts, or the general form "
-         "[strategy=fairscale|ddp|zero12|zero3|megatron|fsdp2,]key=value,... "
+         "[strategy=fairscale|ddp|zero12|zero3|megatron|fsdp1|fsdp2,]key=value,... "
          "(fairscale: lifetime=always|backward,key=identity|members,cap=MiB)";
 }
 

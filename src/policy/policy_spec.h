@@ -18,6 +18,7 @@
 //   megatron   megatron                bucket_size=params (max(40M, 1M * dp)),
 //                                      distributed_optimizer=0|1 (1), overlap_grad_reduce=0|1 (0),
 //                                      pad_for_high_nccl_busbw=0|1 (0)
+//   fsdp1      fsdp1                   (none: PyTorch FSDP1 has no buckets)
 //   fsdp2      fsdp2 (inflight=1),     inflight=buffers (1); 0: every group's input is held
 //              hold-until-end (0)      until the end of backward
 //
@@ -31,7 +32,7 @@
 //             members  - keyed by (dtype, device, sorted member ranks): the TODO of #633
 // What each other strategy replays, and the framework setting each key is, is in the header of
 // its policy (policy/ddp_reducer.h, zero_ipg_bucket.h, megatron_grad_buffer.h,
-// group_reduce_scatter.h) and in README "Policies".
+// direct_reduce_scatter.h, group_reduce_scatter.h) and in README "Policies".
 #pragma once
 
 #include <optional>
@@ -44,7 +45,7 @@
 
 namespace bucketsim {
 
-enum class Strategy { kFairscale, kDdp, kZero12, kZero3, kMegatron, kFsdp2 };
+enum class Strategy { kFairscale, kDdp, kZero12, kZero3, kMegatron, kFsdp1, kFsdp2 };
 enum class Lifetime { kAlways, kBackward };
 enum class KeyMode { kIdentity, kMembers };
 
@@ -72,6 +73,9 @@ struct PolicySpec {
   bool pad_for_high_nccl_busbw = false;
   // fsdp2: reduce-scatter input buffers in flight; 0: all (held until the end of backward)
   int inflight = 1;
+  // fsdp1, fsdp2: the framework's settings as the trace names them (its fsdp_setting), for the
+  // advice; not part of the grammar (PoliciesFor sets it from the trace).
+  std::string setting;
 
   // The spec with every part resolved: "lifetime=backward,key=identity,cap=25" for fairscale,
   // "strategy=ddp,cap=25,first_cap=1,grad_as_view=0", ...
@@ -85,10 +89,14 @@ Result<PolicySpec> ParsePolicySpec(std::string_view text);
 // "zero_optimization: {stage: 2, reduce_bucket_size: 500000000, overlap_comm: false}", ...
 std::string FrameworkSetting(const PolicySpec& spec, double resolved_cap_mb);
 // "fairscale FSDP", "PyTorch DDP", "DeepSpeed ZeRO-1/2", "DeepSpeed ZeRO-3", "Megatron-Core DDP",
-// "PyTorch FSDP2", "Megatron-FSDP" (hold-until-end).
+// "PyTorch FSDP1", "PyTorch FSDP2", "Megatron-FSDP" (hold-until-end).
 std::string_view FrameworkName(const PolicySpec& spec);
 // always-allocated, backward-only, per-group-dedup, unbucketed: the default comparison.
 std::vector<PolicySpec> DefaultPolicies();
+// The default comparison of a trace emitted for `fsdp_impl` (its header's fsdp_impl:
+// "fsdp1", "fsdp2"): that implementation's own policy first, carrying the trace's `setting`,
+// then the default ones as what-ifs. Empty or "fairscale": DefaultPolicies().
+std::vector<PolicySpec> DefaultPoliciesFor(std::string_view fsdp_impl, std::string_view setting);
 // Every named preset, fairscale's and the other frameworks' (the fuzzer replays them all).
 std::vector<PolicySpec> NamedPolicies();
 // The names ParsePolicySpec accepts besides the general form, for --help and errors.

@@ -36,6 +36,7 @@ const std::vector<std::string> kFrameworkPolicies = {
     "zero3,reduce_bucket_size=40000",
     "megatron,overlap_grad_reduce=1,bucket_size=50000",
     "megatron,distributed_optimizer=0",
+    "fsdp1",
     "fsdp2",
     "hold-until-end"};
 

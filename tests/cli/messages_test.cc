@@ -53,8 +53,9 @@ TEST(Messages, MistypedPolicyGetsASuggestion) {
   EXPECT_EQ(run.err,
             "bucketsim: error: unknown policy 'backward-onyl'; did you mean 'backward-only'? "
             "(known: always-allocated, backward-only, per-group-dedup, unbucketed, ddp, zero12, "
-            "zero3, megatron, fsdp2, hold-until-end, each optionally followed by ,key=value "
-            "parts, or the general form [strategy=fairscale|ddp|zero12|zero3|megatron|fsdp2,]"
+            "zero3, megatron, fsdp1, fsdp2, hold-until-end, each optionally followed by "
+            ",key=value parts, or the general form "
+            "[strategy=fairscale|ddp|zero12|zero3|megatron|fsdp1|fsdp2,]"
             "key=value,... (fairscale: lifetime=always|backward,key=identity|members,"
             "cap=MiB))\n");
 }

@@ -107,6 +107,122 @@ TEST(PresetParam, ParsesAndRejectsValues) {
   EXPECT_EQ(find("iterations").ValueHint(), "INT");
 }
 
+// The parameters of one GenOptions, looked up by flag name.
+class OptionFlags {
+ public:
+  OptionFlags() : params_(GenOptionParams(options)) {}
+  Status Set(const std::string& name, const std::string& value) {
+    for (PresetParam& p : params_) {
+      if (p.name == name) return p.set(value);
+    }
+    return InvalidArgument("no --" + name);
+  }
+  std::string Get(const std::string& name) {
+    for (PresetParam& p : params_) {
+      if (p.name == name) return p.get();
+    }
+    return "no --" + name;
+  }
+  GenOptions options;
+
+ private:
+  std::vector<PresetParam> params_;
+};
+
+// PyTorch's FSDP has no MixedPrecision by default and one process group for every unit; an
+// explicit --param-dtype or --groups wins in either order.
+TEST(GenOptions, TorchImplementationsDefaultToFp32AndOneGroupWhateverTheFlagOrder) {
+  OptionFlags plain;
+  ASSERT_TRUE(plain.Set("fsdp-impl", "fsdp1").ok());
+  EXPECT_EQ(plain.options.compute_dtype, DType::kFloat32);
+  EXPECT_EQ(plain.options.group_layout, GroupLayout::kShared);
+  OptionFlags after;
+  ASSERT_TRUE(after.Set("fsdp-impl", "fsdp2").ok());
+  ASSERT_TRUE(after.Set("param-dtype", "bf16").ok());
+  ASSERT_TRUE(after.Set("groups", "hsdp").ok());
+  EXPECT_EQ(after.options.compute_dtype, DType::kBFloat16);
+  EXPECT_EQ(after.options.group_layout, GroupLayout::kHsdp);
+  OptionFlags before;
+  ASSERT_TRUE(before.Set("param-dtype", "bf16").ok());
+  ASSERT_TRUE(before.Set("fsdp-impl", "fsdp1").ok());
+  EXPECT_EQ(before.options.compute_dtype, DType::kBFloat16);
+  OptionFlags fairscale;
+  ASSERT_TRUE(fairscale.Set("fsdp-impl", "fairscale").ok());
+  EXPECT_EQ(fairscale.options.compute_dtype, DType::kBFloat16);
+  EXPECT_EQ(fairscale.options.group_layout, GroupLayout::kPerInstance);
+}
+
+TEST(GenOptions, HsdpShapeAndReshardToNRanks) {
+  OptionFlags flags;
+  ASSERT_TRUE(flags.Set("world-size", "8").ok());
+  ASSERT_TRUE(flags.Set("hsdp-shape", "2,4").ok());
+  EXPECT_EQ(flags.options.group_layout, GroupLayout::kHsdp);
+  EXPECT_EQ(flags.options.hsdp_shard_size, 4);
+  EXPECT_EQ(flags.Get("hsdp-shape"), "2,4");
+  EXPECT_EQ(flags.Set("hsdp-shape", "2x4").message(), "'2x4' is not R,S (replicas,shard size)");
+  EXPECT_EQ(flags.Set("hsdp-shape", "2,1").message(), "'2,1' is not R,S with R >= 1 and S >= 2");
+  ASSERT_TRUE(flags.Set("hsdp-shape", "3,4").ok());
+  EXPECT_EQ(ValidateGenOptions(flags.options).message(),
+            "--hsdp-shape 3,4 is 12 ranks, but world_size is 8");
+  ASSERT_TRUE(flags.Set("reshard-after-forward", "2").ok());
+  EXPECT_EQ(flags.options.reshard_after_forward_ranks, 2);
+  EXPECT_EQ(flags.Get("reshard-after-forward"), "2");
+  ASSERT_TRUE(flags.Set("reshard-after-forward", "false").ok());
+  EXPECT_EQ(flags.options.reshard_after_forward_ranks, 0);
+  EXPECT_FALSE(flags.options.reshard_after_forward);
+}
+
+// An option of one implementation under another is an error naming both.
+TEST(GenOptions, ImplementationOptionsAreRefusedUnderAnotherImplementation) {
+  const std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, std::string>>
+      cases = {
+          {{{"sharding-strategy", "SHARD_GRAD_OP"}},
+           "--sharding-strategy is an option of --fsdp-impl fsdp1 (this is fairscale)"},
+          {{{"fsdp-impl", "fsdp2"}, {"backward-prefetch", "post"}},
+           "--backward-prefetch is an option of --fsdp-impl fsdp1 (this is fsdp2)"},
+          {{{"fsdp-impl", "fsdp1"}, {"reshard-after-forward", "4"}},
+           "--reshard-after-forward=N is an option of --fsdp-impl fsdp2 (this is fsdp1)"},
+          {{{"offload-params", "true"}},
+           "--offload-params is an option of --fsdp-impl fsdp1 or fsdp2"},
+          {{{"fsdp-impl", "fsdp1"}, {"fp32-reduce-scatter", "true"}},
+           "--fp32-reduce-scatter is fairscale's; with --fsdp-impl fsdp1 say --reduce-dtype fp32"},
+          {{{"fsdp-impl", "fsdp1"}, {"groups", "per-instance"}},
+           "--groups per-instance is fairscale's; PyTorch's fsdp1 uses one process group for "
+           "every unit (--groups shared) or a 2-D mesh (--hsdp-shape R,S)"},
+          {{{"fsdp-impl", "fsdp1"}, {"sharding-strategy", "HYBRID_SHARD"}},
+           "HYBRID_SHARD needs its replicate and shard groups: give --sharding-strategy "
+           "HYBRID_SHARD with --hsdp-shape R,S (R replicas of S ranks)"},
+      };
+  for (const auto& [flags, message] : cases) {
+    OptionFlags options;
+    for (const auto& [name, value] : flags) ASSERT_TRUE(options.Set(name, value).ok()) << name;
+    EXPECT_EQ(ValidateGenOptions(options.options).message(), message);
+  }
+}
+
+TEST(GenOptions, TorchSettingIsPyTorchsOwnSpelling) {
+  OptionFlags fsdp1;
+  ASSERT_TRUE(fsdp1.Set("fsdp-impl", "fsdp1").ok());
+  ASSERT_TRUE(fsdp1.Set("param-dtype", "bf16").ok());
+  ASSERT_TRUE(fsdp1.Set("reduce-dtype", "fp32").ok());
+  ASSERT_TRUE(fsdp1.Set("backward-prefetch", "post").ok());
+  EXPECT_EQ(TorchFsdpSetting(fsdp1.options),
+            "FullyShardedDataParallel(module, sharding_strategy=ShardingStrategy.FULL_SHARD, "
+            "backward_prefetch=BackwardPrefetch.BACKWARD_POST, forward_prefetch=False, "
+            "limit_all_gathers=True, use_orig_params=False, "
+            "mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, "
+            "reduce_dtype=torch.float32))");
+  OptionFlags fsdp2;
+  ASSERT_TRUE(fsdp2.Set("fsdp-impl", "fsdp2").ok());
+  ASSERT_TRUE(fsdp2.Set("world-size", "8").ok());
+  ASSERT_TRUE(fsdp2.Set("reshard-after-forward", "false").ok());
+  ASSERT_TRUE(fsdp2.Set("hsdp-shape", "2,4").ok());
+  EXPECT_EQ(TorchFsdpSetting(fsdp2.options),
+            "fully_shard(module, reshard_after_forward=False, mesh=init_device_mesh(\"cuda\", "
+            "(2, 4)))");
+  EXPECT_EQ(TorchFsdpSetting(GenOptions{}), "");
+}
+
 TEST(Presets, RegistryNamesAndUniqueParameters) {
   std::vector<std::string> names;
   for (const std::unique_ptr<Preset>& preset : MakePresets()) {

@@ -114,6 +114,34 @@ TEST(ProgramFile, MeasuredAndOptionalFieldsRoundTrip) {
             std::string::npos);
 }
 
+// The settings of a model recorded already wrapped (tools/record_program.py) are PyTorch's:
+// kept as they are, written back unchanged.
+TEST(ProgramFile, FsdpSettingsRoundTrip) {
+  const std::string text = R"({
+  "format": "bucketsim-program", "schema_version": 1,
+  "instances": [{"name": "root", "params": []}, {"name": "blocks.0", "params": []}],
+  "forward": [{"op": "run", "name": "r", "outputs": [{"id": "y", "bytes": 4, "dtype": "fp32"}]}],
+  "loss": "y",
+  "fsdp": {"implementation": "fsdp2",
+           "settings": {"reshard_after_forward": true, "offload_policy": null,
+                        "mp_policy": {"param_dtype": "bfloat16", "reduce_dtype": null}},
+           "instances": {"blocks.0": {"reshard_after_forward": 2}}}
+})";
+  Result<FsdpModel> model = ParseProgram("m.json", text);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_TRUE(model->fsdp);
+  const std::string written = ProgramText(*model);
+  EXPECT_NE(written.find("\"fsdp\": {\"implementation\":\"fsdp2\",\"settings\":{\"reshard_after_"
+                         "forward\":true,\"offload_policy\":null,\"mp_policy\":{\"param_dtype\":"
+                         "\"bfloat16\",\"reduce_dtype\":null}},\"instances\":{\"blocks.0\":{"
+                         "\"reshard_after_forward\":2}}}"),
+            std::string::npos)
+      << written;
+  Result<FsdpModel> again = ParseProgram("m.json", written);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ProgramText(*again), written);
+}
+
 std::string ErrorOf(const std::string& text) {
   Result<FsdpModel> model = ParseProgram("m.json", text);
   EXPECT_FALSE(model.ok());
@@ -131,7 +159,7 @@ TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
             "m.json: /format: expected \"bucketsim-program\", got \"x\"");
   EXPECT_EQ(ErrorOf(std::string("{") + kHead + R"(, "forward": [], "loss": "l", "extra": 1})"),
             "m.json: /extra: unknown key (known here: format, schema_version, description, "
-            "autocast, instances, inputs, forward, loss, held, measured)");
+            "autocast, instances, inputs, forward, loss, held, fsdp, measured)");
   EXPECT_EQ(ErrorOf(std::string("{") + kHead +
                     R"(, "forward": [{"op": "gather", "instance": "q"}], "loss": "l"})"),
             "m.json: /forward/0/instance: no instance is named 'q'");
@@ -159,6 +187,17 @@ TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
             ErrorOf(R"({"format": "bucketsim-program", "schema_version": 2})"));
   EXPECT_NE(ErrorOf(R"({"format": "bucketsim-program", "schema_version": 2})").find("m.json: "),
             std::string::npos);
+}
+
+TEST(ProgramFile, FsdpSettingsErrors) {
+  const std::string head = std::string("{") + kHead +
+                           R"(, "forward": [{"op": "run", "name": "r", "outputs": [{"id": "y",
+                              "bytes": 4, "dtype": "fp32"}]}], "loss": "y", )";
+  EXPECT_EQ(ErrorOf(head + R"("fsdp": {"implementation": "ddp", "settings": {}}})"),
+            "m.json: /fsdp/implementation: expected \"fsdp1\" or \"fsdp2\", got \"ddp\"");
+  EXPECT_EQ(ErrorOf(head + R"("fsdp": {"implementation": "fsdp1", "settings": {},
+                                        "instances": {"blocks.9": {}}}})"),
+            "m.json: /fsdp/instances/blocks.9: no instance has this name");
 }
 
 TEST(ProgramFile, MissingFileIsAnIoError) {

@@ -415,10 +415,10 @@ TEST(ReadTraceErrors, MissingSchemaVersion) {
 }
 
 TEST(ReadTraceErrors, UnsupportedSchemaVersion) {
-  ExpectError(R"({"schema_version": 4, "world_size": 1, "rank": 0, "new_key": 1, "events": []})",
-              {"t.json: header: schema_version 4 is not supported (this build reads 1 to 3)"});
+  ExpectError(R"({"schema_version": 5, "world_size": 1, "rank": 0, "new_key": 1, "events": []})",
+              {"t.json: header: schema_version 5 is not supported (this build reads 1 to 4)"});
   ExpectError(R"({"schema_version": 0, "world_size": 1, "rank": 0, "events": []})",
-              {"t.json: header: schema_version 0 is not supported (this build reads 1 to 3)"});
+              {"t.json: header: schema_version 0 is not supported (this build reads 1 to 4)"});
   ExpectError(R"({"schema_version": "1", "world_size": 1, "rank": 0, "events": []})",
               {"t.json: header: 'schema_version' must be an integer, got a string"});
 }

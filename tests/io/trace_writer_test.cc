@@ -177,6 +177,28 @@ TEST(TraceWriter, RoundTripsTheObservedEventsOfVersion3) {
   EXPECT_EQ(Write(again), text);
 }
 
+// A trace that names its FSDP implementation is written as v4 and read back the same; one that
+// does not stays v3, byte for byte what it was.
+TEST(TraceWriter, ImplementationKeysMakeAVersion4Trace) {
+  TraceHeader header;
+  header.world_size = 2;
+  ASSERT_TRUE(header.Finalize().ok());
+  EXPECT_EQ(header.WrittenSchemaVersion(), 3);
+  header.fsdp_impl = "fsdp1";
+  header.fsdp_setting = "FullyShardedDataParallel(module)";
+  EXPECT_EQ(header.WrittenSchemaVersion(), 4);
+  std::ostringstream out;
+  TraceWriter writer(out, "t.json");
+  ASSERT_TRUE(writer.OnHeader(header).ok());
+  ASSERT_TRUE(writer.OnEnd().ok());
+  EXPECT_NE(out.str().find(R"("schema_version": 4)"), std::string::npos) << out.str();
+  Trace t;
+  ASSERT_TRUE(ReadTraceFromString(out.str(), "t.json", t.header, t.sink).ok());
+  EXPECT_EQ(t.header.schema_version, 4);
+  EXPECT_EQ(t.header.fsdp_impl, "fsdp1");
+  EXPECT_EQ(t.header.fsdp_setting, "FullyShardedDataParallel(module)");
+}
+
 TEST(TraceReader, Version3AdditionsAreRejectedInOlderTraces) {
   auto error_of = [](std::string_view json) {
     Trace t;

@@ -81,6 +81,9 @@ TEST(ParsePolicySpec, FrameworkPresetsTakeTheirDefaults) {
             "pad_for_high_nccl_busbw=0");
   EXPECT_EQ(ParsePolicySpec("fsdp2")->Canonical(0), "strategy=fsdp2,inflight=1");
   EXPECT_EQ(ParsePolicySpec("hold-until-end")->Canonical(0), "strategy=fsdp2,inflight=0");
+  EXPECT_EQ(ParsePolicySpec("fsdp1")->Canonical(0), "strategy=fsdp1");
+  EXPECT_EQ(ParsePolicySpec("fsdp1,cap=5").status().message(),
+            "policy: unknown part 'cap': strategy fsdp1 takes no parts");
 }
 
 TEST(ParsePolicySpec, PartsAfterAPresetOverrideIt) {
@@ -142,7 +145,7 @@ namespace {
 TEST(PolicySpec, CanonicalParsesBackToTheSameSetting) {
   for (const char* text : {"backward-only", "per-group-dedup", "ddp,grad_as_view=1", "zero12",
                            "zero3,reduce_bucket_size=1000", "megatron", "megatron,bucket_size=5",
-                           "fsdp2", "hold-until-end"}) {
+                           "fsdp1", "fsdp2", "hold-until-end"}) {
     Result<PolicySpec> spec = ParsePolicySpec(text);
     ASSERT_TRUE(spec.ok()) << text;
     Result<PolicySpec> again = ParsePolicySpec(spec->Canonical(25));
@@ -153,8 +156,12 @@ TEST(PolicySpec, CanonicalParsesBackToTheSameSetting) {
 }
 
 TEST(FrameworkSetting, NamesEachFrameworksOwnKnob) {
+  // fairscale's class, named as fairscale's: PyTorch's FullyShardedDataParallel has no
+  // bucket_cap_mb.
   EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("backward-only"), 25),
-            "FullyShardedDataParallel(bucket_cap_mb=25)");
+            "fairscale.nn.FullyShardedDataParallel(bucket_cap_mb=25)");
+  EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("fsdp1"), 0),
+            "torch.distributed.fsdp.FullyShardedDataParallel(...)");
   EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("ddp,first_cap=2"), 50),
             "DistributedDataParallel(bucket_cap_mb=50, gradient_as_bucket_view=False); "
             "dist._DEFAULT_FIRST_BUCKET_BYTES = 2097152");
@@ -166,6 +173,31 @@ TEST(FrameworkSetting, NamesEachFrameworksOwnKnob) {
   EXPECT_EQ(FrameworkSetting(*ParsePolicySpec("fsdp2,inflight=2"), 0),
             "fully_shard() per FSDP instance; module.set_reduce_scatter_max_input_buffers(2) "
             "(PR #186000; 1 without it)");
+}
+
+// A trace emitted for FSDP1 or FSDP2 compares its own implementation's policy first, with the
+// trace's setting; fairscale's and unnamed traces the default four.
+TEST(DefaultPoliciesFor, PutsTheTracesImplementationFirst) {
+  const auto names = [](const std::vector<PolicySpec>& specs) {
+    std::vector<std::string> out;
+    for (const PolicySpec& spec : specs) out.push_back(spec.name);
+    return out;
+  };
+  const std::vector<std::string> defaults = {"always-allocated", "backward-only",
+                                             "per-group-dedup", "unbucketed"};
+  EXPECT_EQ(names(DefaultPoliciesFor("", "")), defaults);
+  EXPECT_EQ(names(DefaultPoliciesFor("fairscale", "")), defaults);
+  const std::vector<PolicySpec> fsdp1 =
+      DefaultPoliciesFor("fsdp1", "FullyShardedDataParallel(module, limit_all_gathers=True)");
+  ASSERT_EQ(fsdp1.size(), 5u);
+  EXPECT_EQ(fsdp1.front().name, "fsdp1");
+  EXPECT_EQ(FrameworkSetting(fsdp1.front(), 0),
+            "FullyShardedDataParallel(module, limit_all_gathers=True)");
+  EXPECT_EQ(FrameworkName(fsdp1.front()), "PyTorch FSDP1");
+  const std::vector<PolicySpec> fsdp2 =
+      DefaultPoliciesFor("fsdp2", "fully_shard(module, reshard_after_forward=True)");
+  EXPECT_EQ(names(fsdp2).front(), "fsdp2");
+  EXPECT_EQ(FrameworkSetting(fsdp2.front(), 0), "fully_shard(module, reshard_after_forward=True)");
 }
 
 }  // namespace

@@ -16,11 +16,22 @@ BufferId RecordingHost::Allocate(Bytes bytes, Category category, DType, GroupId)
   return id;
 }
 
+BufferId RecordingHost::Stage(Bytes bytes, DType, GroupId) {
+  auto id = static_cast<BufferId>(buffers_.size());
+  buffers_.push_back({bytes, Category::kGrad, 1, true});
+  log_.push_back(fmt::format("stage {} #{}", bytes, id));
+  return id;
+}
+
 void RecordingHost::Release(BufferId id) {
   Buffer& buffer = buffers_.at(id);
   if (buffer.refs <= 0) throw std::logic_error(fmt::format("release of dead buffer #{}", id));
   if (--buffer.refs > 0) {
     log_.push_back(fmt::format("release #{} (kept by {} view(s))", id, buffer.refs));
+    return;
+  }
+  if (buffer.staged) {
+    log_.push_back(fmt::format("unstage #{}", id));
     return;
   }
   live_bytes_ -= buffer.bytes;

@@ -15,6 +15,8 @@ namespace bucketsim::testing {
 class RecordingHost final : public PolicyHost {
  public:
   BufferId Allocate(Bytes bytes, Category category, DType dtype, GroupId group) override;
+  // Logged as "stage BYTES #id" (and "unstage #id" at its release), never in the live bytes.
+  BufferId Stage(Bytes bytes, DType dtype, GroupId group) override;
   void Release(BufferId buffer) override;
   void Relabel(BufferId buffer, Category category) override;
   // Data movement goes to moves(), not log(): the log is the allocation sequence. Each checks
@@ -42,6 +44,7 @@ class RecordingHost final : public PolicyHost {
     Bytes bytes = 0;
     Category category = Category::kOther;
     int refs = 0;
+    bool staged = false;
   };
   std::vector<Buffer> buffers_;
   std::vector<BufferId> gradient_refs_;
