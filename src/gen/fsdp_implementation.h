@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "core/event.h"
 #include "core/status.h"
@@ -48,6 +49,12 @@ class TraceEmitter {
   // The implementation owns the allocation `id` from then on (frees or keeps it). Each
   // parameter of a unit once, in order, from PostBackward.
   virtual Status TakeParamGrad(std::size_t f, std::size_t p, std::uint64_t& id) = 0;
+  // The same for an implementation whose parameters are a flat parameter's views themselves
+  // (FSDP2): each view's gradient as its own AccumulateGrad node keeps it, no cat. `ids` gets
+  // one id per view (one for a parameter without views); 0 where no backward reached the view
+  // (its .grad stays None). Without param_reads the emitter made one gradient for the whole
+  // parameter: `ids` then holds that one id. Instead of TakeParamGrad, not with it.
+  virtual Status TakeViewGrads(std::size_t f, std::size_t p, std::vector<std::uint64_t>& ids) = 0;
 };
 
 // Where a hook is called from: the forward itself, or a checkpointed region's recomputation

@@ -16,6 +16,7 @@
 #include "gen/fsdp_implementation.h"
 #include "gen/param_target.h"
 #include "gen/torch_fsdp1.h"
+#include "gen/torch_fsdp2.h"
 
 namespace bucketsim {
 
@@ -52,7 +53,7 @@ std::unique_ptr<FsdpImplementation> MakeFsdpImplementation(const FsdpModel& mode
     case FsdpImpl::kFsdp1:
       return MakeTorchFsdp1(model, options, trace);
     case FsdpImpl::kFsdp2:
-      break;
+      return MakeTorchFsdp2(model, options, trace);
   }
   return nullptr;
 }
@@ -595,6 +596,24 @@ class FsdpTrace final : public TraceEmitter {
     }
     id = std::exchange(grad_ids_[f][p], 0);
     BUCKETSIM_CHECK(id != 0);
+    if (p + 1 == params) grad_ids_[f].clear();
+    return Status::Ok();
+  }
+
+  // TraceEmitter: the gradients of parameter p's views, each handed over as autograd made it.
+  Status TakeViewGrads(std::size_t f, std::size_t p, std::vector<std::uint64_t>& ids) override {
+    const std::size_t params = model_.instances[f].params.size();
+    BUCKETSIM_CHECK(p < params);
+    ids.clear();
+    if (!per_param_) {
+      BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
+      ids.push_back(std::exchange(grad_ids_[f][p], 0));
+    } else {
+      for (std::size_t t : target_tensor_[f][p]) {
+        const std::size_t grad = std::exchange(grad_of_[t], kNone);
+        ids.push_back(grad == kNone ? 0 : TakeStorage(grad));
+      }
+    }
     if (p + 1 == params) grad_ids_[f].clear();
     return Status::Ok();
   }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "policy/shard_size.h"
+
 namespace bucketsim {
 
 Status GroupReduceScatter::Start(const TraceHeader& header) {
@@ -13,57 +15,94 @@ Status GroupReduceScatter::Start(const TraceHeader& header) {
 
 Status GroupReduceScatter::ReduceScatter(const ReduceScatterCall& call, PolicyHost& host) {
   const std::uint32_t fsdp = call.event.fsdp;
-  auto [it, first] = pending_.try_emplace(fsdp);
-  if (first || it->second.empty()) pending_order_.push_back(fsdp);
-  it->second.push_back(call);
+  Group& group = pending_[fsdp];
+  if (group.calls.empty()) {
+    pending_order_.push_back(fsdp);
+    BUCKETSIM_RETURN_IF_ERROR(BeginGroup(call, group, host));
+  }
+  const ReduceScatterCall& first = group.calls.empty() ? call : group.calls.front();
+  if (call.group->id != first.group->id || call.event.dtype != first.event.dtype) {
+    return InvalidTrace(fmt::format(
+        "event {}: fsdp2 reduces an FSDP instance in one reduce-scatter, but its gradients use "
+        "different process groups or dtypes ({} group {} vs {} group {})",
+        call.event.index, DTypeName(call.event.dtype), call.group->id,
+        DTypeName(first.event.dtype), first.group->id));
+  }
+  // foreach_reduce_scatter_copy_in: torch._chunk_cat of the gradients in parameter order.
+  host.FillGradient({group.input, call.event.index, call.group->size(), call.event.numel,
+                     call.event.dtype, ColumnOf(call), group.columns});
+  group.calls.push_back(call);
   // The group's post-backward runs once all its gradients are ready.
-  if (it->second.size() < header_->fsdp[fsdp].params.size()) return Status::Ok();
+  if (group.calls.size() < header_->fsdp[fsdp].params.size()) return Status::Ok();
   pending_order_.erase(std::find(pending_order_.begin(), pending_order_.end(), fsdp));
-  return ReduceGroup(it->second, host);
+  return ReduceGroup(group, host);
 }
 
-Status GroupReduceScatter::ReduceGroup(std::vector<ReduceScatterCall>& group, PolicyHost& host) {
-  const ProcessGroup& pg = *group.front().group;
-  const DType dtype = group.front().event.dtype;
-  Numel columns = 0;
-  for (const ReduceScatterCall& call : group) {
-    if (call.group->id != pg.id || call.event.dtype != dtype) {
-      return InvalidTrace(fmt::format(
-          "event {}: fsdp2 reduces an FSDP instance in one reduce-scatter, but its gradients use "
-          "different process groups or dtypes ({} group {} vs {} group {})",
-          call.event.index, DTypeName(call.event.dtype), call.group->id, DTypeName(dtype), pg.id));
-    }
-    columns += call.event.numel;
+Numel GroupReduceScatter::ColumnOf(const ReduceScatterCall& call) const {
+  Numel column = 0;
+  for (std::uint32_t p = 0; p < call.event.param; ++p) {
+    column += PaddedShardNumel(header_->fsdp[call.event.fsdp].params[p].numel, call.group->size());
   }
-  // The previous reduce-scatter's input is waited for and dropped before this copy-in when the
-  // limit is reached (FSDP2 post_backward; set_reduce_scatter_max_input_buffers).
+  return column;
+}
+
+Status GroupReduceScatter::BeginGroup(const ReduceScatterCall& call, Group& group,
+                                      PolicyHost& host) {
+  // The previous group's input is waited for and dropped before this copy-in when the limit
+  // is reached (post_backward: comm_ctx.reduce_scatter_state = None before foreach_reduce).
   if (inflight_ > 0 && static_cast<int>(inputs_.size()) >= inflight_) {
     host.Release(inputs_.front());
     inputs_.pop_front();
   }
+  const int ws = call.group->size();
+  group.columns = 0;
+  for (const ParamInfo& param : header_->fsdp[call.event.fsdp].params) {
+    group.columns += PaddedShardNumel(param.numel, ws);
+  }
+  // reduce_scatter_input = torch.empty((ws * columns,), dtype=reduce_dtype).
+  group.input = host.Allocate(ws * group.columns * ElementSize(call.event.dtype),
+                              Category::kBucketData, call.event.dtype, call.group->id);
+  return Status::Ok();
+}
+
+Status GroupReduceScatter::ReduceGroup(Group& group, PolicyHost& host) {
+  const ReduceScatterCall& first = group.calls.front();
+  const ProcessGroup& pg = *first.group;
+  const DType dtype = first.event.dtype;
   const int ws = pg.size();
-  const Bytes element = ElementSize(dtype);
-  // reduce_scatter_input = torch.empty(ws * columns); torch._chunk_cat(grads, out=...).
-  BufferId input = host.Allocate(ws * columns * element, Category::kBucketData, dtype, pg.id);
   slices_.clear();
-  Numel column = 0;
-  for (const ReduceScatterCall& call : group) {
-    host.FillGradient({input, call.event.index, ws, call.event.numel, dtype, column, columns});
-    slices_.push_back({call.event.index, column, call.event.numel});
-    column += call.event.numel;
+  for (const ReduceScatterCall& call : group.calls) {
+    slices_.push_back({call.event.index, ColumnOf(call), call.event.numel});
   }
   // reduce_output = reduce_scatter_input.new_empty((columns,)).
-  BufferId output = host.Allocate(columns * element, Category::kBucketOutput, dtype, pg.id);
-  host.Collective({CollectiveKind::kBucketFlush, pg.id, ws, dtype, ws * columns, columns,
-                   static_cast<std::uint32_t>(group.size())},
-                  {input, output, slices_});
-  for (const ReduceScatterCall& call : group) host.Deliver(call, output);
-  inputs_.push_back(input);
-  outputs_.push_back(output);
+  BufferId output = host.Allocate(group.columns * ElementSize(dtype), Category::kBucketOutput,
+                                  dtype, pg.id);
+  host.Collective({CollectiveKind::kBucketFlush, pg.id, ws, dtype, ws * group.columns,
+                   group.columns, static_cast<std::uint32_t>(group.calls.size())},
+                  {group.input, output, slices_});
+  const bool cast = std::all_of(group.calls.begin(), group.calls.end(), [&](const auto& call) {
+    return call.event.shard_mode == ShardMode::kCast && call.event.cast_dtype == first.event.cast_dtype;
+  });
+  if (cast) {
+    // reduce_output.to(orig_dtype): one tensor the sharded gradients view; the output has no
+    // reference left and goes at once.
+    const BufferId grads = host.Allocate(group.columns * ElementSize(first.event.cast_dtype),
+                                         Category::kGradShard, first.event.cast_dtype, pg.id);
+    for (ReduceScatterCall call : group.calls) {
+      call.event.shard_mode = ShardMode::kView;
+      host.Deliver(call, grads);
+    }
+    host.Release(grads);
+    host.Release(output);
+  } else {
+    for (const ReduceScatterCall& call : group.calls) host.Deliver(call, output);
+    outputs_.push_back(output);
+  }
+  inputs_.push_back(group.input);
   counters_.buckets = pending_.size();  // FSDP instances seen: one bucket each
   ++counters_.flushes;
-  counters_.bucketed += group.size();
-  group.clear();
+  counters_.bucketed += group.calls.size();
+  group.calls.clear();
   return Status::Ok();
 }
 

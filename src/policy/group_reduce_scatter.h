@@ -1,20 +1,32 @@
 // PyTorch FSDP2's gradient reduction (`fully_shard`), and the hold-until-end pattern.
 //
 // FSDP2 has no size-capped bucket: each fully_shard group (an FSDP instance of our traces) is
-// reduced by one reduce-scatter once every gradient of the group is ready
-// (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce). Its input is the
-// group's gradients, each padded on dim 0 to a multiple of the group size, laid out by
-// torch._chunk_cat as (group size, columns): a rank's row is its chunk of every gradient,
-// in the reduce dtype (reference/anchors.md §1.7). The trace's per-rank numel is the chunk
-// (fairscale's flat padding; equal to dim-0 padding for 1-D and dim-0-divisible parameters,
-// which is all the trace can express: it has no shapes). The output is the rank's row, fresh
-// per group (PR #132445: allocated in the default stream, held to the end of backward); the
-// sharded gradients are views of it or casts from it, as the trace's shard_mode says.
+// reduced by one reduce-scatter in its post-backward, once every gradient of the group is
+// ready (torch 2.6 torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py post_backward ->
+// _fsdp_collectives.py foreach_reduce). Its input (reduce_scatter_input = torch.empty, in the
+// reduce dtype, on the current stream) is the group's gradients, each padded on dim 0 to a
+// multiple of the group size, laid out by torch._chunk_cat as (group size, columns) in the
+// group's parameter order: a rank's row is its chunk of every gradient. The trace's per-rank
+// numel is the chunk (ceil(numel / group size); the FSDP2 emitter declares each parameter with
+// its dim-0 padded numel so that the chunk is the padded shard). The output
+// (reduce_scatter_input.new_empty) is the rank's row, fresh per group.
 //
-// Input lifetime: FSDP keeps `inflight` reduce-scatter inputs (default 1, PR #186000's
-// set_reduce_scatter_max_input_buffers): before the next group's copy-in, the oldest input
-// beyond the limit is waited for and dropped. inflight = 0 keeps every input until the end of
-// backward: Megatron-FSDP's dynamic buckets as reported in ISEEKYAN/Megatron-LM#158
+// When each buffer is made: foreach_reduce allocates the input, copies the gradients in, frees
+// them (unsharded_grads.clear()), then allocates the output. The trace tells the policy so by
+// its order: the group's first request allocates the input (its size from the header: every
+// parameter of the group), the emitter frees the unsharded gradients before the group's last
+// request, and the last request allocates the output and reduces.
+//
+// What the sharded gradients keep: an output in the parameters' dtype is viewed by them
+// (as_strided) until zero_grad (requests with shard "view"); an output in another dtype is cast
+// to it as one tensor (_to_dtype_if_needed(reduce_output, orig_dtype)), which the gradients
+// view, and the output itself is freed at once (requests with shard "cast").
+//
+// Input lifetime: FSDP keeps `inflight` reduce-scatter inputs (default 1: 2.6's
+// comm_ctx.reduce_scatter_state, dropped at the next group's post_backward before its
+// foreach_reduce, and the last one by the root's final callback; PR #186000's
+// set_reduce_scatter_max_input_buffers generalises it). inflight = 0 keeps every input until
+// the end of backward: Megatron-FSDP's dynamic buckets as reported in ISEEKYAN/Megatron-LM#158
 // (hold-until-end, O(layers) live inputs).
 #pragma once
 
@@ -36,12 +48,21 @@ class GroupReduceScatter final : public BucketPolicy {
   PolicyCounters counters() const override { return counters_; }
 
  private:
-  Status ReduceGroup(std::vector<ReduceScatterCall>& group, PolicyHost& host);
+  // A group whose requests are arriving: its input, allocated at the first.
+  struct Group {
+    std::vector<ReduceScatterCall> calls;
+    BufferId input = 0;
+    Numel columns = 0;
+  };
+  Status BeginGroup(const ReduceScatterCall& call, Group& group, PolicyHost& host);
+  Status ReduceGroup(Group& group, PolicyHost& host);
+  // The request's first column in its group's input: the chunks of the parameters before it.
+  Numel ColumnOf(const ReduceScatterCall& call) const;
 
   int inflight_;
   const TraceHeader* header_ = nullptr;
-  std::map<std::uint32_t, std::vector<ReduceScatterCall>> pending_;  // by FSDP instance
-  std::vector<std::uint32_t> pending_order_;                         // instances, first seen
+  std::map<std::uint32_t, Group> pending_;    // by FSDP instance
+  std::vector<std::uint32_t> pending_order_;  // instances, first seen
   std::deque<BufferId> inputs_;                                      // oldest first
   std::vector<BufferId> outputs_;                                    // held to the end of backward
   std::vector<ReducedSlice> slices_;

@@ -46,7 +46,8 @@ TEST_F(GroupReduceScatterTest, OneInputInFlightIsDroppedBeforeTheNextCopyIn) {
   Backward(fsdp2, host);
   // f2: input 2 x 100 x 4 = 800 B, output 100 x 4 = 400 B, reduce-scatter 200 -> 100.
   // f1: the previous input goes first; input 2400 B, output 1200 B.
-  // f0 (complete at p0; p1 came first, so p1 is columns [0, 50), p0 [50, 200)): input
+  // f0 (its input at p1, the first to come; its output at p0, the last; chunk_cat lays the
+  //     gradients out in parameter order: p0 is columns [0, 150), p1 [150, 200)): input
   //     2 x 200 x 4 = 1600 B, output 800 B.
   // End of backward: the last input goes; the outputs are released to the gradient views.
   EXPECT_EQ(
@@ -59,8 +60,8 @@ TEST_F(GroupReduceScatterTest, OneInputInFlightIsDroppedBeforeTheNextCopyIn) {
            "collective bucket_flush group 1 in 400 out 200 requests 2", "deliver param 1 from #5",
            "deliver param 0 from #5", "free bucket_data 1600 #4", "release #1 (kept by 1 view(s))",
            "release #3 (kept by 1 view(s))", "release #5 (kept by 2 view(s))"}));
-  EXPECT_EQ(host.moves()[4], "fill #4 rows 2 numel 50 at 0 stride 200");
-  EXPECT_EQ(host.moves()[5], "fill #4 rows 2 numel 150 at 50 stride 200");
+  EXPECT_EQ(host.moves()[4], "fill #4 rows 2 numel 50 at 150 stride 200");
+  EXPECT_EQ(host.moves()[5], "fill #4 rows 2 numel 150 at 0 stride 200");
   // Peak: after f1's allocations (400 + 2400 + 1200) or f0's (400 + 1200 + 1600 + 800): 4000.
   EXPECT_EQ(host.peak_bytes(), 4000u);
 }
@@ -83,6 +84,53 @@ TEST_F(GroupReduceScatterTest, HoldUntilEndKeepsEveryInput) {
   EXPECT_EQ(host.peak_bytes(), 7200u);
   // Then only the outputs the gradients view remain.
   EXPECT_EQ(host.live_bytes(), 400u + 1200u + 800u);
+}
+
+// foreach_reduce allocates the input, copies the gradients in and frees them, then allocates
+// the output: the input comes with the group's first request (sized from the header: every
+// parameter of the group), the output with its last, so that the emitter's frees of the
+// unsharded gradients fall between them.
+TEST_F(GroupReduceScatterTest, InputComesWithTheFirstRequestOutputWithTheLast) {
+  GroupReduceScatter fsdp2(/*inflight=*/1);
+  ASSERT_TRUE(fsdp2.Start(header_).ok());
+  RecordingHost host;
+  const ProcessGroup& group = header_.groups[0];
+  ASSERT_TRUE(
+      fsdp2.ReduceScatter(MakeCall(group, 150, DType::kFloat32, ShardMode::kView, 0, 0, 1), host)
+          .ok());
+  // f0: columns 150 + 50: input 2 x 200 x 4 = 1600 B, nothing else yet.
+  EXPECT_EQ(host.TakeLog(), (Log{"alloc bucket_data 1600 #0"}));
+  ASSERT_TRUE(
+      fsdp2.ReduceScatter(MakeCall(group, 50, DType::kFloat32, ShardMode::kView, 1, 0, 2), host)
+          .ok());
+  EXPECT_EQ(host.TakeLog(),
+            (Log{"alloc bucket_output 800 #1",
+                 "collective bucket_flush group 1 in 400 out 200 requests 2",
+                 "deliver param 0 from #1", "deliver param 1 from #1"}));
+}
+
+// reduce_dtype bf16 with fp32 parameters: the bf16 output is cast to fp32 as one tensor
+// (_to_dtype_if_needed(reduce_output, orig_dtype)), which the sharded gradients view; the bf16
+// output has no reference left and goes at once; the input stays in flight.
+TEST_F(GroupReduceScatterTest, CastOutputIsOneFp32TensorAndTheOutputGoesAtOnce) {
+  GroupReduceScatter fsdp2(/*inflight=*/1);
+  ASSERT_TRUE(fsdp2.Start(header_).ok());
+  RecordingHost host;
+  const ProcessGroup& group = header_.groups[0];
+  for (std::uint32_t p : {0u, 1u}) {
+    ReduceScatterCall call =
+        MakeCall(group, p == 0 ? 150 : 50, DType::kBFloat16, ShardMode::kCast, p, 0, p + 1);
+    call.event.cast_dtype = DType::kFloat32;
+    ASSERT_TRUE(fsdp2.ReduceScatter(call, host).ok());
+  }
+  // Input 2 x 200 x 2 = 800 B, output 200 x 2 = 400 B, the fp32 gradients 200 x 4 = 800 B.
+  EXPECT_EQ(host.TakeLog(),
+            (Log{"alloc bucket_data 800 #0", "alloc bucket_output 400 #1",
+                 "collective bucket_flush group 1 in 400 out 200 requests 2",
+                 "alloc grad_shard 800 #2", "deliver param 0 from #2", "deliver param 1 from #2",
+                 "release #2 (kept by 2 view(s))", "free bucket_output 400 #1"}));
+  ASSERT_TRUE(fsdp2.EndBackward(host).ok());
+  EXPECT_EQ(host.TakeLog(), (Log{"free bucket_data 800 #0"}));
 }
 
 }  // namespace

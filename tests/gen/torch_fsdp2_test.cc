@@ -1,0 +1,666 @@
+// PyTorch FSDP2 (fully_shard, torch 2.6) in the emitter (src/gen/torch_fsdp2.cc) on tiny
+// programs: every event of a training step written out and derived in the comments.
+//
+// The program: root (no parameters, not gathered) and two units, l1 and l2, each one flat
+// parameter of two views, w (5 elements) and b (2): FSDP2 makes them four parameters. At
+// world size 2 (testing::TinyFsdpOptions: fp32, SGD, one iteration) each is chunked on dim 0
+// (1-D): w into chunks of 3 (rank 0: 3, rank 1: 2, padded to 3), b into chunks of 1. So a
+// unit's padded shards are 3 + 1 elements (12 + 4 bytes); its all-gather output 2 x 4 x 4 =
+// 32 bytes; its unsharded parameters 6 x 4 = 24 and 2 x 4 = 8 bytes; the gradients autograd
+// makes are the unpadded views' (20 and 8 bytes).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gen/fsdp_program.h"
+#include "gen/program_builder.h"
+#include "tiny_fsdp.h"
+
+namespace bucketsim {
+namespace {
+
+GenOptions Fsdp2Options(int world_size) {
+  GenOptions options = testing::TinyFsdpOptions(world_size);
+  options.fsdp_impl = FsdpImpl::kFsdp2;
+  return options;
+}
+
+std::vector<std::string> Emit(const FsdpModel& model, const GenOptions& options) {
+  return testing::EmitSummary(model, options);
+}
+
+GenParam Flat(const std::string& unit) {
+  return {"flat_param_0", 7, {{unit + ".w", 5}, {unit + ".b", 2}}};
+}
+
+// x (100 bytes, no grad) -> l1: h = x W1 + b1 (saves x) -> l2: y = h W2 + b2 (saves h) ->
+// loss = mean(y). With `checkpoint`, l2's whole forward is a checkpointed region.
+FsdpModel TwoUnits(bool checkpoint = false) {
+  ProgramBuilder program("fsdp2 tiny");
+  program.AddInstance({"root", {}, true, false});
+  const std::size_t l1 = program.AddInstance({"l1", {Flat("l1")}, true, true});
+  const std::size_t l2 = program.AddInstance({"l2", {Flat("l2")}, true, true});
+  program.AddInput(Tensor("x", 100, "fp32"));
+  program.Gather(l1);
+  program.Run("l1", 0, {l1}, {In("x")}, {Tensor("h", 200, "fp32")}, {Keep("x")}).param_reads =
+      std::vector<std::string>{"l1.w", "l1.b"};
+  program.EndForward(l1);
+  if (checkpoint) program.CheckpointBegin({Keep("h")});
+  program.Gather(l2);
+  program.Run("l2", 0, {l2}, {In("h")}, {Tensor("y", 200, "fp32")}, {Keep("h")}).param_reads =
+      std::vector<std::string>{"l2.w", "l2.b"};
+  program.EndForward(l2);
+  if (checkpoint) program.CheckpointEnd();
+  program.Run("loss", 0, {}, {In("y")}, {Tensor("loss", 4, "fp32")});
+  program.SetLoss("loss");
+  return program.Take();
+}
+
+// reshard_after_forward=True (the default): each unit gathers in its pre-forward and frees in
+// its post-forward; in backward it gathers again and prefetches the unit before it in
+// post-forward order.
+TEST(TorchFsdp2, ReshardAfterForwardTrue) {
+  const GenOptions options = Fsdp2Options(2);
+  const std::vector<std::string> expected = {
+      "alloc 1 12 s0 param",
+      "alloc 2 4 s0 param",
+      "alloc 3 12 s0 param",
+      "alloc 4 4 s0 param",
+      "alloc 5 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 6 32 s1 all_gather",  // l1 all_gather_copy_in: output 2 x (3 + 1) x 4
+      "alloc 7 24 s0 all_gather",  // copy-out: w unsharded, padded (6 x 4)
+      "alloc 8 8 s0 all_gather",  // b unsharded (2 x 4)
+      "compute forward l1",
+      "alloc 9 200 s0 activation",
+      "free 7",  // l1 post_forward: reshard (free_unsharded_param)
+      "free 8",
+      "alloc 10 32 s1 all_gather",  // l2 all_gather_copy_in
+      "free 6",  // l1's all-gather output, kept in all_gather_state until l2's copy-out
+      "alloc 11 24 s0 all_gather",
+      "alloc 12 8 s0 all_gather",
+      "compute forward l2",
+      "alloc 13 200 s0 activation",
+      "free 11",
+      "free 12",
+      "free 10",  // the root's post-forward frees the last all_gather_state
+      "compute forward loss",
+      "alloc 14 4 s0 activation",
+      "free 13",
+      "mark after fwd",
+      "phase backward",
+      "alloc 15 4 s0 grad",
+      "compute backward loss",
+      "alloc 16 200 s0 grad",
+      "free 15",
+      "alloc 17 32 s1 all_gather",  // l2 pre_backward: unshard
+      "alloc 18 24 s0 all_gather",
+      "alloc 19 8 s0 all_gather",
+      "free 17",  // ... its output freed right after the copy-out (not in forward)
+      "alloc 20 32 s1 all_gather",  // _backward_prefetch: l1's all-gather, pending
+      "compute backward l2",
+      "alloc 21 20 s0 grad",  // l2.w's gradient (5 x 4): a view's, no cat
+      "alloc 22 8 s0 grad",
+      "alloc 23 200 s0 grad",
+      "free 16",
+      "free 9",
+      "free 18",  // l2 post_backward: reshard
+      "free 19",
+      "rs 2.0 g1 fp32 3 view",  // the policy allocates l2's reduce-scatter input here
+      "free 21",  // unsharded_grads.clear() after the copy-in
+      "free 22",
+      "rs 2.1 g1 fp32 1 view",  // ... and its output here
+      "alloc 24 24 s0 all_gather",  // l1 pre_backward: the prefetched all-gather's copy-out
+      "alloc 25 8 s0 all_gather",
+      "free 20",
+      "compute backward l1",
+      "alloc 26 20 s0 grad",
+      "alloc 27 8 s0 grad",
+      "free 23",
+      "free 24",
+      "free 25",
+      "rs 1.0 g1 fp32 3 view",
+      "free 26",
+      "free 27",
+      "rs 1.1 g1 fp32 1 view",
+      "flush",  // the root's final callback drops the last reduce-scatter input
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 14",
+  };
+  EXPECT_EQ(Emit(TwoUnits(), options), expected);
+}
+
+// reshard_after_forward=False: the unsharded parameters stay until the post-backward reshard;
+// backward neither gathers nor prefetches (unshard is a no-op on an unsharded group).
+TEST(TorchFsdp2, ReshardAfterForwardFalseKeepsTheUnshardedParametersUntilPostBackward) {
+  GenOptions options = Fsdp2Options(2);
+  options.reshard_after_forward = false;
+  const std::vector<std::string> expected = {
+      "alloc 1 12 s0 param",
+      "alloc 2 4 s0 param",
+      "alloc 3 12 s0 param",
+      "alloc 4 4 s0 param",
+      "alloc 5 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 6 32 s1 all_gather",
+      "alloc 7 24 s0 all_gather",
+      "alloc 8 8 s0 all_gather",
+      "compute forward l1",
+      "alloc 9 200 s0 activation",
+      "alloc 10 32 s1 all_gather",
+      "free 6",
+      "alloc 11 24 s0 all_gather",
+      "alloc 12 8 s0 all_gather",
+      "compute forward l2",
+      "alloc 13 200 s0 activation",
+      "free 10",  // l2's all-gather output at the root's post-forward; 7, 8, 11, 12 stay
+      "compute forward loss",
+      "alloc 14 4 s0 activation",
+      "free 13",
+      "mark after fwd",
+      "phase backward",
+      "alloc 15 4 s0 grad",
+      "compute backward loss",
+      "alloc 16 200 s0 grad",
+      "free 15",
+      "compute backward l2",
+      "alloc 17 20 s0 grad",
+      "alloc 18 8 s0 grad",
+      "alloc 19 200 s0 grad",
+      "free 16",
+      "free 9",
+      "free 11",  // l2 post_backward: reshard_after_backward
+      "free 12",
+      "rs 2.0 g1 fp32 3 view",
+      "free 17",
+      "free 18",
+      "rs 2.1 g1 fp32 1 view",
+      "compute backward l1",
+      "alloc 20 20 s0 grad",
+      "alloc 21 8 s0 grad",
+      "free 19",
+      "free 7",
+      "free 8",
+      "rs 1.0 g1 fp32 3 view",
+      "free 20",
+      "free 21",
+      "rs 1.1 g1 fp32 1 view",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 14",
+  };
+  EXPECT_EQ(Emit(TwoUnits(), options), expected);
+}
+
+// World size 4, reshard_after_forward=2: w is chunked by 2 (padded 2 x 4 = 8 elements), b by 1
+// (4); after forward each parameter keeps a clone of its half of the unsharded one
+// (_to_sharded_post_forward), and backward all-gathers from those over 2 ranks.
+TEST(TorchFsdp2, ReshardAfterForwardToTwoOfFourRanksKeepsAHalfAndGathersFromIt) {
+  GenOptions options = Fsdp2Options(4);
+  options.reshard_after_forward_ranks = 2;
+  const std::vector<std::string> expected = {
+      "alloc 1 8 s0 param",
+      "alloc 2 4 s0 param",
+      "alloc 3 8 s0 param",
+      "alloc 4 4 s0 param",
+      "alloc 5 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 6 48 s1 all_gather",  // 4 ranks x (2 + 1) x 4
+      "alloc 7 32 s0 all_gather",
+      "alloc 8 16 s0 all_gather",
+      "compute forward l1",
+      "alloc 9 200 s0 activation",
+      "alloc 10 16 s0 all_gather",  // w's post-forward half: 8 / 2 x 4
+      "free 7",  // ... then its unsharded tensor
+      "alloc 11 8 s0 all_gather",
+      "free 8",
+      "alloc 12 48 s1 all_gather",
+      "free 6",
+      "alloc 13 32 s0 all_gather",
+      "alloc 14 16 s0 all_gather",
+      "compute forward l2",
+      "alloc 15 200 s0 activation",
+      "alloc 16 16 s0 all_gather",
+      "free 13",
+      "alloc 17 8 s0 all_gather",
+      "free 14",
+      "free 12",
+      "compute forward loss",
+      "alloc 18 4 s0 activation",
+      "free 15",
+      "mark after fwd",
+      "phase backward",
+      "alloc 19 4 s0 grad",
+      "compute backward loss",
+      "alloc 20 200 s0 grad",
+      "free 19",
+      "alloc 21 48 s1 all_gather",  // l2 gathers over 2 ranks: 2 x (4 + 2) x 4
+      "alloc 22 32 s0 all_gather",
+      "alloc 23 16 s0 all_gather",
+      "free 16",  // to_unsharded frees the post-forward halves
+      "free 17",
+      "free 21",
+      "alloc 24 48 s1 all_gather",
+      "compute backward l2",
+      "alloc 25 20 s0 grad",
+      "alloc 26 8 s0 grad",
+      "alloc 27 200 s0 grad",
+      "free 20",
+      "free 9",
+      "free 22",
+      "free 23",
+      "rs 2.0 g1 fp32 2 view",
+      "free 25",
+      "free 26",
+      "rs 2.1 g1 fp32 1 view",
+      "alloc 28 32 s0 all_gather",
+      "alloc 29 16 s0 all_gather",
+      "free 10",
+      "free 11",
+      "free 24",
+      "compute backward l1",
+      "alloc 30 20 s0 grad",
+      "alloc 31 8 s0 grad",
+      "free 27",
+      "free 28",
+      "free 29",
+      "rs 1.0 g1 fp32 2 view",
+      "free 30",
+      "free 31",
+      "rs 1.1 g1 fp32 1 view",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 18",
+  };
+  EXPECT_EQ(Emit(TwoUnits(), options), expected);
+}
+
+// MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): the shards are cast into one flat
+// bf16 copy-in tensor (the foreach-copy path), freed once the all-gather output exists; the
+// unsharded parameters and their gradients are bf16; the requests are fp32 (the policy's
+// input is then 2 x 4 x 4 bytes) and their output, fp32 like the parameters, is viewed.
+TEST(TorchFsdp2, Bf16ParamsWithFp32ReduceCastTheShardsBeforeTheAllGather) {
+  GenOptions options = Fsdp2Options(2);
+  options.compute_dtype = DType::kBFloat16;
+  options.reduce_dtype = DType::kFloat32;
+  const std::vector<std::string> expected = {
+      "alloc 1 12 s0 param",
+      "alloc 2 4 s0 param",
+      "alloc 3 12 s0 param",
+      "alloc 4 4 s0 param",
+      "alloc 5 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 6 8 s1 all_gather",  // flat bf16 copy-in: (3 + 1) x 2
+      "alloc 7 16 s1 all_gather",  // all-gather output 2 x 4 x 2
+      "free 6",
+      "alloc 8 12 s0 all_gather",
+      "alloc 9 4 s0 all_gather",
+      "compute forward l1",
+      "alloc 10 200 s0 activation",
+      "free 8",
+      "free 9",
+      "alloc 11 8 s1 all_gather",
+      "alloc 12 16 s1 all_gather",
+      "free 11",
+      "free 7",
+      "alloc 13 12 s0 all_gather",
+      "alloc 14 4 s0 all_gather",
+      "compute forward l2",
+      "alloc 15 200 s0 activation",
+      "free 13",
+      "free 14",
+      "free 12",
+      "compute forward loss",
+      "alloc 16 4 s0 activation",
+      "free 15",
+      "mark after fwd",
+      "phase backward",
+      "alloc 17 4 s0 grad",
+      "compute backward loss",
+      "alloc 18 200 s0 grad",
+      "free 17",
+      "alloc 19 8 s1 all_gather",
+      "alloc 20 16 s1 all_gather",
+      "free 19",
+      "alloc 21 12 s0 all_gather",
+      "alloc 22 4 s0 all_gather",
+      "free 20",
+      "alloc 23 8 s1 all_gather",
+      "alloc 24 16 s1 all_gather",
+      "free 23",
+      "compute backward l2",
+      "alloc 25 10 s0 grad",  // l2.w gradient in bf16: 5 x 2
+      "alloc 26 4 s0 grad",
+      "alloc 27 200 s0 grad",
+      "free 18",
+      "free 10",
+      "free 21",
+      "free 22",
+      "rs 2.0 g1 fp32 3 view",
+      "free 25",
+      "free 26",
+      "rs 2.1 g1 fp32 1 view",
+      "alloc 28 12 s0 all_gather",
+      "alloc 29 4 s0 all_gather",
+      "free 24",
+      "compute backward l1",
+      "alloc 30 10 s0 grad",
+      "alloc 31 4 s0 grad",
+      "free 27",
+      "free 28",
+      "free 29",
+      "rs 1.0 g1 fp32 3 view",
+      "free 30",
+      "free 31",
+      "rs 1.1 g1 fp32 1 view",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 16",
+  };
+  EXPECT_EQ(Emit(TwoUnits(), options), expected);
+}
+
+// World size 1: FSDP2 does not special-case it: the shard is the whole parameter, the
+// all-gather and the reduce-scatter still run (and allocate).
+TEST(TorchFsdp2, OneRankGathersAndReducesLikeAnyOther) {
+  const GenOptions options = Fsdp2Options(1);
+  const std::vector<std::string> expected = {
+      "alloc 1 20 s0 param",
+      "alloc 2 8 s0 param",
+      "alloc 3 20 s0 param",
+      "alloc 4 8 s0 param",
+      "alloc 5 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 6 28 s1 all_gather",
+      "alloc 7 20 s0 all_gather",
+      "alloc 8 8 s0 all_gather",
+      "compute forward l1",
+      "alloc 9 200 s0 activation",
+      "free 7",
+      "free 8",
+      "alloc 10 28 s1 all_gather",
+      "free 6",
+      "alloc 11 20 s0 all_gather",
+      "alloc 12 8 s0 all_gather",
+      "compute forward l2",
+      "alloc 13 200 s0 activation",
+      "free 11",
+      "free 12",
+      "free 10",
+      "compute forward loss",
+      "alloc 14 4 s0 activation",
+      "free 13",
+      "mark after fwd",
+      "phase backward",
+      "alloc 15 4 s0 grad",
+      "compute backward loss",
+      "alloc 16 200 s0 grad",
+      "free 15",
+      "alloc 17 28 s1 all_gather",
+      "alloc 18 20 s0 all_gather",
+      "alloc 19 8 s0 all_gather",
+      "free 17",
+      "alloc 20 28 s1 all_gather",
+      "compute backward l2",
+      "alloc 21 20 s0 grad",
+      "alloc 22 8 s0 grad",
+      "alloc 23 200 s0 grad",
+      "free 16",
+      "free 9",
+      "free 18",
+      "free 19",
+      "rs 2.0 g1 fp32 5 view",
+      "free 21",
+      "free 22",
+      "rs 2.1 g1 fp32 2 view",
+      "alloc 24 20 s0 all_gather",
+      "alloc 25 8 s0 all_gather",
+      "free 20",
+      "compute backward l1",
+      "alloc 26 20 s0 grad",
+      "alloc 27 8 s0 grad",
+      "free 23",
+      "free 24",
+      "free 25",
+      "rs 1.0 g1 fp32 5 view",
+      "free 26",
+      "free 27",
+      "rs 1.1 g1 fp32 2 view",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 14",
+  };
+  EXPECT_EQ(Emit(TwoUnits(), options), expected);
+}
+
+// Rank 1: w's chunk is 2 of 5 elements, stored padded to 3; lazy_init's reset_sharded_param
+// replaces the shorter local tensor by a new padded one (b's chunk is full: nothing).
+TEST(TorchFsdp2, ARankWithAShortChunkRepadsItsShardAtLazyInit) {
+  GenOptions options = Fsdp2Options(2);
+  options.rank = 1;
+  const std::vector<std::string> expected = {
+      "alloc 1 12 s0 param",
+      "alloc 2 4 s0 param",
+      "alloc 3 12 s0 param",
+      "alloc 4 4 s0 param",
+      "alloc 5 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 6 12 s0 param",  // reset_sharded_param: l1.w's new padded shard
+      "free 1",  // ... the old one goes
+      "alloc 7 12 s0 param",
+      "free 3",
+      "alloc 8 32 s1 all_gather",
+      "alloc 9 24 s0 all_gather",
+      "alloc 10 8 s0 all_gather",
+      "compute forward l1",
+      "alloc 11 200 s0 activation",
+      "free 9",
+      "free 10",
+      "alloc 12 32 s1 all_gather",
+      "free 8",
+      "alloc 13 24 s0 all_gather",
+      "alloc 14 8 s0 all_gather",
+      "compute forward l2",
+      "alloc 15 200 s0 activation",
+      "free 13",
+      "free 14",
+      "free 12",
+      "compute forward loss",
+      "alloc 16 4 s0 activation",
+      "free 15",
+      "mark after fwd",
+      "phase backward",
+      "alloc 17 4 s0 grad",
+      "compute backward loss",
+      "alloc 18 200 s0 grad",
+      "free 17",
+      "alloc 19 32 s1 all_gather",
+      "alloc 20 24 s0 all_gather",
+      "alloc 21 8 s0 all_gather",
+      "free 19",
+      "alloc 22 32 s1 all_gather",
+      "compute backward l2",
+      "alloc 23 20 s0 grad",
+      "alloc 24 8 s0 grad",
+      "alloc 25 200 s0 grad",
+      "free 18",
+      "free 11",
+      "free 20",
+      "free 21",
+      "rs 2.0 g1 fp32 3 view",
+      "free 23",
+      "free 24",
+      "rs 2.1 g1 fp32 1 view",
+      "alloc 26 24 s0 all_gather",
+      "alloc 27 8 s0 all_gather",
+      "free 22",
+      "compute backward l1",
+      "alloc 28 20 s0 grad",
+      "alloc 29 8 s0 grad",
+      "free 25",
+      "free 26",
+      "free 27",
+      "rs 1.0 g1 fp32 3 view",
+      "free 28",
+      "free 29",
+      "rs 1.1 g1 fp32 1 view",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 16",
+  };
+  EXPECT_EQ(Emit(TwoUnits(), options), expected);
+}
+
+// l2 under a (non-reentrant) checkpoint: its pre-backward hook fires on its output's gradient,
+// before the recomputation, whose forward hooks then do nothing.
+TEST(TorchFsdp2, CheckpointedUnitGathersInItsPreBackwardBeforeTheRecompute) {
+  const GenOptions options = Fsdp2Options(2);
+  const std::vector<std::string> expected = {
+      "alloc 1 12 s0 param",
+      "alloc 2 4 s0 param",
+      "alloc 3 12 s0 param",
+      "alloc 4 4 s0 param",
+      "alloc 5 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 6 32 s1 all_gather",
+      "alloc 7 24 s0 all_gather",
+      "alloc 8 8 s0 all_gather",
+      "compute forward l1",
+      "alloc 9 200 s0 activation",
+      "free 7",
+      "free 8",
+      "alloc 10 32 s1 all_gather",
+      "free 6",
+      "alloc 11 24 s0 all_gather",
+      "alloc 12 8 s0 all_gather",
+      "compute forward l2",
+      "alloc 13 200 s0 activation",
+      "free 11",
+      "free 12",
+      "free 10",
+      "compute forward loss",
+      "alloc 14 4 s0 activation",
+      "free 13",
+      "mark after fwd",
+      "phase backward",
+      "alloc 15 4 s0 grad",
+      "compute backward loss",
+      "alloc 16 200 s0 grad",
+      "free 15",
+      "alloc 17 32 s1 all_gather",  // l2 pre_backward, then the prefetch of l1 (20)
+      "alloc 18 24 s0 all_gather",
+      "alloc 19 8 s0 all_gather",
+      "free 17",
+      "alloc 20 32 s1 all_gather",
+      "compute recompute l2",
+      "alloc 21 200 s0 activation",  // the recomputed y
+      "compute backward l2",
+      "alloc 22 20 s0 grad",
+      "alloc 23 8 s0 grad",
+      "alloc 24 200 s0 grad",
+      "free 18",
+      "free 19",
+      "rs 2.0 g1 fp32 3 view",
+      "free 22",
+      "free 23",
+      "rs 2.1 g1 fp32 1 view",
+      "free 16",
+      "free 21",
+      "free 9",
+      "alloc 25 24 s0 all_gather",
+      "alloc 26 8 s0 all_gather",
+      "free 20",
+      "compute backward l1",
+      "alloc 27 20 s0 grad",
+      "alloc 28 8 s0 grad",
+      "free 24",
+      "free 25",
+      "free 26",
+      "rs 1.0 g1 fp32 3 view",
+      "free 27",
+      "free 28",
+      "rs 1.1 g1 fp32 1 view",
+      "flush",
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "zero_grad",
+      "free 14",
+  };
+  EXPECT_EQ(Emit(TwoUnits(/*checkpoint=*/true), options), expected);
+}
+
+// Adam at rank 1: torch.optim's state (zeros_like of the sharded parameter) is this rank's
+// chunk without padding, two fp32 tensors per parameter: w's 2 elements, b's 1.
+TEST(TorchFsdp2, OptimizerStateIsTheUnpaddedLocalShard) {
+  GenOptions options = Fsdp2Options(2);
+  options.rank = 1;
+  options.optimizer = OptimizerKind::kAdam;
+  std::vector<std::string> state;
+  for (const std::string& line : Emit(TwoUnits(), options)) {
+    if (line.find("optimizer_state") != std::string::npos) state.push_back(line);
+  }
+  EXPECT_EQ(state, (std::vector<std::string>{
+                       "alloc 30 8 s0 optimizer_state", "alloc 31 8 s0 optimizer_state",
+                       "alloc 32 4 s0 optimizer_state", "alloc 33 4 s0 optimizer_state",
+                       "alloc 34 8 s0 optimizer_state", "alloc 35 8 s0 optimizer_state",
+                       "alloc 36 4 s0 optimizer_state", "alloc 37 4 s0 optimizer_state"}));
+}
+
+// CPUOffloadPolicy: the shards live on the CPU (nothing at init); each all-gather copies them
+// to the device (.to(device): 12 and 4 bytes), then the output (32 bytes), then drops the
+// copies.
+TEST(TorchFsdp2, OffloadedShardsAreCopiedToTheDeviceForEachAllGather) {
+  GenOptions options = Fsdp2Options(2);
+  options.offload_params = true;
+  const std::vector<std::string> events = Emit(TwoUnits(), options);
+  const std::vector<std::string> head(events.begin(), events.begin() + 9);
+  EXPECT_EQ(head, (std::vector<std::string>{
+                      "alloc 1 100 s0 activation", "iteration 0", "phase forward",
+                      "alloc 2 12 s1 all_gather", "alloc 3 4 s1 all_gather",
+                      "alloc 4 32 s1 all_gather", "free 2", "free 3",
+                      "alloc 5 24 s0 all_gather"}));
+}
+
+}  // namespace
+}  // namespace bucketsim
