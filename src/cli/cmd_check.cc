@@ -1,5 +1,5 @@
-// bucketsim check TRACE [--policy P]... [--budget FILE] [--max-...] [--baseline REPORT.json
-// [--tolerance T]...] [--junit FILE]: a CI gate. One line per check, a verdict line, exit 0
+// bucketsim check TRACE [--policy P]... [--budget FILE] [--max-...] [--device-memory SIZE]
+// [--baseline REPORT.json [--tolerance T]...] [--junit FILE]: a CI gate. One line per check, a verdict line, exit 0
 // when every check passes and 1 when one fails. Anything that keeps the check from being decided
 // (bad trace, bad budget or baseline file, bad size, a mark that never occurs, a policy with
 // nothing to check) is exit 2: an error never passes.
@@ -78,6 +78,8 @@ struct CheckPlan {
   std::optional<ReportDocument> baseline;
   std::vector<PolicyFigures> baseline_figures;  // of baseline->runs, in order
   Tolerance tolerance;
+  // --device-memory: a check of its own, that every policy runs without running out of it.
+  std::optional<Bytes> device_memory_bytes;
 
   // The baseline's figures of the policy `policy` (as the user named it), or null.
   const PolicyFigures* BaselineOf(std::string_view policy) const {
@@ -97,6 +99,11 @@ Result<CheckPlan> Plan(const CheckFlags& flags) {
     Result<BudgetFile> read = ReadBudgetFile(flags.budget_path);
     if (!read.ok()) return read.status();
     file = std::move(*read);
+  }
+  if (!flags.replay.device_memory.empty()) {
+    Result<Bytes> capacity = ParseSizeFlag("--device-memory", flags.replay.device_memory);
+    if (!capacity.ok()) return capacity.status();
+    plan.device_memory_bytes = *capacity;
   }
   for (const std::string& text : flags.tolerances) {
     BUCKETSIM_RETURN_IF_ERROR(ParseTolerance(text, plan.tolerance));
@@ -125,10 +132,11 @@ Result<CheckPlan> Plan(const CheckFlags& flags) {
   for (const std::string& policy : plan.policies) {
     PolicyBudget budget = file ? file->For(policy) : PolicyBudget{};
     budget.OverrideWith(*flag_budget);
-    if (budget.empty() && !plan.baseline) {
+    if (budget.empty() && !plan.baseline && !plan.device_memory_bytes) {
       return InvalidArgument(fmt::format(
           "nothing to check for policy '{}': give a budget (--budget FILE, --max-peak-allocated, "
-          "--max-peak-reserved, --max-at-mark, --max-step-time-us) or --baseline REPORT.json",
+          "--max-peak-reserved, --max-at-mark, --max-step-time-us), --device-memory SIZE or "
+          "--baseline REPORT.json",
           policy));
     }
     plan.budgets.push_back(std::move(budget));
@@ -182,7 +190,9 @@ class CheckRun {
     for (std::size_t i = 0; i < outcome->runs.size(); ++i) {
       const RunResult& run = outcome->runs[i];
       // Without --device-memory nothing can run out, and there is nothing to check.
-      if (!replay.device_memory.empty()) outcomes_.push_back(CheckFitsDevice(run));
+      if (plan->device_memory_bytes) {
+        outcomes_.push_back(CheckFitsDevice(run, *plan->device_memory_bytes));
+      }
       // A policy that does not fit the device fails: its figures stop at the OOM.
       if (run.oom) continue;
       PolicyFigures figures = FiguresOf(run);
@@ -377,6 +387,8 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
       "Examples:\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --policy backward-only \\\n"
       "      --max-peak-allocated 2GiB --max-at-mark 'after fwd=1.5GiB'\n"
+      "  bucketsim check traces/gpt-24l-h1024-ws8.json --policy backward-only \\\n"
+      "      --device-memory 14GiB  # does it fit a 14 GiB device?\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --budget reports/budget-example.json \\\n"
       "      --baseline reports/baseline-gpt-24l-h1024-ws8.json --tolerance 2% --junit check.xml");
   command.callback([flags, &context] { context.exit_code = CheckRun(*flags, context).Run(); });

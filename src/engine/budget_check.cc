@@ -55,9 +55,11 @@ std::string FigureName(Figure figure, const std::string& mark) {
   return "?";
 }
 
-CheckOutcome CheckFitsDevice(const RunResult& run) {
+CheckOutcome CheckFitsDevice(const RunResult& run, Bytes device_memory_bytes) {
   CheckOutcome outcome = Outcome(run.policy, CheckKind::kFitsDevice, Figure::kPeakReserved);
   outcome.oom = run.oom;
+  outcome.value.bytes = run.peak.reserved_bytes;
+  outcome.limit.bytes = device_memory_bytes;
   outcome.verdict = run.oom ? Verdict::kFail : Verdict::kPass;
   return outcome;
 }
