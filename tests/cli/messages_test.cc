@@ -152,6 +152,45 @@ TEST(Messages, WrongKindOfJsonFileIsNamed) {
       << baseline.err;
 }
 
+// A model program, a report, a budget file or a time profile given where a trace goes is named
+// as what it is (issue 22: "header: unknown key 'format'"); a model program with the command
+// that makes its trace.
+TEST(Messages, AnotherKindOfJsonFileGivenAsATraceIsNamed) {
+  const std::string program = testing::WriteTempFile("program.json", "");
+  ASSERT_EQ(RunBucketsim({"gen", "transformer", "--layers", "2", "--emit-program", program})
+                .exit_code,
+            0);
+  testing::BinaryResult compare = RunBucketsim({"compare", program});
+  EXPECT_EQ(compare.exit_code, 2);
+  EXPECT_EQ(compare.err, "bucketsim: error: " + program +
+                             ": this is a model program, not a trace (a trace comes from "
+                             "bucketsim gen, or a snapshot import); make its trace with: "
+                             "bucketsim gen program " +
+                             program + " -o trace.json\n");
+  testing::BinaryResult report =
+      RunBucketsim({"validate", "reports/baseline-gpt-24l-h1024-ws8.json"});
+  EXPECT_EQ(report.exit_code, 2);
+  EXPECT_EQ(report.err,
+            "bucketsim: error: reports/baseline-gpt-24l-h1024-ws8.json: this is a report, not a "
+            "trace (a trace comes from bucketsim gen, or a snapshot import)\n");
+  testing::BinaryResult budget = RunBucketsim({"check", "reports/budget-example.json",
+                                               "--policy", "backward-only",
+                                               "--max-peak-allocated", "1GiB"});
+  EXPECT_EQ(budget.exit_code, 2);
+  EXPECT_NE(budget.err.find("bucketsim: error: reports/budget-example.json: this is a budget "
+                            "file, not a trace (a trace comes from bucketsim gen, or a snapshot "
+                            "import)\n"),
+            std::string::npos)
+      << budget.err;
+  testing::BinaryResult profile =
+      RunBucketsim({"sweep", "traces/profiles/h100-8gpu-nvlink.json", "--bucket-cap-mb", "1"});
+  EXPECT_EQ(profile.exit_code, 2);
+  EXPECT_NE(profile.err.find("traces/profiles/h100-8gpu-nvlink.json: this is a time profile, not "
+                             "a trace"),
+            std::string::npos)
+      << profile.err;
+}
+
 TEST(Messages, DirectoryPassedAsAFileSaysSo) {
   testing::BinaryResult budget = RunBucketsim(
       {"check", "traces/tiny-ws2.json", "--budget", "traces", "--policy", "backward-only"});
