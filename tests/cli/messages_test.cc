@@ -46,6 +46,24 @@ TEST(Messages, MistypedFlagGetsASuggestion) {
             "'bucketsim sweep --help')\n");
 }
 
+// A misspelt required flag leaves the flag missing; the misspelling is the error to name
+// (issue 22: "--bucket-cap-mb is required").
+TEST(Messages, MistypedRequiredFlagGetsASuggestion) {
+  testing::BinaryResult run =
+      RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap", "5"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "bucketsim: error: sweep: unknown flag '--bucket-cap'; did you mean '--bucket-cap-mb'? "
+            "(see 'bucketsim sweep --help')\n");
+}
+
+// CLI11's own messages carry the prefix every other error has.
+TEST(Messages, MissingRequiredFlagReadsAsEveryOtherError) {
+  testing::BinaryResult run = RunBucketsim({"sweep", "traces/tiny-ws2.json"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, std::string("bucketsim: error: --bucket-cap-mb is required\n") + kUsageHint);
+}
+
 TEST(Messages, MistypedPolicyGetsASuggestion) {
   testing::BinaryResult run =
       RunBucketsim({"compare", "traces/tiny-ws2.json", "--policy", "backward-onyl"});
@@ -80,19 +98,19 @@ TEST(Messages, NumericFlagGivenAUnitSaysWhatItTakes) {
   testing::BinaryResult cap =
       RunBucketsim({"compare", "traces/tiny-ws2.json", "--bucket-cap-mb", "25MB"});
   EXPECT_EQ(cap.exit_code, 2);
-  EXPECT_EQ(cap.err, std::string("--bucket-cap-mb: takes MiB as a plain number (e.g. 25), not "
+  EXPECT_EQ(cap.err, std::string("bucketsim: error: --bucket-cap-mb: takes MiB as a plain number (e.g. 25), not "
                                  "'25MB'\n") +
                          kUsageHint);
   testing::BinaryResult step = RunBucketsim(
       {"check", "traces/tiny-ws2.json", "--policy", "backward-only", "--max-step-time-us", "2ms"});
   EXPECT_EQ(step.exit_code, 2);
-  EXPECT_EQ(step.err, std::string("--max-step-time-us: takes microseconds as a plain number >= 0 "
+  EXPECT_EQ(step.err, std::string("bucketsim: error: --max-step-time-us: takes microseconds as a plain number >= 0 "
                                   "(e.g. 1500), not '2ms'\n") +
                           kUsageHint);
   testing::BinaryResult timeout =
       RunBucketsim({"run", "traces/tiny-ws2.json", "--backend", "sim", "--timeout", "5min"});
   EXPECT_EQ(timeout.exit_code, 2);
-  EXPECT_EQ(timeout.err, std::string("--timeout: takes seconds as a plain number >= 0 (e.g. 300), "
+  EXPECT_EQ(timeout.err, std::string("bucketsim: error: --timeout: takes seconds as a plain number >= 0 (e.g. 300), "
                                      "not '5min'\n") +
                              kUsageHint);
   testing::BinaryResult sweep =
@@ -107,7 +125,7 @@ TEST(Messages, NonFiniteCapIsRefused) {
   testing::BinaryResult run =
       RunBucketsim({"compare", "traces/tiny-ws2.json", "--bucket-cap-mb", "inf"});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_EQ(run.err, std::string("--bucket-cap-mb: takes MiB as a plain number (e.g. 25), not "
+  EXPECT_EQ(run.err, std::string("bucketsim: error: --bucket-cap-mb: takes MiB as a plain number (e.g. 25), not "
                                  "'inf'\n") +
                          kUsageHint);
 }
