@@ -158,7 +158,9 @@ TEST(CheckBudgetFile, MissingOrMalformedIsExit2WithTheFileAndTheField) {
   std::string lunch = Budget("lunch.json", R"({"backward-only": {"max_at_mark": {"lunch": 1}}})");
   BinaryResult never = RunBucketsim(Check({"--budget", lunch}));
   EXPECT_EQ(never.exit_code, 2);
-  EXPECT_EQ(never.err, "bucketsim: error: mark 'lunch' never occurs in the trace\n");
+  EXPECT_EQ(never.err,
+            "bucketsim: error: mark 'lunch' never occurs in the trace (its marks: 'after fwd', "
+            "'after bwd', 'after step')\n");
 }
 
 TEST(CheckBudgetFile, NothingToCheckIsAnError) {
