@@ -43,12 +43,12 @@ struct CheckFlags {
 Result<PolicyBudget> FlagBudget(const CheckFlags& flags) {
   PolicyBudget budget;
   if (!flags.max_peak_allocated.empty()) {
-    Result<Bytes> limit = ParseSizeFlag("--max-peak-allocated", flags.max_peak_allocated);
+    Result<Bytes> limit = ParseBudgetFlag("--max-peak-allocated", flags.max_peak_allocated);
     if (!limit.ok()) return limit.status();
     budget.max_peak_allocated_bytes = *limit;
   }
   if (!flags.max_peak_reserved.empty()) {
-    Result<Bytes> limit = ParseSizeFlag("--max-peak-reserved", flags.max_peak_reserved);
+    Result<Bytes> limit = ParseBudgetFlag("--max-peak-reserved", flags.max_peak_reserved);
     if (!limit.ok()) return limit.status();
     budget.max_peak_reserved_bytes = *limit;
   }
@@ -57,7 +57,7 @@ Result<PolicyBudget> FlagBudget(const CheckFlags& flags) {
     if (eq == std::string::npos || eq == 0) {
       return InvalidArgument(fmt::format("--max-at-mark '{}': expected NAME=SIZE", item));
     }
-    Result<Bytes> limit = ParseSizeFlag("--max-at-mark", item.substr(eq + 1));
+    Result<Bytes> limit = ParseBudgetFlag("--max-at-mark", item.substr(eq + 1));
     if (!limit.ok()) return limit.status();
     budget.SetMark(item.substr(0, eq), *limit);
   }

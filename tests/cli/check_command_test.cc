@@ -128,6 +128,21 @@ TEST(Check, DeviceMemoryAloneIsACheck) {
   EXPECT_EQ(RunBucketsim(Check({"--device-memory", "lots"})).exit_code, 2);
 }
 
+// A budget below 1 MiB given as a plain number is bytes, as any SIZE without a unit, but almost
+// surely a forgotten unit: it is checked as given, with a warning on stderr (issue 22).
+TEST(Check, ASmallBudgetWithoutAUnitIsWarnedAbout) {
+  testing::BinaryResult bytes = RunBucketsim(Check({"--max-peak-reserved", "40"}));
+  EXPECT_EQ(bytes.exit_code, 1);
+  EXPECT_EQ(bytes.err,
+            "bucketsim: warning: --max-peak-reserved 40 is 40 bytes (a SIZE without a unit is "
+            "bytes); did you mean 40GiB?\n");
+  testing::BinaryResult mark = RunBucketsim(Check({"--max-at-mark", "after fwd=2"}));
+  EXPECT_NE(mark.err.find("warning: --max-at-mark 2 is 2 bytes"), std::string::npos) << mark.err;
+  for (const char* size : {"40B", "40GiB", "3261440"}) {
+    EXPECT_EQ(RunBucketsim(Check({"--max-peak-reserved", size})).err, "") << size;
+  }
+}
+
 TEST(Check, ErrorsNeverPass) {
   // A mark that never occurs, a bad size, no budget, no policy, a bad trace.
   EXPECT_EQ(RunBucketsim(Check({"--max-at-mark", "after lunch=1GiB"})).exit_code, 2);
