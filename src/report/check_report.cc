@@ -111,9 +111,9 @@ CheckTally Tally(const std::vector<CheckOutcome>& outcomes) {
 
 std::string VerdictLine(const std::vector<CheckOutcome>& outcomes) {
   CheckTally tally = Tally(outcomes);
-  return fmt::format("verdict: {} ({} checks: {} passed, {} failed, {} skipped)",
-                     tally.failed > 0 ? "FAIL" : "PASS", tally.total(), tally.passed, tally.failed,
-                     tally.skipped);
+  return fmt::format("verdict: {} ({} check{}: {} passed, {} failed, {} skipped)",
+                     tally.failed > 0 ? "FAIL" : "PASS", tally.total(),
+                     tally.total() == 1 ? "" : "s", tally.passed, tally.failed, tally.skipped);
 }
 
 }  // namespace bucketsim

@@ -75,7 +75,7 @@ TEST(CheckBudgetFile, EachKindOfBreachFails) {
     BinaryResult run = RunBucketsim(Check({"--budget", budget}));
     EXPECT_EQ(run.exit_code, 1) << c.budget << run.err;
     EXPECT_EQ(run.out,
-              std::string(c.line) + "\nverdict: FAIL (1 checks: 0 passed, 1 failed, 0 skipped)\n")
+              std::string(c.line) + "\nverdict: FAIL (1 check: 0 passed, 1 failed, 0 skipped)\n")
         << c.budget;
   }
 }

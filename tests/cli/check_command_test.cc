@@ -23,7 +23,7 @@ TEST(Check, PassesAtExactlyThePeak) {
   EXPECT_EQ(run.out,
             "PASS backward-only: peak allocated 3.11 MiB (3261440 B) within budget 3.11 MiB "
             "(3261440 B)\n"
-            "verdict: PASS (1 checks: 1 passed, 0 failed, 0 skipped)\n");
+            "verdict: PASS (1 check: 1 passed, 0 failed, 0 skipped)\n");
 }
 
 TEST(Check, FailsOneByteBelowThePeak) {
