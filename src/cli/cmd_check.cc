@@ -1,8 +1,8 @@
 // bucketsim check TRACE [--policy P]... [--budget FILE] [--max-...] [--device-memory SIZE]
-// [--baseline REPORT.json [--tolerance T]...] [--junit FILE]: a CI gate. One line per check, a verdict line, exit 0
-// when every check passes and 1 when one fails. Anything that keeps the check from being decided
-// (bad trace, bad budget or baseline file, bad size, a mark that never occurs, a policy with
-// nothing to check) is exit 2: an error never passes.
+// [--baseline REPORT.json [--tolerance T]...] [--junit FILE]: a CI gate. One line per check, a
+// verdict line, exit 0 when every check passes and 1 when one fails. Anything that keeps the check
+// from being decided (bad trace, bad budget or baseline file, bad size, a mark that never occurs, a
+// policy with nothing to check) is exit 2: an error never passes.
 //
 // Budgets combine: "*" of the budget file, then the policy's own entry in it, then the flags;
 // each later one replaces the earlier ones' budgets of the same kind (peak allocated, peak

@@ -293,8 +293,8 @@ Result<Bytes> ParseBudgetFlag(std::string_view flag, std::string_view text) {
                  "bucketsim: warning: %.*s %.*s is %llu bytes (a SIZE without a unit is bytes); "
                  "did you mean %.*sGiB?\n",
                  static_cast<int>(flag.size()), flag.data(), static_cast<int>(text.size()),
-                 text.data(), static_cast<unsigned long long>(*size),
-                 static_cast<int>(text.size()), text.data());
+                 text.data(), static_cast<unsigned long long>(*size), static_cast<int>(text.size()),
+                 text.data());
   }
   return size;
 }

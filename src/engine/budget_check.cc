@@ -18,10 +18,9 @@ Status MarkNeverOccurs(const PolicyFigures& run, const std::string& mark) {
     names.push_back(name);
     list += fmt::format("{}'{}'", list.empty() ? "" : ", ", name);
   }
-  return InvalidArgument(fmt::format("mark '{}' never occurs in the trace{} ({})", mark,
-                                     DidYouMean(mark, names),
-                                     names.empty() ? std::string("it has no marks")
-                                                   : "its marks: " + list));
+  return InvalidArgument(
+      fmt::format("mark '{}' never occurs in the trace{} ({})", mark, DidYouMean(mark, names),
+                  names.empty() ? std::string("it has no marks") : "its marks: " + list));
 }
 
 CheckOutcome Outcome(const std::string& policy, CheckKind kind, Figure figure,

@@ -269,9 +269,9 @@ TEST_F(ReportCommand, ACollapsedSweepTableListsTheParetoConfigurations) {
   for (const char* caps : {"auto", "1,5,25,auto"}) {
     const std::string html = testing::WriteTempFile("searched.html", "");
     const std::string json = testing::WriteTempFile("searched.json", "");
-    BinaryResult run = RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", caps,
-                                     "--profile", "traces/profiles/h100-8gpu-nvlink.json",
-                                     "--html", html, "--json", json});
+    BinaryResult run =
+        RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", caps, "--profile",
+                      "traces/profiles/h100-8gpu-nvlink.json", "--html", html, "--json", json});
     ASSERT_EQ(run.exit_code, 0) << run.err;
     const std::size_t pareto = ParetoPoints(nlohmann::json::parse(ReadFile(json)));
     ASSERT_GT(pareto, 0u) << caps;
@@ -289,10 +289,10 @@ TEST_F(ReportCommand, ACollapsedSweepTableListsTheParetoConfigurations) {
 TEST_F(ReportCommand, ACollapsedSweepOfTwoTracesListsEachOnesParetoConfigurations) {
   const std::string html = testing::WriteTempFile("searched-two.html", "");
   const std::string json = testing::WriteTempFile("searched-two.json", "");
-  BinaryResult run = RunBucketsim(
-      {"sweep", "traces/tiny-ws2.json", "traces/gpt-4l-h256-ws4.json", "--bucket-cap-mb",
-       "1,5,25,auto", "--profile", "traces/profiles/h100-8gpu-nvlink.json", "--html", html,
-       "--json", json});
+  BinaryResult run =
+      RunBucketsim({"sweep", "traces/tiny-ws2.json", "traces/gpt-4l-h256-ws4.json",
+                    "--bucket-cap-mb", "1,5,25,auto", "--profile",
+                    "traces/profiles/h100-8gpu-nvlink.json", "--html", html, "--json", json});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json reports = nlohmann::json::parse(ReadFile(json));
   ASSERT_EQ(reports["sweeps"].size(), 2u);
