@@ -1,8 +1,8 @@
-// bucketsim check TRACE [--policy P]... [--budget FILE] [--max-...] [--baseline REPORT.json
-// [--tolerance T]...] [--junit FILE]: a CI gate. One line per check, a verdict line, exit 0
-// when every check passes and 1 when one fails. Anything that keeps the check from being decided
-// (bad trace, bad budget or baseline file, bad size, a mark that never occurs, a policy with
-// nothing to check) is exit 2: an error never passes.
+// bucketsim check TRACE [--policy P]... [--budget FILE] [--max-...] [--device-memory SIZE]
+// [--baseline REPORT.json [--tolerance T]...] [--junit FILE]: a CI gate. One line per check, a
+// verdict line, exit 0 when every check passes and 1 when one fails. Anything that keeps the check
+// from being decided (bad trace, bad budget or baseline file, bad size, a mark that never occurs, a
+// policy with nothing to check) is exit 2: an error never passes.
 //
 // Budgets combine: "*" of the budget file, then the policy's own entry in it, then the flags;
 // each later one replaces the earlier ones' budgets of the same kind (peak allocated, peak
@@ -43,12 +43,12 @@ struct CheckFlags {
 Result<PolicyBudget> FlagBudget(const CheckFlags& flags) {
   PolicyBudget budget;
   if (!flags.max_peak_allocated.empty()) {
-    Result<Bytes> limit = ParseSizeFlag("--max-peak-allocated", flags.max_peak_allocated);
+    Result<Bytes> limit = ParseBudgetFlag("--max-peak-allocated", flags.max_peak_allocated);
     if (!limit.ok()) return limit.status();
     budget.max_peak_allocated_bytes = *limit;
   }
   if (!flags.max_peak_reserved.empty()) {
-    Result<Bytes> limit = ParseSizeFlag("--max-peak-reserved", flags.max_peak_reserved);
+    Result<Bytes> limit = ParseBudgetFlag("--max-peak-reserved", flags.max_peak_reserved);
     if (!limit.ok()) return limit.status();
     budget.max_peak_reserved_bytes = *limit;
   }
@@ -57,7 +57,7 @@ Result<PolicyBudget> FlagBudget(const CheckFlags& flags) {
     if (eq == std::string::npos || eq == 0) {
       return InvalidArgument(fmt::format("--max-at-mark '{}': expected NAME=SIZE", item));
     }
-    Result<Bytes> limit = ParseSizeFlag("--max-at-mark", item.substr(eq + 1));
+    Result<Bytes> limit = ParseBudgetFlag("--max-at-mark", item.substr(eq + 1));
     if (!limit.ok()) return limit.status();
     budget.SetMark(item.substr(0, eq), *limit);
   }
@@ -78,6 +78,8 @@ struct CheckPlan {
   std::optional<ReportDocument> baseline;
   std::vector<PolicyFigures> baseline_figures;  // of baseline->runs, in order
   Tolerance tolerance;
+  // --device-memory: a check of its own, that every policy runs without running out of it.
+  std::optional<Bytes> device_memory_bytes;
 
   // The baseline's figures of the policy `policy` (as the user named it), or null.
   const PolicyFigures* BaselineOf(std::string_view policy) const {
@@ -97,6 +99,11 @@ Result<CheckPlan> Plan(const CheckFlags& flags) {
     Result<BudgetFile> read = ReadBudgetFile(flags.budget_path);
     if (!read.ok()) return read.status();
     file = std::move(*read);
+  }
+  if (!flags.replay.device_memory.empty()) {
+    Result<Bytes> capacity = ParseSizeFlag("--device-memory", flags.replay.device_memory);
+    if (!capacity.ok()) return capacity.status();
+    plan.device_memory_bytes = *capacity;
   }
   for (const std::string& text : flags.tolerances) {
     BUCKETSIM_RETURN_IF_ERROR(ParseTolerance(text, plan.tolerance));
@@ -125,10 +132,11 @@ Result<CheckPlan> Plan(const CheckFlags& flags) {
   for (const std::string& policy : plan.policies) {
     PolicyBudget budget = file ? file->For(policy) : PolicyBudget{};
     budget.OverrideWith(*flag_budget);
-    if (budget.empty() && !plan.baseline) {
+    if (budget.empty() && !plan.baseline && !plan.device_memory_bytes) {
       return InvalidArgument(fmt::format(
           "nothing to check for policy '{}': give a budget (--budget FILE, --max-peak-allocated, "
-          "--max-peak-reserved, --max-at-mark, --max-step-time-us) or --baseline REPORT.json",
+          "--max-peak-reserved, --max-at-mark, --max-step-time-us), --device-memory SIZE or "
+          "--baseline REPORT.json",
           policy));
     }
     plan.budgets.push_back(std::move(budget));
@@ -182,7 +190,9 @@ class CheckRun {
     for (std::size_t i = 0; i < outcome->runs.size(); ++i) {
       const RunResult& run = outcome->runs[i];
       // Without --device-memory nothing can run out, and there is nothing to check.
-      if (!replay.device_memory.empty()) outcomes_.push_back(CheckFitsDevice(run));
+      if (plan->device_memory_bytes) {
+        outcomes_.push_back(CheckFitsDevice(run, *plan->device_memory_bytes));
+      }
       // A policy that does not fit the device fails: its figures stop at the OOM.
       if (run.oom) continue;
       PolicyFigures figures = FiguresOf(run);
@@ -377,6 +387,8 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
       "Examples:\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --policy backward-only \\\n"
       "      --max-peak-allocated 2GiB --max-at-mark 'after fwd=1.5GiB'\n"
+      "  bucketsim check traces/gpt-24l-h1024-ws8.json --policy backward-only \\\n"
+      "      --device-memory 14GiB  # does it fit a 14 GiB device?\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --budget reports/budget-example.json \\\n"
       "      --baseline reports/baseline-gpt-24l-h1024-ws8.json --tolerance 2% --junit check.xml");
   command.callback([flags, &context] { context.exit_code = CheckRun(*flags, context).Run(); });

@@ -335,7 +335,7 @@ int RunOnRanks(const SweepFlags& flags, std::vector<TraceSweep>& sweeps,
 int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   std::optional<Bytes> budget;
   if (!flags.budget.empty()) {
-    Result<Bytes> parsed = ParseSizeFlag("--budget", flags.budget);
+    Result<Bytes> parsed = ParseBudgetFlag("--budget", flags.budget);
     if (!parsed.ok()) return ReportError(parsed.status());
     budget = *parsed;
   }

@@ -284,6 +284,21 @@ Result<Bytes> ParseSizeFlag(std::string_view flag, std::string_view text) {
   return size;
 }
 
+Result<Bytes> ParseBudgetFlag(std::string_view flag, std::string_view text) {
+  Result<Bytes> size = ParseSizeFlag(flag, text);
+  const bool plain_number =
+      !text.empty() && text.find_first_not_of("0123456789.") == std::string_view::npos;
+  if (size.ok() && plain_number && *size < kMiB) {
+    std::fprintf(stderr,
+                 "bucketsim: warning: %.*s %.*s is %llu bytes (a SIZE without a unit is bytes); "
+                 "did you mean %.*sGiB?\n",
+                 static_cast<int>(flag.size()), flag.data(), static_cast<int>(text.size()),
+                 text.data(), static_cast<unsigned long long>(*size), static_cast<int>(text.size()),
+                 text.data());
+  }
+  return size;
+}
+
 std::function<void(const std::string&)> AbortEveryRank(MpiWorld& world,
                                                        std::chrono::milliseconds grace) {
   return [&world, grace](const std::string& message) {

@@ -106,6 +106,9 @@ Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlag
 
 // ParseSize for a flag's value; a failure's message names the flag.
 Result<Bytes> ParseSizeFlag(std::string_view flag, std::string_view text);
+// The same for a memory budget: a plain number below 1 MiB ("--max-peak-reserved 40") is bytes
+// as any SIZE without a unit, but far likelier a forgotten unit, so it is warned about on stderr.
+Result<Bytes> ParseBudgetFlag(std::string_view flag, std::string_view text);
 // What a numeric flag accepts. Every numeric flag goes through ParseNumberFlag, so a unit where
 // a plain number belongs ("--bucket-cap-mb 25MB") is answered with what the flag takes.
 enum class NumberKind { kFinite, kNonNegative, kPositiveInteger };

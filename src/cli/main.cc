@@ -86,6 +86,16 @@ std::optional<std::string> UnknownFlag(const CLI::App& command, int argc, char**
   return std::nullopt;
 }
 
+// The unknown flag (with the nearest known one) of the command CLI11 was parsing, if any.
+std::optional<std::string> UnknownFlagOfParsed(const CLI::App& app, int argc, char** argv) {
+  for (const CLI::App* command : app.get_subcommands()) {
+    // gen's presets are subcommands of gen: their flags are the deepest command's.
+    while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+    if (std::optional<std::string> unknown = UnknownFlag(*command, argc, argv)) return unknown;
+  }
+  return std::nullopt;
+}
+
 int Main(int argc, char** argv) {
   // Ctrl-C or SIGTERM mid-write: no half-written file is left, and the exit code says why.
   InstallInterruptHandlers();
@@ -99,6 +109,11 @@ int Main(int argc, char** argv) {
       "Exit codes: 0 ok, 1 a budget is broken (check), 2 usage or input error, 130/143 "
       "interrupted by SIGINT/SIGTERM (no partial file is left).\n"
       "Run 'bucketsim COMMAND --help' for a command's options and an example.");
+  // CLI11's own messages (a flag's value refused, a required flag missing) read as every other
+  // error does.
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    return "bucketsim: error: " + CLI::FailureMessage::simple(failed, e);
+  });
   for (const CommandSpec& spec : kCommands) {
     CLI::App* command = app.add_subcommand(spec.name, spec.description);
     spec.add(*command, context);
@@ -113,21 +128,17 @@ int Main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
-  } catch (const CLI::ExtrasError& e) {
-    for (const CLI::App* command : app.get_subcommands()) {
-      // gen's presets are subcommands of gen: their flags are the deepest command's.
-      while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
-      if (std::optional<std::string> unknown = UnknownFlag(*command, argc, argv)) {
-        std::fprintf(stderr, "bucketsim: error: %s\n", unknown->c_str());
-        return kExitError;
-      }
-    }
-    app.exit(e);
-    return kExitError;
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    // A flag the command does not have is the likelier cause of any parse error: CLI11 says only
+    // "arguments were not expected", or that the flag it was misspelt for is required.
+    if (std::optional<std::string> unknown = UnknownFlagOfParsed(app, argc, argv)) {
+      std::fprintf(stderr, "bucketsim: error: %s\n", unknown->c_str());
+      return kExitError;
+    }
     // CLI11 prints its own message; usage errors share exit code 2 with input errors.
     app.exit(e);
-    return e.get_exit_code() == 0 ? kExitOk : kExitError;
+    return kExitError;
   }
   return context.exit_code;
 }

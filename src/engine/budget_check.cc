@@ -4,8 +4,24 @@
 
 #include <fmt/format.h>
 
+#include "core/closest_name.h"
+
 namespace bucketsim {
 namespace {
+
+// "mark 'after forward' never occurs in the trace (its marks: 'after fwd', 'after bwd')": the
+// marks it does have, so that a misspelt name can be corrected from the message alone.
+Status MarkNeverOccurs(const PolicyFigures& run, const std::string& mark) {
+  std::vector<std::string> names;
+  std::string list;
+  for (const auto& [name, bytes] : run.mark_bytes) {
+    names.push_back(name);
+    list += fmt::format("{}'{}'", list.empty() ? "" : ", ", name);
+  }
+  return InvalidArgument(
+      fmt::format("mark '{}' never occurs in the trace{} ({})", mark, DidYouMean(mark, names),
+                  names.empty() ? std::string("it has no marks") : "its marks: " + list));
+}
 
 CheckOutcome Outcome(const std::string& policy, CheckKind kind, Figure figure,
                      std::string mark = {}) {
@@ -55,9 +71,11 @@ std::string FigureName(Figure figure, const std::string& mark) {
   return "?";
 }
 
-CheckOutcome CheckFitsDevice(const RunResult& run) {
+CheckOutcome CheckFitsDevice(const RunResult& run, Bytes device_memory_bytes) {
   CheckOutcome outcome = Outcome(run.policy, CheckKind::kFitsDevice, Figure::kPeakReserved);
   outcome.oom = run.oom;
+  outcome.value.bytes = run.peak.reserved_bytes;
+  outcome.limit.bytes = device_memory_bytes;
   outcome.verdict = run.oom ? Verdict::kFail : Verdict::kPass;
   return outcome;
 }
@@ -75,7 +93,7 @@ Result<std::vector<CheckOutcome>> CheckBudget(const PolicyFigures& run,
   }
   for (const auto& [mark, limit] : budget.max_at_mark_bytes) {
     std::optional<Bytes> value = run.AtMark(mark);
-    if (!value) return InvalidArgument(fmt::format("mark '{}' never occurs in the trace", mark));
+    if (!value) return MarkNeverOccurs(run, mark);
     outcomes.push_back(BytesBudget(run.policy, Figure::kAtMark, mark, *value, limit));
   }
   if (budget.max_step_time_us) {

@@ -49,8 +49,10 @@ struct CheckOutcome {
 // "peak allocated", "peak reserved", "allocated at mark 'after fwd'", "step time".
 std::string FigureName(Figure figure, const std::string& mark);
 
-// The device check of a replay: fails with the OOM when the policy did not fit.
-CheckOutcome CheckFitsDevice(const RunResult& run);
+// The device check of a replay on a device of `device_memory_bytes` (--device-memory): fails
+// with the OOM when the policy did not fit; `limit` is the capacity and, when it fit, `value`
+// the peak reserved.
+CheckOutcome CheckFitsDevice(const RunResult& run, Bytes device_memory_bytes);
 
 // One outcome per budget of `budget`, in the order peak allocated, peak reserved, marks (in
 // the budget's order), step time. A mark that never occurs in the run, or a step time budget

@@ -345,6 +345,22 @@ Status ParseHeaderValue(std::string_view key, const Json& value, TraceHeader& he
   return InvalidTrace(fmt::format("unknown key '{}'", key));
 }
 
+// A JSON file of another kind handed over as a trace (a model program, a report, a budget file,
+// a time profile) has no "events" and reaches the end as a header with keys a trace does not
+// have: named as that kind, as the other readers name a trace they are handed, and a model
+// program with the command that makes its trace. Ok when the keys are no other kind's.
+Status RejectOtherFileKind(std::string_view file, const HeaderValues& values) {
+  Json top = Json::object();  // a copy, on this error path only
+  for (const auto& [key, value] : values) top[key] = value;
+  const std::string path(file);
+  Status status = CheckJsonFileKind(path, "trace", top);
+  if (status.ok() || JsonFileKind(top) != "model program") return status;
+  // gen program reads a file, not standard input.
+  return {status.code(),
+          fmt::format("{}; make its trace with: bucketsim gen program {} -o trace.json",
+                      status.message(), path == "<stdin>" ? "PROGRAM.json" : path)};
+}
+
 // Fills and finalizes `header`. Messages start with "header: ".
 Status ConvertHeaderValues(const HeaderValues& values, TraceHeader& header) {
   // The version comes first: a newer trace's other keys may mean something else.
@@ -1149,6 +1165,10 @@ bool TraceSaxHandler::EndEvent() {
 bool TraceSaxHandler::EndTopObject() {
   state_ = State::kEnd;
   if (events_seen_) return true;
+  if (Status other = RejectOtherFileKind(file_, header_values_); !other.ok()) {
+    status_ = other;  // it names the file
+    return false;
+  }
   // Header errors first: a trace of another version may lack "events" for a reason.
   Status status = ConvertHeaderValues(header_values_, header_);
   if (!status.ok()) return Fail(WithPrefix("header: ", status));

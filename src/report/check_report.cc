@@ -71,8 +71,12 @@ std::string CheckLine(const CheckOutcome& outcome) {
   std::string head = fmt::format("{} {}: ", VerdictWord(outcome.verdict), outcome.policy);
   switch (outcome.kind) {
     case CheckKind::kFitsDevice:
-      return head + (outcome.oom ? DescribeOom(*outcome.oom)
-                                 : std::string("fits the device memory (no out-of-memory)"));
+      if (outcome.oom) {
+        return head + fmt::format("does not fit {} of device memory: {}",
+                                  FormatBytes(outcome.limit.bytes), DescribeOom(*outcome.oom));
+      }
+      return head + fmt::format("fits {} of device memory (peak reserved {})",
+                                FormatBytes(outcome.limit.bytes), Value(outcome, outcome.value));
     case CheckKind::kBudget:
       return head + fmt::format("{} {} {} budget {}", FigureName(outcome.figure, outcome.mark),
                                 Value(outcome, outcome.value),
@@ -107,9 +111,9 @@ CheckTally Tally(const std::vector<CheckOutcome>& outcomes) {
 
 std::string VerdictLine(const std::vector<CheckOutcome>& outcomes) {
   CheckTally tally = Tally(outcomes);
-  return fmt::format("verdict: {} ({} checks: {} passed, {} failed, {} skipped)",
-                     tally.failed > 0 ? "FAIL" : "PASS", tally.total(), tally.passed, tally.failed,
-                     tally.skipped);
+  return fmt::format("verdict: {} ({} check{}: {} passed, {} failed, {} skipped)",
+                     tally.failed > 0 ? "FAIL" : "PASS", tally.total(),
+                     tally.total() == 1 ? "" : "s", tally.passed, tally.failed, tally.skipped);
 }
 
 }  // namespace bucketsim

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/status.h"
 #include "report/console_table.h"
 #include "report/framework_table.h"
 #include "report/report_text.h"
@@ -93,12 +94,15 @@ bool Collapsed(const ReportDocument& doc) {
   return doc.sweep && doc.sweep->points.size() > kCollapseSweepAbove;
 }
 
-// The rows of the sweep table that are Pareto-optimal (rows follow the points).
+// The rows of the sweep table that are Pareto-optimal. Row r is the point SweepTableRows()[r]:
+// after a cap search the table lists only some of the points, so rows do not follow points.
 Table ParetoRows(const Table& table, const SweepSection& sweep) {
+  const std::vector<std::size_t> points = SweepTableRows(sweep);
+  BUCKETSIM_CHECK(points.size() == table.rows.size());
   Table pareto = table;
   pareto.rows.clear();
-  for (std::size_t i = 0; i < sweep.points.size() && i < table.rows.size(); ++i) {
-    if (sweep.points[i].pareto) pareto.rows.push_back(table.rows[i]);
+  for (std::size_t r = 0; r < points.size(); ++r) {
+    if (sweep.points[points[r]].pareto) pareto.rows.push_back(table.rows[r]);
   }
   return pareto;
 }

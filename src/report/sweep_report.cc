@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/cap_search.h"
+
 namespace bucketsim {
 namespace {
 
@@ -103,8 +105,10 @@ std::string DescribeCoverage(const SweepSection& sweep) {
   flush();
   if (text.empty()) return "";
   if (sweep.smallest_bucketing_cap_mb) {
-    text += fmt::format(" The least cap that buckets any request is {} MiB.",
-                        *sweep.smallest_bucketing_cap_mb);
+    // Written as the search writes caps, three significant digits rounded up (a threshold
+    // rounded up still buckets its request), not as the exact 0.413818359375 beside them.
+    text += fmt::format(" The least cap that buckets any request is {:g} MiB.",
+                        RoundCapUp(*sweep.smallest_bucketing_cap_mb));
   }
   return text;
 }

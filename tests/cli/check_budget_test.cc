@@ -75,7 +75,7 @@ TEST(CheckBudgetFile, EachKindOfBreachFails) {
     BinaryResult run = RunBucketsim(Check({"--budget", budget}));
     EXPECT_EQ(run.exit_code, 1) << c.budget << run.err;
     EXPECT_EQ(run.out,
-              std::string(c.line) + "\nverdict: FAIL (1 checks: 0 passed, 1 failed, 0 skipped)\n")
+              std::string(c.line) + "\nverdict: FAIL (1 check: 0 passed, 1 failed, 0 skipped)\n")
         << c.budget;
   }
 }
@@ -158,7 +158,9 @@ TEST(CheckBudgetFile, MissingOrMalformedIsExit2WithTheFileAndTheField) {
   std::string lunch = Budget("lunch.json", R"({"backward-only": {"max_at_mark": {"lunch": 1}}})");
   BinaryResult never = RunBucketsim(Check({"--budget", lunch}));
   EXPECT_EQ(never.exit_code, 2);
-  EXPECT_EQ(never.err, "bucketsim: error: mark 'lunch' never occurs in the trace\n");
+  EXPECT_EQ(never.err,
+            "bucketsim: error: mark 'lunch' never occurs in the trace (its marks: 'after fwd', "
+            "'after bwd', 'after step')\n");
 }
 
 TEST(CheckBudgetFile, NothingToCheckIsAnError) {

@@ -23,7 +23,7 @@ TEST(Check, PassesAtExactlyThePeak) {
   EXPECT_EQ(run.out,
             "PASS backward-only: peak allocated 3.11 MiB (3261440 B) within budget 3.11 MiB "
             "(3261440 B)\n"
-            "verdict: PASS (1 checks: 1 passed, 0 failed, 0 skipped)\n");
+            "verdict: PASS (1 check: 1 passed, 0 failed, 0 skipped)\n");
 }
 
 TEST(Check, FailsOneByteBelowThePeak) {
@@ -93,9 +93,9 @@ TEST(Check, AnOutOfMemoryBreaksTheBudget) {
   testing::BinaryResult run =
       RunBucketsim(Check({"--device-memory", "4MiB", "--max-peak-allocated", "1GiB"}));
   EXPECT_EQ(run.exit_code, 1) << run.err;
-  EXPECT_EQ(run.out.rfind("FAIL backward-only: out of memory at event 27 (a 200.00 KiB "
-                          "bypass_output request on stream 1): tried to allocate 2.00 MiB; 0 B of "
-                          "4.00 MiB free",
+  EXPECT_EQ(run.out.rfind("FAIL backward-only: does not fit 4.00 MiB of device memory: out of "
+                          "memory at event 27 (a 200.00 KiB bypass_output request on stream 1): "
+                          "tried to allocate 2.00 MiB; 0 B of 4.00 MiB free",
                           0),
             0u)
       << run.out;
@@ -103,6 +103,44 @@ TEST(Check, AnOutOfMemoryBreaksTheBudget) {
   EXPECT_EQ(
       RunBucketsim(Check({"--device-memory", "8MiB", "--max-peak-allocated", "1GiB"})).exit_code,
       0);
+}
+
+// --device-memory with no budget is the "does it fit" gate (issue 22): a check of its own, which
+// names the capacity and, when the policy does not fit, where it ran out; exit 1 as any broken
+// budget.
+TEST(Check, DeviceMemoryAloneIsACheck) {
+  testing::BinaryResult fits = RunBucketsim(Check({"--device-memory", "8MiB"}));
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(fits.out.rfind("PASS backward-only: fits 8.00 MiB of device memory (peak reserved "
+                           "6.00 MiB (6291456 B))\nverdict: PASS (1 ",
+                           0),
+            0u)
+      << fits.out;
+  testing::BinaryResult oom = RunBucketsim(Check({"--device-memory", "4MiB"}));
+  EXPECT_EQ(oom.exit_code, 1) << oom.err;
+  EXPECT_EQ(oom.out.rfind("FAIL backward-only: does not fit 4.00 MiB of device memory: out of "
+                          "memory at event 27 (",
+                          0),
+            0u)
+      << oom.out;
+  EXPECT_NE(oom.out.find("\nverdict: FAIL (1 "), std::string::npos) << oom.out;
+  // A capacity that is not a SIZE keeps the check from being decided.
+  EXPECT_EQ(RunBucketsim(Check({"--device-memory", "lots"})).exit_code, 2);
+}
+
+// A budget below 1 MiB given as a plain number is bytes, as any SIZE without a unit, but almost
+// surely a forgotten unit: it is checked as given, with a warning on stderr (issue 22).
+TEST(Check, ASmallBudgetWithoutAUnitIsWarnedAbout) {
+  testing::BinaryResult bytes = RunBucketsim(Check({"--max-peak-reserved", "40"}));
+  EXPECT_EQ(bytes.exit_code, 1);
+  EXPECT_EQ(bytes.err,
+            "bucketsim: warning: --max-peak-reserved 40 is 40 bytes (a SIZE without a unit is "
+            "bytes); did you mean 40GiB?\n");
+  testing::BinaryResult mark = RunBucketsim(Check({"--max-at-mark", "after fwd=2"}));
+  EXPECT_NE(mark.err.find("warning: --max-at-mark 2 is 2 bytes"), std::string::npos) << mark.err;
+  for (const char* size : {"40B", "40GiB", "3261440"}) {
+    EXPECT_EQ(RunBucketsim(Check({"--max-peak-reserved", size})).err, "") << size;
+  }
 }
 
 TEST(Check, ErrorsNeverPass) {

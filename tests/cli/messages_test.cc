@@ -46,6 +46,23 @@ TEST(Messages, MistypedFlagGetsASuggestion) {
             "'bucketsim sweep --help')\n");
 }
 
+// A misspelt required flag leaves the flag missing; the misspelling is the error to name
+// (issue 22: "--bucket-cap-mb is required").
+TEST(Messages, MistypedRequiredFlagGetsASuggestion) {
+  testing::BinaryResult run = RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap", "5"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "bucketsim: error: sweep: unknown flag '--bucket-cap'; did you mean '--bucket-cap-mb'? "
+            "(see 'bucketsim sweep --help')\n");
+}
+
+// CLI11's own messages carry the prefix every other error has.
+TEST(Messages, MissingRequiredFlagReadsAsEveryOtherError) {
+  testing::BinaryResult run = RunBucketsim({"sweep", "traces/tiny-ws2.json"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, std::string("bucketsim: error: --bucket-cap-mb is required\n") + kUsageHint);
+}
+
 TEST(Messages, MistypedPolicyGetsASuggestion) {
   testing::BinaryResult run =
       RunBucketsim({"compare", "traces/tiny-ws2.json", "--policy", "backward-onyl"});
@@ -80,21 +97,23 @@ TEST(Messages, NumericFlagGivenAUnitSaysWhatItTakes) {
   testing::BinaryResult cap =
       RunBucketsim({"compare", "traces/tiny-ws2.json", "--bucket-cap-mb", "25MB"});
   EXPECT_EQ(cap.exit_code, 2);
-  EXPECT_EQ(cap.err, std::string("--bucket-cap-mb: takes MiB as a plain number (e.g. 25), not "
-                                 "'25MB'\n") +
+  EXPECT_EQ(cap.err, std::string("bucketsim: error: --bucket-cap-mb: takes MiB as a plain number "
+                                 "(e.g. 25), not '25MB'\n") +
                          kUsageHint);
   testing::BinaryResult step = RunBucketsim(
       {"check", "traces/tiny-ws2.json", "--policy", "backward-only", "--max-step-time-us", "2ms"});
   EXPECT_EQ(step.exit_code, 2);
-  EXPECT_EQ(step.err, std::string("--max-step-time-us: takes microseconds as a plain number >= 0 "
-                                  "(e.g. 1500), not '2ms'\n") +
-                          kUsageHint);
+  EXPECT_EQ(step.err,
+            std::string("bucketsim: error: --max-step-time-us: takes microseconds as a plain "
+                        "number >= 0 (e.g. 1500), not '2ms'\n") +
+                kUsageHint);
   testing::BinaryResult timeout =
       RunBucketsim({"run", "traces/tiny-ws2.json", "--backend", "sim", "--timeout", "5min"});
   EXPECT_EQ(timeout.exit_code, 2);
-  EXPECT_EQ(timeout.err, std::string("--timeout: takes seconds as a plain number >= 0 (e.g. 300), "
-                                     "not '5min'\n") +
-                             kUsageHint);
+  EXPECT_EQ(timeout.err,
+            std::string("bucketsim: error: --timeout: takes seconds as a plain number >= 0 "
+                        "(e.g. 300), not '5min'\n") +
+                kUsageHint);
   testing::BinaryResult sweep =
       RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "1,25MiB"});
   EXPECT_EQ(sweep.exit_code, 2);
@@ -107,8 +126,8 @@ TEST(Messages, NonFiniteCapIsRefused) {
   testing::BinaryResult run =
       RunBucketsim({"compare", "traces/tiny-ws2.json", "--bucket-cap-mb", "inf"});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_EQ(run.err, std::string("--bucket-cap-mb: takes MiB as a plain number (e.g. 25), not "
-                                 "'inf'\n") +
+  EXPECT_EQ(run.err, std::string("bucketsim: error: --bucket-cap-mb: takes MiB as a plain number "
+                                 "(e.g. 25), not 'inf'\n") +
                          kUsageHint);
 }
 
@@ -150,6 +169,44 @@ TEST(Messages, WrongKindOfJsonFileIsNamed) {
                               "--json)\n"),
             std::string::npos)
       << baseline.err;
+}
+
+// A model program, a report, a budget file or a time profile given where a trace goes is named
+// as what it is (issue 22: "header: unknown key 'format'"); a model program with the command
+// that makes its trace.
+TEST(Messages, AnotherKindOfJsonFileGivenAsATraceIsNamed) {
+  const std::string program = testing::WriteTempFile("program.json", "");
+  ASSERT_EQ(
+      RunBucketsim({"gen", "transformer", "--layers", "2", "--emit-program", program}).exit_code,
+      0);
+  testing::BinaryResult compare = RunBucketsim({"compare", program});
+  EXPECT_EQ(compare.exit_code, 2);
+  EXPECT_EQ(compare.err, "bucketsim: error: " + program +
+                             ": this is a model program, not a trace (a trace comes from "
+                             "bucketsim gen, or a snapshot import); make its trace with: "
+                             "bucketsim gen program " +
+                             program + " -o trace.json\n");
+  testing::BinaryResult report =
+      RunBucketsim({"validate", "reports/baseline-gpt-24l-h1024-ws8.json"});
+  EXPECT_EQ(report.exit_code, 2);
+  EXPECT_EQ(report.err,
+            "bucketsim: error: reports/baseline-gpt-24l-h1024-ws8.json: this is a report, not a "
+            "trace (a trace comes from bucketsim gen, or a snapshot import)\n");
+  testing::BinaryResult budget = RunBucketsim({"check", "reports/budget-example.json", "--policy",
+                                               "backward-only", "--max-peak-allocated", "1GiB"});
+  EXPECT_EQ(budget.exit_code, 2);
+  EXPECT_NE(budget.err.find("bucketsim: error: reports/budget-example.json: this is a budget "
+                            "file, not a trace (a trace comes from bucketsim gen, or a snapshot "
+                            "import)\n"),
+            std::string::npos)
+      << budget.err;
+  testing::BinaryResult profile =
+      RunBucketsim({"sweep", "traces/profiles/h100-8gpu-nvlink.json", "--bucket-cap-mb", "1"});
+  EXPECT_EQ(profile.exit_code, 2);
+  EXPECT_NE(profile.err.find("traces/profiles/h100-8gpu-nvlink.json: this is a time profile, not "
+                             "a trace"),
+            std::string::npos)
+      << profile.err;
 }
 
 TEST(Messages, DirectoryPassedAsAFileSaysSo) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "testing/run_binary.h"
 
@@ -242,6 +243,67 @@ TEST_F(ReportCommand, ASweepOfSeveralTracesIsThePageSweepWrote) {
   EXPECT_NE(md.find("### Sweep\n", second), std::string::npos);
   EXPECT_FALSE(ReadFile(out + "/charts/r1-pareto.svg").empty());
   EXPECT_FALSE(ReadFile(out + "/charts/r2-pareto.svg").empty());
+}
+
+// The rows of the first table body at or after `from` in an HTML page.
+std::size_t TableRowsAfter(const std::string& page, std::size_t from) {
+  const std::size_t body = page.find("<tbody>\n", from);
+  const std::size_t end = page.find("</tbody>", body);
+  if (body == std::string::npos || end == std::string::npos) return 0;
+  std::size_t rows = 0;
+  for (std::size_t at = page.find("<tr>", body); at < end; at = page.find("<tr>", at + 1)) ++rows;
+  return rows;
+}
+
+std::size_t ParetoPoints(const nlohmann::json& report) {
+  std::size_t pareto = 0;
+  for (const auto& point : report["sweep"]["points"]) pareto += point["pareto"].get<bool>();
+  return pareto;
+}
+
+// A cap search replays tens of configurations, so the page collapses them: the table above the
+// details is the Pareto-optimal configurations, on `sweep --html` and on `report` of its JSON
+// alike (issue 22: its body was empty, the rows picked by point index from a table that lists
+// only some of the points).
+TEST_F(ReportCommand, ACollapsedSweepTableListsTheParetoConfigurations) {
+  for (const char* caps : {"auto", "1,5,25,auto"}) {
+    const std::string html = testing::WriteTempFile("searched.html", "");
+    const std::string json = testing::WriteTempFile("searched.json", "");
+    BinaryResult run =
+        RunBucketsim({"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", caps, "--profile",
+                      "traces/profiles/h100-8gpu-nvlink.json", "--html", html, "--json", json});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const std::size_t pareto = ParetoPoints(nlohmann::json::parse(ReadFile(json)));
+    ASSERT_GT(pareto, 0u) << caps;
+    const std::string out = std::filesystem::path(json).parent_path().string() + "/searched";
+    ASSERT_EQ(RunBucketsim({"report", json, "-o", out}).exit_code, 0) << caps;
+    for (const std::string& page : {ReadFile(html), ReadFile(out + "/report.html")}) {
+      const std::size_t sweep = page.find("<h2>Sweep</h2>\n<p>The Pareto-optimal configurations");
+      ASSERT_NE(sweep, std::string::npos) << caps;
+      EXPECT_EQ(TableRowsAfter(page, sweep), pareto) << caps;
+    }
+  }
+}
+
+// The same for each trace of `sweep TRACE...`: each section's table has its own Pareto set.
+TEST_F(ReportCommand, ACollapsedSweepOfTwoTracesListsEachOnesParetoConfigurations) {
+  const std::string html = testing::WriteTempFile("searched-two.html", "");
+  const std::string json = testing::WriteTempFile("searched-two.json", "");
+  BinaryResult run =
+      RunBucketsim({"sweep", "traces/tiny-ws2.json", "traces/gpt-4l-h256-ws4.json",
+                    "--bucket-cap-mb", "1,5,25,auto", "--profile",
+                    "traces/profiles/h100-8gpu-nvlink.json", "--html", html, "--json", json});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json reports = nlohmann::json::parse(ReadFile(json));
+  ASSERT_EQ(reports["sweeps"].size(), 2u);
+  const std::string page = ReadFile(html);
+  std::size_t at = 0;
+  for (const auto& report : reports["sweeps"]) {
+    at = page.find("<h3>Sweep</h3>\n<p>The Pareto-optimal configurations", at + 1);
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_GT(ParetoPoints(report), 0u);
+    EXPECT_EQ(TableRowsAfter(page, at), ParetoPoints(report));
+  }
 }
 
 }  // namespace

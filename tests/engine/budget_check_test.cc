@@ -76,7 +76,24 @@ TEST(CheckBudget, AMarkThatNeverOccursIsAnError) {
   budget.SetMark("after lunch", 1);
   Result<std::vector<CheckOutcome>> outcomes = CheckBudget(Figures(1, 1), budget);
   ASSERT_FALSE(outcomes.ok());
-  EXPECT_EQ(outcomes.status().message(), "mark 'after lunch' never occurs in the trace");
+  EXPECT_EQ(outcomes.status().message(),
+            "mark 'after lunch' never occurs in the trace (its marks: 'after fwd', 'after bwd')");
+}
+
+// Issue 22: the message lists the marks the trace has, and suggests the nearest.
+TEST(CheckBudget, AMarkThatNeverOccursIsNamedWithTheTracesMarks) {
+  PolicyBudget budget;
+  budget.SetMark("after fw", 1);
+  Result<std::vector<CheckOutcome>> misspelt = CheckBudget(Figures(1, 1), budget);
+  ASSERT_FALSE(misspelt.ok());
+  EXPECT_EQ(misspelt.status().message(),
+            "mark 'after fw' never occurs in the trace; did you mean 'after fwd'? (its marks: "
+            "'after fwd', 'after bwd')");
+  PolicyFigures unmarked = Figures(1, 1);
+  unmarked.mark_bytes.clear();
+  Result<std::vector<CheckOutcome>> none = CheckBudget(unmarked, budget);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "mark 'after fw' never occurs in the trace (it has no marks)");
 }
 
 TEST(CheckBudget, AStepTimeBudgetWithoutIterationsIsAnError) {

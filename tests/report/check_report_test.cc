@@ -76,5 +76,10 @@ TEST(VerdictLine, FailsWhenAnyCheckFailed) {
   EXPECT_EQ(VerdictLine(outcomes), "verdict: FAIL (3 checks: 1 passed, 1 failed, 1 skipped)");
 }
 
+TEST(VerdictLine, OneCheckIsSingular) {
+  EXPECT_EQ(VerdictLine({Baseline(1, 1, 0, Verdict::kPass)}),
+            "verdict: PASS (1 check: 1 passed, 0 failed, 0 skipped)");
+}
+
 }  // namespace
 }  // namespace bucketsim

@@ -55,6 +55,22 @@ TEST(DescribeBudgetAcrossTraces, NamesWhatFitsEveryTraceAndEachOnesChoice) {
             "Across the 2 traces, budget 4.00 MiB: no configuration fits on every trace.");
 }
 
+// The exact threshold (ws x numel x element size / 2^20) is written as the cap search writes
+// caps, three significant digits rounded up, not as 0.413818359375 beside them (issue 22).
+TEST(SweepAdvice, TheLeastBucketingCapIsWrittenAsTheOtherCaps) {
+  SweepPoint nothing = Point("backward-only", 0.25, 4, 2000);
+  nothing.bucketed_requests = 0;
+  nothing.bypassed_requests = 6;
+  SweepSection sweep = Section({nothing, Point("unbucketed", 0, 4, 2000)}, 10);
+  sweep.smallest_bucketing_cap_mb = 0.413818359375;
+  const std::vector<std::string> advice = SweepAdvice(sweep);
+  ASSERT_FALSE(advice.empty());
+  const std::string& coverage = advice.front();
+  EXPECT_EQ(coverage.rfind("Cap 0.25 MiB buckets nothing", 0), 0u) << coverage;
+  EXPECT_EQ(coverage.substr(coverage.find(" The least cap")),
+            " The least cap that buckets any request is 0.414 MiB.");
+}
+
 TEST(DescribeBudgetAcrossTraces, NothingWithoutABudgetOrASecondTrace) {
   SweepSection a = Section({Point("unbucketed", 0, 3, 3000)}, 10);
   EXPECT_EQ(DescribeBudgetAcrossTraces({"a.json"}, {&a}), "");
