@@ -177,7 +177,7 @@ TEST_F(ReportCommand, ASweepReportGetsItsTableAndParetoChart) {
   EXPECT_NE(md.find("Cap 0.0625 MiB buckets nothing: all 6 reduce requests"), std::string::npos)
       << md;
   EXPECT_NE(md.find("Setting for backward-only at cap 1 MiB (fairscale FSDP): "
-                    "FullyShardedDataParallel(bucket_cap_mb=1)"),
+                    "fairscale.nn.FullyShardedDataParallel(bucket_cap_mb=1)"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("budget 8.00 MiB: fastest that fits is backward-only at cap 1 MiB"),

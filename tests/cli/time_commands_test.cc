@@ -77,7 +77,7 @@ TEST(Sweep, ACapThatBucketsNothingSaysSoAndTheTieGoesToTheSimplestPolicy) {
         "The least cap that buckets any request is 0.157 MiB.", "fastest that fits is unbucketed",
         "It ties with backward-only at cap 0.0625 MiB and always-allocated at cap 0.0625 MiB (the "
         "same step time and peak reserved) and is preferred as the simpler policy",
-        "FullyShardedDataParallel(bucket_cap_mb=0)"}) {
+        "fairscale.nn.FullyShardedDataParallel(bucket_cap_mb=0)"}) {
     EXPECT_NE(run.out.find(said), std::string::npos) << said << "\n" << run.out;
   }
   std::vector<std::string> as_json = args;
@@ -93,7 +93,8 @@ TEST(Sweep, ACapThatBucketsNothingSaysSoAndTheTieGoesToTheSimplestPolicy) {
   EXPECT_EQ(sweep["budget"]["ties"], json::array({1, 0}));
   EXPECT_TRUE(sweep["budget"]["runner_up"].is_null());
   EXPECT_EQ(sweep["recommended"], 2);
-  EXPECT_EQ(sweep["setting"]["setting"], "FullyShardedDataParallel(bucket_cap_mb=0)");
+  EXPECT_EQ(sweep["setting"]["setting"],
+            "fairscale.nn.FullyShardedDataParallel(bucket_cap_mb=0)");
   EXPECT_EQ(sweep["smallest_bucketing_cap_mb"], 0.15625);
 }
 
@@ -128,7 +129,8 @@ TEST(Sweep, AutoFindsTheKneeBetweenTheListedCaps) {
   EXPECT_EQ(at_cap(1)["peak_reserved_bytes"], 5415936);
   EXPECT_EQ(knee["step_time_us"], at_cap(1)["step_time_us"]);
   EXPECT_GT(at_cap(0.546)["step_time_us"].get<double>(), knee["step_time_us"].get<double>());
-  EXPECT_EQ(sweep["setting"]["setting"], "FullyShardedDataParallel(bucket_cap_mb=0.547)");
+  EXPECT_EQ(sweep["setting"]["setting"],
+            "fairscale.nn.FullyShardedDataParallel(bucket_cap_mb=0.547)");
   EXPECT_TRUE(sweep["setting"]["upstream"]);
   // Every searched point is in the report, one policies[] entry each.
   EXPECT_EQ(json::parse(run.out)["policies"].size(), points.size());

@@ -73,8 +73,8 @@ TEST(TraceHeader, WithoutAPostBackwardStreamPoliciesUseStreamZero) {
 
 TEST(TraceHeader, RejectsInconsistentHeaders) {
   TraceHeader h = Valid();
-  h.schema_version = 4;
-  ExpectInvalid(h, "schema_version 4 is not supported (this build reads 1 to 3)");
+  h.schema_version = 5;
+  ExpectInvalid(h, "schema_version 5 is not supported (this build reads 1 to 4)");
   h = Valid();
   h.world_size = 0;
   ExpectInvalid(h, "world_size 0 is outside");

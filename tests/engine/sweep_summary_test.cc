@@ -117,7 +117,7 @@ TEST(SweepSummary, ACapThatBucketsNothingTiesEveryPolicyAndUnbucketedIsChosen) {
   EXPECT_EQ(knee.ties, (std::vector<std::size_t>{2, 1, 0}));
   SweepSection section{points, knee, answer, std::nullopt, 39.0};
   SettingAdvice setting = RecommendedSetting(section);
-  EXPECT_EQ(setting.setting, "FullyShardedDataParallel(bucket_cap_mb=0)");
+  EXPECT_EQ(setting.setting, "fairscale.nn.FullyShardedDataParallel(bucket_cap_mb=0)");
 }
 
 // Equal step times: less peak reserved wins even over a simpler policy; among equal figures
@@ -160,7 +160,7 @@ TEST(SweepSummary, KneeIsTheLeastMemoryWithinTheToleranceOfTheFastest) {
   EXPECT_EQ(FindKnee(points, 0).knee.value_or(99), 2u);
   SweepSection section{points, knee, std::nullopt, std::nullopt, std::nullopt};
   EXPECT_EQ(Recommended(section).value_or(99), 1u);
-  EXPECT_EQ(RecommendedSetting(section).setting, "FullyShardedDataParallel(bucket_cap_mb=5)");
+  EXPECT_EQ(RecommendedSetting(section).setting, "fairscale.nn.FullyShardedDataParallel(bucket_cap_mb=5)");
 }
 
 }  // namespace

@@ -69,3 +69,11 @@ def build_model_checkpointed():
 
 def make_batch():
     return torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
+
+
+def build_model_bf16():
+    """The model as MixedPrecision(param_dtype=torch.bfloat16) (FSDP1) or
+    MixedPrecisionPolicy(param_dtype=torch.bfloat16) (FSDP2) computes it, every activation in
+    bf16: the program to emit a bf16 run from (a program recorded in fp32 keeps fp32
+    activations whatever --param-dtype says)."""
+    return build_model().to(torch.bfloat16)
