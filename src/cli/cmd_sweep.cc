@@ -341,7 +341,11 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   }
   Result<CapFlag> caps = ParseCapFlag(flags.caps);
   if (!caps.ok()) return ReportError(caps.status());
-  Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(flags.replay, DefaultPolicies());
+  // Without --policy: the first trace's implementation's own policy first (compare's default).
+  Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(
+      flags.replay, DefaultPoliciesOf(flags.traces.empty()
+                                          ? flags.replay
+                                          : ForTrace(flags.replay, flags.traces.front())));
   if (!policies.ok()) return ReportError(policies.status());
   Status distinct = CheckDistinctTraces(flags.traces);
   if (!distinct.ok()) return ReportError(distinct);

@@ -234,7 +234,7 @@ std::vector<PolicySpec> DefaultPoliciesOf(const ReplayFlags& flags) {
   Result<TraceHeader> header = ReadTraceHeader(flags.trace);
   // An unreadable trace is reported by the replay's own read, with the event index.
   if (!header.ok()) return DefaultPolicies();
-  return DefaultPoliciesFor(header->fsdp_impl, header->fsdp_setting);
+  return DefaultPoliciesFor(header->fsdp_impl);
 }
 
 Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,

@@ -110,6 +110,7 @@ template <typename Io, typename Point>
 void PointFields(Io& io, Point& p) {
   io.Field(p.policy);
   io.Field(p.canonical);
+  io.Field(p.setting);
   io.Field(p.bucket_cap_mb);
   io.Field(p.peak_allocated_bytes);
   io.Field(p.peak_reserved_bytes);

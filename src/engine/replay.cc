@@ -18,6 +18,7 @@ Replay::Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryMode
       ledger_(options.timeline_points) {
   result_.policy = spec_.name;
   result_.canonical = spec_.Canonical(bucket_cap_mb);
+  result_.setting = FrameworkSetting(spec_, bucket_cap_mb);
   result_.bucket_cap_mb = bucket_cap_mb;
   result_.memory_model = std::string(memory_->name());
   result_.backend = std::string(backend_->name());
@@ -31,6 +32,13 @@ Replay::~Replay() = default;
 
 Status Replay::OnHeader(const TraceHeader& header) {
   header_ = &header;
+  // A trace emitted for this policy's own implementation says how it was set up: that is the
+  // setting to quote (FSDP1's or FSDP2's constructor call), not the policy's generic one.
+  if (spec_.setting.empty() && !header.fsdp_setting.empty() &&
+      header.fsdp_impl == StrategyName(spec_.strategy)) {
+    spec_.setting = header.fsdp_setting;
+    result_.setting = FrameworkSetting(spec_, result_.bucket_cap_mb);
+  }
   policy_stream_ = header.post_backward_stream();
   held_grad_.assign(header.num_params(), kNoBuffer);
   BUCKETSIM_RETURN_IF_ERROR(policy_->Start(header));

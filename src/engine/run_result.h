@@ -118,6 +118,9 @@ struct Timeline {
 struct RunResult {
   std::string policy;     // as the user named it
   std::string canonical;  // lifetime=...,key=...,cap=...
+  // The framework's own setting (FrameworkSetting), the trace's fsdp_setting for the policy of
+  // the implementation the trace was emitted for.
+  std::string setting;
   double bucket_cap_mb = 0;
   std::string memory_model;
   PeakInfo peak;

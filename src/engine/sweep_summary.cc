@@ -68,6 +68,11 @@ SweepPoint SweepPointOf(const RunResult& run) {
   SweepPoint point;
   point.policy = run.policy;
   point.canonical = run.canonical;
+  Result<PolicySpec> spec = ParsePolicySpec(run.canonical);
+  // Only what the canonical spec cannot say again: a trace's own implementation setting.
+  if (!spec.ok() || run.setting != FrameworkSetting(*spec, run.bucket_cap_mb)) {
+    point.setting = run.setting;
+  }
   point.bucket_cap_mb = run.bucket_cap_mb;
   point.peak_allocated_bytes = run.peak.allocated_bytes;
   point.peak_reserved_bytes = run.peak.reserved_bytes;
@@ -96,9 +101,21 @@ std::vector<SweepPoint> SummarizeSweep(const std::vector<RunResult>& runs) {
   return points;
 }
 
-SettingAdvice PointSetting(const SweepPoint& point) {
+namespace {
+
+// The advice of `point`'s canonical spec at `cap_mb`, quoting the trace's own setting where
+// the point carries one.
+SettingAdvice AdviceOf(const SweepPoint& point, double cap_mb) {
   Result<PolicySpec> spec = ParsePolicySpec(point.canonical);
-  return SettingFor(spec.ok() ? *spec : PolicySpec{}, point.bucket_cap_mb);
+  PolicySpec resolved = spec.ok() ? *spec : PolicySpec{};
+  resolved.setting = point.setting;
+  return SettingFor(resolved, cap_mb);
+}
+
+}  // namespace
+
+SettingAdvice PointSetting(const SweepPoint& point) {
+  return AdviceOf(point, point.bucket_cap_mb);
 }
 
 Simplicity EffectiveSimplicity(const SweepPoint& point) {
@@ -183,9 +200,8 @@ SettingAdvice RecommendedSetting(const SweepSection& sweep) {
   std::optional<std::size_t> chosen = Recommended(sweep);
   BUCKETSIM_CHECK(chosen.has_value());
   const SweepPoint& p = sweep.points[*chosen];
-  Result<PolicySpec> spec = ParsePolicySpec(p.canonical);
   const bool unbucketed_in_effect = EffectiveSimplicity(p) == Simplicity::kUnbucketed;
-  return SettingFor(spec.ok() ? *spec : PolicySpec{}, unbucketed_in_effect ? 0 : p.bucket_cap_mb);
+  return AdviceOf(p, unbucketed_in_effect ? 0 : p.bucket_cap_mb);
 }
 
 }  // namespace bucketsim

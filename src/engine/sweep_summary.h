@@ -25,6 +25,9 @@ namespace bucketsim {
 struct SweepPoint {
   std::string policy;     // as the user named it
   std::string canonical;  // lifetime=...,key=...,cap=...
+  // The run's framework setting where the trace says it (RunResult::setting: a trace emitted
+  // for FSDP1 or FSDP2 replayed under that implementation's policy); empty: from `canonical`.
+  std::string setting;
   double bucket_cap_mb = 0;
   Bytes peak_allocated_bytes = 0;
   Bytes peak_reserved_bytes = 0;

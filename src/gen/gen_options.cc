@@ -381,11 +381,12 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                              "fairscale fp32_reduce_scatter: copy the gradient to fp32 and reduce "
                              "in fp32",
                              o.fp32_reduce_scatter));
-  PresetParam reshard = BoolParam("reshard-after-forward",
-                                  "Free gathered parameters after each instance's forward "
-                                  "(false: keep them until its backward; fsdp2 also takes N: "
-                                  "reshard to N ranks)",
-                                  o.reshard_after_forward);
+  PresetParam reshard = SwitchParam("reshard-after-forward",
+                                    "Free gathered parameters after each instance's forward "
+                                    "(false: keep them until its backward; fsdp2 also takes N: "
+                                    "reshard to N ranks)",
+                                    o.reshard_after_forward);
+  reshard.choices = {"true", "false", "N"};
   reshard.set = [&o, set = reshard.set](std::string_view text) {
     int ranks = 0;
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), ranks);
@@ -440,11 +441,13 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                                {{"pre", BackwardPrefetch::kPre},
                                 {"post", BackwardPrefetch::kPost},
                                 {"none", BackwardPrefetch::kNone}}));
-  params.push_back(BoolParam("forward-prefetch", "fsdp1 forward_prefetch", o.forward_prefetch));
   params.push_back(
-      BoolParam("limit-all-gathers", "fsdp1 limit_all_gathers (on|off)", o.limit_all_gathers));
-  params.push_back(BoolParam("use-orig-params", "fsdp1 use_orig_params", o.use_orig_params));
-  params.push_back(BoolParam("offload-params",
+      SwitchParam("forward-prefetch", "fsdp1 forward_prefetch (on|off)", o.forward_prefetch));
+  params.push_back(
+      SwitchParam("limit-all-gathers", "fsdp1 limit_all_gathers (on|off)", o.limit_all_gathers));
+  params.push_back(
+      SwitchParam("use-orig-params", "fsdp1 use_orig_params (on|off)", o.use_orig_params));
+  params.push_back(SwitchParam("offload-params",
                              "fsdp1 CPUOffload(offload_params=True), fsdp2 CPUOffloadPolicy: "
                              "sharded parameters, gradients and optimizer state in host memory",
                              o.offload_params));

@@ -88,6 +88,13 @@ PresetParam BoolParam(std::string name, std::string meaning, bool& target) {
   return param;
 }
 
+PresetParam SwitchParam(std::string name, std::string meaning, bool& target) {
+  PresetParam param = BoolParam(std::move(name), std::move(meaning), target);
+  param.kind = ParamKind::kChoice;
+  param.choices = {"true", "false"};
+  return param;
+}
+
 PresetParam DTypeParam(std::string name, std::string meaning, DType& target) {
   // The floating-point types FSDP computes and reduces in; fp8 and fp64 are not presets' job.
   return ChoiceParam(

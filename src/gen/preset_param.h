@@ -38,6 +38,9 @@ Result<bool> ParseBoolText(std::string_view text);
 PresetParam IntParam(std::string name, std::string meaning, int& target);
 PresetParam NumberParam(std::string name, std::string meaning, double& target);
 PresetParam BoolParam(std::string name, std::string meaning, bool& target);
+// A PyTorch on/off setting: a value is required (`--limit-all-gathers off`, as PyTorch users
+// write True/False), spelled as ParseBoolText accepts; shown as "true|false".
+PresetParam SwitchParam(std::string name, std::string meaning, bool& target);
 PresetParam DTypeParam(std::string name, std::string meaning, DType& target);
 // A choice among named values of an enum; `names[i]` names `values[i]`.
 template <typename Enum>

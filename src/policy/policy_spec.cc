@@ -420,12 +420,11 @@ std::vector<PolicySpec> DefaultPolicies() {
   return specs;
 }
 
-std::vector<PolicySpec> DefaultPoliciesFor(std::string_view fsdp_impl, std::string_view setting) {
+std::vector<PolicySpec> DefaultPoliciesFor(std::string_view fsdp_impl) {
   std::vector<PolicySpec> specs;
   for (const Preset& preset : kPresets) {
     if (preset.name == fsdp_impl && preset.strategy != Strategy::kFairscale) {
       specs.push_back(FromPreset(preset));
-      specs.back().setting = std::string(setting);
     }
   }
   for (PolicySpec& spec : DefaultPolicies()) specs.push_back(std::move(spec));

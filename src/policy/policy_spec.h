@@ -74,7 +74,7 @@ struct PolicySpec {
   // fsdp2: reduce-scatter input buffers in flight; 0: all (held until the end of backward)
   int inflight = 1;
   // fsdp1, fsdp2: the framework's settings as the trace names them (its fsdp_setting), for the
-  // advice; not part of the grammar (PoliciesFor sets it from the trace).
+  // advice; not part of the grammar (the replay sets it from a trace of that implementation).
   std::string setting;
 
   // The spec with every part resolved: "lifetime=backward,key=identity,cap=25" for fairscale,
@@ -94,9 +94,9 @@ std::string_view FrameworkName(const PolicySpec& spec);
 // always-allocated, backward-only, per-group-dedup, unbucketed: the default comparison.
 std::vector<PolicySpec> DefaultPolicies();
 // The default comparison of a trace emitted for `fsdp_impl` (its header's fsdp_impl:
-// "fsdp1", "fsdp2"): that implementation's own policy first, carrying the trace's `setting`,
-// then the default ones as what-ifs. Empty or "fairscale": DefaultPolicies().
-std::vector<PolicySpec> DefaultPoliciesFor(std::string_view fsdp_impl, std::string_view setting);
+// "fsdp1", "fsdp2"): that implementation's own policy first, then the default ones as
+// what-ifs. Empty or "fairscale": DefaultPolicies().
+std::vector<PolicySpec> DefaultPoliciesFor(std::string_view fsdp_impl);
 // Every named preset, fairscale's and the other frameworks' (the fuzzer replays them all).
 std::vector<PolicySpec> NamedPolicies();
 // The names ParsePolicySpec accepts besides the general form, for --help and errors.

@@ -1,13 +1,16 @@
 // The model program of `bucketsim gen program` (a preset's --emit-program, the recorder's
 // output). Three promises are checked on every input the reader accepts: the writer's output
 // reads back to the same program (written again, byte for byte the same text: program_file.h);
-// the emitter either refuses the program with an error or emits a trace; and what it emits is a
-// valid trace, since ValidateProgram accepted its program (the trace checker rejecting an event
-// is a finding, not bad input).
+// the emitter, under each FSDP implementation (fairscale's, PyTorch's FSDP1 and FSDP2, and
+// FSDP1 with SHARD_GRAD_OP and post-backward prefetch), either refuses the program with an
+// error or emits a trace; and what it emits is a valid trace, since ValidateProgram accepted
+// its program (the trace checker rejecting an event is a finding, not bad input). A recorded
+// model's "fsdp" key either maps to gen flags or is refused with an error.
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "engine/trace_checker.h"
 #include "fuzz_input.h"
@@ -55,14 +58,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   WriteProgram(*again, rewritten);
   if (rewritten.str() != written.str()) Finding("the program changed when written a second time");
 
-  GenOptions options;
-  options.world_size = 2;
-  options.iterations = 2;  // the second iteration has the optimizer state and zero_grad behind it
-  CheckedSink sink;
-  const Status emitted = EmitFsdpTrace(*model, options, sink);
-  if (!sink.refusal().ok()) {
-    Finding("the emitter made an invalid trace of a valid program: " + sink.refusal().message());
+  if (model->fsdp) (void)FsdpFlagsOf(*model->fsdp);
+
+  GenOptions base;
+  base.world_size = 2;
+  base.iterations = 2;  // the second iteration has the optimizer state and zero_grad behind it
+  std::vector<GenOptions> runs(4, base);
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    runs[i].fsdp_impl = i == 2 ? FsdpImpl::kFsdp2 : FsdpImpl::kFsdp1;
+    runs[i].group_layout = GroupLayout::kShared;
+    runs[i].compute_dtype = DType::kFloat32;
   }
-  (void)emitted;
+  runs[3].sharding_strategy = ShardingStrategy::kShardGradOp;
+  runs[3].backward_prefetch = BackwardPrefetch::kPost;
+  runs[3].compute_dtype = DType::kBFloat16;
+  for (const GenOptions& options : runs) {
+    CheckedSink sink;
+    const Status emitted = EmitFsdpTrace(*model, options, sink);
+    if (!sink.refusal().ok()) {
+      Finding(std::string(FsdpImplName(options.fsdp_impl)) +
+              ": the emitter made an invalid trace of a valid program: " +
+              sink.refusal().message());
+    }
+    (void)emitted;
+  }
   return 0;
 }

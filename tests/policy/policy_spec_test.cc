@@ -175,8 +175,8 @@ TEST(FrameworkSetting, NamesEachFrameworksOwnKnob) {
             "(PR #186000; 1 without it)");
 }
 
-// A trace emitted for FSDP1 or FSDP2 compares its own implementation's policy first, with the
-// trace's setting; fairscale's and unnamed traces the default four.
+// A trace emitted for FSDP1 or FSDP2 compares its own implementation's policy first;
+// fairscale's and unnamed traces the default four.
 TEST(DefaultPoliciesFor, PutsTheTracesImplementationFirst) {
   const auto names = [](const std::vector<PolicySpec>& specs) {
     std::vector<std::string> out;
@@ -185,18 +185,19 @@ TEST(DefaultPoliciesFor, PutsTheTracesImplementationFirst) {
   };
   const std::vector<std::string> defaults = {"always-allocated", "backward-only",
                                              "per-group-dedup", "unbucketed"};
-  EXPECT_EQ(names(DefaultPoliciesFor("", "")), defaults);
-  EXPECT_EQ(names(DefaultPoliciesFor("fairscale", "")), defaults);
-  const std::vector<PolicySpec> fsdp1 =
-      DefaultPoliciesFor("fsdp1", "FullyShardedDataParallel(module, limit_all_gathers=True)");
+  EXPECT_EQ(names(DefaultPoliciesFor("")), defaults);
+  EXPECT_EQ(names(DefaultPoliciesFor("fairscale")), defaults);
+  std::vector<PolicySpec> fsdp1 = DefaultPoliciesFor("fsdp1");
   ASSERT_EQ(fsdp1.size(), 5u);
   EXPECT_EQ(fsdp1.front().name, "fsdp1");
+  EXPECT_EQ(FrameworkName(fsdp1.front()), "PyTorch FSDP1");
+  // The setting a trace of that implementation carries (the replay fills it in) is quoted.
+  fsdp1.front().setting = "FullyShardedDataParallel(module, limit_all_gathers=True)";
   EXPECT_EQ(FrameworkSetting(fsdp1.front(), 0),
             "FullyShardedDataParallel(module, limit_all_gathers=True)");
-  EXPECT_EQ(FrameworkName(fsdp1.front()), "PyTorch FSDP1");
-  const std::vector<PolicySpec> fsdp2 =
-      DefaultPoliciesFor("fsdp2", "fully_shard(module, reshard_after_forward=True)");
+  std::vector<PolicySpec> fsdp2 = DefaultPoliciesFor("fsdp2");
   EXPECT_EQ(names(fsdp2).front(), "fsdp2");
+  fsdp2.front().setting = "fully_shard(module, reshard_after_forward=True)";
   EXPECT_EQ(FrameworkSetting(fsdp2.front(), 0), "fully_shard(module, reshard_after_forward=True)");
 }
 

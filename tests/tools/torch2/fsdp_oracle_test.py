@@ -87,8 +87,22 @@ RECORD_AS = {"fsdp1-bf16-fp32-reduce": "build_model_bf16",
              "fsdp2-bf16-fp32-reduce": "build_model_bf16"}
 
 # What each case meets where it is not the target (measured gap, rounded up), with the cause.
-# Filled from the runs of this test; see the note of the stop that added it.
-TOLERANCES = {}
+# Measured 2026-12-02, torch 2.6.0+debian on the CPU, 2 ranks (4 for HYBRID_SHARD), SGD; the
+# same on every rank. Every other case meets the target with room to spare: every mark within
+# 512 B (HYBRID_SHARD and FSDP2: the measured side has one more 512 B block alive from before the
+# model is built: init_device_mesh's, FSDP2's mesh), every peak within 1,536 B (the model's
+# `logits` variable keeps the logits alive while nll_loss makes its two scalars: the recorder's
+# own single-process measurement shows the same 1,024 B).
+#   NONREENTRANT torch.utils.checkpoint(use_reentrant=False) in torch 2.x stops recomputing a
+#         region once every tensor its backward unpacks is back (_StopRecomputationError): the
+#         Block's last ops (fc2, the residual add) are not recomputed. The emitter recomputes the
+#         whole region, as use_reentrant=True does, so 1,055,232 B (fc2's output and the add's)
+#         are alive at the backward peak that are not in the real run; the marks after backward
+#         are 20,480 B high (+0.20%) with the same emitter for fairscale at world size 1.
+TOLERANCES = {
+    "fsdp1-checkpointed": {"backward": 0.033},  # NONREENTRANT
+    "fsdp2-checkpointed": {"backward": 0.031},  # NONREENTRANT
+}
 
 
 def run(cmd, **kwargs):
