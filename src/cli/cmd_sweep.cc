@@ -193,8 +193,9 @@ Result<SweepReplays> ReplaySweep(const ReplayFlags& replay, double time_toleranc
 // The table and the advice on stdout: the answer, printed before the slow optional outputs.
 void PrintSweep(const ReportContext& report_context, std::uint64_t reduce_scatter_requests,
                 const SweepSection& sweep) {
-  std::printf("%s: %zu configurations, time profile %s, memory model %s\n\n%s",
+  std::printf("%s: %zu configuration%s, time profile %s, memory model %s\n\n%s",
               report_context.trace_name.c_str(), sweep.points.size(),
+              sweep.points.size() == 1 ? "" : "s",
               report_context.time_profile.c_str(), report_context.memory_model.c_str(),
               RenderText(BuildSweepTable(sweep)).c_str());
   PrintNoteIfNoReduceScatter(reduce_scatter_requests);
@@ -332,6 +333,15 @@ int RunOnRanks(const SweepFlags& flags, std::vector<TraceSweep>& sweeps,
   return WriteOutputs(flags, sweeps);
 }
 
+// The policies a trace is swept under without --policy: a trace of PyTorch's FSDP1 or FSDP2
+// under its own implementation's policy alone (fairscale's bucket settings are no setting of
+// PyTorch's, so the advice never names one), any other trace under the default four.
+std::vector<PolicySpec> SweepDefaultsOf(const ReplayFlags& replay) {
+  std::vector<PolicySpec> specs = DefaultPoliciesOf(replay);
+  if (specs.front().strategy != Strategy::kFairscale) specs.resize(1);
+  return specs;
+}
+
 int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   std::optional<Bytes> budget;
   if (!flags.budget.empty()) {
@@ -341,11 +351,12 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   }
   Result<CapFlag> caps = ParseCapFlag(flags.caps);
   if (!caps.ok()) return ReportError(caps.status());
-  // Without --policy: the first trace's implementation's own policy first (compare's default).
+  // Without --policy each trace is swept under its own defaults (SweepDefaultsOf); these, the
+  // first trace's, are what mpirun's ranks share.
   Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(
-      flags.replay, DefaultPoliciesOf(flags.traces.empty()
-                                          ? flags.replay
-                                          : ForTrace(flags.replay, flags.traces.front())));
+      flags.replay, SweepDefaultsOf(flags.traces.empty()
+                                        ? flags.replay
+                                        : ForTrace(flags.replay, flags.traces.front())));
   if (!policies.ok()) return ReportError(policies.status());
   Status distinct = CheckDistinctTraces(flags.traces);
   if (!distinct.ok()) return ReportError(distinct);
@@ -377,8 +388,11 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   }
   for (std::size_t t = 0; t < flags.traces.size(); ++t) {
     const ReplayFlags replay = ForTrace(flags.replay, flags.traces[t]);
+    Result<std::vector<PolicySpec>> trace_policies =
+        ParsePolicyFlags(replay, SweepDefaultsOf(replay));
+    if (!trace_policies.ok()) return ReportError(trace_policies.status());
     Result<SweepReplays> replays =
-        ReplaySweep(replay, flags.time_tolerance_pct, *policies, *caps, budget);
+        ReplaySweep(replay, flags.time_tolerance_pct, *trace_policies, *caps, budget);
     if (!replays.ok()) return ReportError(replays.status());
     TraceSweep& s = sweeps[t];
     s.outcome = std::move(replays->outcome);
