@@ -18,6 +18,13 @@ std::optional<PolicySpec> SpecOf(const RunResult& run) {
   return *spec;
 }
 
+// The replay's own setting (a trace's fsdp_setting for its implementation's policy); a run read
+// back from a report has none, so its canonical spec says it.
+std::string SettingOf(const RunResult& run, const std::optional<PolicySpec>& spec) {
+  if (!run.setting.empty()) return run.setting;
+  return spec ? FrameworkSetting(*spec, run.bucket_cap_mb) : run.canonical;
+}
+
 Bytes At(const CategoryBytes& by_category, Category category) {
   return by_category[static_cast<std::size_t>(category)];
 }
@@ -62,7 +69,7 @@ Table BuildFrameworkTable(const std::vector<RunResult>& runs, ByteUnit unit) {
     const CategoryBytes& at_peak = run.peak.by_category;
     table.rows.push_back(
         {run.policy, spec ? std::string(FrameworkName(*spec)) : std::string("?"),
-         run.setting.empty() ? run.canonical : run.setting,
+         SettingOf(run, spec),
          InUnit(run.peak.allocated_bytes, unit), InUnit(run.peak.reserved_bytes, unit),
          InUnit(At(at_peak, Category::kBucketData) + At(at_peak, Category::kBucketOutput) +
                     At(at_peak, Category::kGradShard),

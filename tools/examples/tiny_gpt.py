@@ -28,9 +28,10 @@ CONFIG_7B = dict(layers=32, hidden=4096, heads=32, seq=4096, batch=1, vocab=3200
 
 
 class Attention(nn.Module):
-    def __init__(self, hidden, heads, dropout):
+    def __init__(self, hidden, heads, dropout, sdpa=False):
         super().__init__()
         self.heads = heads
+        self.sdpa = sdpa
         self.q = nn.Linear(hidden, hidden)
         self.k = nn.Linear(hidden, hidden)
         self.v = nn.Linear(hidden, hidden)
@@ -46,6 +47,10 @@ class Attention(nn.Module):
             return t.view(b, s, self.heads, d).transpose(1, 2)  # b, a, s, d
 
         q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        if self.sdpa:  # torch >= 2.0: one fused kernel, no s x s tensor kept
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop.p if
+                                                 self.training else 0.0, is_causal=True)
+            return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, s, h)))
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
         mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(mask, float("-inf"))
@@ -66,10 +71,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, hidden, heads, ffn, dropout):
+    def __init__(self, hidden, heads, ffn, dropout, sdpa=False):
         super().__init__()
         self.ln1 = nn.LayerNorm(hidden)
-        self.attn = Attention(hidden, heads, dropout)
+        self.attn = Attention(hidden, heads, dropout, sdpa)
         self.ln2 = nn.LayerNorm(hidden)
         self.mlp = MLP(hidden, ffn, dropout)
 
@@ -79,13 +84,17 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, layers, hidden, heads, seq, vocab, ffn, dropout, checkpointing, **_):
+    def __init__(self, layers, hidden, heads, seq, vocab, ffn, dropout, checkpointing,
+                 sdpa=False, use_reentrant=None, **_):
         super().__init__()
         self.checkpointing = checkpointing
+        # torch.utils.checkpoint's use_reentrant, passed only when set (torch 1.13's default
+        # is reentrant; 2.x warns unless it is given).
+        self.checkpoint_kwargs = {} if use_reentrant is None else {"use_reentrant": use_reentrant}
         self.tok = nn.Embedding(vocab, hidden)
         self.pos = nn.Embedding(seq, hidden)
         self.drop = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(Block(hidden, heads, ffn or 4 * hidden, dropout)
+        self.blocks = nn.ModuleList(Block(hidden, heads, ffn or 4 * hidden, dropout, sdpa)
                                     for _ in range(layers))
         self.ln_f = nn.LayerNorm(hidden)
         self.head = nn.Linear(hidden, vocab, bias=False)
@@ -94,7 +103,7 @@ class GPT(nn.Module):
         b, s = idx.shape
         x = self.tok(idx) + self.pos(torch.arange(s, device=idx.device))
         for block in self.blocks:
-            x = checkpoint(block, x) if self.checkpointing else block(x)
+            x = checkpoint(block, x, **self.checkpoint_kwargs) if self.checkpointing else block(x)
         logits = self.head(self.ln_f(x))
         return F.cross_entropy(logits.view(b * s, -1), targets.view(b * s))
 
@@ -133,3 +142,13 @@ def build_model_7b():
 
 def make_batch_7b():
     return make_batch(**CONFIG_7B)
+
+
+def build_model_sdpa():
+    """Attention through torch 2.x's scaled_dot_product_attention, no dropout (the torch 2.6
+    FSDP oracle's GPT, tests/tools/torch2/fsdp_oracle_test.py; record it under torch 2.x)."""
+    return build_model(dropout=0.0, sdpa=True)
+
+
+def build_model_sdpa_checkpointed():
+    return build_model(dropout=0.0, sdpa=True, checkpointing=True, use_reentrant=False)

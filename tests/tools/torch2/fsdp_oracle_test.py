@@ -9,7 +9,11 @@ backward peaks with bucketsim's replay (`compare --policy fsdp1|fsdp2 --allocato
 recorder's program of the same model (tools/record_program.py under the host's torch 1.13),
 emitted for that rank with the same settings (`gen program --fsdp-impl ... --rank R`). The
 target is every mark within 0.5% and each phase's peak within 2%; where a case does not meet
-it, TOLERANCES says what it meets and why, so that a change that makes it worse fails.
+it, TOLERANCES says what it meets and why, so that a change that makes it worse fails. The
+reduce-scatters of every rank's replay (the collective log: order, bytes sent, group size) equal
+the real run's, one by one; the real run's all-gathers (allocations of the trace, not
+collectives of a policy) and the in-place all-reduces of NO_SHARD and HYBRID_SHARD (no memory)
+are not in bucketsim's log.
 
 Run by ctest (Tools.Torch2FsdpOracle) with the host's /usr/bin/python3, BUCKETSIM naming the
 binary; exit code 77 (skipped) when `tools/torch2.sh status` says the root cannot be used, or
@@ -28,6 +32,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 TOOLS = os.path.join(ROOT, "tools")
 TORCH2 = os.path.join(TOOLS, "torch2.sh")
 MODEL = os.path.join(TOOLS, "examples", "resmlp.py")
+# The GPT cases: tiny_gpt.py with torch 2.x's scaled_dot_product_attention, which torch 1.13
+# does not have, so its program is recorded under torch 2.6 too (tools/torch2.sh).
+GPT = os.path.join(TOOLS, "examples", "tiny_gpt.py")
 sys.path.insert(0, TOOLS)
 
 import predicted_vs_measured as pvm  # noqa: E402
@@ -79,7 +86,20 @@ CASES = {
         ["--fsdp-impl", "fsdp2", "--param-dtype", "bf16", "--reduce-dtype", "fp32"], "fsdp2"),
     "fsdp2-checkpointed": (
         "build_model_checkpointed", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
+    "fsdp1-gpt-sdpa": ("build_model_sdpa", 2, FSDP1, ["--fsdp-impl", "fsdp1"], "fsdp1"),
+    "fsdp2-gpt-sdpa": ("build_model_sdpa", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
+    "fsdp1-gpt-sdpa-checkpointed": (
+        "build_model_sdpa_checkpointed", 2, FSDP1, ["--fsdp-impl", "fsdp1"], "fsdp1"),
+    "fsdp2-gpt-sdpa-checkpointed": (
+        "build_model_sdpa_checkpointed", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
 }
+
+
+def model_of(build):
+    """The example file of a build function, and the recorder's interpreter for it."""
+    if "sdpa" in build:
+        return GPT, [TORCH2, "python"]
+    return MODEL, ["/usr/bin/python3"]
 
 # The program a case emits when it is not the measured model's own: a bf16 run computes every
 # activation in bf16, which a program recorded in fp32 does not say (resmlp.py:build_model_bf16).
@@ -99,9 +119,21 @@ RECORD_AS = {"fsdp1-bf16-fp32-reduce": "build_model_bf16",
 #         whole region, as use_reentrant=True does, so 1,055,232 B (fc2's output and the add's)
 #         are alive at the backward peak that are not in the real run; the marks after backward
 #         are 20,480 B high (+0.20%) with the same emitter for fairscale at world size 1.
+#   GPTFSDP the GPT (scaled_dot_product_attention, no dropout): every mark exact (FSDP2's
+#         checkpointed after bwd +0.45%: NONREENTRANT's 9,728 B), but the real backward peak has
+#         260,096 B (FSDP1) / 269,312 B (FSDP2) more than predicted, and the checkpointed forward
+#         peak 137,728 B / 138,240 B more. The same program at world size 1 (no FSDP; the
+#         recorder's own measurement under torch 2.6) is exact within 1,024 B at both peaks, so
+#         the surplus is on FSDP's side of the real run, not the model's. Not yet identified
+#         (a candidate: gloo's CPU temporaries inside the all-gathers, which NCCL does not make
+#         and which set no peak on resmlp). The checkpointed backward peaks add NONREENTRANT.
 TOLERANCES = {
     "fsdp1-checkpointed": {"backward": 0.033},  # NONREENTRANT
     "fsdp2-checkpointed": {"backward": 0.031},  # NONREENTRANT
+    "fsdp1-gpt-sdpa": {"backward": 0.041},  # GPTFSDP
+    "fsdp2-gpt-sdpa": {"backward": 0.042},  # GPTFSDP
+    "fsdp1-gpt-sdpa-checkpointed": {"forward": 0.042, "backward": 0.039},  # GPTFSDP, NONREENTRANT
+    "fsdp2-gpt-sdpa-checkpointed": {"forward": 0.034},  # GPTFSDP
 }
 
 
@@ -125,17 +157,19 @@ class FsdpOracle(unittest.TestCase):
     def program(self, build):
         if build not in self.programs:
             path = os.path.join(self.dir.name, f"{build}.program.json")
-            run(["/usr/bin/python3", os.path.join(TOOLS, "record_program.py"), f"{MODEL}:{build}",
-                 "--batch", f"{MODEL}:make_batch", "--wrap", "Block", "--optimizer", "sgd",
+            model, python = model_of(build)
+            run([*python, os.path.join(TOOLS, "record_program.py"), f"{model}:{build}",
+                 "--batch", f"{model}:make_batch", "--wrap", "Block", "--optimizer", "sgd",
                  "--no-measure", "-o", path])
             self.programs[build] = path
         return self.programs[build]
 
     def measure(self, case):
         build, ranks, flags, _, _ = CASES[case]
+        model, _ = model_of(build)
         out = os.path.join(self.dir.name, f"{case}.measured.json")
         run([TORCH2, "ranks", str(ranks), os.path.join(HERE, "fsdp_measure.py"),
-             f"{MODEL}:{build}", "--batch", f"{MODEL}:make_batch", "--wrap", "Block",
+             f"{model}:{build}", "--batch", f"{model}:make_batch", "--wrap", "Block",
              "--optimizer", "sgd", *flags, "--json", out])
         with open(out) as f:
             return json.load(f)
@@ -148,6 +182,14 @@ class FsdpOracle(unittest.TestCase):
              str(ranks), "--rank", str(rank), "--iterations", "1", "--optimizer", "sgd",
              "-o", trace])
         return pvm.predicted_figures(trace, BUCKETSIM, policy)
+
+    def reduce_scatters(self, case, rank):
+        """[(bytes sent, group size)] of the replay's collective log, in order."""
+        trace = os.path.join(self.dir.name, f"{case}.rank{rank}.trace.json")
+        out = run([BUCKETSIM, "compare", trace, "--policy", CASES[case][4], "--allocator",
+                   "exact", "--format", "json", "--full-log"])
+        log = json.loads(out.stdout)["policies"][0]["collectives"]
+        return [(c["bytes"], c["group_size"]) for c in log]
 
     def check(self, case):
         _, ranks, _, _, _ = CASES[case]
@@ -173,6 +215,12 @@ class FsdpOracle(unittest.TestCase):
                 if abs(rel) > limit:
                     failures.append(f"{line} (limit {100 * limit:.2f}%)")
             print(f"\n{case}:\n" + "\n".join(lines), file=sys.stderr)
+            real_rs = [(c["bytes"], len(c["group_ranks"])) for c in real["collectives"]
+                       if c["kind"] == "reduce_scatter"]
+            predicted_rs = self.reduce_scatters(case, rank)
+            if real_rs != predicted_rs:
+                failures.append(f"  rank {rank} reduce-scatters (bytes, group size): measured "
+                                f"{real_rs}, predicted {predicted_rs}")
         self.assertFalse(failures, f"{case}:\n" + "\n".join(failures))
 
 
