@@ -15,17 +15,17 @@ Measured 2026-12-02, torch 2.6.0+debian, 2 ranks; both ranks give the same figur
 byte. Gap = bucketsim - tracker, bytes, at the overall peak (the root's backward, its logits'
 gradient just made: 65,771,384 B by the tracker, 65,772,032 B by bucketsim):
 
-| bucketsim            | FSDPMemTracker                      | tracker    | bucketsim  | gap | limit |
-| -------------------- | ----------------------------------- | ---------- | ---------- | --- | ----- |
-| param                | Sharded Param                       |  5,235,664 |  5,235,712 | +48 |   512 |
-| all_gather           | Unsharded Param + All Gather        |  4,158,368 |  4,158,464 | +96 |   512 |
-| activation           | Activation + Inputs                 | 48,185,352 | 48,185,856 |+504 | 1,024 |
-| grad                 | Temp + Sharded Grad + Unsharded Grad|  8,192,000 |  8,192,000 |   0 |   512 |
-| bucket_data + output | Reduce Scatter                      |          0 |          0 |   0 |   512 |
-| optimizer_state      | OptState                            |          0 |          0 |   0 |   512 |
-| other                | Buffer                              |          0 |          0 |   0 |   512 |
-| total                | Total                               | 65,771,384 | 65,772,032 |+648 | 2,048 |
-| forward peak total   | root module's Peak Forward Total    | 61,675,384 | 61,675,520 |+136 | 2,048 |
+| bucketsim          | FSDPMemTracker                     |    tracker |  bucketsim |  gap | limit |
+| ------------------ | ---------------------------------- | ---------- | ---------- | ---- | ----- |
+| param              | Sharded Param                      |  5,235,664 |  5,235,712 |  +48 |   512 |
+| all_gather         | Unsharded Param + All Gather       |  4,158,368 |  4,158,464 |  +96 |   512 |
+| activation         | Activation + Inputs                | 48,185,352 | 48,185,856 | +504 | 1,024 |
+| grad               | Temp + Sharded/Unsharded Grad      |  8,192,000 |  8,192,000 |    0 |   512 |
+| bucket_data/output | Reduce Scatter                     |          0 |          0 |    0 |   512 |
+| optimizer_state    | OptState                           |          0 |          0 |    0 |   512 |
+| other              | Buffer                             |          0 |          0 |    0 |   512 |
+| total              | Total                              | 65,771,384 | 65,772,032 | +648 | 2,048 |
+| forward peak       | root module's Peak Forward Total   | 61,675,384 | 61,675,520 | +136 | 2,048 |
 
 Causes of the gaps, each a bound the test keeps (0 <= gap <= limit):
 - ROUNDING: bucketsim's exact allocator rounds every allocation up to 512 B (the CUDA caching
