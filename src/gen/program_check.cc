@@ -172,16 +172,34 @@ class ProgramChecker {
   struct Defined {
     bool is_input = false;
     std::optional<std::size_t> region;  // the checkpoint_begin of the region that made it
+    std::string storage;                // the tensor whose storage it is (itself unless an alias)
   };
 
-  Status Define(const std::string& pointer, const std::string& id, bool is_input) {
+  Status Define(const std::string& pointer, const std::string& id, bool is_input,
+                const std::string& alias = "") {
     if (id.empty())
       return InvalidArgument(fmt::format("{}: a tensor id must not be empty", pointer));
     if (tensors_.contains(id)) {
       return InvalidArgument(fmt::format("{}: tensor '{}' is defined twice", pointer, id));
     }
-    tensors_[id] = {is_input, is_input ? std::nullopt : region_begin_};
+    tensors_[id] = {is_input, is_input ? std::nullopt : region_begin_,
+                    alias.empty() ? id : tensors_.at(alias).storage};
     return Status::Ok();
+  }
+
+  // A view or an in-place result shares the storage of what its op was given (PyTorch makes
+  // no view of a tensor it was not passed): the aliased tensor's storage is one of the run's
+  // inputs'. Otherwise the emitter would have nothing keeping that storage alive here.
+  Status CheckAliasIsRead(const std::string& pointer, const ForwardOp& op,
+                          const std::string& alias) const {
+    const std::string& storage = tensors_.at(alias).storage;
+    for (const RunInput& input : op.inputs) {
+      if (tensors_.at(input.tensor).storage == storage) return Status::Ok();
+    }
+    return InvalidArgument(fmt::format(
+        "{}: '{}' is not read by this run (no input shares its storage): a view or in-place "
+        "result shares the storage of one of its run's inputs",
+        pointer, alias));
   }
 
   // A tensor a run reads or saves: defined earlier; inside a checkpointed region, one the
@@ -306,8 +324,11 @@ class ProgramChecker {
       const ProgramTensor& t = op.outputs[k];
       const std::string at = fmt::format("{}/outputs/{}", pointer, k);
       BUCKETSIM_RETURN_IF_ERROR(ValidateTensor(at, t.bytes, t.dtype, t.id));
-      if (!t.alias.empty()) BUCKETSIM_RETURN_IF_ERROR(Reference(at + "/alias", t.alias));
-      BUCKETSIM_RETURN_IF_ERROR(Define(at + "/id", t.id, /*is_input=*/false));
+      if (!t.alias.empty()) {
+        BUCKETSIM_RETURN_IF_ERROR(Reference(at + "/alias", t.alias));
+        BUCKETSIM_RETURN_IF_ERROR(CheckAliasIsRead(at + "/alias", op, t.alias));
+      }
+      BUCKETSIM_RETURN_IF_ERROR(Define(at + "/id", t.id, /*is_input=*/false, t.alias));
     }
     for (std::size_t k = 0; k < op.saves.size(); ++k) {
       BUCKETSIM_RETURN_IF_ERROR(CheckSave(fmt::format("{}/saves/{}", pointer, k), op.saves[k]));
