@@ -341,6 +341,22 @@ def unprofiled_frees(events, phase_of_event):
     return found
 
 
+def caller_thread_events(events):
+    """The events of the allocations the calling thread made (the first event's thread: the
+    sentinels and the training loop), a free counted with its allocation wherever it happens:
+    what is left when the buffers gloo's worker threads make inside a collective are taken out."""
+    caller = events[0]["tid"]
+    owner, kept = {}, []
+    for e in events:
+        if e["bytes"] > 0:
+            owner[e["addr"]] = e["tid"]
+            if e["tid"] == caller:
+                kept.append(e)
+        elif owner.pop(e["addr"], caller) == caller:
+            kept.append(e)
+    return kept
+
+
 def _phases_of(events, iterations):
     """The phase label ("init", "forward#0", ...) of each event, by the sentinels."""
     labels = ["init"] + [f"{p}#{i}" for i in range(iterations) for p in torch_memory.PHASES]
@@ -383,6 +399,8 @@ def measure_rank(rank, args, world_size):
         os.rmdir(trace_dir)
     count = 1 + 4 * args.iterations
     marks, peaks = torch_memory._figures_from_events([e["bytes"] for e in events], count)
+    caller_marks, caller_peaks = torch_memory._figures_from_events(
+        [e["bytes"] for e in caller_thread_events(events)], count)
     names = [("start", 0)] + [(n, i) for i in range(args.iterations)
                               for n in torch_memory.MARKS[1:]]
     phases = [(p, i) for i in range(args.iterations) for p in torch_memory.PHASES]
@@ -392,6 +410,14 @@ def measure_rank(rank, args, world_size):
                   for (n, i), m in zip(names, marks)],
         "phase_peaks": [{"phase": p, "iteration": i, "peak_allocated_bytes": pk[1],
                          "peak_allocated_bytes_raw": pk[0]} for (p, i), pk in zip(phases, peaks)],
+        # What the caller's thread allocated (the sentinels are its own): without the buffers
+        # gloo's worker threads allocate and free inside a collective (the all-gather's staging
+        # copy of the output, the unsharded size), which NCCL on a GPU does not make.
+        "caller_thread": {
+            "marks": [{"name": n, "iteration": i, "allocated_bytes": m[1]}
+                      for (n, i), m in zip(names, caller_marks)],
+            "phase_peaks": [{"phase": p, "iteration": i, "peak_allocated_bytes": pk[1]}
+                            for (p, i), pk in zip(phases, caller_peaks)]},
         "collectives": list(log.entries),
         "settle_timeouts": log.settle_timeouts,
         "unprofiled_frees": unprofiled_frees(events, _phases_of(events, args.iterations)),

@@ -119,21 +119,20 @@ RECORD_AS = {"fsdp1-bf16-fp32-reduce": "build_model_bf16",
 #         whole region, as use_reentrant=True does, so 1,055,232 B (fc2's output and the add's)
 #         are alive at the backward peak that are not in the real run; the marks after backward
 #         are 20,480 B high (+0.20%) with the same emitter for fairscale at world size 1.
-#   GPTFSDP the GPT (scaled_dot_product_attention, no dropout): every mark exact (FSDP2's
-#         checkpointed after bwd +0.45%: NONREENTRANT's 9,728 B), but the real backward peak has
-#         260,096 B (FSDP1) / 269,312 B (FSDP2) more than predicted, and the checkpointed forward
-#         peak 137,728 B / 138,240 B more. The same program at world size 1 (no FSDP; the
-#         recorder's own measurement under torch 2.6) is exact within 1,024 B at both peaks, so
-#         the surplus is on FSDP's side of the real run, not the model's. Not yet identified
-#         (a candidate: gloo's CPU temporaries inside the all-gathers, which NCCL does not make
-#         and which set no peak on resmlp). The checkpointed backward peaks add NONREENTRANT.
+#   GLOO  (not a tolerance: how the peaks are measured) gloo's all-gather on the CPU stages the
+#         output in a buffer its worker thread allocates and frees inside the collective, the
+#         unit's unsharded size (793,088 B for a GPT Block); NCCL on a GPU makes none. The peaks
+#         compared are those of the training loop's thread (fsdp_measure.py's caller_thread);
+#         with gloo's buffers the GPT's backward peaks are 259,584 B (FSDP1) and 268,288 B
+#         (FSDP2) higher, and its FSDP1 checkpointed forward peak 137,728 B; resmlp's are not.
+#   CKPTFWD the GPT's FSDP2 checkpointed forward peak is 138,240 B above the prediction on the
+#         caller's thread too (FSDP1's is exact, and so is FSDP2's without checkpointing). Not
+#         yet identified.
 TOLERANCES = {
     "fsdp1-checkpointed": {"backward": 0.033},  # NONREENTRANT
     "fsdp2-checkpointed": {"backward": 0.031},  # NONREENTRANT
-    "fsdp1-gpt-sdpa": {"backward": 0.041},  # GPTFSDP
-    "fsdp2-gpt-sdpa": {"backward": 0.042},  # GPTFSDP
-    "fsdp1-gpt-sdpa-checkpointed": {"forward": 0.042, "backward": 0.039},  # GPTFSDP, NONREENTRANT
-    "fsdp2-gpt-sdpa-checkpointed": {"forward": 0.034},  # GPTFSDP
+    "fsdp1-gpt-sdpa-checkpointed": {"backward": 0.039},  # NONREENTRANT
+    "fsdp2-gpt-sdpa-checkpointed": {"forward": 0.034},  # CKPTFWD
 }
 
 
@@ -201,8 +200,12 @@ class FsdpOracle(unittest.TestCase):
             rank = real["rank"]
             predicted = self.predict(case, rank, ranks)
             rows = [("marks", m["name"], m["allocated_bytes"]) for m in real["marks"]]
+            # The peaks of what the training loop's thread allocated: gloo's worker threads
+            # stage an all-gather's output in a buffer of their own (GLOO), which NCCL does not.
             rows += [("phase_peaks", p["phase"], p["peak_allocated_bytes"])
-                     for p in real["phase_peaks"] if p["phase"] in ("forward", "backward")]
+                     for p in real["caller_thread"]["phase_peaks"]
+                     if p["phase"] in ("forward", "backward")]
+            all_threads = {p["phase"]: p["peak_allocated_bytes"] for p in real["phase_peaks"]}
             lines = []
             for kind, name, real_bytes in rows:
                 pred = predicted[kind].get(name)
@@ -211,6 +214,8 @@ class FsdpOracle(unittest.TestCase):
                 limit = limits["marks"] if kind == "marks" else limits[name]
                 line = (f"  rank {rank} {'peak ' if kind != 'marks' else ''}{name:10} measured "
                         f"{real_bytes:>11,} predicted {pred:>11,} {100 * rel:+7.2f}%")
+                if kind != "marks" and all_threads[name] != real_bytes:
+                    line += f" (with gloo's threads {all_threads[name]:,})"
                 lines.append(line)
                 if abs(rel) > limit:
                     failures.append(f"{line} (limit {100 * limit:.2f}%)")
