@@ -24,8 +24,7 @@ struct CompareFlags {
 
 // The index of the policy --chrome-trace-policy names (as --policy wrote it), else the first.
 Result<std::size_t> TimelinePolicy(const CompareFlags& flags, const ReplayFlags& replay) {
-  Result<std::vector<PolicySpec>> policies =
-      ParsePolicyFlags(replay, DefaultPoliciesOf(replay));
+  Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(replay, DefaultPoliciesOf(replay));
   if (!policies.ok()) return policies.status();
   if (flags.chrome_trace_policy.empty()) return std::size_t{0};
   std::string names;

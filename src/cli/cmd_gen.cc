@@ -73,8 +73,8 @@ Status ApplyProgramFsdp(const FsdpModel& program, const CLI::App& command, GenOp
       if (param.name != flag) continue;
       Status set = param.set(value);
       if (!set.ok()) {
-        return InvalidArgument(fmt::format("the program's fsdp settings: --{} {}: {}", flag,
-                                           value, set.message()));
+        return InvalidArgument(
+            fmt::format("the program's fsdp settings: --{} {}: {}", flag, value, set.message()));
       }
       applied += fmt::format(" --{} {}", flag, value);
     }

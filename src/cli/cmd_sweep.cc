@@ -195,9 +195,8 @@ void PrintSweep(const ReportContext& report_context, std::uint64_t reduce_scatte
                 const SweepSection& sweep) {
   std::printf("%s: %zu configuration%s, time profile %s, memory model %s\n\n%s",
               report_context.trace_name.c_str(), sweep.points.size(),
-              sweep.points.size() == 1 ? "" : "s",
-              report_context.time_profile.c_str(), report_context.memory_model.c_str(),
-              RenderText(BuildSweepTable(sweep)).c_str());
+              sweep.points.size() == 1 ? "" : "s", report_context.time_profile.c_str(),
+              report_context.memory_model.c_str(), RenderText(BuildSweepTable(sweep)).c_str());
   PrintNoteIfNoReduceScatter(reduce_scatter_requests);
   std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
   if (report_context.time_profile == "none") {
@@ -354,9 +353,9 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
   // Without --policy each trace is swept under its own defaults (SweepDefaultsOf); these, the
   // first trace's, are what mpirun's ranks share.
   Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(
-      flags.replay, SweepDefaultsOf(flags.traces.empty()
-                                        ? flags.replay
-                                        : ForTrace(flags.replay, flags.traces.front())));
+      flags.replay,
+      SweepDefaultsOf(flags.traces.empty() ? flags.replay
+                                           : ForTrace(flags.replay, flags.traces.front())));
   if (!policies.ok()) return ReportError(policies.status());
   Status distinct = CheckDistinctTraces(flags.traces);
   if (!distinct.ok()) return ReportError(distinct);

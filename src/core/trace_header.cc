@@ -53,8 +53,7 @@ Status TraceHeader::Finalize() {
   }
   if (!fsdp_impl.empty() && fsdp_impl != "fairscale" && fsdp_impl != "fsdp1" &&
       fsdp_impl != "fsdp2") {
-    return InvalidTrace(
-        fmt::format("fsdp_impl '{}' is not fairscale, fsdp1 or fsdp2", fsdp_impl));
+    return InvalidTrace(fmt::format("fsdp_impl '{}' is not fairscale, fsdp1 or fsdp2", fsdp_impl));
   }
   if (world_size < 1 || world_size > kMaxWorldSize) {
     return InvalidTrace(fmt::format("world_size {} is outside [1, {}]", world_size, kMaxWorldSize));

@@ -114,9 +114,7 @@ SettingAdvice AdviceOf(const SweepPoint& point, double cap_mb) {
 
 }  // namespace
 
-SettingAdvice PointSetting(const SweepPoint& point) {
-  return AdviceOf(point, point.bucket_cap_mb);
-}
+SettingAdvice PointSetting(const SweepPoint& point) { return AdviceOf(point, point.bucket_cap_mb); }
 
 Simplicity EffectiveSimplicity(const SweepPoint& point) {
   SettingAdvice setting = PointSetting(point);

@@ -169,8 +169,8 @@ class FairscaleFsdp final : public FsdpImplementation {
     std::uint64_t fp32_copy = 0;
     // Mixed precision with fp32 reduction: the hook copies the gradient to fp32 first.
     if (MixedPrecision(f) && reduce_dtype == DType::kFloat32) {
-      BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(param.numel * kFp32Size, kPostBackwardStream,
-                                             Category::kGrad, fp32_copy));
+      BUCKETSIM_RETURN_IF_ERROR(
+          trace_.Alloc(param.numel * kFp32Size, kPostBackwardStream, Category::kGrad, fp32_copy));
     }
     // chunk_and_pad: ws chunks of s elements are views of the gradient, except a short last
     // chunk (padded into a new tensor) and missing chunks (new zero tensors).
@@ -232,8 +232,8 @@ class FairscaleFsdp final : public FsdpImplementation {
     for (const GenParam& param : model_.instances[f].params) {
       std::uint64_t id = 0;
       if (MixedPrecision(f)) {
-        BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(param.numel * ComputeSize(f), kAllGatherStream,
-                                               Category::kAllGather, id));
+        BUCKETSIM_RETURN_IF_ERROR(
+            trace_.Alloc(param.numel * ComputeSize(f), kAllGatherStream, Category::kAllGather, id));
       }
       full_param_ids_[f].push_back(id);
     }

@@ -429,8 +429,9 @@ class FsdpTrace final : public TraceEmitter {
   }
 
   // The forward program in reverse: the end of an instance's forward becomes its pre-backward
-  // hook (re-gather), a run its backward, the beginning of its forward its post-backward hook. A checkpointed region's backward first reruns its forward (with the
-  // parameters gathered), which brings its saved tensors back for the backward proper.
+  // hook (re-gather), a run its backward, the beginning of its forward its post-backward hook. A
+  // checkpointed region's backward first reruns its forward (with the parameters gathered), which
+  // brings its saved tensors back for the backward proper.
   Status Backward(std::size_t i) {
     const ForwardOp& op = model_.forward[i];
     switch (op.kind) {

@@ -110,10 +110,9 @@ Status ValidateImplOptions(const GenOptions& o) {
                                  "limit-all-gathers", FsdpImpl::kFsdp1));
   BUCKETSIM_RETURN_IF_ERROR(
       only(o.use_orig_params != defaults.use_orig_params, "use-orig-params", FsdpImpl::kFsdp1));
-  BUCKETSIM_RETURN_IF_ERROR(only(o.reshard_after_forward_ranks != 0,
-                                 "reshard-after-forward=N", FsdpImpl::kFsdp2));
   BUCKETSIM_RETURN_IF_ERROR(
-      only(o.output_dtype.has_value(), "output-dtype", FsdpImpl::kFsdp2));
+      only(o.reshard_after_forward_ranks != 0, "reshard-after-forward=N", FsdpImpl::kFsdp2));
+  BUCKETSIM_RETURN_IF_ERROR(only(o.output_dtype.has_value(), "output-dtype", FsdpImpl::kFsdp2));
   if (o.fp32_reduce_scatter && o.fsdp_impl != FsdpImpl::kFairscale) {
     return InvalidArgument(fmt::format(
         "--fp32-reduce-scatter is fairscale's; with --fsdp-impl {} say --reduce-dtype fp32",
@@ -136,9 +135,8 @@ Status ValidateImplOptions(const GenOptions& o) {
         "HYBRID_SHARD with --hsdp-shape R,S (R replicas of S ranks)");
   }
   if (o.reshard_after_forward_ranks < 0 ||
-      (o.reshard_after_forward_ranks > 0 &&
-       (o.reshard_after_forward_ranks >= o.world_size ||
-        o.world_size % o.reshard_after_forward_ranks != 0))) {
+      (o.reshard_after_forward_ranks > 0 && (o.reshard_after_forward_ranks >= o.world_size ||
+                                             o.world_size % o.reshard_after_forward_ranks != 0))) {
     return InvalidArgument(fmt::format(
         "reshard_after_forward={} must be a divisor of world_size {} below it (fully_shard "
         "reshards to that many ranks after forward)",
@@ -171,11 +169,13 @@ Status ValidateGenOptions(const GenOptions& options) {
         fmt::format("rank {} is outside [0, world_size {})", options.rank, options.world_size));
   }
   if (options.hsdp_replicas != 0 &&
-      options.hsdp_replicas * static_cast<long long>(options.hsdp_shard_size) != options.world_size) {
-    return InvalidArgument(fmt::format("--hsdp-shape {},{} is {} ranks, but world_size is {}",
-                                       options.hsdp_replicas, options.hsdp_shard_size,
-                                       options.hsdp_replicas * static_cast<long long>(options.hsdp_shard_size),
-                                       options.world_size));
+      options.hsdp_replicas * static_cast<long long>(options.hsdp_shard_size) !=
+          options.world_size) {
+    return InvalidArgument(
+        fmt::format("--hsdp-shape {},{} is {} ranks, but world_size is {}", options.hsdp_replicas,
+                    options.hsdp_shard_size,
+                    options.hsdp_replicas * static_cast<long long>(options.hsdp_shard_size),
+                    options.world_size));
   }
   if (options.group_layout == GroupLayout::kHsdp) {
     const int k = options.hsdp_shard_size;
@@ -198,8 +198,7 @@ Status ValidateGenOptions(const GenOptions& options) {
   // fairscale reduces in the compute dtype, or in fp32 with fp32_reduce_scatter; PyTorch's
   // MixedPrecision(reduce_dtype=...) and MixedPrecisionPolicy take any float dtype.
   const DType reduce = options.reduce_dtype.value_or(compute);
-  if (options.fsdp_impl == FsdpImpl::kFairscale && reduce != compute &&
-      reduce != DType::kFloat32) {
+  if (options.fsdp_impl == FsdpImpl::kFairscale && reduce != compute && reduce != DType::kFloat32) {
     return InvalidArgument(fmt::format("reduce_dtype must be compute_dtype ({}) or fp32 (got {})",
                                        DTypeName(compute), DTypeName(reduce)));
   }
@@ -235,7 +234,8 @@ std::string DescribeTorchFsdpOptions(const GenOptions& o) {
                         o.use_orig_params ? ", use_orig_params" : "");
   } else {
     std::string reshard = o.reshard_after_forward ? "True" : "False";
-    if (o.reshard_after_forward_ranks > 0) reshard = fmt::format("{}", o.reshard_after_forward_ranks);
+    if (o.reshard_after_forward_ranks > 0)
+      reshard = fmt::format("{}", o.reshard_after_forward_ranks);
     what = fmt::format("PyTorch FSDP2 rank {} of {}, reshard_after_forward={}", o.rank,
                        o.world_size, reshard);
   }
@@ -287,11 +287,10 @@ std::string MixedPrecisionArgs(const GenOptions& o) {
 }  // namespace
 
 std::string TorchFsdpSetting(const GenOptions& o) {
-  const std::string mesh =
-      o.group_layout == GroupLayout::kHsdp
-          ? fmt::format("init_device_mesh(\"cuda\", ({}, {}))", o.world_size / o.hsdp_shard_size,
-                        o.hsdp_shard_size)
-          : std::string();
+  const std::string mesh = o.group_layout == GroupLayout::kHsdp
+                               ? fmt::format("init_device_mesh(\"cuda\", ({}, {}))",
+                                             o.world_size / o.hsdp_shard_size, o.hsdp_shard_size)
+                               : std::string();
   const std::string mp = MixedPrecisionArgs(o);
   switch (o.fsdp_impl) {
     case FsdpImpl::kFairscale:
@@ -312,11 +311,11 @@ std::string TorchFsdpSetting(const GenOptions& o) {
       return s + ")";
     }
     case FsdpImpl::kFsdp2: {
-      std::string s = fmt::format(
-          "fully_shard(module, reshard_after_forward={}",
-          o.reshard_after_forward_ranks > 0 ? fmt::format("{}", o.reshard_after_forward_ranks)
-          : o.reshard_after_forward         ? std::string("True")
-                                            : std::string("False"));
+      std::string s = fmt::format("fully_shard(module, reshard_after_forward={}",
+                                  o.reshard_after_forward_ranks > 0
+                                      ? fmt::format("{}", o.reshard_after_forward_ranks)
+                                  : o.reshard_after_forward ? std::string("True")
+                                                            : std::string("False"));
       if (!mp.empty()) s += fmt::format(", mp_policy=MixedPrecisionPolicy({})", mp);
       if (o.offload_params) s += ", offload_policy=CPUOffloadPolicy()";
       if (!mesh.empty()) s += ", mesh=" + mesh;
@@ -448,16 +447,15 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
   params.push_back(
       SwitchParam("use-orig-params", "fsdp1 use_orig_params (on|off)", o.use_orig_params));
   params.push_back(SwitchParam("offload-params",
-                             "fsdp1 CPUOffload(offload_params=True), fsdp2 CPUOffloadPolicy: "
-                             "sharded parameters, gradients and optimizer state in host memory",
-                             o.offload_params));
-  params.push_back(ChoiceParam("output-dtype",
-                               "fsdp2 MixedPrecisionPolicy.output_dtype (none: no cast)",
-                               o.output_dtype,
-                               {{"none", std::nullopt},
-                                {"fp32", DType::kFloat32},
-                                {"bf16", DType::kBFloat16},
-                                {"fp16", DType::kFloat16}}));
+                               "fsdp1 CPUOffload(offload_params=True), fsdp2 CPUOffloadPolicy: "
+                               "sharded parameters, gradients and optimizer state in host memory",
+                               o.offload_params));
+  params.push_back(ChoiceParam(
+      "output-dtype", "fsdp2 MixedPrecisionPolicy.output_dtype (none: no cast)", o.output_dtype,
+      {{"none", std::nullopt},
+       {"fp32", DType::kFloat32},
+       {"bf16", DType::kBFloat16},
+       {"fp16", DType::kFloat16}}));
   params.push_back(NumberParam("bucket-cap-mb",
                                "The run's bucket_cap_mb, recorded in the trace header (the cap "
                                "compare/check use without --bucket-cap-mb)",

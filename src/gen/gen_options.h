@@ -71,8 +71,8 @@ struct GenOptions {
   // --fsdp-impl fsdp1|fsdp2 the layout is shared unless --groups or --hsdp-shape says otherwise.
   GroupLayout group_layout = GroupLayout::kPerInstance;
   bool group_layout_given = false;
-  int hsdp_shard_size = 0;       // with kHsdp: ranks per shard group, dividing world_size
-  int hsdp_replicas = 0;         // --hsdp-shape R,S: R (checked against world_size); 0: unset
+  int hsdp_shard_size = 0;  // with kHsdp: ranks per shard group, dividing world_size
+  int hsdp_replicas = 0;    // --hsdp-shape R,S: R (checked against world_size); 0: unset
 
   // FSDP1 (torch.distributed.fsdp.FullyShardedDataParallel), PyTorch's names and defaults.
   // HYBRID_SHARD takes its shard group from hsdp_shard_size (--hsdp-shape R,S).

@@ -44,7 +44,8 @@ class TorchFsdp2 final : public FsdpImplementation {
         if (param.views.empty()) {
           units_[f].params.push_back(MakeParam(param.numel));
         } else {
-          for (const ParamView& view : param.views) units_[f].params.push_back(MakeParam(view.numel));
+          for (const ParamView& view : param.views)
+            units_[f].params.push_back(MakeParam(view.numel));
         }
       }
     }
@@ -187,8 +188,8 @@ class TorchFsdp2 final : public FsdpImplementation {
  private:
   struct Unit {
     std::vector<Fsdp2Param> params;
-    std::vector<std::uint64_t> shard_ids;       // the padded fp32 shards (none when offloaded)
-    std::vector<std::uint64_t> unsharded_ids;   // all_gather_outputs while unsharded
+    std::vector<std::uint64_t> shard_ids;         // the padded fp32 shards (none when offloaded)
+    std::vector<std::uint64_t> unsharded_ids;     // all_gather_outputs while unsharded
     std::vector<std::uint64_t> post_forward_ids;  // _sharded_post_forward_param_data
     Sharded state = Sharded::kSharded;
     std::uint64_t all_gather_output = 0;  // _all_gather_result: unshard issued, not waited
@@ -205,9 +206,9 @@ class TorchFsdp2 final : public FsdpImplementation {
     return {numel, chunk, std::min(chunk, numel - start)};
   }
 
-  // FSDPParamGroup.lazy_init at the root's first forward (before any unit's pre-forward): reset_sharded_param re-pads a shard
-  // whose local tensor is shorter than chunk 0 (new_zeros(padded_sharded_size), the old
-  // padded storage then dropped).
+  // FSDPParamGroup.lazy_init at the root's first forward (before any unit's pre-forward):
+  // reset_sharded_param re-pads a shard whose local tensor is shorter than chunk 0
+  // (new_zeros(padded_sharded_size), the old padded storage then dropped).
   Status LazyInit() {
     lazy_initialized_ = true;
     for (Unit& unit : units_) {
@@ -413,15 +414,14 @@ class TorchFsdp2 final : public FsdpImplementation {
   static constexpr std::size_t root_ = 0;
   std::size_t last_to_end_ = 0;
   bool lazy_initialized_ = false;
-  std::uint64_t all_gather_state_ = 0;  // comm_ctx.all_gather_state's all-gather output
+  std::uint64_t all_gather_state_ = 0;           // comm_ctx.all_gather_state's all-gather output
   std::vector<std::size_t> post_forward_order_;  // comm_ctx.post_forward_order
 };
 
 }  // namespace
 
 std::unique_ptr<FsdpImplementation> MakeTorchFsdp2(const FsdpModel& model,
-                                                   const GenOptions& options,
-                                                   TraceEmitter& trace) {
+                                                   const GenOptions& options, TraceEmitter& trace) {
   return std::make_unique<TorchFsdp2>(model, options, trace);
 }
 

@@ -21,7 +21,6 @@
 namespace bucketsim {
 
 std::unique_ptr<FsdpImplementation> MakeTorchFsdp2(const FsdpModel& model,
-                                                   const GenOptions& options,
-                                                   TraceEmitter& trace);
+                                                   const GenOptions& options, TraceEmitter& trace);
 
 }  // namespace bucketsim

@@ -597,15 +597,18 @@ std::optional<std::string> FlagDType(const Json& value) {
   return std::nullopt;
 }
 
-std::string FlagBool(const Json& value) { return value.is_boolean() && value.get<bool>() ? "true" : "false"; }
+std::string FlagBool(const Json& value) {
+  return value.is_boolean() && value.get<bool>() ? "true" : "false";
+}
 
 // PyTorch's MixedPrecision / MixedPrecisionPolicy fields as --param-dtype, --reduce-dtype and
 // --output-dtype; the rest noted.
 void MixedPrecisionFlags(const Json& mp, std::string_view where, ProgramFsdpFlags& out) {
   if (!mp.is_object()) return;
-  for (const auto& [field, flag] : {std::pair<std::string, std::string>{"param_dtype", "param-dtype"},
-                                    {"reduce_dtype", "reduce-dtype"},
-                                    {"output_dtype", "output-dtype"}}) {
+  for (const auto& [field, flag] :
+       {std::pair<std::string, std::string>{"param_dtype", "param-dtype"},
+        {"reduce_dtype", "reduce-dtype"},
+        {"output_dtype", "output-dtype"}}) {
     if (!mp.contains(field) || mp[field].is_null()) continue;
     if (std::optional<std::string> dtype = FlagDType(mp[field])) {
       out.flags.emplace_back(flag, *dtype);
@@ -637,10 +640,9 @@ Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
     }
     if (s.contains("backward_prefetch")) {
       const Json& prefetch = s["backward_prefetch"];
-      out.flags.emplace_back("backward-prefetch",
-                             prefetch == "BACKWARD_PRE"    ? "pre"
-                             : prefetch == "BACKWARD_POST" ? "post"
-                                                           : "none");
+      out.flags.emplace_back("backward-prefetch", prefetch == "BACKWARD_PRE"    ? "pre"
+                                                  : prefetch == "BACKWARD_POST" ? "post"
+                                                                                : "none");
     }
     for (const auto& [field, flag] :
          {std::pair<std::string, std::string>{"forward_prefetch", "forward-prefetch"},
@@ -648,7 +650,8 @@ Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
           {"use_orig_params", "use-orig-params"}}) {
       if (s.contains(field)) out.flags.emplace_back(flag, FlagBool(s[field]));
     }
-    if (s.contains("mixed_precision")) MixedPrecisionFlags(s["mixed_precision"], "mixed_precision", out);
+    if (s.contains("mixed_precision"))
+      MixedPrecisionFlags(s["mixed_precision"], "mixed_precision", out);
     if (s.contains("cpu_offload") && s["cpu_offload"].is_object()) {
       out.flags.emplace_back("offload-params",
                              FlagBool(s["cpu_offload"].value("offload_params", Json(false))));
@@ -667,8 +670,8 @@ Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
   if (fsdp.contains("instances") && fsdp["instances"].is_object()) {
     for (const auto& [name, differs] : fsdp["instances"].items()) {
       out.notes.push_back(fmt::format(
-          "unit {} was wrapped with {}: the first unit's settings are emitted for every unit",
-          name, differs.dump()));
+          "unit {} was wrapped with {}: the first unit's settings are emitted for every unit", name,
+          differs.dump()));
     }
   }
   return out;

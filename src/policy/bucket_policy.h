@@ -2,9 +2,9 @@
 // buffer allocations, frees and collectives. It knows nothing of JSON, CUDA or MPI: everything
 // it does goes through a PolicyHost (the replay engine), which owns the memory accounting and
 // what happens to a reduced shard once it is handed over (the gradient retention rule, the same
-// for every policy). fairscale's bucketer, PyTorch FSDP1's direct reduce-scatter, DDP's reducer, DeepSpeed ZeRO's IPG buckets,
-// Megatron's grad buffer and FSDP2's per-group reduce-scatter all implement this interface;
-// the engine never tests which policy it runs.
+// for every policy). fairscale's bucketer, PyTorch FSDP1's direct reduce-scatter, DDP's reducer,
+// DeepSpeed ZeRO's IPG buckets, Megatron's grad buffer and FSDP2's per-group reduce-scatter all
+// implement this interface; the engine never tests which policy it runs.
 #pragma once
 
 #include <cstdint>

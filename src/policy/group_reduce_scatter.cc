@@ -25,8 +25,8 @@ Status GroupReduceScatter::ReduceScatter(const ReduceScatterCall& call, PolicyHo
     return InvalidTrace(fmt::format(
         "event {}: fsdp2 reduces an FSDP instance in one reduce-scatter, but its gradients use "
         "different process groups or dtypes ({} group {} vs {} group {})",
-        call.event.index, DTypeName(call.event.dtype), call.group->id,
-        DTypeName(first.event.dtype), first.group->id));
+        call.event.index, DTypeName(call.event.dtype), call.group->id, DTypeName(first.event.dtype),
+        first.group->id));
   }
   // foreach_reduce_scatter_copy_in: torch._chunk_cat of the gradients in parameter order.
   host.FillGradient({group.input, call.event.index, call.group->size(), call.event.numel,
@@ -75,13 +75,14 @@ Status GroupReduceScatter::ReduceGroup(Group& group, PolicyHost& host) {
     slices_.push_back({call.event.index, ColumnOf(call), call.event.numel});
   }
   // reduce_output = reduce_scatter_input.new_empty((columns,)).
-  BufferId output = host.Allocate(group.columns * ElementSize(dtype), Category::kBucketOutput,
-                                  dtype, pg.id);
+  BufferId output =
+      host.Allocate(group.columns * ElementSize(dtype), Category::kBucketOutput, dtype, pg.id);
   host.Collective({CollectiveKind::kBucketFlush, pg.id, ws, dtype, ws * group.columns,
                    group.columns, static_cast<std::uint32_t>(group.calls.size())},
                   {group.input, output, slices_});
   const bool cast = std::all_of(group.calls.begin(), group.calls.end(), [&](const auto& call) {
-    return call.event.shard_mode == ShardMode::kCast && call.event.cast_dtype == first.event.cast_dtype;
+    return call.event.shard_mode == ShardMode::kCast &&
+           call.event.cast_dtype == first.event.cast_dtype;
   });
   if (cast) {
     // reduce_output.to(orig_dtype): one tensor the sharded gradients view; the output has no

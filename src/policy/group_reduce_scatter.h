@@ -63,8 +63,8 @@ class GroupReduceScatter final : public BucketPolicy {
   const TraceHeader* header_ = nullptr;
   std::map<std::uint32_t, Group> pending_;    // by FSDP instance
   std::vector<std::uint32_t> pending_order_;  // instances, first seen
-  std::deque<BufferId> inputs_;                                      // oldest first
-  std::vector<BufferId> outputs_;                                    // held to the end of backward
+  std::deque<BufferId> inputs_;               // oldest first
+  std::vector<BufferId> outputs_;             // held to the end of backward
   std::vector<ReducedSlice> slices_;
   PolicyCounters counters_;
 };

@@ -201,8 +201,8 @@ Status SetPart(PolicySpec& spec, std::string_view key, std::string_view value) {
     return Status::Ok();
   }
   if (KeysOf(s).empty()) {
-    return InvalidArgument(fmt::format("policy: unknown part '{}': strategy {} takes no parts",
-                                       key, StrategyName(s)));
+    return InvalidArgument(
+        fmt::format("policy: unknown part '{}': strategy {} takes no parts", key, StrategyName(s)));
   }
   return InvalidArgument(fmt::format("policy: unknown part '{}'{} for strategy {} (expected {})",
                                      key, DidYouMean(key, KeyNamesOf(s)), StrategyName(s),

@@ -69,8 +69,8 @@ Table BuildFrameworkTable(const std::vector<RunResult>& runs, ByteUnit unit) {
     const CategoryBytes& at_peak = run.peak.by_category;
     table.rows.push_back(
         {run.policy, spec ? std::string(FrameworkName(*spec)) : std::string("?"),
-         SettingOf(run, spec),
-         InUnit(run.peak.allocated_bytes, unit), InUnit(run.peak.reserved_bytes, unit),
+         SettingOf(run, spec), InUnit(run.peak.allocated_bytes, unit),
+         InUnit(run.peak.reserved_bytes, unit),
          InUnit(At(at_peak, Category::kBucketData) + At(at_peak, Category::kBucketOutput) +
                     At(at_peak, Category::kGradShard),
                 unit),

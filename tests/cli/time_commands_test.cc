@@ -93,8 +93,7 @@ TEST(Sweep, ACapThatBucketsNothingSaysSoAndTheTieGoesToTheSimplestPolicy) {
   EXPECT_EQ(sweep["budget"]["ties"], json::array({1, 0}));
   EXPECT_TRUE(sweep["budget"]["runner_up"].is_null());
   EXPECT_EQ(sweep["recommended"], 2);
-  EXPECT_EQ(sweep["setting"]["setting"],
-            "fairscale.nn.FullyShardedDataParallel(bucket_cap_mb=0)");
+  EXPECT_EQ(sweep["setting"]["setting"], "fairscale.nn.FullyShardedDataParallel(bucket_cap_mb=0)");
   EXPECT_EQ(sweep["smallest_bucketing_cap_mb"], 0.15625);
 }
 

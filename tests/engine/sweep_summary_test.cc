@@ -160,7 +160,8 @@ TEST(SweepSummary, KneeIsTheLeastMemoryWithinTheToleranceOfTheFastest) {
   EXPECT_EQ(FindKnee(points, 0).knee.value_or(99), 2u);
   SweepSection section{points, knee, std::nullopt, std::nullopt, std::nullopt};
   EXPECT_EQ(Recommended(section).value_or(99), 1u);
-  EXPECT_EQ(RecommendedSetting(section).setting, "fairscale.nn.FullyShardedDataParallel(bucket_cap_mb=5)");
+  EXPECT_EQ(RecommendedSetting(section).setting,
+            "fairscale.nn.FullyShardedDataParallel(bucket_cap_mb=5)");
 }
 
 }  // namespace

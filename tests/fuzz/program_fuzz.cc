@@ -76,9 +76,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     CheckedSink sink;
     const Status emitted = EmitFsdpTrace(*model, options, sink);
     if (!sink.refusal().ok()) {
-      Finding(std::string(FsdpImplName(options.fsdp_impl)) +
-              ": the emitter made an invalid trace of a valid program: " +
-              sink.refusal().message());
+      Finding(
+          std::string(FsdpImplName(options.fsdp_impl)) +
+          ": the emitter made an invalid trace of a valid program: " + sink.refusal().message());
     }
     (void)emitted;
   }

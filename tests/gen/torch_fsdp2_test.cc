@@ -72,7 +72,7 @@ TEST(TorchFsdp2, ReshardAfterForwardTrue) {
       "phase forward",
       "alloc 6 32 s1 all_gather",  // l1 all_gather_copy_in: output 2 x (3 + 1) x 4
       "alloc 7 24 s0 all_gather",  // copy-out: w unsharded, padded (6 x 4)
-      "alloc 8 8 s0 all_gather",  // b unsharded (2 x 4)
+      "alloc 8 8 s0 all_gather",   // b unsharded (2 x 4)
       "compute forward l1",
       "alloc 9 200 s0 activation",
       "free 7",  // l1 post_forward: reshard (free_unsharded_param)
@@ -109,9 +109,9 @@ TEST(TorchFsdp2, ReshardAfterForwardTrue) {
       "free 18",  // l2 post_backward: reshard
       "free 19",
       "rs 2.0 g1 fp32 3 view",  // the policy allocates l2's reduce-scatter input here
-      "free 21",  // unsharded_grads.clear() after the copy-in
+      "free 21",                // unsharded_grads.clear() after the copy-in
       "free 22",
-      "rs 2.1 g1 fp32 1 view",  // ... and its output here
+      "rs 2.1 g1 fp32 1 view",      // ... and its output here
       "alloc 24 24 s0 all_gather",  // l1 pre_backward: the prefetched all-gather's copy-out
       "alloc 25 8 s0 all_gather",
       "free 20",
@@ -225,7 +225,7 @@ TEST(TorchFsdp2, ReshardAfterForwardToTwoOfFourRanksKeepsAHalfAndGathersFromIt) 
       "compute forward l1",
       "alloc 9 200 s0 activation",
       "alloc 10 16 s0 all_gather",  // w's post-forward half: 8 / 2 x 4
-      "free 7",  // ... then its unsharded tensor
+      "free 7",                     // ... then its unsharded tensor
       "alloc 11 8 s0 all_gather",
       "free 8",
       "alloc 12 48 s1 all_gather",
@@ -310,7 +310,7 @@ TEST(TorchFsdp2, Bf16ParamsWithFp32ReduceCastTheShardsBeforeTheAllGather) {
       "alloc 5 100 s0 activation",
       "iteration 0",
       "phase forward",
-      "alloc 6 8 s1 all_gather",  // flat bf16 copy-in: (3 + 1) x 2
+      "alloc 6 8 s1 all_gather",   // flat bf16 copy-in: (3 + 1) x 2
       "alloc 7 16 s1 all_gather",  // all-gather output 2 x 4 x 2
       "free 6",
       "alloc 8 12 s0 all_gather",
@@ -478,7 +478,7 @@ TEST(TorchFsdp2, ARankWithAShortChunkRepadsItsShardAtLazyInit) {
       "iteration 0",
       "phase forward",
       "alloc 6 12 s0 param",  // reset_sharded_param: l1.w's new padded shard
-      "free 1",  // ... the old one goes
+      "free 1",               // ... the old one goes
       "alloc 7 12 s0 param",
       "free 3",
       "alloc 8 32 s1 all_gather",
@@ -655,11 +655,10 @@ TEST(TorchFsdp2, OffloadedShardsAreCopiedToTheDeviceForEachAllGather) {
   options.offload_params = true;
   const std::vector<std::string> events = Emit(TwoUnits(), options);
   const std::vector<std::string> head(events.begin(), events.begin() + 9);
-  EXPECT_EQ(head, (std::vector<std::string>{
-                      "alloc 1 100 s0 activation", "iteration 0", "phase forward",
-                      "alloc 2 12 s1 all_gather", "alloc 3 4 s1 all_gather",
-                      "alloc 4 32 s1 all_gather", "free 2", "free 3",
-                      "alloc 5 24 s0 all_gather"}));
+  EXPECT_EQ(head, (std::vector<std::string>{"alloc 1 100 s0 activation", "iteration 0",
+                                            "phase forward", "alloc 2 12 s1 all_gather",
+                                            "alloc 3 4 s1 all_gather", "alloc 4 32 s1 all_gather",
+                                            "free 2", "free 3", "alloc 5 24 s0 all_gather"}));
 }
 
 }  // namespace

@@ -23,16 +23,16 @@ TEST(DirectReduceScatter, ReducesEachUnitIntoAFreshShardReadingTheGradientInPlac
   DirectReduceScatter fsdp1;
   ASSERT_TRUE(fsdp1.Start(header).ok());
   RecordingHost host;
-  ASSERT_TRUE(fsdp1
-                  .ReduceScatter(MakeCall(header.groups[0], 300, DType::kFloat32,
-                                          ShardMode::kView, 0, 1, 1),
-                                 host)
-                  .ok());
-  ASSERT_TRUE(fsdp1
-                  .ReduceScatter(MakeCall(header.groups[0], 100, DType::kFloat32,
-                                          ShardMode::kView, 0, 0, 2),
-                                 host)
-                  .ok());
+  ASSERT_TRUE(
+      fsdp1
+          .ReduceScatter(
+              MakeCall(header.groups[0], 300, DType::kFloat32, ShardMode::kView, 0, 1, 1), host)
+          .ok());
+  ASSERT_TRUE(
+      fsdp1
+          .ReduceScatter(
+              MakeCall(header.groups[0], 100, DType::kFloat32, ShardMode::kView, 0, 0, 2), host)
+          .ok());
   ASSERT_TRUE(fsdp1.EndBackward(host).ok());
   // f1: new_sharded_grad 300 x 4 = 1200 B; the 600-element gradient staged (2400 B, the
   // trace's); reduce_scatter_tensor 600 -> 300; the shard kept as the gradient (a view).
@@ -59,11 +59,11 @@ TEST(DirectReduceScatter, CastsABf16ShardToTheParameterDtype) {
   DirectReduceScatter fsdp1;
   ASSERT_TRUE(fsdp1.Start(header).ok());
   RecordingHost host;
-  ASSERT_TRUE(fsdp1
-                  .ReduceScatter(MakeCall(header.groups[0], 256, DType::kBFloat16,
-                                          ShardMode::kCast, 0, 0, 1),
-                                 host)
-                  .ok());
+  ASSERT_TRUE(
+      fsdp1
+          .ReduceScatter(
+              MakeCall(header.groups[0], 256, DType::kBFloat16, ShardMode::kCast, 0, 0, 1), host)
+          .ok());
   // 256 x 2 = 512 B output, staged 2 x 256 x 2 = 1024 B, cast 256 x 4 = 1024 B.
   EXPECT_EQ(host.TakeLog(),
             (Log{"alloc bypass_output 512 #0", "stage 1024 #1",

@@ -103,10 +103,9 @@ TEST_F(GroupReduceScatterTest, InputComesWithTheFirstRequestOutputWithTheLast) {
   ASSERT_TRUE(
       fsdp2.ReduceScatter(MakeCall(group, 50, DType::kFloat32, ShardMode::kView, 1, 0, 2), host)
           .ok());
-  EXPECT_EQ(host.TakeLog(),
-            (Log{"alloc bucket_output 800 #1",
-                 "collective bucket_flush group 1 in 400 out 200 requests 2",
-                 "deliver param 0 from #1", "deliver param 1 from #1"}));
+  EXPECT_EQ(host.TakeLog(), (Log{"alloc bucket_output 800 #1",
+                                 "collective bucket_flush group 1 in 400 out 200 requests 2",
+                                 "deliver param 0 from #1", "deliver param 1 from #1"}));
 }
 
 // reduce_dtype bf16 with fp32 parameters: the bf16 output is cast to fp32 as one tensor

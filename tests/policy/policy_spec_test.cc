@@ -183,8 +183,8 @@ TEST(DefaultPoliciesFor, PutsTheTracesImplementationFirst) {
     for (const PolicySpec& spec : specs) out.push_back(spec.name);
     return out;
   };
-  const std::vector<std::string> defaults = {"always-allocated", "backward-only",
-                                             "per-group-dedup", "unbucketed"};
+  const std::vector<std::string> defaults = {"always-allocated", "backward-only", "per-group-dedup",
+                                             "unbucketed"};
   EXPECT_EQ(names(DefaultPoliciesFor("")), defaults);
   EXPECT_EQ(names(DefaultPoliciesFor("fairscale")), defaults);
   std::vector<PolicySpec> fsdp1 = DefaultPoliciesFor("fsdp1");
