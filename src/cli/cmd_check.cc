@@ -123,6 +123,12 @@ Result<CheckPlan> Plan(const CheckFlags& flags) {
   if (plan.policies.empty() && file) {
     for (const auto& [name, budget] : file->policies) plan.policies.push_back(name);
   }
+  // A trace emitted for PyTorch's FSDP1 or FSDP2 has one policy that is its run's own: it is
+  // the one checked when none is named ("does it fit": check TRACE --device-memory 80GiB).
+  if (plan.policies.empty()) {
+    const std::vector<PolicySpec> own = DefaultPoliciesOf(flags.replay);
+    if (own.front().strategy != Strategy::kFairscale) plan.policies.push_back(own.front().name);
+  }
   if (plan.policies.empty()) {
     return InvalidArgument(
         file ? fmt::format("{}: names no policy but \"*\": give --policy", flags.budget_path)

@@ -128,6 +128,27 @@ TEST(Check, DeviceMemoryAloneIsACheck) {
   EXPECT_EQ(RunBucketsim(Check({"--device-memory", "lots"})).exit_code, 2);
 }
 
+// A trace emitted for PyTorch's FSDP1 or FSDP2 has its run's own policy: `check TRACE
+// --device-memory SIZE` checks it without --policy (a fairscale trace still needs one).
+TEST(Check, ATraceOfPyTorchsFsdpIsCheckedUnderItsOwnPolicy) {
+  const std::string trace = testing::WriteTempFile("fsdp1-trace.json", "");
+  testing::BinaryResult gen =
+      RunBucketsim({"gen", "transformer", "--layers", "2", "--hidden", "64", "--heads", "2",
+                    "--seq", "32", "--vocab", "128", "--world-size", "2", "--iterations", "1",
+                    "--fsdp-impl", "fsdp1", "-o", trace});
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  testing::BinaryResult fits = RunBucketsim({"check", trace, "--device-memory", "1GiB"});
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(fits.out.rfind("PASS fsdp1: fits 1.00 GiB of device memory", 0), 0u) << fits.out;
+  testing::BinaryResult oom = RunBucketsim({"check", trace, "--device-memory", "1MiB"});
+  EXPECT_EQ(oom.exit_code, 1) << oom.err;
+  EXPECT_EQ(oom.out.rfind("FAIL fsdp1: does not fit 1.00 MiB of device memory", 0), 0u) << oom.out;
+  testing::BinaryResult fairscale =
+      RunBucketsim({"check", "traces/tiny-ws2.json", "--device-memory", "1GiB"});
+  EXPECT_EQ(fairscale.exit_code, 2);
+  EXPECT_NE(fairscale.err.find("no policy: give --policy P"), std::string::npos) << fairscale.err;
+}
+
 // A budget below 1 MiB given as a plain number is bytes, as any SIZE without a unit, but almost
 // surely a forgotten unit: it is checked as given, with a warning on stderr (issue 22).
 TEST(Check, ASmallBudgetWithoutAUnitIsWarnedAbout) {
