@@ -126,8 +126,9 @@ Result<CheckPlan> Plan(const CheckFlags& flags) {
   // A trace emitted for PyTorch's FSDP1 or FSDP2 has one policy that is its run's own: it is
   // the one checked when none is named ("does it fit": check TRACE --device-memory 80GiB).
   if (plan.policies.empty()) {
-    const std::vector<PolicySpec> own = DefaultPoliciesOf(flags.replay);
-    if (own.front().strategy != Strategy::kFairscale) plan.policies.push_back(own.front().name);
+    if (std::optional<PolicySpec> own = OwnPolicyOf(flags.replay)) {
+      plan.policies.push_back(own->name);
+    }
   }
   if (plan.policies.empty()) {
     return InvalidArgument(

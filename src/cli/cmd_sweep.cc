@@ -336,9 +336,8 @@ int RunOnRanks(const SweepFlags& flags, std::vector<TraceSweep>& sweeps,
 // under its own implementation's policy alone (fairscale's bucket settings are no setting of
 // PyTorch's, so the advice never names one), any other trace under the default four.
 std::vector<PolicySpec> SweepDefaultsOf(const ReplayFlags& replay) {
-  std::vector<PolicySpec> specs = DefaultPoliciesOf(replay);
-  if (specs.front().strategy != Strategy::kFairscale) specs.resize(1);
-  return specs;
+  if (std::optional<PolicySpec> own = OwnPolicyOf(replay)) return {std::move(*own)};
+  return DefaultPolicies();
 }
 
 int RunSweep(const SweepFlags& flags, const CommandContext& context) {

@@ -237,6 +237,12 @@ std::vector<PolicySpec> DefaultPoliciesOf(const ReplayFlags& flags) {
   return DefaultPoliciesFor(header->fsdp_impl);
 }
 
+std::optional<PolicySpec> OwnPolicyOf(const ReplayFlags& flags) {
+  std::vector<PolicySpec> specs = DefaultPoliciesOf(flags);
+  if (specs.front().strategy == Strategy::kFairscale) return std::nullopt;
+  return std::move(specs.front());
+}
+
 Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
                                  const std::vector<PolicySpec>& default_policies,
                                  ReplayExtras extras) {

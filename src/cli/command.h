@@ -94,6 +94,9 @@ Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
 // (its header's fsdp_impl: its own policy first), read from the trace's header; a trace on
 // stdin gets DefaultPolicies().
 std::vector<PolicySpec> DefaultPoliciesOf(const ReplayFlags& flags);
+// The policy of the run itself, for a trace emitted for PyTorch's FSDP1 or FSDP2 (its header's
+// fsdp_impl); none for fairscale's, unnamed, or stdin traces, whose bucket policy is a choice.
+std::optional<PolicySpec> OwnPolicyOf(const ReplayFlags& flags);
 Result<ReplayOutcome> RunReplays(const ReplayFlags& flags,
                                  const std::vector<PolicySpec>& default_policies,
                                  ReplayExtras extras = {});

@@ -51,18 +51,6 @@ std::string_view ShardingStrategyName(ShardingStrategy strategy) {
   return "?";
 }
 
-std::string_view BackwardPrefetchName(BackwardPrefetch prefetch) {
-  switch (prefetch) {
-    case BackwardPrefetch::kPre:
-      return "pre";
-    case BackwardPrefetch::kPost:
-      return "post";
-    case BackwardPrefetch::kNone:
-      return "none";
-  }
-  return "?";
-}
-
 std::string_view OptimizerName(OptimizerKind optimizer) {
   switch (optimizer) {
     case OptimizerKind::kSgd:
@@ -218,30 +206,11 @@ Status ValidateGenOptions(const GenOptions& options) {
 
 namespace {
 
-// "PyTorch FSDP1 rank 0 of 8, FULL_SHARD, backward_prefetch pre, param fp32, reduce fp32, adam,
-// 2 iterations": PyTorch's names for PyTorch's implementations.
+// "PyTorch fsdp1 rank 0 of 8: FullyShardedDataParallel(module, ...), adam, 2 iterations": the
+// setting as TorchFsdpSetting spells it, with the run's shape around it.
 std::string DescribeTorchFsdpOptions(const GenOptions& o) {
-  std::string what;
-  if (o.fsdp_impl == FsdpImpl::kFsdp1) {
-    what = fmt::format("PyTorch FSDP1 rank {} of {}, {}", o.rank, o.world_size,
-                       ShardingStrategyName(o.sharding_strategy));
-    if (o.group_layout == GroupLayout::kHsdp) {
-      what += fmt::format(" {}x{}", o.world_size / o.hsdp_shard_size, o.hsdp_shard_size);
-    }
-    what += fmt::format(", backward_prefetch {}{}{}{}", BackwardPrefetchName(o.backward_prefetch),
-                        o.forward_prefetch ? ", forward_prefetch" : "",
-                        o.limit_all_gathers ? "" : ", no limit_all_gathers",
-                        o.use_orig_params ? ", use_orig_params" : "");
-  } else {
-    std::string reshard = o.reshard_after_forward ? "True" : "False";
-    if (o.reshard_after_forward_ranks > 0)
-      reshard = fmt::format("{}", o.reshard_after_forward_ranks);
-    what = fmt::format("PyTorch FSDP2 rank {} of {}, reshard_after_forward={}", o.rank,
-                       o.world_size, reshard);
-  }
-  return fmt::format("{}, param {}, reduce {}, {}{}, {} iterations", what,
-                     DTypeName(o.compute_dtype), DTypeName(o.ReduceDType()),
-                     OptimizerName(o.optimizer), o.offload_params ? ", params offloaded" : "",
+  return fmt::format("PyTorch {} rank {} of {}: {}, {}, {} iterations", FsdpImplName(o.fsdp_impl),
+                     o.rank, o.world_size, TorchFsdpSetting(o), OptimizerName(o.optimizer),
                      o.iterations);
 }
 

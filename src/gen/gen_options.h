@@ -111,9 +111,8 @@ Status ValidateAutocast(const std::optional<DType>& autocast);
 
 // "fairscale", "fsdp1", "fsdp2".
 std::string_view FsdpImplName(FsdpImpl impl);
-// "FULL_SHARD", ... and "pre", "post", "none": the CLI's spellings.
+// "FULL_SHARD", ...: the CLI's and PyTorch's spelling.
 std::string_view ShardingStrategyName(ShardingStrategy strategy);
-std::string_view BackwardPrefetchName(BackwardPrefetch prefetch);
 
 // The setting that makes PyTorch run as `options` say, as a user writes it: for FSDP1
 // "FullyShardedDataParallel(module, sharding_strategy=ShardingStrategy.FULL_SHARD, ...)",

@@ -132,10 +132,10 @@ TEST(Check, DeviceMemoryAloneIsACheck) {
 // --device-memory SIZE` checks it without --policy (a fairscale trace still needs one).
 TEST(Check, ATraceOfPyTorchsFsdpIsCheckedUnderItsOwnPolicy) {
   const std::string trace = testing::WriteTempFile("fsdp1-trace.json", "");
-  testing::BinaryResult gen =
-      RunBucketsim({"gen", "transformer", "--layers", "2", "--hidden", "64", "--heads", "2",
-                    "--seq", "32", "--vocab", "128", "--world-size", "2", "--iterations", "1",
-                    "--fsdp-impl", "fsdp1", "-o", trace});
+  testing::BinaryResult gen = RunBucketsim(
+      {"gen",         "transformer", "--layers", "2",   "--hidden",     "64", "--heads",      "2",
+       "--seq",       "32",          "--vocab",  "128", "--world-size", "2",  "--iterations", "1",
+       "--fsdp-impl", "fsdp1",       "-o",       trace});
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
   testing::BinaryResult fits = RunBucketsim({"check", trace, "--device-memory", "1GiB"});
   EXPECT_EQ(fits.exit_code, 0) << fits.err;
