@@ -1,8 +1,9 @@
-// The time model's validation on the machine the tests run on: calibrate the host backend under
-// mpirun, then replay generated traces on the host backend with that profile and compare the
-// measured step time with what the sim, priced by the profile, predicts (run --profile). The
-// bounds and the figures behind them are in the README ("How good the time model is here").
-#include <cmath>
+// The time model on the machine the tests run on: calibrate the host backend under mpirun, then
+// replay generated traces on the host backend with that profile (run --profile) and check what
+// the report says of the prediction beside the measurement. The accuracy itself (predicted against
+// measured step time) is a timing, measured by bench/time_validation.sh, with its figures in the
+// README ("How good the time model is here").
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -111,80 +112,72 @@ class TimeValidation : public ::testing::Test {
 
 std::string* TimeValidation::profile_ = nullptr;
 
-// What one calibrate-and-replay attempt found wrong; empty when every policy met the bound.
-std::vector<std::string> PredictionFailures(const std::string& name, const std::string& tflops,
-                                            double bound, const std::string& profile) {
-  std::vector<std::string> failures;
-  Replayed replayed = ReplayWithPrediction(GenerateTraces(name, tflops), profile, name);
+// What holds of a host replay priced by a profile however loaded the machine is: the report
+// carries a prediction for every policy; the prediction's compute is the replay's compute (the
+// host backend's compute spans follow a device clock, so both are the trace's durations); the
+// profile only adds (collectives and copies, never less than compute alone, never more than
+// compute, collectives and copies end to end); the error is the prediction against the
+// measurement; a noisy neighbour can only lengthen a real step, never shorten it below its
+// compute; and the bytes moved are the bytes the sim moves. How far the prediction is from the
+// measurement is a timing of this machine, measured by bench/time_validation.sh and never
+// asserted here (README, "How good the time model is here").
+void ExpectPredictionAccountsForTheReplay(const std::string& name, const std::string& tflops,
+                                          const std::string& profile) {
+  const std::string traces = GenerateTraces(name, tflops);
+  Replayed replayed = ReplayWithPrediction(traces, profile, name);
   const json& policies = replayed.measured["policies"];
-  if (policies.size() != kPolicies.size()) {
-    failures.push_back("the report has " + std::to_string(policies.size()) + " policies");
-    return failures;
-  }
-  for (const json& policy : policies) {
+  ASSERT_EQ(policies.size(), kPolicies.size());
+  const std::string rank0 = traces.substr(0, traces.find("{rank}")) + "0.json";
+  for (std::size_t i = 0; i < policies.size(); ++i) {
+    const json& policy = policies[i];
+    SCOPED_TRACE(policy["policy"].dump());
+    EXPECT_EQ(policy["policy"], kPolicies[i]);
     const json& timing = policy["timing"];
-    if (!timing["prediction"].is_object()) {
-      failures.push_back(policy["policy"].dump() + ": no prediction in the report");
-      continue;
-    }
-    double measured = timing["step_time_us"].get<double>();
-    double error = timing["prediction"]["step_time_error"].get<double>();
-    double compute_alone = replayed.unpriced_step_us / measured - 1;
-    if (std::abs(error) > bound) {
-      failures.push_back(policy["policy"].dump() + ": measured " + std::to_string(measured) +
-                         " us, predicted " + timing["prediction"]["step_time_us"].dump() +
-                         ", error " + std::to_string(error) + " beyond " + std::to_string(bound));
-    }
-    if (std::abs(error) >= std::abs(compute_alone)) {
-      failures.push_back(policy["policy"].dump() + ": with the profile " + std::to_string(error) +
-                         ", compute alone " + std::to_string(compute_alone));
-    }
+    EXPECT_EQ(timing["backend"], "host");
+    ASSERT_TRUE(timing["prediction"].is_object());
+    const json& predicted = timing["prediction"];
+    EXPECT_EQ(predicted["profile"], "measured-host");
+
+    const double compute = timing["compute_us"].get<double>();
+    EXPECT_GT(compute, 0);
+    EXPECT_NEAR(predicted["compute_us"].get<double>(), compute, compute * 1e-4);
+
+    const double step = timing["step_time_us"].get<double>();
+    const double predicted_step = predicted["step_time_us"].get<double>();
+    EXPECT_GT(predicted["communication_us"].get<double>(), 0);
+    EXPECT_GE(predicted_step, replayed.unpriced_step_us * (1 - 1e-9));
+    const double end_to_end = predicted["compute_us"].get<double>() +
+                              predicted["communication_us"].get<double>() +
+                              predicted["copy_us"].get<double>();
+    EXPECT_LE(predicted["iteration_us"].get<double>(), end_to_end * (1 + 1e-9));
+    EXPECT_NEAR(predicted["step_time_error"].get<double>(), predicted_step / step - 1, 1e-9);
+    EXPECT_GE(step, replayed.unpriced_step_us * (1 - 1e-3))
+        << "a real step shorter than its compute: the host backend did not spin its compute spans";
+
+    // The sim of the same trace and policy moves the same bytes.
+    ASSERT_TRUE(timing["collective_bytes"].is_number_unsigned());
+    const std::string sim_report = WriteTempFile(name + "-sim-" + kPolicies[i] + ".json", "");
+    testing::BinaryResult sim = RunBucketsim(
+        {"run", rank0, "--backend", "sim", "--policy", kPolicies[i], "--json", sim_report});
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+    EXPECT_EQ(timing["collective_bytes"],
+              json::parse(ReadFile(sim_report))["policies"][0]["timing"]["collective_bytes"]);
   }
-  return failures;
 }
 
-// Every policy's predicted step time within `bound` of the measured one, and closer to it than
-// compute alone (the sim without a profile): the profile's collective and copy times add what
-// they claim to. The CI machine is a shared VM: a neighbour's burst during the calibration or the
-// replay (a few seconds each) can put one attempt far off, while a model that is wrong is wrong
-// every time. So up to three attempts, each after the first with a fresh calibration (a burst
-// during the suite's calibration would spoil every replay priced by it); the test passes on the
-// first attempt that meets every bound and fails with every attempt's findings otherwise.
-void ExpectPredictedWithin(const std::string& name, const std::string& tflops, double bound,
-                           const std::string& suite_profile) {
-  constexpr int kAttempts = 3;
-  std::string findings;
-  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
-    const std::string profile =
-        attempt == 1 ? suite_profile
-                     : Calibrate(name + "-profile-" + std::to_string(attempt) + ".json");
-    std::vector<std::string> failures = PredictionFailures(name, tflops, bound, profile);
-    if (failures.empty()) return;
-    std::string found = "attempt " + std::to_string(attempt) + ":\n";
-    for (const std::string& failure : failures) found += "  " + failure + "\n";
-    std::printf("%s", found.c_str());
-    findings += found;
-  }
-  ADD_FAILURE() << "no attempt of " << kAttempts << " met the bounds:\n" << findings;
+// Compute-bound: about 37 ms of compute and 5 ms of collectives per iteration.
+TEST_F(TimeValidation, ComputeBoundPredictionAccountsForTheReplay) {
+  ExpectPredictionAccountsForTheReplay("compute-bound", "0.2", *profile_);
 }
 
-// Compute-bound (about 37 ms of compute and 5 ms of collectives per iteration): within 10%
-// (observed on the 2-core CI VM with a fresh calibration: -1.6% to -1.3%; compute alone is
-// about -10%).
-TEST_F(TimeValidation, ComputeBoundStepTimeWithinTenPercent) {
-  ExpectPredictedWithin("compute-bound", "0.2", 0.10, *profile_);
+// Mixed: 15 ms : 5 ms.
+TEST_F(TimeValidation, MixedPredictionAccountsForTheReplay) {
+  ExpectPredictionAccountsForTheReplay("mixed", "0.5", *profile_);
 }
 
-// Mixed (15 ms : 5 ms): within 15% (observed -3.1% to -2.2%; compute alone about -23%).
-TEST_F(TimeValidation, MixedStepTimeWithinFifteenPercent) {
-  ExpectPredictedWithin("mixed", "0.5", 0.15, *profile_);
-}
-
-// Comm-bound (3.7 ms : 5 ms): collectives inside a replay run slower than calibrate measures them
-// on this VM (README, "How good the time model is here"), so the bound is loose: 60% (observed
-// -26% to -18%; compute alone about -76%).
-TEST_F(TimeValidation, CommBoundStepTimeWithinSixtyPercent) {
-  ExpectPredictedWithin("comm-bound", "2", 0.60, *profile_);
+// Comm-bound: 3.7 ms : 5 ms.
+TEST_F(TimeValidation, CommBoundPredictionAccountsForTheReplay) {
+  ExpectPredictionAccountsForTheReplay("comm-bound", "2", *profile_);
 }
 
 }  // namespace
