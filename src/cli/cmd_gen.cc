@@ -54,34 +54,55 @@ int RunPreset(const Preset& preset, const std::string& output, bool output_given
   return WriteTrace(*program, preset.options(), output);
 }
 
-// A recorded model that was already wrapped (the program's "fsdp" key) is emitted as it was
-// wrapped: each of its settings sets the flag that says it, unless the command line gave that
-// flag, or named another implementation with --fsdp-impl.
-Status ApplyProgramFsdp(const FsdpModel& program, const CLI::App& command, GenOptions& options) {
-  if (!program.fsdp) return Status::Ok();
-  Result<ProgramFsdpFlags> recorded = FsdpFlagsOf(*program.fsdp);
-  if (!recorded.ok()) return recorded.status();
-  const std::string& impl = recorded->flags.front().second;
-  if (command.count("--fsdp-impl") > 0 && FsdpImplName(options.fsdp_impl) != impl) {
-    return Status::Ok();
-  }
+// Sets each of `flags` the command line did not give; returns " --flag value" for each set.
+Result<std::string> ApplyRecordedFlags(
+    const std::vector<std::pair<std::string, std::string>>& flags, const CLI::App& command,
+    GenOptions& options, std::string_view what) {
   std::vector<PresetParam> params = GenOptionParams(options);
   std::string applied;
-  for (const auto& [flag, value] : recorded->flags) {
+  for (const auto& [flag, value] : flags) {
     if (command.count("--" + flag) > 0) continue;
     for (PresetParam& param : params) {
       if (param.name != flag) continue;
       Status set = param.set(value);
       if (!set.ok()) {
         return InvalidArgument(
-            fmt::format("the program's fsdp settings: --{} {}: {}", flag, value, set.message()));
+            fmt::format("the program's {}: --{} {}: {}", what, flag, value, set.message()));
       }
       applied += fmt::format(" --{} {}", flag, value);
     }
   }
-  std::fprintf(stderr, "gen: the model was wrapped with %s:%s\n", impl.c_str(), applied.c_str());
-  for (const std::string& note : recorded->notes) {
-    std::fprintf(stderr, "gen: note: %s\n", note.c_str());
+  return applied;
+}
+
+// A recorded model that was already wrapped (the program's "fsdp" key) is emitted as it was
+// wrapped: each of its settings sets the flag that says it, unless the command line gave that
+// flag, or named another implementation with --fsdp-impl. Then the optimizer it was recorded
+// with (the "optimizer" key), flag by flag the same way.
+Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command,
+                            GenOptions& options) {
+  if (program.fsdp) {
+    Result<ProgramFsdpFlags> recorded = FsdpFlagsOf(*program.fsdp);
+    if (!recorded.ok()) return recorded.status();
+    const std::string& impl = recorded->flags.front().second;
+    if (command.count("--fsdp-impl") == 0 || FsdpImplName(options.fsdp_impl) == impl) {
+      Result<std::string> applied =
+          ApplyRecordedFlags(recorded->flags, command, options, "fsdp settings");
+      if (!applied.ok()) return applied.status();
+      std::fprintf(stderr, "gen: the model was wrapped with %s:%s\n", impl.c_str(),
+                   applied->c_str());
+      for (const std::string& note : recorded->notes) {
+        std::fprintf(stderr, "gen: note: %s\n", note.c_str());
+      }
+    }
+  }
+  if (program.optimizer) {
+    Result<std::string> applied =
+        ApplyRecordedFlags(OptimizerFlagsOf(*program.optimizer), command, options, "optimizer");
+    if (!applied.ok()) return applied.status();
+    if (!applied->empty()) {
+      std::fprintf(stderr, "gen: the model's optimizer was recorded as:%s\n", applied->c_str());
+    }
   }
   return Status::Ok();
 }
@@ -90,7 +111,7 @@ int RunProgram(const std::string& model_path, const CLI::App& command, GenOption
                const std::string& output) {
   Result<FsdpModel> program = ReadProgramFile(model_path);
   if (!program.ok()) return ReportError(program.status());
-  if (Status applied = ApplyProgramFsdp(*program, command, options); !applied.ok()) {
+  if (Status applied = ApplyProgramSettings(*program, command, options); !applied.ok()) {
     return ReportError(applied);
   }
   return WriteTrace(*program, options, output);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gen/fsdp_program.h"
+#include "gen/optimizer_step.h"
 #include "policy/shard_size.h"
 
 namespace bucketsim {
@@ -126,8 +127,12 @@ class FairscaleFsdp final : public FsdpImplementation {
   Status EndBackward() override { return trace_.Emit(FlushEvent()); }
 
   Status Step(int iteration) override {
-    if (iteration == 0) BUCKETSIM_RETURN_IF_ERROR(AllocOptimizerState());
-    return trace_.Compute("optimizer step", StepFlops());
+    // The optimizer holds each instance's (flat) parameter shards.
+    std::vector<Numel> params;
+    for (const GenInstance& instance : model_.instances) {
+      for (const GenParam& param : instance.params) params.push_back(ShardNumel(param));
+    }
+    return EmitOptimizerStep(options_, params, iteration, trace_);
   }
 
   // set_to_none=True drops every gradient shard, so the next backward's reduced shards are
@@ -255,28 +260,6 @@ class FairscaleFsdp final : public FsdpImplementation {
 
   // Created lazily by the first optimizer.step() and kept for the rest of the run; one fp32
   // tensor of s elements per state buffer and parameter (Adam: exp_avg and exp_avg_sq).
-  Status AllocOptimizerState() {
-    const int tensors = OptimizerStateTensors(options_.optimizer);
-    for (const GenInstance& instance : model_.instances) {
-      for (const GenParam& param : instance.params) {
-        for (int t = 0; t < tensors; ++t) {
-          std::uint64_t id = 0;
-          BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(ShardNumel(param) * kFp32Size, kDefaultStream,
-                                                 Category::kOptimizerState, id));
-        }
-      }
-    }
-    return Status::Ok();
-  }
-
-  double StepFlops() const {
-    Numel shard_numel = 0;
-    for (const GenInstance& instance : model_.instances) {
-      for (const GenParam& param : instance.params) shard_numel += ShardNumel(param);
-    }
-    return StepFlopsPerElement(options_.optimizer) * static_cast<double>(shard_numel);
-  }
-
   const FsdpModel& model_;
   const GenOptions& options_;
   TraceEmitter& trace_;

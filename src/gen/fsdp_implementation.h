@@ -88,12 +88,4 @@ std::unique_ptr<FsdpImplementation> MakeFsdpImplementation(const FsdpModel& mode
                                                            const GenOptions& options,
                                                            TraceEmitter& trace);
 
-// What every implementation's optimizer step shares (torch.optim, reference/fsdp_semantics.md
-// §2.6): fp32 state tensors per parameter element, created lazily at the first step (SGD none,
-// SGD momentum the momentum buffer, Adam exp_avg and exp_avg_sq), and the step's FLOPs per
-// element (an elementwise, memory-bound pass: read/write param, grad and state; an order of
-// magnitude, tiny next to forward and backward, which is all the time model needs).
-int OptimizerStateTensors(OptimizerKind optimizer);
-double StepFlopsPerElement(OptimizerKind optimizer);
-
 }  // namespace bucketsim

@@ -20,30 +20,6 @@
 
 namespace bucketsim {
 
-int OptimizerStateTensors(OptimizerKind optimizer) {
-  switch (optimizer) {
-    case OptimizerKind::kSgd:
-      return 0;
-    case OptimizerKind::kSgdMomentum:
-      return 1;
-    case OptimizerKind::kAdam:
-      return 2;
-  }
-  return 0;
-}
-
-double StepFlopsPerElement(OptimizerKind optimizer) {
-  switch (optimizer) {
-    case OptimizerKind::kSgd:
-      return 2;
-    case OptimizerKind::kSgdMomentum:
-      return 4;
-    case OptimizerKind::kAdam:
-      return 12;
-  }
-  return 0;
-}
-
 std::unique_ptr<FsdpImplementation> MakeFsdpImplementation(const FsdpModel& model,
                                                            const GenOptions& options,
                                                            TraceEmitter& trace) {

@@ -153,6 +153,11 @@ struct FsdpModel {
   // PyTorch's settings, per-instance differences): informational, the emitter does not read
   // it. Kept as its JSON text so that a program reads and writes back unchanged.
   std::optional<std::string> fsdp;
+  // The optimizer the recorder was told the model trains with (the program's "optimizer" key:
+  // name, and where given impl and weight_decay), checked by the reader and kept as its JSON
+  // text; `gen program` takes it as --optimizer, --optimizer-impl and --weight-decay unless the
+  // command line says otherwise.
+  std::optional<std::string> optimizer;
 };
 
 // The element size of a program dtype name ("fp32", "bool", "int64", ...); 0 if unknown.

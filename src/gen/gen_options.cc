@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "gen/optimizer_step.h"
+
 namespace bucketsim {
 
 DType GenOptions::ReduceDType() const {
@@ -59,6 +61,20 @@ std::string_view OptimizerName(OptimizerKind optimizer) {
       return "sgd-momentum";
     case OptimizerKind::kAdam:
       return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+  }
+  return "?";
+}
+
+std::string_view OptimizerImplName(OptimizerImpl impl) {
+  switch (impl) {
+    case OptimizerImpl::kForLoop:
+      return "for-loop";
+    case OptimizerImpl::kForeach:
+      return "foreach";
+    case OptimizerImpl::kFused:
+      return "fused";
   }
   return "?";
 }
@@ -194,6 +210,11 @@ Status ValidateGenOptions(const GenOptions& options) {
     return InvalidArgument(fmt::format(
         "fp32_reduce_scatter reduces in fp32, but reduce_dtype is {}", DTypeName(reduce)));
   }
+  // torch.optim: "Invalid weight_decay value" below zero.
+  if (!std::isfinite(options.weight_decay) || options.weight_decay < 0) {
+    return InvalidArgument(fmt::format("weight_decay must be a finite number >= 0 (got {})",
+                                       options.weight_decay));
+  }
   if (!std::isfinite(options.bucket_cap_mb)) {
     return InvalidArgument("bucket_cap_mb must be a finite number");
   }
@@ -206,11 +227,26 @@ Status ValidateGenOptions(const GenOptions& options) {
 
 namespace {
 
+// "adam", or "adam foreach, weight_decay 0.1" where the implementation or the weight decay is
+// not torch's default for the run.
+std::string DescribeOptimizer(const GenOptions& o) {
+  std::string s(OptimizerName(o.optimizer));
+  std::string sep = " ";
+  if (o.optimizer_impl != DefaultOptimizerImpl(o.fsdp_impl)) {
+    s += sep + std::string(OptimizerImplName(o.optimizer_impl));
+    sep = ", ";
+  }
+  if (o.weight_decay != DefaultWeightDecay(o.optimizer)) {
+    s += fmt::format("{}weight_decay {}", sep, o.weight_decay);
+  }
+  return s;
+}
+
 // "PyTorch fsdp1 rank 0 of 8: FullyShardedDataParallel(module, ...), adam, 2 iterations": the
 // setting as TorchFsdpSetting spells it, with the run's shape around it.
 std::string DescribeTorchFsdpOptions(const GenOptions& o) {
   return fmt::format("PyTorch {} rank {} of {}: {}, {}, {} iterations", FsdpImplName(o.fsdp_impl),
-                     o.rank, o.world_size, TorchFsdpSetting(o), OptimizerName(o.optimizer),
+                     o.rank, o.world_size, TorchFsdpSetting(o), DescribeOptimizer(o),
                      o.iterations);
 }
 
@@ -302,7 +338,7 @@ std::string DescribeGenOptions(const GenOptions& options) {
   }
   return fmt::format("fairscale FSDP rank {} of {}, compute {}, reduce {}, {}, {}, {} iterations{}",
                      options.rank, options.world_size, DTypeName(options.compute_dtype),
-                     DTypeName(options.ReduceDType()), layout, OptimizerName(options.optimizer),
+                     DTypeName(options.ReduceDType()), layout, DescribeOptimizer(options),
                      options.iterations,
                      options.reshard_after_forward ? "" : ", no reshard after forward");
 }
@@ -321,6 +357,7 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
     BUCKETSIM_RETURN_IF_ERROR(set(text));
     if (!o.compute_dtype_given) o.compute_dtype = DefaultComputeDType(o.fsdp_impl);
     if (!o.group_layout_given) o.group_layout = DefaultGroupLayout(o.fsdp_impl);
+    if (!o.optimizer_impl_given) o.optimizer_impl = DefaultOptimizerImpl(o.fsdp_impl);
     return Status::Ok();
   };
   params.push_back(std::move(impl));
@@ -371,11 +408,46 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                                              : get();
   };
   params.push_back(std::move(reshard));
-  params.push_back(ChoiceParam("optimizer", "Optimizer state: none, momentum, or Adam's two",
-                               o.optimizer,
-                               {{"sgd", OptimizerKind::kSgd},
-                                {"sgd-momentum", OptimizerKind::kSgdMomentum},
-                                {"adam", OptimizerKind::kAdam}}));
+  PresetParam optimizer = ChoiceParam(
+      "optimizer",
+      "torch.optim's SGD (momentum 0.9 with sgd-momentum), Adam or AdamW: its state and the "
+      "step's temporaries",
+      o.optimizer,
+      {{"sgd", OptimizerKind::kSgd},
+       {"sgd-momentum", OptimizerKind::kSgdMomentum},
+       {"adam", OptimizerKind::kAdam},
+       {"adamw", OptimizerKind::kAdamW}});
+  // torch's default weight decay for the optimizer unless --weight-decay was given (either
+  // order).
+  optimizer.set = [&o, set = optimizer.set](std::string_view text) {
+    BUCKETSIM_RETURN_IF_ERROR(set(text));
+    if (!o.weight_decay_given) o.weight_decay = DefaultWeightDecay(o.optimizer);
+    return Status::Ok();
+  };
+  params.push_back(std::move(optimizer));
+  PresetParam optimizer_impl = ChoiceParam(
+      "optimizer-impl",
+      "How torch.optim runs the step: for-loop (foreach=False), foreach (foreach=True) or fused "
+      "(fused=True); default torch's: for-loop for fairscale, foreach for fsdp1 and fsdp2",
+      o.optimizer_impl,
+      {{"for-loop", OptimizerImpl::kForLoop},
+       {"foreach", OptimizerImpl::kForeach},
+       {"fused", OptimizerImpl::kFused}});
+  optimizer_impl.set = [&o, set = optimizer_impl.set](std::string_view text) {
+    o.optimizer_impl_given = true;
+    return set(text);
+  };
+  params.push_back(std::move(optimizer_impl));
+  PresetParam weight_decay =
+      NumberParam("weight-decay",
+                  "The optimizer's weight_decay (default torch's: 0, AdamW 0.01); Adam's and "
+                  "SGD's make a temporary per gradient, AdamW's decays in place",
+                  o.weight_decay);
+  weight_decay.set = [&o, set = weight_decay.set](std::string_view text) {
+    o.weight_decay_given = true;
+    return set(text);
+  };
+  params.push_back(std::move(weight_decay));
   PresetParam groups = ChoiceParam(
       "groups",
       "Process-group objects: shared (one cached group, fairscale #678; PyTorch FSDP1 and FSDP2, "

@@ -29,7 +29,13 @@ enum class GroupLayout {
   kHsdp,
 };
 
-enum class OptimizerKind { kSgd, kSgdMomentum, kAdam };
+// torch.optim's optimizers (src/gen/optimizer_step.h): SGD without and with momentum (0.9),
+// Adam, and AdamW (decoupled weight decay).
+enum class OptimizerKind { kSgd, kSgdMomentum, kAdam, kAdamW };
+
+// How torch.optim runs the step (the foreach= and fused= arguments): a Python loop over the
+// parameters, _foreach_* ops over all of them at once, or one fused kernel.
+enum class OptimizerImpl { kForLoop, kForeach, kFused };
 
 // Whose FSDP the trace follows (src/gen/fsdp_implementation.h): what each rank keeps of the
 // parameters, when it gathers and frees them, and how a unit's gradients are reduced.
@@ -66,6 +72,14 @@ struct GenOptions {
   // outermost instance never reshards (fairscale's disable_reshard_on_root).
   bool reshard_after_forward = true;
   OptimizerKind optimizer = OptimizerKind::kAdam;
+  // The default is torch's for the implementation (DefaultOptimizerImpl, optimizer_step.h):
+  // for-loop for fairscale, foreach for FSDP1 and FSDP2 on CUDA. --optimizer-impl
+  // (optimizer_impl_given) wins over it whatever the flags' order.
+  OptimizerImpl optimizer_impl = OptimizerImpl::kForLoop;
+  bool optimizer_impl_given = false;
+  // torch's default for the optimizer unless --weight-decay was given (0, AdamW 0.01).
+  double weight_decay = 0;
+  bool weight_decay_given = false;
   // fairscale's default is per-instance (fairscale at #633, the memory test's); PyTorch's FSDP1
   // and FSDP2 use one process group (the default group, or the mesh's) for every unit, so with
   // --fsdp-impl fsdp1|fsdp2 the layout is shared unless --groups or --hsdp-shape says otherwise.
@@ -125,6 +139,8 @@ Status ValidateGenOptions(const GenOptions& options);
 // "fairscale FSDP rank 0 of 8, compute bf16, reduce bf16, per-instance groups, adam, 2 iterations"
 std::string DescribeGenOptions(const GenOptions& options);
 std::string_view OptimizerName(OptimizerKind optimizer);
+// "for-loop", "foreach", "fused".
+std::string_view OptimizerImplName(OptimizerImpl impl);
 std::string_view GroupLayoutName(GroupLayout layout);
 // The parameters of `options` as CLI/--list entries, bound to it.
 std::vector<PresetParam> GenOptionParams(GenOptions& options);

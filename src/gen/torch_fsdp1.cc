@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gen/fsdp_program.h"
+#include "gen/optimizer_step.h"
 #include "policy/shard_size.h"
 
 // Every rule below cites the torch 2.6 source it follows, in torch/distributed/fsdp/:
@@ -215,9 +216,12 @@ class TorchFsdp1 final : public FsdpImplementation {
   }
 
   Status Step(int iteration) override {
-    if (iteration == 0) BUCKETSIM_RETURN_IF_ERROR(AllocOptimizerState());
     iteration_ = iteration + 1;
-    return trace_.Compute("optimizer step", StepFlops());
+    std::vector<Numel> params;
+    for (std::size_t f = 0; f < units_.size(); ++f) {
+      for (Numel numel : OptimizerStateNumels(f)) params.push_back(numel);
+    }
+    return EmitOptimizerStep(options_, params, iteration, trace_);
   }
 
   // optimizer.zero_grad(set_to_none=True): with use_orig_params=False the optimizer holds the
@@ -484,20 +488,6 @@ class TorchFsdp1 final : public FsdpImplementation {
   // holds: the FlatParameter's shard (use_orig_params=False; NO_SHARD: the whole flat
   // parameter), or each original parameter's part of this rank's shard (use_orig_params=True:
   // fp _use_sharded_views; padding excluded, nothing for a parameter outside the shard).
-  Status AllocOptimizerState() {
-    const int tensors = OptimizerStateTensors(options_.optimizer);
-    if (tensors == 0) return Status::Ok();
-    for (std::size_t f = 0; f < units_.size(); ++f) {
-      for (Numel numel : OptimizerStateNumels(f)) {
-        for (int t = 0; t < tensors; ++t) {
-          std::uint64_t id = 0;
-          BUCKETSIM_RETURN_IF_ERROR(
-              trace_.Alloc(numel * kFp32Size, kDefaultStream, Category::kOptimizerState, id));
-        }
-      }
-    }
-    return Status::Ok();
-  }
   std::vector<Numel> OptimizerStateNumels(std::size_t f) const {
     const Unit& unit = units_[f];
     if (unit.flat_numel == 0) return {};
@@ -517,12 +507,6 @@ class TorchFsdp1 final : public FsdpImplementation {
       if (hi > lo) parts.push_back(hi - lo);
     }
     return parts;
-  }
-
-  double StepFlops() const {
-    Numel numel = 0;
-    for (const Unit& unit : units_) numel += unit.shard_numel;
-    return StepFlopsPerElement(options_.optimizer) * static_cast<double>(numel);
   }
 
   const FsdpModel& model_;

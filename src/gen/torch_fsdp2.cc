@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gen/fsdp_program.h"
+#include "gen/optimizer_step.h"
 
 // Sources, all in torch 2.6's torch/distributed/fsdp/_fully_shard/: _fsdp_param.py (FSDPParam),
 // _fsdp_collectives.py (foreach_all_gather, foreach_all_gather_copy_out, foreach_reduce),
@@ -169,13 +170,15 @@ class TorchFsdp2 final : public FsdpImplementation {
   }
 
   Status Step(int iteration) override {
-    if (iteration == 0) BUCKETSIM_RETURN_IF_ERROR(AllocOptimizerState());
-    Numel elements = 0;
+    // The optimizer holds each parameter's DTensor, whose local shard is unpadded; offloaded,
+    // the step runs on the CPU and nothing of it is on the device.
+    std::vector<Numel> params;
     for (const Unit& unit : units_) {
-      for (const Fsdp2Param& param : unit.params) elements += param.local_shard;
+      for (const Fsdp2Param& param : unit.params) {
+        if (!options_.offload_params) params.push_back(param.local_shard);
+      }
     }
-    return trace_.Compute("optimizer step",
-                          StepFlopsPerElement(options_.optimizer) * static_cast<double>(elements));
+    return EmitOptimizerStep(options_, params, iteration, trace_);
   }
 
   // zero_grad(set_to_none=True): the sharded gradients (views of, or casts from, the reduced
@@ -390,21 +393,6 @@ class TorchFsdp2 final : public FsdpImplementation {
   // torch.optim's state is made lazily at the first step, zeros_like / clone of the sharded
   // parameter or gradient: a DTensor whose local tensor is this rank's chunk without padding
   // (sharded_size). On the CPU when offloaded.
-  Status AllocOptimizerState() {
-    if (options_.offload_params) return Status::Ok();
-    const int tensors = OptimizerStateTensors(options_.optimizer);
-    for (const Unit& unit : units_) {
-      for (const Fsdp2Param& param : unit.params) {
-        for (int t = 0; t < tensors && param.local_shard > 0; ++t) {
-          std::uint64_t id = 0;
-          BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(param.local_shard * kFp32Size, kDefaultStream,
-                                                 Category::kOptimizerState, id));
-        }
-      }
-    }
-    return Status::Ok();
-  }
-
   const FsdpModel& model_;
   const GenOptions& options_;
   TraceEmitter& trace_;

@@ -45,7 +45,7 @@ class ProgramReader {
         doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
     BUCKETSIM_RETURN_IF_ERROR(
         Keys(top, {"format", "schema_version", "description", "autocast", "instances", "inputs",
-                   "forward", "loss", "held", "fsdp", "measured"}));
+                   "forward", "loss", "held", "fsdp", "optimizer", "measured"}));
     if (doc_.Has(Pointer("/description"))) {
       PROGRAM_ASSIGN(model_.description, doc_.String(Pointer("/description")));
     }
@@ -81,6 +81,9 @@ class ProgramReader {
     }
     if (doc_.Has(Pointer("/fsdp"))) {
       PROGRAM_ASSIGN(model_.fsdp, Fsdp(Pointer("/fsdp")));
+    }
+    if (doc_.Has(Pointer("/optimizer"))) {
+      PROGRAM_ASSIGN(model_.optimizer, Optimizer(Pointer("/optimizer")));
     }
     if (doc_.Has(Pointer("/measured"))) {
       Measured measured;
@@ -144,6 +147,33 @@ class ProgramReader {
         if (!known) return doc_.Error(at / "instances" / name, "no instance has this name");
         BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at / "instances" / name).status());
       }
+    }
+    return std::optional<std::string>(doc_.root().at(at).dump());
+  }
+
+  // {"name": "adam", "impl": "foreach", "weight_decay": 0.0}: the names of `gen`'s --optimizer
+  // and --optimizer-impl; impl and weight_decay may be absent (torch's default then).
+  Result<std::optional<std::string>> Optimizer(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"name", "impl", "weight_decay"}));
+    std::string name;
+    PROGRAM_ASSIGN(name, doc_.String(at / "name"));
+    if (name != "sgd" && name != "sgd-momentum" && name != "adam" && name != "adamw") {
+      return doc_.Error(at / "name",
+                        fmt::format("expected sgd, sgd-momentum, adam or adamw, got \"{}\"", name));
+    }
+    if (doc_.Has(at / "impl")) {
+      std::string impl;
+      PROGRAM_ASSIGN(impl, doc_.String(at / "impl"));
+      if (impl != "for-loop" && impl != "foreach" && impl != "fused") {
+        return doc_.Error(at / "impl",
+                          fmt::format("expected for-loop, foreach or fused, got \"{}\"", impl));
+      }
+    }
+    if (doc_.Has(at / "weight_decay")) {
+      double decay = 0;
+      PROGRAM_ASSIGN(decay, doc_.Number(at / "weight_decay"));
+      if (decay < 0) return doc_.Error(at / "weight_decay", "must be >= 0");
     }
     return std::optional<std::string>(doc_.root().at(at).dump());
   }
@@ -625,6 +655,23 @@ void MixedPrecisionFlags(const Json& mp, std::string_view where, ProgramFsdpFlag
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> OptimizerFlagsOf(
+    const std::string& optimizer_json) {
+  const Json optimizer = Json::parse(optimizer_json, nullptr, /*allow_exceptions=*/false);
+  std::vector<std::pair<std::string, std::string>> flags;
+  if (!optimizer.is_object()) return flags;
+  if (optimizer.contains("name") && optimizer["name"].is_string()) {
+    flags.emplace_back("optimizer", optimizer["name"].get<std::string>());
+  }
+  if (optimizer.contains("impl") && optimizer["impl"].is_string()) {
+    flags.emplace_back("optimizer-impl", optimizer["impl"].get<std::string>());
+  }
+  if (optimizer.contains("weight_decay") && optimizer["weight_decay"].is_number()) {
+    flags.emplace_back("weight-decay", fmt::format("{}", optimizer["weight_decay"].get<double>()));
+  }
+  return flags;
+}
+
 Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
   const Json fsdp = Json::parse(fsdp_json, nullptr, /*allow_exceptions=*/false);
   if (!fsdp.is_object() || !fsdp.contains("settings") || !fsdp["settings"].is_object()) {
@@ -720,6 +767,7 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   out << "  ],\n  \"loss\": " << Json(model.loss).dump();
   if (!model.held.empty()) out << ",\n  \"held\": " << Json(model.held).dump();
   if (model.fsdp) out << ",\n  \"fsdp\": " << *model.fsdp;
+  if (model.optimizer) out << ",\n  \"optimizer\": " << *model.optimizer;
   if (model.measured) out << ",\n  \"measured\": " << MeasuredJson(*model.measured).dump();
   out << "\n}\n";
 }

@@ -33,6 +33,10 @@ struct ProgramFsdpFlags {
   std::vector<std::string> notes;
 };
 Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json);
+// What a recorded model's "optimizer" key says, as `gen` flags: {"optimizer", "adam"},
+// {"optimizer-impl", "foreach"}, {"weight-decay", "0.1"}; only the fields it has.
+std::vector<std::pair<std::string, std::string>> OptimizerFlagsOf(
+    const std::string& optimizer_json);
 
 // Writes `model` as JSON: the header keys pretty-printed, then one op per line.
 void WriteProgram(const FsdpModel& model, std::ostream& out);

@@ -103,7 +103,7 @@ TEST(PresetParam, ParsesAndRejectsValues) {
   EXPECT_FALSE(options.reshard_after_forward);
   EXPECT_EQ(find("reshard-after-forward").set("maybe").message(),
             "'maybe' is not a boolean (true or false)");
-  EXPECT_EQ(find("optimizer").ValueHint(), "sgd|sgd-momentum|adam");
+  EXPECT_EQ(find("optimizer").ValueHint(), "sgd|sgd-momentum|adam|adamw");
   EXPECT_EQ(find("iterations").ValueHint(), "INT");
 }
 
@@ -150,6 +150,33 @@ TEST(GenOptions, TorchImplementationsDefaultToFp32AndOneGroupWhateverTheFlagOrde
   ASSERT_TRUE(fairscale.Set("fsdp-impl", "fairscale").ok());
   EXPECT_EQ(fairscale.options.compute_dtype, DType::kBFloat16);
   EXPECT_EQ(fairscale.options.group_layout, GroupLayout::kPerInstance);
+}
+
+// torch's optimizer implementation for the FSDP implementation (for-loop for fairscale,
+// foreach for PyTorch's FSDP on CUDA) and its weight decay for the optimizer (AdamW 0.01),
+// unless given, whatever the order of the flags; a negative decay is refused as torch does.
+TEST(GenOptions, OptimizerDefaultsAreTorchsWhateverTheFlagOrder) {
+  OptionFlags fairscale;
+  EXPECT_EQ(fairscale.Get("optimizer-impl"), "for-loop");
+  EXPECT_EQ(fairscale.Get("weight-decay"), "0");
+  OptionFlags torch;
+  ASSERT_TRUE(torch.Set("fsdp-impl", "fsdp2").ok());
+  ASSERT_TRUE(torch.Set("optimizer", "adamw").ok());
+  EXPECT_EQ(torch.options.optimizer_impl, OptimizerImpl::kForeach);
+  EXPECT_EQ(torch.options.weight_decay, 0.01);
+  ASSERT_TRUE(torch.Set("optimizer", "adam").ok());
+  EXPECT_EQ(torch.options.weight_decay, 0);
+  OptionFlags given;
+  ASSERT_TRUE(given.Set("optimizer-impl", "fused").ok());
+  ASSERT_TRUE(given.Set("weight-decay", "0").ok());
+  ASSERT_TRUE(given.Set("fsdp-impl", "fsdp1").ok());
+  ASSERT_TRUE(given.Set("optimizer", "adamw").ok());
+  EXPECT_EQ(given.options.optimizer_impl, OptimizerImpl::kFused);
+  EXPECT_EQ(given.options.weight_decay, 0);
+  EXPECT_EQ(given.Set("optimizer-impl", "loop").message(),
+            "'loop' is not one of for-loop, foreach or fused");
+  given.options.weight_decay = -0.1;
+  EXPECT_NE(ValidateGenOptions(given.options).message().find("weight_decay"), std::string::npos);
 }
 
 TEST(GenOptions, HsdpShapeAndReshardToNRanks) {

@@ -159,7 +159,7 @@ TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
             "m.json: /format: expected \"bucketsim-program\", got \"x\"");
   EXPECT_EQ(ErrorOf(std::string("{") + kHead + R"(, "forward": [], "loss": "l", "extra": 1})"),
             "m.json: /extra: unknown key (known here: format, schema_version, description, "
-            "autocast, instances, inputs, forward, loss, held, fsdp, measured)");
+            "autocast, instances, inputs, forward, loss, held, fsdp, optimizer, measured)");
   EXPECT_EQ(ErrorOf(std::string("{") + kHead +
                     R"(, "forward": [{"op": "gather", "instance": "q"}], "loss": "l"})"),
             "m.json: /forward/0/instance: no instance is named 'q'");
@@ -198,6 +198,45 @@ TEST(ProgramFile, FsdpSettingsErrors) {
   EXPECT_EQ(ErrorOf(head + R"("fsdp": {"implementation": "fsdp1", "settings": {},
                                         "instances": {"blocks.9": {}}}})"),
             "m.json: /fsdp/instances/blocks.9: no instance has this name");
+}
+
+// The optimizer the recorder was told: checked, written back unchanged, and said as gen flags.
+TEST(ProgramFile, OptimizerKeyRoundTripsAndIsSaidAsFlags) {
+  const std::string text = std::string("{") + kHead +
+                           R"(, "forward": [{"op": "run", "name": "r", "outputs": [{"id": "y",
+                              "bytes": 4, "dtype": "fp32"}]}], "loss": "y",
+                              "optimizer": {"name": "adamw", "impl": "fused",
+                                            "weight_decay": 0.1}})";
+  Result<FsdpModel> model = ParseProgram("m.json", text);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_TRUE(model->optimizer);
+  const std::string written = ProgramText(*model);
+  EXPECT_NE(written.find(R"("optimizer": {"name":"adamw","impl":"fused","weight_decay":0.1})"),
+            std::string::npos)
+      << written;
+  Result<FsdpModel> again = ParseProgram("m.json", written);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ProgramText(*again), written);
+  using Flags = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(OptimizerFlagsOf(*model->optimizer),
+            (Flags{{"optimizer", "adamw"}, {"optimizer-impl", "fused"}, {"weight-decay", "0.1"}}));
+  EXPECT_EQ(OptimizerFlagsOf(R"({"name": "sgd"})"), (Flags{{"optimizer", "sgd"}}));
+}
+
+TEST(ProgramFile, OptimizerKeyErrors) {
+  const std::string head = std::string("{") + kHead +
+                           R"(, "forward": [{"op": "run", "name": "r", "outputs": [{"id": "y",
+                              "bytes": 4, "dtype": "fp32"}]}], "loss": "y", )";
+  EXPECT_EQ(ErrorOf(head + R"("optimizer": {"name": "lion"}})"),
+            "m.json: /optimizer/name: expected sgd, sgd-momentum, adam or adamw, got \"lion\"");
+  EXPECT_EQ(ErrorOf(head + R"("optimizer": {"name": "adam", "impl": "loop"}})"),
+            "m.json: /optimizer/impl: expected for-loop, foreach or fused, got \"loop\"");
+  EXPECT_EQ(ErrorOf(head + R"("optimizer": {"name": "adam", "weight_decay": -1}})"),
+            "m.json: /optimizer/weight_decay: must be >= 0");
+  EXPECT_EQ(ErrorOf(head + R"("optimizer": {"impl": "fused"}})").find("/optimizer/name"),
+            std::string("m.json: ").size());
+  EXPECT_EQ(ErrorOf(head + R"("optimizer": {"name": "sgd", "lr": 0.1}})"),
+            "m.json: /optimizer/lr: unknown key (known here: name, impl, weight_decay)");
 }
 
 // A view or in-place result whose run does not read the tensor it aliases: the fuzzer's
