@@ -138,7 +138,8 @@ class StepEmitter {
       }
     }
     // Adam adds the decay to the gradient (a new tensor); AdamW scales the parameter in place.
-    const bool decay_temp = options_.optimizer == OptimizerKind::kAdam && options_.weight_decay != 0;
+    const bool decay_temp =
+        options_.optimizer == OptimizerKind::kAdam && options_.weight_decay != 0;
     switch (impl) {
       case OptimizerImpl::kForLoop: {
         std::uint64_t grad = 0;
@@ -189,8 +190,8 @@ double DefaultWeightDecay(OptimizerKind optimizer) {
   return optimizer == OptimizerKind::kAdamW ? 1e-2 : 0;
 }
 
-Status EmitOptimizerStep(const GenOptions& options, const std::vector<Numel>& params,
-                         int iteration, TraceEmitter& trace) {
+Status EmitOptimizerStep(const GenOptions& options, const std::vector<Numel>& params, int iteration,
+                         TraceEmitter& trace) {
   return StepEmitter(options, params, iteration == 0, trace).Run();
 }
 

@@ -49,7 +49,7 @@ double DefaultWeightDecay(OptimizerKind optimizer);
 // optimizer.step() of iteration `iteration` over the optimizer's parameters on this rank, in
 // the optimizer's order, each as its fp32 element count (0: no elements here, the optimizer
 // skips it): the state at iteration 0, the temporaries, and the step's compute span.
-Status EmitOptimizerStep(const GenOptions& options, const std::vector<Numel>& params,
-                         int iteration, TraceEmitter& trace);
+Status EmitOptimizerStep(const GenOptions& options, const std::vector<Numel>& params, int iteration,
+                         TraceEmitter& trace);
 
 }  // namespace bucketsim

@@ -2,6 +2,8 @@
 // values are usage errors (exit 2, one message naming the flag), a generated trace carries its
 // bucket_cap_mb to compare, and `gen program` on a preset's --emit-program writes the preset's
 // trace byte for byte.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -159,6 +161,47 @@ TEST(GenCommand, ProgramErrorsNameFileAndPointer) {
       RunBucketsim({"gen", "program", "traces/tiny-ws2.json", "-o", "/dev/null"});
   EXPECT_EQ(trace.exit_code, 2);
   EXPECT_NE(trace.err.find("this is a trace, not a model program"), std::string::npos) << trace.err;
+}
+
+// A program's "optimizer" key is taken as the flags it says, each unless the command line gives
+// it: the trace's events are byte for byte the ones those flags make (the description is the
+// program's, written when it was emitted).
+TEST(GenCommand, ProgramOptimizerKeyIsTakenUnlessAFlagSaysOtherwise) {
+  const std::string program = testing::WriteTempFile("optimizer-program.json", "");
+  testing::BinaryResult emit =
+      RunBucketsim({"gen", "transformer", "--layers", "1", "--hidden", "64", "--heads", "4",
+                    "--seq", "32", "--vocab", "128", "--emit-program", program});
+  ASSERT_EQ(emit.exit_code, 0) << emit.err;
+  std::string text = testing::ReadFile(program);
+  const std::size_t end = text.rfind('}');
+  text = text.substr(0, end) +
+         R"(, "optimizer": {"name": "adamw", "impl": "fused", "weight_decay": 0.1}})";
+  testing::WriteTempFile("optimizer-program.json", text);
+  const std::vector<std::string> common = {"--world-size", "2", "--iterations", "1"};
+  const auto trace = [&](std::vector<std::string> args, const std::string& name) {
+    const std::string out = testing::WriteTempFile(name, "");
+    args.insert(args.end(), common.begin(), common.end());
+    args.insert(args.end(), {"-o", out});
+    testing::BinaryResult run = RunBucketsim(args);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    const std::string text = testing::ReadFile(out);
+    return std::make_pair(text.substr(std::min(text.size(), text.find("\"events\""))), run.err);
+  };
+  const auto [recorded, said] = trace({"gen", "program", program}, "recorded.json");
+  EXPECT_NE(said.find("gen: the model's optimizer was recorded as: --optimizer adamw "
+                      "--optimizer-impl fused --weight-decay 0.1"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(recorded, trace({"gen", "transformer", "--layers", "1", "--hidden", "64", "--heads",
+                             "4", "--seq", "32", "--vocab", "128", "--optimizer", "adamw",
+                             "--optimizer-impl", "fused", "--weight-decay", "0.1"},
+                            "flags.json")
+                          .first);
+  const auto [overridden, note] =
+      trace({"gen", "program", program, "--optimizer-impl", "for-loop"}, "overridden.json");
+  EXPECT_NE(note.find("recorded as: --optimizer adamw --weight-decay 0.1\n"), std::string::npos)
+      << note;
+  EXPECT_NE(overridden, recorded);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "engine/trace_checker.h"
 #include "fuzz_input.h"
 #include "gen/fsdp_program.h"
+#include "gen/gen_options.h"
 #include "io/program_file.h"
 
 namespace bucketsim {
@@ -72,6 +73,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   runs[3].sharding_strategy = ShardingStrategy::kShardGradOp;
   runs[3].backward_prefetch = BackwardPrefetch::kPost;
   runs[3].compute_dtype = DType::kBFloat16;
+  // Each optimizer implementation with a weight decay that makes temporaries where it can.
+  runs[1].optimizer_impl = OptimizerImpl::kForeach;
+  runs[1].weight_decay = 0.1;
+  runs[2].optimizer = OptimizerKind::kAdamW;
+  runs[2].optimizer_impl = OptimizerImpl::kFused;
+  runs[3].optimizer = OptimizerKind::kSgdMomentum;
+  runs[3].weight_decay = 0.1;
+  // The first run as `gen program` would take the program's own optimizer.
+  if (model->optimizer) {
+    std::vector<PresetParam> params = GenOptionParams(runs[0]);
+    for (const auto& [flag, value] : OptimizerFlagsOf(*model->optimizer)) {
+      for (PresetParam& param : params) {
+        if (param.name != flag) continue;
+        const Status set = param.set(value);
+        if (!set.ok())
+          Finding("the reader accepted an optimizer --" + flag + " refuses: " + set.message());
+      }
+    }
+  }
   for (const GenOptions& options : runs) {
     CheckedSink sink;
     const Status emitted = EmitFsdpTrace(*model, options, sink);

@@ -106,15 +106,14 @@ TEST(OptimizerStep, SgdWeightDecayTemporaries) {
 // sqrt, then the quotient (`denom`), the sqrt freed at once, the previous denom when the new
 // one is bound, the last at the end.
 TEST(OptimizerStep, AdamForLoopDenomOutlivesItsParameter) {
-  const Lines later = {"alloc 1 12", "alloc 2 12", "free 1",  "alloc 3 20",
-                       "alloc 4 20", "free 3",     "free 2",  "compute",
-                       "free 4"};
+  const Lines later = {"alloc 1 12", "alloc 2 12", "free 1",  "alloc 3 20", "alloc 4 20",
+                       "free 3",     "free 2",     "compute", "free 4"};
   EXPECT_EQ(Step(OptimizerKind::kAdam, OptimizerImpl::kForLoop, 0, 1), later);
   EXPECT_EQ(Step(OptimizerKind::kAdamW, OptimizerImpl::kForLoop, 0.01, 1), later);
-  EXPECT_EQ(Step(OptimizerKind::kAdam, OptimizerImpl::kForLoop, 0, 0),
-            (Lines{"alloc 1 12", "alloc 2 12", "alloc 3 20", "alloc 4 20", "alloc 5 12",
-                   "alloc 6 12", "free 5", "alloc 7 20", "alloc 8 20", "free 7", "free 6",
-                   "compute", "free 8"}));
+  EXPECT_EQ(
+      Step(OptimizerKind::kAdam, OptimizerImpl::kForLoop, 0, 0),
+      (Lines{"alloc 1 12", "alloc 2 12", "alloc 3 20", "alloc 4 20", "alloc 5 12", "alloc 6 12",
+             "free 5", "alloc 7 20", "alloc 8 20", "free 7", "free 6", "compute", "free 8"}));
 }
 
 // Adam's weight decay is `grad = grad.add(param)`, alive through its parameter's denom until
@@ -122,8 +121,7 @@ TEST(OptimizerStep, AdamForLoopDenomOutlivesItsParameter) {
 TEST(OptimizerStep, AdamForLoopWeightDecayGradientCopy) {
   EXPECT_EQ(Step(OptimizerKind::kAdam, OptimizerImpl::kForLoop, 0.1, 1),
             (Lines{"alloc 1 12", "alloc 2 12", "alloc 3 12", "free 2", "free 1", "alloc 4 20",
-                   "alloc 5 20", "alloc 6 20", "free 5", "free 3", "compute", "free 4",
-                   "free 6"}));
+                   "alloc 5 20", "alloc 6 20", "free 5", "free 3", "compute", "free 4", "free 6"}));
 }
 
 // _multi_tensor_adam: with Adam's decay `_foreach_add(grads, params)` (a set, dropped last
@@ -143,8 +141,8 @@ TEST(OptimizerStep, AdamForeachMakesFullSets) {
 // kernel makes nothing.
 TEST(OptimizerStep, AdamFusedStepTensorsOnTheDeviceAndNoTemporaries) {
   EXPECT_EQ(Step(OptimizerKind::kAdam, OptimizerImpl::kFused, 0.1, 0),
-            (Lines{"alloc 1 4", "alloc 2 12", "alloc 3 12", "alloc 4 4", "alloc 5 20",
-                   "alloc 6 20", "compute"}));
+            (Lines{"alloc 1 4", "alloc 2 12", "alloc 3 12", "alloc 4 4", "alloc 5 20", "alloc 6 20",
+                   "compute"}));
   EXPECT_EQ(Step(OptimizerKind::kAdamW, OptimizerImpl::kFused, 0.01, 1), Lines{"compute"});
 }
 
