@@ -212,8 +212,8 @@ Status ValidateGenOptions(const GenOptions& options) {
   }
   // torch.optim: "Invalid weight_decay value" below zero.
   if (!std::isfinite(options.weight_decay) || options.weight_decay < 0) {
-    return InvalidArgument(fmt::format("weight_decay must be a finite number >= 0 (got {})",
-                                       options.weight_decay));
+    return InvalidArgument(
+        fmt::format("weight_decay must be a finite number >= 0 (got {})", options.weight_decay));
   }
   if (!std::isfinite(options.bucket_cap_mb)) {
     return InvalidArgument("bucket_cap_mb must be a finite number");
@@ -246,8 +246,7 @@ std::string DescribeOptimizer(const GenOptions& o) {
 // setting as TorchFsdpSetting spells it, with the run's shape around it.
 std::string DescribeTorchFsdpOptions(const GenOptions& o) {
   return fmt::format("PyTorch {} rank {} of {}: {}, {}, {} iterations", FsdpImplName(o.fsdp_impl),
-                     o.rank, o.world_size, TorchFsdpSetting(o), DescribeOptimizer(o),
-                     o.iterations);
+                     o.rank, o.world_size, TorchFsdpSetting(o), DescribeOptimizer(o), o.iterations);
 }
 
 DType DefaultComputeDType(FsdpImpl impl) {

@@ -266,16 +266,15 @@ TEST(TransformerPreset, MixedPrecisionAdamStateAtFirstStepOnly) {
   RecordingSink trace = Generate(config);
   const std::vector<Alloc> sqrt = {
       {10240, 0, kOpt}, {49984, 0, kOpt}, {49984, 0, kOpt}, {8320, 0, kOpt}};
-  EXPECT_EQ(AllocsIn(trace.events, 0, Phase::kStep),
-            Concat<Alloc>({{{10240, 0, kOpt},
-                            {10240, 0, kOpt},
-                            {49984, 0, kOpt},
-                            {49984, 0, kOpt},
-                            {49984, 0, kOpt},
-                            {49984, 0, kOpt},
-                            {8320, 0, kOpt},
-                            {8320, 0, kOpt}},
-                           sqrt}));
+  EXPECT_EQ(AllocsIn(trace.events, 0, Phase::kStep), Concat<Alloc>({{{10240, 0, kOpt},
+                                                                     {10240, 0, kOpt},
+                                                                     {49984, 0, kOpt},
+                                                                     {49984, 0, kOpt},
+                                                                     {49984, 0, kOpt},
+                                                                     {49984, 0, kOpt},
+                                                                     {8320, 0, kOpt},
+                                                                     {8320, 0, kOpt}},
+                                                                    sqrt}));
   EXPECT_EQ(AllocsIn(trace.events, 1, Phase::kStep), sqrt);
 }
 
