@@ -3,7 +3,8 @@
 
     /usr/bin/python3 tools/record_program.py my_models.py:build_model \
         --batch my_models.py:make_batch --wrap TransformerBlock [--wrap-policy FILE.py:FN] \
-        [--device cpu|cuda|meta] [--optimizer sgd|sgd-momentum|adam] -o model.json
+        [--device cpu|cuda|meta] [--optimizer sgd|sgd-momentum|adam|adamw \
+        [--optimizer-impl for-loop|foreach|fused] [--weight-decay X]] -o model.json
     bucketsim gen program model.json --world-size 64 ... -o trace.json
 
 It imports the user's code, builds the model (build_model() -> nn.Module) and its batch
@@ -51,6 +52,12 @@ else its mean. What it writes:
   measured   on cpu or cuda, a second, unhooked run of the whole step (forward, backward,
              optimizer step, zero_grad) measures the live bytes at every mark and each phase's
              peak (tools/torch_memory.py); bucketsim shows them beside its prediction.
+  optimizer  with --optimizer: {"name": NAME, "impl": IMPL, "weight_decay": X}, the optimizer
+             of the measured step, so that `gen program` emits the step that was measured.
+             IMPL is --optimizer-impl, else the one torch picks on the recording device
+             (for-loop on cpu and meta, and on cuda under torch 1.x; foreach on cuda under
+             2.x); X is --weight-decay, else torch's default (0.01 for adamw, else 0). Without
+             --optimizer there is no key, and the step is measured with plain SGD.
 
 A model already wrapped: where build_model() returns a model wrapped with FSDP1
 (FullyShardedDataParallel, device_id=torch.device("cpu") on CPU) or FSDP2 (fully_shard; torch
@@ -1088,13 +1095,22 @@ def main(argv=None):
                              "(flatten_parameters=False); default: one flat parameter per "
                              "instance, fairscale's default")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "meta"])
-    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "sgd-momentum", "adam"],
-                        help="the optimizer of the measured step (default sgd)")
+    parser.add_argument("--optimizer", choices=torch_memory.OPTIMIZERS,
+                        help="the optimizer of the measured step, written to the program's "
+                             "`optimizer` key (default: none written, the step measured with "
+                             "sgd)")
+    parser.add_argument("--optimizer-impl", choices=torch_memory.IMPLS,
+                        help="torch.optim's implementation of the step (default: the one torch "
+                             "picks on --device; needs --optimizer)")
+    parser.add_argument("--weight-decay", type=float, metavar="X",
+                        help="the optimizer's weight decay (default: torch's, 0.01 for adamw, "
+                             "else 0; needs --optimizer)")
     parser.add_argument("--no-measure", action="store_true",
                         help="do not run the measured step (cpu, cuda)")
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args(argv)
     try:
+        optimizer = optimizer_setting(args)
         if args.device == "cuda" and not torch.cuda.is_available():
             raise UsageError("--device cuda: this torch sees no CUDA device")
         build = load(args.model, "model")
@@ -1115,10 +1131,19 @@ def main(argv=None):
             # A wrapped model's step is measured on the model unwrapped, as the program is.
             unwrapped = build if "fsdp" not in program else \
                 (lambda: unwrap_fsdp(build(), fill=rec.own_group)[0])
-            measured, _ = torch_memory.measure_step(unwrapped, batch, args.optimizer,
-                                                    args.device)
-            measured["note"] += f"; optimizer {args.optimizer}"
+            step = optimizer or {"name": "sgd", "impl": None, "weight_decay": None}
+            try:
+                measured, _ = torch_memory.measure_step(unwrapped, batch, step["name"],
+                                                        args.device, step["impl"],
+                                                        step["weight_decay"])
+            except torch_memory.OptimizerError as e:
+                raise UsageError(f"{e}; --no-measure records the program without running the "
+                                 "step")
+            measured["note"] += f"; optimizer {step['name']}" + (
+                f" ({step['impl']}, weight decay {step['weight_decay']:g})" if optimizer else "")
             program["measured"] = measured
+        if optimizer:
+            program["optimizer"] = optimizer
     except UsageError as e:
         print(f"record_program: error: {e}", file=sys.stderr)
         return 2
@@ -1141,6 +1166,24 @@ def main(argv=None):
           f"{numel:,} "
           f"parameters" + (", measured on " + args.device if "measured" in program else ""))
     return 0
+
+
+def optimizer_setting(args):
+    """The program's `optimizer` key from --optimizer, --optimizer-impl and --weight-decay, with
+    torch's defaults written out (None without --optimizer)."""
+    if args.optimizer is None:
+        given = [flag for flag, value in (("--optimizer-impl", args.optimizer_impl),
+                                          ("--weight-decay", args.weight_decay))
+                 if value is not None]
+        if given:
+            raise UsageError(f"{given[0]} needs --optimizer (the optimizer it sets)")
+        return None
+    if args.weight_decay is not None and args.weight_decay < 0:
+        raise UsageError(f"--weight-decay {args.weight_decay:g}: must be 0 or more")
+    return {"name": args.optimizer,
+            "impl": args.optimizer_impl or torch_memory.default_impl(args.device),
+            "weight_decay": (args.weight_decay if args.weight_decay is not None
+                             else torch_memory.default_weight_decay(args.optimizer))}
 
 
 def load(spec, what):

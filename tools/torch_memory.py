@@ -22,7 +22,8 @@ previous mark (reset at every mark).
     result["marks"]        -> [{"name": "start", "allocated_bytes": ...}, ...]
     result["phase_peaks"]  -> [{"phase": "forward", "peak_allocated_bytes": ...}, ...]
 
-    torch_memory.py FILE.py:build_model --batch FILE.py:make_batch [--optimizer sgd] [--json]
+    torch_memory.py FILE.py:build_model --batch FILE.py:make_batch [--optimizer sgd]
+        [--optimizer-impl for-loop|foreach|fused] [--weight-decay X] [--json]
 
 Needs only torch (Debian's python3-torch 1.13 under /usr/bin/python3 here).
 """
@@ -58,27 +59,97 @@ def as_args(batch):
     return batch if isinstance(batch, (tuple, list)) else (batch,)
 
 
-def make_optimizer(name, params, lr=0.01):
-    """sgd (no state), sgd-momentum (one buffer per parameter), adam (two): bucketsim's
-    --optimizer names."""
+OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
+# torch.optim's three implementations of a step: a Python loop over the parameters (foreach=False),
+# torch._foreach_* ops over all of them (foreach=True), one fused kernel (fused=True).
+IMPLS = ("for-loop", "foreach", "fused")
+
+
+class OptimizerError(ValueError):
+    """An optimizer, implementation or setting this torch cannot make: the message says why."""
+
+
+def _optimizer_class(name):
+    if name not in OPTIMIZERS:
+        raise OptimizerError(f"unknown optimizer '{name}' (expected {', '.join(OPTIMIZERS)})")
+    return {"sgd": torch.optim.SGD, "sgd-momentum": torch.optim.SGD, "adam": torch.optim.Adam,
+            "adamw": torch.optim.AdamW}[name]
+
+
+def default_weight_decay(name):
+    """torch's default weight decay of the optimizer `name` (0 for SGD and Adam, 0.01 for
+    AdamW), read from its constructor."""
+    import inspect
+    return float(inspect.signature(_optimizer_class(name).__init__)
+                 .parameters["weight_decay"].default)
+
+
+def default_impl(device):
+    """The implementation torch picks when neither foreach nor fused is given: torch 2.x's
+    _default_to_fused_or_foreach picks foreach where every parameter is on CUDA, else the loop;
+    torch 1.x always the loop (its `foreach = False` placeholder)."""
+    if device == "cuda" and int(torch.__version__.split(".")[0]) >= 2:
+        return "foreach"
+    return "for-loop"
+
+
+def _fused_devices():
+    """The device types with fused optimizer kernels in this torch (torch 1.13 has no list: its
+    only fused optimizer, Adam, runs on CUDA alone)."""
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+    except ImportError:
+        return ["cuda"]
+    return _get_fused_kernels_supported_devices()
+
+
+def make_optimizer(name, params, lr=0.01, impl=None, weight_decay=None):
+    """sgd (no state), sgd-momentum (one buffer per parameter), adam and adamw (two, and a step
+    count per parameter): bucketsim's --optimizer names, with bucketsim's --optimizer-impl names
+    (IMPLS) and a weight decay (None: torch's default, default_weight_decay). impl None is what
+    this tool always made: torch's default, but adam's loop asked for by name (foreach=False),
+    which is torch's default on the CPU anyway."""
     params = list(params)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr)
+    cls = _optimizer_class(name)
+    kwargs = {"lr": lr}
     if name == "sgd-momentum":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9)
-    if name == "adam":
-        # foreach=False: the per-parameter loop, whose only lasting allocations are the state.
-        return torch.optim.Adam(params, lr=lr, foreach=False)
-    raise ValueError(f"unknown optimizer '{name}' (expected sgd, sgd-momentum or adam)")
+        kwargs["momentum"] = 0.9
+    if weight_decay is not None:
+        kwargs["weight_decay"] = weight_decay
+    if impl is None and name == "adam":
+        impl = "for-loop"
+    if impl == "for-loop":
+        kwargs["foreach"] = False
+    elif impl == "foreach":
+        kwargs["foreach"] = True
+    elif impl == "fused":
+        import inspect
+        if "fused" not in inspect.signature(cls.__init__).parameters:
+            raise OptimizerError(f"--optimizer-impl fused: torch {torch.__version__}'s "
+                                 f"{cls.__name__} has no fused implementation (later torch "
+                                 "versions have one)")
+        devices = {p.device.type for p in params} - set(_fused_devices())
+        if devices:
+            raise OptimizerError(f"--optimizer-impl fused: torch {torch.__version__}'s fused "
+                                 f"{cls.__name__} does not run on "
+                                 f"{', '.join(sorted(devices))} (only on "
+                                 f"{', '.join(_fused_devices())})")
+        kwargs["fused"] = True
+    elif impl is not None:
+        raise OptimizerError(f"unknown optimizer implementation '{impl}' (expected "
+                             f"{', '.join(IMPLS)})")
+    return cls(params, **kwargs)
 
 
-def run_step(build_model, make_batch, optimizer, device, mark, iterations=1):
+def run_step(build_model, make_batch, optimizer, device, mark, iterations=1, impl=None,
+             weight_decay=None):
     """Training steps with `mark(name)` called at each of MARKS: "start" once, then the other
-    marks in every one of `iterations` steps."""
+    marks in every one of `iterations` steps; the optimizer is make_optimizer(optimizer, ...,
+    impl=impl, weight_decay=weight_decay)."""
     model = build_model().to(device)
     model.train()
     batch = [b.to(device) if isinstance(b, torch.Tensor) else b for b in as_args(make_batch())]
-    opt = make_optimizer(optimizer, model.parameters())
+    opt = make_optimizer(optimizer, model.parameters(), impl=impl, weight_decay=weight_decay)
     mark("start")
     for _ in range(iterations):
         loss = to_loss(model(*batch))
@@ -147,10 +218,11 @@ def chrome_trace_memory_events(path):
     return events
 
 
-def _measure_cpu(build_model, make_batch, optimizer):
+def _measure_cpu(build_model, make_batch, optimizer, settings):
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        keep = run_step(build_model, make_batch, optimizer, "cpu", lambda name: _sentinel())
+        keep = run_step(build_model, make_batch, optimizer, "cpu", lambda name: _sentinel(),
+                        **settings)
     del keep
     cpu = torch._C._autograd.DeviceType.CPU
     sizes = [e.nbytes() for e in prof.profiler.kineto_results.events()
@@ -158,7 +230,7 @@ def _measure_cpu(build_model, make_batch, optimizer):
     return _figures_from_events(sizes)
 
 
-def _measure_cuda(build_model, make_batch, optimizer):
+def _measure_cuda(build_model, make_batch, optimizer, settings):
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
@@ -173,21 +245,24 @@ def _measure_cuda(build_model, make_batch, optimizer):
         marks.append((now, now))
         torch.cuda.reset_peak_memory_stats()
 
-    keep = run_step(build_model, make_batch, optimizer, "cuda", mark)
+    keep = run_step(build_model, make_batch, optimizer, "cuda", mark, **settings)
     del keep
     return marks, peaks
 
 
-def measure_step(build_model, make_batch, optimizer="sgd", device="cpu"):
-    """Runs one training step of build_model() on make_batch() and returns
+def measure_step(build_model, make_batch, optimizer="sgd", device="cpu", impl=None,
+                 weight_decay=None):
+    """Runs one training step of build_model() on make_batch() with
+    make_optimizer(optimizer, ..., impl=impl, weight_decay=weight_decay) and returns
     {"device", "torch_version", "marks": [...], "phase_peaks": [...], "raw": {...}}: the program
     format's `measured` block (traces/program-v1.schema.json), plus raw sums on CPU."""
+    settings = {"impl": impl, "weight_decay": weight_decay}
     if device == "cpu":
-        marks, peaks = _measure_cpu(build_model, make_batch, optimizer)
+        marks, peaks = _measure_cpu(build_model, make_batch, optimizer, settings)
         note = ("CPU, torch.profiler(profile_memory=True): every allocation rounded up to 512 B as "
                 "torch.cuda.memory_allocated counts it")
     elif device == "cuda":
-        marks, peaks = _measure_cuda(build_model, make_batch, optimizer)
+        marks, peaks = _measure_cuda(build_model, make_batch, optimizer, settings)
         note = ("CUDA: torch.cuda.memory_allocated at each mark, max_memory_allocated since the "
                 "previous mark, less what was allocated before the model was built")
     else:
@@ -246,13 +321,24 @@ def main(argv=None):
                                                  "step at bucketsim's marks.")
     parser.add_argument("model", help="FILE.py:FUNCTION returning the nn.Module")
     parser.add_argument("--batch", required=True, help="FILE.py:FUNCTION returning the input(s)")
-    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "sgd-momentum", "adam"])
+    parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
+    parser.add_argument("--optimizer-impl", choices=IMPLS,
+                        help="torch.optim's implementation of the step (default: torch's, but "
+                             "adam's for-loop)")
+    parser.add_argument("--weight-decay", type=float, metavar="X",
+                        help="the optimizer's weight decay (default: torch's, 0.01 for adamw, "
+                             "else 0)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     build = load_function(args.model, "model")
     batch = load_function(args.batch, "--batch")
-    result, raw = measure_step(build, batch, args.optimizer, args.device)
+    try:
+        result, raw = measure_step(build, batch, args.optimizer, args.device,
+                                   args.optimizer_impl, args.weight_decay)
+    except OptimizerError as e:
+        print(f"torch_memory: error: {e}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps({"measured": result, "raw": raw}, indent=2))
         return 0

@@ -180,6 +180,7 @@ class Program(RecorderCase):
                           "requires_grad": True}]},
         ])
         self.assertEqual(p["loss"], "t4")
+        self.assertNotIn("optimizer", p)  # no --optimizer
 
     def test_param_reads_of_a_module_applied_twice(self):
         # Each addmm's backward makes a gradient of the weight and the bias (bucketsim sums
@@ -319,6 +320,24 @@ class Measured(RecorderCase):
                                  "after bwd": 10 * 512, "after step": 14 * 512,
                                  "done": 9 * 512})
 
+    def test_optimizer_key_says_what_the_step_was_measured_with(self):
+        # torch's defaults written out: on the CPU torch picks the for-loop, AdamW decays by
+        # 0.01. Adam's state is three tensors per parameter, one 512 B block each here:
+        # exp_avg, exp_avg_sq and the step count (a 4 B tensor, on the CPU whatever the
+        # implementation; on CUDA a CPU tensor unless fused): after step = after bwd + 12 x 512.
+        for flags, key in ((["--optimizer", "adamw"],
+                            {"name": "adamw", "impl": "for-loop", "weight_decay": 0.01}),
+                           (["--optimizer", "adam", "--optimizer-impl", "foreach",
+                             "--weight-decay", "0.1"],
+                            {"name": "adam", "impl": "foreach", "weight_decay": 0.1})):
+            with self.subTest(key["name"]):
+                p = self.record("build_model", *flags)
+                self.assertEqual(p["optimizer"], key)
+                self.assertIn(f"; optimizer {key['name']} ({key['impl']}, weight decay "
+                              f"{key['weight_decay']:g})", p["measured"]["note"])
+                marks = {x["name"]: x["allocated_bytes"] for x in p["measured"]["marks"]}
+                self.assertEqual(marks["after step"], marks["after bwd"] + 12 * 512)
+
     def test_sentinel_pairs_are_counted(self):
         # Figures from a hand-written event list: 1000 B, mark, +600 -600, mark, ...
         s = torch_memory.MARK_BYTES
@@ -358,6 +377,21 @@ class Errors(RecorderCase):
         err = self.record("build_model", "--wrap", "TransformerBlock", expect=2)
         self.assertIn("--wrap TransformerBlock: the model has no module of that class (its "
                       "classes: Head, Linear, Net)", err)
+
+    def test_optimizer_settings_need_the_optimizer(self):
+        err = self.record("build_model", "--weight-decay", "0.1", expect=2)
+        self.assertIn("--weight-decay needs --optimizer", err)
+
+    def test_fused_where_this_torch_has_none(self):
+        if "cpu" in torch_memory._fused_devices():
+            self.skipTest(f"torch {torch.__version__} has fused optimizers on the CPU")
+        err = self.record("build_model", "--optimizer", "adam", "--optimizer-impl", "fused",
+                          expect=2)
+        self.assertIn(f"--optimizer-impl fused: torch {torch.__version__}'s fused Adam does not "
+                      "run on cpu (only on cuda); --no-measure records the program", err)
+        err = self.record("build_model", "--optimizer", "sgd", "--optimizer-impl", "fused",
+                          expect=2)
+        self.assertIn("SGD has no fused implementation", err)
 
     def test_build_model_returns_no_module(self):
         err = self.record("make_batch", expect=2)
