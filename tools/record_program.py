@@ -53,11 +53,14 @@ else its mean. What it writes:
              optimizer step, zero_grad) measures the live bytes at every mark and each phase's
              peak (tools/torch_memory.py); bucketsim shows them beside its prediction.
   optimizer  with --optimizer: {"name": NAME, "impl": IMPL, "weight_decay": X}, the optimizer
-             of the measured step, so that `gen program` emits the step that was measured.
-             IMPL is --optimizer-impl, else the one torch picks on the recording device
-             (for-loop on cpu and meta, and on cuda under torch 1.x; foreach on cuda under
-             2.x); X is --weight-decay, else torch's default (0.01 for adamw, else 0). Without
-             --optimizer there is no key, and the step is measured with plain SGD.
+             the model trains with, which `gen program` emits. IMPL and X only where given
+             (--optimizer-impl, --weight-decay): absent, `gen program` takes torch's default
+             where the trace is emitted for (foreach for FSDP1 and FSDP2 on CUDA), not the
+             recording device's. The measured step runs with the given ones, else the
+             recording device's defaults (the for-loop on cpu and meta, and on cuda under torch
+             1.x; foreach on cuda under 2.x; weight decay 0.01 for adamw, else 0), which the
+             measured note names. Without --optimizer there is no key, and the step is measured
+             with plain SGD.
 
 A model already wrapped: where build_model() returns a model wrapped with FSDP1
 (FullyShardedDataParallel, device_id=torch.device("cpu") on CPU) or FSDP2 (fully_shard; torch
@@ -1131,7 +1134,13 @@ def main(argv=None):
             # A wrapped model's step is measured on the model unwrapped, as the program is.
             unwrapped = build if "fsdp" not in program else \
                 (lambda: unwrap_fsdp(build(), fill=rec.own_group)[0])
-            step = optimizer or {"name": "sgd", "impl": None, "weight_decay": None}
+            step = {"name": "sgd", "impl": None, "weight_decay": None}
+            if optimizer:
+                step = {"name": optimizer["name"],
+                        "impl": optimizer.get("impl") or torch_memory.default_impl(args.device),
+                        "weight_decay": optimizer.get("weight_decay",
+                                                      torch_memory.default_weight_decay(
+                                                          optimizer["name"]))}
             try:
                 measured, _ = torch_memory.measure_step(unwrapped, batch, step["name"],
                                                         args.device, step["impl"],
@@ -1169,8 +1178,8 @@ def main(argv=None):
 
 
 def optimizer_setting(args):
-    """The program's `optimizer` key from --optimizer, --optimizer-impl and --weight-decay, with
-    torch's defaults written out (None without --optimizer)."""
+    """The program's `optimizer` key from --optimizer, --optimizer-impl and --weight-decay: the
+    name, and the other two only where given (None without --optimizer)."""
     if args.optimizer is None:
         given = [flag for flag, value in (("--optimizer-impl", args.optimizer_impl),
                                           ("--weight-decay", args.weight_decay))
@@ -1180,10 +1189,12 @@ def optimizer_setting(args):
         return None
     if args.weight_decay is not None and args.weight_decay < 0:
         raise UsageError(f"--weight-decay {args.weight_decay:g}: must be 0 or more")
-    return {"name": args.optimizer,
-            "impl": args.optimizer_impl or torch_memory.default_impl(args.device),
-            "weight_decay": (args.weight_decay if args.weight_decay is not None
-                             else torch_memory.default_weight_decay(args.optimizer))}
+    key = {"name": args.optimizer}
+    if args.optimizer_impl is not None:
+        key["impl"] = args.optimizer_impl
+    if args.weight_decay is not None:
+        key["weight_decay"] = args.weight_decay
+    return key
 
 
 def load(spec, what):

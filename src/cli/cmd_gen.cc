@@ -78,7 +78,7 @@ Result<std::string> ApplyRecordedFlags(
 // A recorded model that was already wrapped (the program's "fsdp" key) is emitted as it was
 // wrapped: each of its settings sets the flag that says it, unless the command line gave that
 // flag, or named another implementation with --fsdp-impl. Then the optimizer it was recorded
-// with (the "optimizer" key), flag by flag the same way.
+// with (the "optimizer" key), flag by flag the same way, unless --optimizer names another.
 Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command,
                             GenOptions& options) {
   if (program.fsdp) {
@@ -97,8 +97,18 @@ Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command,
     }
   }
   if (program.optimizer) {
-    Result<std::string> applied =
-        ApplyRecordedFlags(OptimizerFlagsOf(*program.optimizer), command, options, "optimizer");
+    const std::vector<std::pair<std::string, std::string>> flags =
+        OptimizerFlagsOf(*program.optimizer);
+    // Another optimizer on the command line: the recorded implementation and weight decay were
+    // that optimizer's, not this one's.
+    if (!flags.empty() && command.count("--optimizer") > 0 &&
+        OptimizerName(options.optimizer) != flags.front().second) {
+      std::fprintf(stderr, "gen: note: the program's optimizer (%s) is not used: --optimizer %s\n",
+                   flags.front().second.c_str(),
+                   std::string(OptimizerName(options.optimizer)).c_str());
+      return Status::Ok();
+    }
+    Result<std::string> applied = ApplyRecordedFlags(flags, command, options, "optimizer");
     if (!applied.ok()) return applied.status();
     if (!applied->empty()) {
       std::fprintf(stderr, "gen: the model's optimizer was recorded as:%s\n", applied->c_str());

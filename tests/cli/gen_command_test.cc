@@ -202,6 +202,15 @@ TEST(GenCommand, ProgramOptimizerKeyIsTakenUnlessAFlagSaysOtherwise) {
   EXPECT_NE(note.find("recorded as: --optimizer adamw --weight-decay 0.1\n"), std::string::npos)
       << note;
   EXPECT_NE(overridden, recorded);
+  // Another optimizer: nothing of the key (its weight decay was AdamW's, not SGD's).
+  const auto [other, why] = trace({"gen", "program", program, "--optimizer", "sgd"}, "sgd.json");
+  EXPECT_NE(why.find("gen: note: the program's optimizer (adamw) is not used: --optimizer sgd"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(other, trace({"gen", "transformer", "--layers", "1", "--hidden", "64", "--heads", "4",
+                          "--seq", "32", "--vocab", "128", "--optimizer", "sgd"},
+                         "sgd-flags.json")
+                       .first);
 }
 
 }  // namespace
