@@ -65,6 +65,28 @@ def side_by_side(predicted, measured):
     return rows
 
 
+def check_within(predicted, measured, limits, digits=2):
+    """The oracle tests' comparison: (report, failures). `limits` has a relative limit for
+    "marks" (every mark) and for each phase peak it checks (a phase it lacks is shown, not
+    checked); `report` has one line per figure, `failures` one per figure beyond its limit or
+    without a prediction."""
+    rows = side_by_side(predicted, measured)
+    report = "\n".join(f"  {kind:11} {name:10} measured {real:>11,} predicted "
+                       f"{pred if pred is not None else '-':>11,} {100 * rel:+7.{digits}f}%"
+                       for kind, name, real, pred, rel in rows if rel is not None)
+    failures = []
+    for kind, name, real, pred, rel in rows:
+        limit = limits["marks"] if kind == "marks" else limits.get(name)
+        if limit is None:
+            continue
+        if pred is None:
+            failures.append(f"no predicted {kind} {name}")
+        elif abs(rel) > limit:
+            failures.append(f"{kind} {name}: measured {real}, predicted {pred} "
+                            f"({100 * rel:+.{digits}f}%, limit {100 * limit}%)")
+    return report, failures
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Predicted beside measured at world size 1.")
     parser.add_argument("trace")

@@ -192,18 +192,10 @@ class OptimizerOracle(unittest.TestCase):
 
     def check(self, model, case):
         pred, real = self.figures(model, case)
-        rows = pvm.side_by_side(pred, real)
         limits = dict(TARGET, **TOLERANCES.get((model, case), {}))
-        report = "\n".join(f"  {kind:11} {name:10} measured {m:>11,} predicted "
-                           f"{p if p is not None else '-':>11,} {100 * rel:+7.3f}%"
-                           for kind, name, m, p, rel in rows if rel is not None)
+        report, failures = pvm.check_within(pred, real, limits, digits=3)
         print(f"\n{model} {case}:\n{report}", file=sys.stderr)
-        for kind, name, m, p, rel in rows:
-            limit = limits["marks" if kind == "marks" else name]
-            self.assertIsNotNone(p, f"{model} {case}: no predicted {kind} {name}")
-            self.assertLessEqual(abs(rel), limit,
-                                 f"{model} {case}: {kind} {name}: measured {m}, predicted {p} "
-                                 f"({100 * rel:+.3f}%, limit {100 * limit}%)\n{report}")
+        self.assertFalse(failures, f"{model} {case}: " + "; ".join(failures) + f"\n{report}")
 
     def test_foreach_adam_holds_a_full_set_more_than_the_loop(self):
         # for-loop: one parameter's sqrt and quotient, and the previous parameter's quotient,
