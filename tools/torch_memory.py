@@ -87,7 +87,8 @@ def default_weight_decay(name):
 def default_impl(device):
     """The implementation torch picks when neither foreach nor fused is given: torch 2.x's
     _default_to_fused_or_foreach picks foreach where every parameter is on CUDA, else the loop;
-    torch 1.x always the loop (its `foreach = False` placeholder)."""
+    torch 1.x always the loop (torch 1.13's Adam, AdamW and SGD set foreach = False when it is
+    None)."""
     if device == "cuda" and int(torch.__version__.split(".")[0]) >= 2:
         return "foreach"
     return "for-loop"

@@ -58,19 +58,14 @@ int RunPreset(const Preset& preset, const std::string& output, bool output_given
 Result<std::string> ApplyRecordedFlags(
     const std::vector<std::pair<std::string, std::string>>& flags, const CLI::App& command,
     GenOptions& options, std::string_view what) {
-  std::vector<PresetParam> params = GenOptionParams(options);
   std::string applied;
   for (const auto& [flag, value] : flags) {
     if (command.count("--" + flag) > 0) continue;
-    for (PresetParam& param : params) {
-      if (param.name != flag) continue;
-      Status set = param.set(value);
-      if (!set.ok()) {
-        return InvalidArgument(
-            fmt::format("the program's {}: --{} {}: {}", what, flag, value, set.message()));
-      }
-      applied += fmt::format(" --{} {}", flag, value);
+    if (Status set = SetGenOption(options, flag, value); !set.ok()) {
+      return InvalidArgument(
+          fmt::format("the program's {}: --{} {}: {}", what, flag, value, set.message()));
     }
+    applied += fmt::format(" --{} {}", flag, value);
   }
   return applied;
 }

@@ -13,7 +13,6 @@ namespace {
 // The three streams of fairscale FSDP that matter to memory. fairscale also has an
 // `fp32_to_fp16` stream for the `_fp16_shard` cast; the cast runs inside `_rebuild_full_params`
 // under the all-gather stream's ordering, so it is put on `all_gather` here.
-constexpr StreamId kDefaultStream = 0;
 constexpr StreamId kAllGatherStream = 1;
 constexpr StreamId kPostBackwardStream = 2;
 

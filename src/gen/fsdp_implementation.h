@@ -32,6 +32,10 @@ namespace bucketsim {
 
 struct FsdpModel;
 
+// The default (computation) stream: activations, their gradients, the optimizer step. Every
+// implementation's header lists it first (BuildHeader).
+inline constexpr StreamId kDefaultStream = 0;
+
 // The trace being emitted, as an implementation acts on it.
 class TraceEmitter {
  public:

@@ -46,10 +46,6 @@ std::uint64_t SaturatingProduct(std::initializer_list<std::uint64_t> factors) {
 
 namespace {
 
-// Activations and their gradients live on the default stream, which every implementation's
-// header lists first.
-constexpr StreamId kDefaultStream = 0;
-
 // Emits the events of the whole run, in order, with allocation ids from 1.
 //
 // Activations and their gradients are storages with reference counts: a tensor holds its

@@ -505,6 +505,13 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
   return params;
 }
 
+Status SetGenOption(GenOptions& options, std::string_view flag, std::string_view value) {
+  for (PresetParam& param : GenOptionParams(options)) {
+    if (param.name == flag) return param.set(value);
+  }
+  return InvalidArgument(fmt::format("no option --{}", flag));
+}
+
 PresetParam HsdpShapeParam(GenOptions& o) {
   PresetParam param{"hsdp-shape",
                     "R,S: hybrid sharding over R replicas of S consecutive ranks (R x S = "

@@ -144,5 +144,8 @@ std::string_view OptimizerImplName(OptimizerImpl impl);
 std::string_view GroupLayoutName(GroupLayout layout);
 // The parameters of `options` as CLI/--list entries, bound to it.
 std::vector<PresetParam> GenOptionParams(GenOptions& options);
+// Sets what `--flag value` sets (`flag` without the dashes), as the CLI would; an error names
+// an unknown flag, or says why the value is refused.
+Status SetGenOption(GenOptions& options, std::string_view flag, std::string_view value);
 
 }  // namespace bucketsim

@@ -12,7 +12,6 @@ namespace bucketsim {
 
 namespace {
 
-constexpr StreamId kDefaultStream = 0;
 // Adam's fused `step`: torch.zeros((), dtype=_get_scalar_dtype(is_fused=True)), fp32.
 constexpr Bytes kStepTensorBytes = 4;
 

@@ -20,7 +20,6 @@ namespace {
 // iu _init_streams: the default (computation) stream, the unshard stream (all-gathers), the
 // post-backward stream (reduce-scatters), the pre-unshard stream (the `_mp_shard` cast) and,
 // for HYBRID_SHARD only, the all-reduce stream (otherwise the default stream itself).
-constexpr StreamId kDefaultStream = 0;
 constexpr StreamId kUnshardStream = 1;
 constexpr StreamId kPostBackwardStream = 2;
 constexpr StreamId kPreUnshardStream = 3;

@@ -19,7 +19,6 @@ namespace {
 // buffer and the all-gather output, foreach_all_gather under get_all_gather_streams in forward
 // and pre-backward) and the current stream (copy-out, post-forward reshard, gradients). The
 // reduce-scatter buffers are the policy's (its input on the default stream, as 2.6 makes it).
-constexpr StreamId kDefaultStream = 0;
 constexpr StreamId kCopyInStream = 1;
 constexpr GroupId kShardGroup = 1;
 

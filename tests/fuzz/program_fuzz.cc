@@ -82,13 +82,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   runs[3].weight_decay = 0.1;
   // The first run as `gen program` would take the program's own optimizer.
   if (model->optimizer) {
-    std::vector<PresetParam> params = GenOptionParams(runs[0]);
     for (const auto& [flag, value] : OptimizerFlagsOf(*model->optimizer)) {
-      for (PresetParam& param : params) {
-        if (param.name != flag) continue;
-        const Status set = param.set(value);
-        if (!set.ok())
-          Finding("the reader accepted an optimizer --" + flag + " refuses: " + set.message());
+      const Status set = SetGenOption(runs[0], flag, value);
+      if (!set.ok()) {
+        Finding("the reader accepted an optimizer --" + flag + " refuses: " + set.message());
       }
     }
   }

@@ -175,6 +175,11 @@ TEST(GenOptions, OptimizerDefaultsAreTorchsWhateverTheFlagOrder) {
   EXPECT_EQ(given.options.weight_decay, 0);
   EXPECT_EQ(given.Set("optimizer-impl", "loop").message(),
             "'loop' is not one of for-loop, foreach or fused");
+  GenOptions direct;
+  ASSERT_TRUE(SetGenOption(direct, "optimizer-impl", "foreach").ok());
+  EXPECT_EQ(direct.optimizer_impl, OptimizerImpl::kForeach);
+  EXPECT_TRUE(direct.optimizer_impl_given);
+  EXPECT_EQ(SetGenOption(direct, "optimiser", "adam").message(), "no option --optimiser");
   given.options.weight_decay = -0.1;
   EXPECT_NE(ValidateGenOptions(given.options).message().find("weight_decay"), std::string::npos);
 }
