@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end figures of the real binary (not Google Benchmark: they time whole processes and
-# read their largest resident set with /usr/bin/time). Run by hand; see README, "Performance".
+# read their largest resident set with /usr/bin/time). Run by hand; see docs/development.md, "Performance".
 #
 #   bench/end_to_end.sh BUILD_DIR [WORKDIR]     (BUILD_DIR holds bucketsim and bench/)
 #

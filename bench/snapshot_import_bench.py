@@ -7,7 +7,7 @@ read, both replays and the segment comparison) is timed as well.
 
     bench/snapshot_import_bench.py [--actions N] [--repeat R] [--bucketsim build/bucketsim]
 
-Not run by ctest (README, "Performance").
+Not run by ctest (docs/development.md, "Performance").
 """
 
 import argparse

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How far the time model's prediction is from a real replay on this machine (README, "How good
+# How far the time model's prediction is from a real replay on this machine (docs/time-model.md, "How good
 # the time model is here"). Not a test: it is a timing of the machine, and a shared VM's
 # neighbours move it (tests/backend/time_validation_test.cc asserts what holds however loaded the
 # machine is). Run by hand:

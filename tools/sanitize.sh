@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole suite, MPI tests included, under AddressSanitizer + UndefinedBehaviorSanitizer
-# (README "Development"). Builds into build-sanitize/ with clang 14 (-DBUCKETSIM_SANITIZE=ON,
+# (docs/development.md, "Development"). Builds into build-sanitize/ with clang 14 (-DBUCKETSIM_SANITIZE=ON,
 # plus the libFuzzer harnesses that tools/fuzz-ci.sh runs from the same build). The CUDA backend
 # is not part of this build (-DBUCKETSIM_CUDA=OFF): nvcc's host code is not instrumented.
 # Leaks inside Open MPI are suppressed by tests/sanitizers/lsan.supp; anything else fails.

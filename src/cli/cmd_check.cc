@@ -360,7 +360,7 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
   AddReplayFlags(command, flags->replay);
   AddJobsFlag(command, flags->replay.jobs);
   command.add_option("--budget", flags->budget_path,
-                     "Budget file (JSON, schema_version 1: per policy and \"*\"; see README); "
+                     "Budget file (JSON, schema_version 1: per policy and \"*\"; see docs/ci-gates.md); "
                      "without --policy, the policies it names are checked");
   command.add_option("--max-peak-allocated", flags->max_peak_allocated,
                      "Budget for the peak of allocated memory (SIZE: 40GiB, 512MB, 1.5GiB, ...)");

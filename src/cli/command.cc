@@ -336,7 +336,7 @@ void PrintNoteIfNoReduceScatter(std::uint64_t reduce_scatter_requests) {
   if (reduce_scatter_requests != 0) return;
   std::printf(
       "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ on "
-      "it; record your model's program with tools/record_program.py (README, \"Bring your own "
+      "it; record your model's program with tools/record_program.py (docs/your-model.md, \"Bring your own "
       "model\").\n");
 }
 

@@ -1,6 +1,6 @@
 // The subcommands of `bucketsim`, one table and one file each (cmd_<name>.cc), with the flags
 // several commands share defined once here. A command registers its options on its CLI11
-// subcommand and sets `exit_code` when it runs. Exit codes, as the README documents them:
+// subcommand and sets `exit_code` when it runs. Exit codes, as docs/commands.md documents them:
 // 0 success or budget kept, 1 a budget broken, 2 bad usage or bad input (never a pass).
 #pragma once
 

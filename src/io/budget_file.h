@@ -1,7 +1,7 @@
 // The budget file of `bucketsim check --budget FILE`: per policy (keyed by the policy as the
 // user names it on the command line, plus "*", the default for every policy), limits on the
 // peak of allocated and of reserved memory, on the memory at named marks, and on the step time.
-// Format (schema_version 1): README.md "Budget file" and reports/budget-v1.schema.json. The
+// Format (schema_version 1): docs/ci-gates.md "Budget file" and reports/budget-v1.schema.json. The
 // reader is strict: an unknown key is an error (a misspelt budget must not silently check
 // nothing), and every message names the file and the JSON pointer of the bad field.
 #pragma once

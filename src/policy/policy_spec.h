@@ -32,7 +32,7 @@
 //             members  - keyed by (dtype, device, sorted member ranks): the TODO of #633
 // What each other strategy replays, and the framework setting each key is, is in the header of
 // its policy (policy/ddp_reducer.h, zero_ipg_bucket.h, megatron_grad_buffer.h,
-// direct_reduce_scatter.h, group_reduce_scatter.h) and in README "Policies".
+// direct_reduce_scatter.h, group_reduce_scatter.h) and in docs/policies.md.
 #pragma once
 
 #include <optional>

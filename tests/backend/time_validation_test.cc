@@ -2,7 +2,7 @@
 // replay generated traces on the host backend with that profile (run --profile) and check what
 // the report says of the prediction beside the measurement. The accuracy itself (predicted against
 // measured step time) is a timing, measured by bench/time_validation.sh, with its figures in the
-// README ("How good the time model is here").
+// docs/time-model.md ("How good the time model is here").
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -120,7 +120,7 @@ std::string* TimeValidation::profile_ = nullptr;
 // measurement; a noisy neighbour can only lengthen a real step, never shorten it below its
 // compute; and the bytes moved are the bytes the sim moves. How far the prediction is from the
 // measurement is a timing of this machine, measured by bench/time_validation.sh and never
-// asserted here (README, "How good the time model is here").
+// asserted here (docs/time-model.md, "How good the time model is here").
 void ExpectPredictionAccountsForTheReplay(const std::string& name, const std::string& tflops,
                                           const std::string& profile) {
   const std::string traces = GenerateTraces(name, tflops);
