@@ -77,12 +77,13 @@ def train(rank, view, port, out_path):
         seen.append({"iteration": iteration[0], "index": bucket.index(), "numel": buffer.numel(),
                      "storage": buffer.data_ptr(),
                      "params": [list(p.shape) for p in bucket.parameters()]})
-        # Reduced before the hook returns, so that only the main thread holds the bucket. With an
-        # async all_reduce gloo's thread holds the work (and the buffer) until it lets go, at a
-        # time that varies with the load; once, on a loaded machine, the first bucket's free fell
-        # outside iteration 1's range. When DDP frees a bucket (at the rebuild) does not depend
-        # on how the hook reduces it.
-        dist.all_reduce(buffer)
+        # Not reduced: what DDP allocates and frees, and when, does not depend on what the hook
+        # does with the bucket, and a collective would share its storage with another thread.
+        # Gloo runs a collective on a worker thread, which drops its reference to the tensor
+        # only after the caller's wait() has returned. Once in CI (stop 23, a loaded machine)
+        # iteration 0's bucket was missing from the profile's frees: most likely that thread
+        # held it past iteration 1's rebuild and freed it itself, where the profiler (which
+        # records per thread) does not look. An async all_reduce had the same race, wider.
         done = torch.futures.Future()
         done.set_result(buffer)
         return done
@@ -199,7 +200,8 @@ class DdpAgainstTorch(unittest.TestCase):
         new = [4 * b["numel"] for b in by_iteration[1]]
         old = 4 * by_iteration[0][0]["numel"]
         expected = new + [-old] if view else [-old] + new
-        self.assertEqual(events, expected)
+        self.assertEqual(events, expected, [(t - t0, n) for t, n in sorted(real["memory"])
+                                            if abs(n) >= 65536 and abs(n) not in grad_sizes])
         # What the policy says is the most bucket memory ever alive.
         self.assertEqual(model["peak_bucket_bytes"], old + sum(new) if view else old)
 
