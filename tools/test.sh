@@ -5,8 +5,8 @@
 # skipped, with the reason, and the rest still run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh
+tools/setup.sh test
 tools/torch2.sh setup ||
   echo "test: no torch 2.6 root (see above): the tests that need it will be skipped" >&2
-tools/build.sh
+tools/build.sh all
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
