@@ -8,9 +8,10 @@
     bucketsim gen program model.json --world-size 64 ... -o trace.json
 
 It imports the user's code, builds the model (build_model() -> nn.Module) and its batch
-(make_batch() -> a tensor or a tuple of the forward's arguments), and runs the forward and the
-loss of one training step in one process. The loss is the model's output when that is a scalar,
-else its mean. What it writes:
+(make_batch() -> a tensor, a tuple of the forward's arguments, or a dict of its keyword
+arguments, model(**batch) as Hugging Face models take it), and runs the forward and the loss of
+one training step in one process. The loss is the model's output when that is a scalar; a
+tensor's mean; a tuple's first element; a dict's "loss" (an error without one). What it writes:
 
   instances  the FSDP instances: the root (the whole model) first, then every module whose class
              name is given to --wrap, or for which the --wrap-policy function FN(module, name)
@@ -97,7 +98,8 @@ guess: record such a model on cpu or cuda. Nothing is
 measured on meta.
 
 Exit status: 0 written; 2 bad usage (a FILE:FN that does not load, a --wrap class the model does
-not have, a batch that is not tensors, a model that fails to run: the message says which).
+not have, a batch that is not tensors, a wrapping that splits a shared parameter, a model that
+fails to run, an output with no loss: the message says which, and where in the user's code).
 """
 
 import argparse
@@ -257,6 +259,7 @@ class Recorder(TorchDispatchMode):
         self.latest = {}            # storage key -> its newest program tensor id
         self.id_storage = {}        # program tensor id -> storage key
         names = {m: n for n, m in model.named_modules()}
+        self.modules = {n or "root": m for m, n in names.items()}
         self.instance_names = [names[m] or "root" for m in instance_modules]
         for f, module in enumerate(instance_modules):
             module.register_forward_pre_hook(self._gather_hook(f))
@@ -749,11 +752,57 @@ def choose_instances(model, wrap, policy):
 
 # --- the whole recording ----------------------------------------------------------------------
 
-def call_user(fn, what):
+def function_name(fn):
+    """How the user named `fn`: FILE.py:NAME() for a function of theirs, else NAME()."""
+    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__name__", type(fn).__name__)
+    return f"{os.path.basename(code.co_filename)}:{name}()" if code else f"{name}()"
+
+
+def user_frame(e):
+    """Where in the user's code `e` was raised: the innermost frame of its traceback outside
+    torch and this recorder, as ", at FILE:LINE in FUNCTION: `SOURCE`" ("" if none)."""
+    import traceback
+    skip = (os.path.dirname(torch.__file__), HERE)
+    frames = [f for f in traceback.extract_tb(e.__traceback__)
+              if not os.path.abspath(f.filename).startswith(skip)]
+    if not frames:
+        return ""
+    f = frames[-1]
+    source = f" `{f.line.strip()}`" if f.line else ""
+    return f", at {os.path.basename(f.filename)}:{f.lineno} in {f.name}:{source}"
+
+
+def call_user(fn, what=None):
     try:
         return fn()
     except Exception as e:
-        raise UsageError(f"{what} raised {type(e).__name__}: {e}")
+        raise UsageError(f"{what or function_name(fn)} raised {type(e).__name__}: {e}"
+                         f"{user_frame(e)}")
+
+
+def check_shared_params(model, instances):
+    """Refuses a wrapping that puts the modules sharing one parameter (an embedding tied to the
+    LM head) in different instances. FSDP1 and fully_shard both require a shared parameter to
+    be in one unit, the lowest common ancestor of the modules that use it (torch's FSDP docs,
+    "shared parameters"); a module whose unit is not that one would read it resharded. Each
+    module belongs to the innermost instance around it, as the recorder assigns parameters."""
+    names = {m: n or "root" for n, m in model.named_modules()}
+    unit = {}
+    for f, module in enumerate(instances):
+        for sub in module.modules():
+            unit[sub] = f
+    users = {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        for pname, p in module.named_parameters(recurse=False):
+            users.setdefault(p, []).append((f"{name}.{pname}" if name else pname, unit[module]))
+    for p, uses in users.items():
+        if len({f for _, f in uses}) > 1:
+            said = ", ".join(f"'{n}' (instance '{names[instances[f]]}')" for n, f in uses)
+            raise UsageError(f"a parameter is shared across FSDP instances: {said}. FSDP needs a "
+                             "shared parameter in one instance, around every module that uses "
+                             "it: wrap their common ancestor, or leave the module that holds it "
+                             "unwrapped (a tied embedding stays in the root)")
 
 
 def record(build_model, make_batch, wrap, policy, device, description, flatten=True):
@@ -764,16 +813,18 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
     if mode:
         mode.__enter__()
     try:
-        model = call_user(build_model, "build_model()")
-        batch = call_user(make_batch, "make_batch()")
+        model = call_user(build_model)
+        batch = call_user(make_batch)
     finally:
         if mode:
             mode.__exit__(None, None, None)
     if not isinstance(model, torch.nn.Module):
-        raise UsageError(f"build_model() returned {type(model).__name__}, not a torch.nn.Module")
-    batch = torch_memory.as_args(batch)
-    if not all(isinstance(b, torch.Tensor) for b in batch):
-        raise UsageError("make_batch() must return a tensor or a tuple of tensors")
+        raise UsageError(f"{function_name(build_model)} returned {type(model).__name__}, not a "
+                         "torch.nn.Module")
+    try:
+        args, kwargs = torch_memory.as_call(batch)
+    except torch_memory.BatchError as e:
+        raise UsageError(str(e).replace("make_batch()", function_name(make_batch)))
     try:
         model, instances, fsdp = unwrap_fsdp(model, fill=own_group)
     except UnwrapError as e:
@@ -782,14 +833,18 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
         flatten = check_wrapped(fsdp, wrap, policy, flatten)
     if not meta:
         model = model.to(device)
-        batch = [b.to(device) for b in batch]
+        args, kwargs = torch_memory.batch_on((args, kwargs), device)
     model.train()
     if instances is None:
         instances = choose_instances(model, wrap, policy)
+        check_shared_params(model, instances)
     rec = Recorder(model, instances, device)
     rec.own_group = own_group
     inputs = [rec.add_input(b, f"buffer {name}") for name, b in rec.buffers.values()]
-    inputs += [rec.add_input(b, f"batch[{i}]") for i, b in enumerate(batch)]
+    inputs += [rec.add_input(b, f"batch[{i}]") for i, b in enumerate(args)
+               if isinstance(b, torch.Tensor)]
+    inputs += [rec.add_input(b, f"batch[{k!r}]") for k, b in kwargs.items()
+               if isinstance(b, torch.Tensor)]
     packed = {}
 
     def pack(t):
@@ -802,11 +857,19 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             with rec:
-                loss = torch_memory.to_loss(model(*batch))
+                out = model(*args, **kwargs)
+                loss = torch_memory.to_loss(out)
     except UsageError:
         raise
+    except torch_memory.LossError as e:
+        raise UsageError(str(e))
     except Exception as e:
-        raise UsageError(f"the model's forward raised {type(e).__name__}: {e}")
+        where = ""
+        if rec.module_stack:
+            name = rec.module_stack[-1]
+            where = f", in module '{name}' ({type(rec.modules[name]).__name__})"
+        raise UsageError(f"the model's forward raised {type(e).__name__}: {e}{where}"
+                         f"{user_frame(e)}")
     finally:
         _active_recorder = None
     if loss.grad_fn is None:
@@ -825,7 +888,8 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
         try:
             rec.grad_kinds = rec.measure_grad_kinds(loss)
         except Exception as e:
-            raise UsageError(f"the model's backward raised {type(e).__name__}: {e}")
+            raise UsageError(f"the model's backward raised {type(e).__name__}: {e}"
+                             f"{user_frame(e)}")
     missing_packs = [k for k in packed if k not in rec.param_instance and k not in rec.tensors
                      and k not in rec.buffers]
     if unattributed or missing_packs:

@@ -109,6 +109,65 @@ MODEL = textwrap.dedent('''
         return WithLocal()
 
     NOT_CALLABLE = 3
+
+    class TiedLM(nn.Module):  # the LM head's weight is the embedding's
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 8)
+            self.head = nn.Linear(8, 10, bias=False)
+            self.head.weight = self.emb.weight
+        def forward(self, idx):
+            return self.head(self.emb(idx))
+
+    def build_tied():
+        return TiedLM()
+
+    def make_ids():
+        return torch.tensor([[1, 2, 3], [4, 5, 6]])
+
+    class Logits(nn.Module):  # a dict output without a loss
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+        def forward(self, x):
+            return {"logits": self.fc(x)}
+
+    def build_logits():
+        return Logits()
+
+    class CausalLM(nn.Module):  # Hugging Face's conventions: model(**batch) -> {"loss", ...}
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 8)
+            self.head = nn.Linear(8, 10)
+        def forward(self, input_ids=None, labels=None, use_cache=True):
+            logits = self.head(self.emb(input_ids))
+            loss = nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 10),
+                                               labels[:, 1:].reshape(-1))
+            return {"loss": loss, "logits": logits}
+
+    def build_causal():
+        return CausalLM()
+
+    def make_dict_batch():
+        ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+        return {"input_ids": ids, "labels": ids.clone(), "use_cache": False}
+
+    def make_nested_batch():
+        return {"input_ids": [torch.ones(2)]}
+
+    def build_raises():
+        raise ValueError("no such config")
+
+    class OutOfRange(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(4, 8)
+        def forward(self, idx):
+            return self.emb(idx + 10)
+
+    def build_out_of_range():
+        return OutOfRange()
 ''')
 
 
@@ -124,12 +183,12 @@ class RecorderCase(unittest.TestCase):
     def tearDownClass(cls):
         cls.dir.cleanup()
 
-    def record(self, build="build_model", *extra, expect=0):
+    def record(self, build="build_model", *extra, expect=0, batch="make_batch"):
         out = os.path.join(self.dir.name, "out.json")
         if os.path.exists(out):
             os.unlink(out)
         run = subprocess.run([*RECORDER, f"{self.model}:{build}", "--batch",
-                              f"{self.model}:make_batch", *extra, "-o", out],
+                              f"{self.model}:{batch}", *extra, "-o", out],
                              capture_output=True, text=True)
         self.assertEqual(run.returncode, expect, run.stderr)
         if expect != 0:
@@ -396,7 +455,48 @@ class Errors(RecorderCase):
 
     def test_build_model_returns_no_module(self):
         err = self.record("make_batch", expect=2)
-        self.assertIn("build_model() returned Tensor, not a torch.nn.Module", err)
+        self.assertIn("net.py:make_batch() returned Tensor, not a torch.nn.Module", err)
+
+    def test_a_raising_function_is_named_with_its_line(self):
+        err = self.record("build_raises", expect=2)
+        self.assertIn("net.py:build_raises() raised ValueError: no such config, at net.py:", err)
+        self.assertIn(" in build_raises: `raise ValueError(\"no such config\")`", err)
+
+    def test_a_raising_forward_names_the_module_and_the_line(self):
+        err = self.record("build_out_of_range", "--no-measure", expect=2, batch="make_ids")
+        self.assertIn("the model's forward raised IndexError: index out of range in self, in "
+                      "module 'emb' (Embedding), at net.py:", err)
+        self.assertIn(" in forward: `return self.emb(idx + 10)`", err)
+
+    def test_a_tied_weight_split_across_instances_is_refused(self):
+        err = self.record("build_tied", "--wrap", "Embedding", expect=2, batch="make_ids")
+        self.assertIn("a parameter is shared across FSDP instances: 'emb.weight' (instance "
+                      "'emb'), 'head.weight' (instance 'root')", err)
+        # In one instance (the root's) it is recorded, once, by its first name.
+        program = self.record("build_tied", "--no-measure", batch="make_ids")
+        self.assertEqual([p["name"] for p in program["instances"][0]["params"][0]["views"]],
+                         ["emb.weight"])
+
+    def test_a_dict_output_needs_its_loss(self):
+        err = self.record("build_logits", expect=2)
+        self.assertIn("the forward returned a dict without a 'loss' (its keys: 'logits'): give "
+                      "the model what it computes its loss from", err)
+
+    def test_a_dict_batch_is_the_forwards_keyword_arguments(self):
+        program = self.record("build_causal", batch="make_dict_batch")
+        self.assertEqual([i["name"] for i in program["inputs"]],
+                         ["batch['input_ids']", "batch['labels']"])
+        self.assertEqual([i["shape"] for i in program["inputs"]], [[2, 3], [2, 3]])
+        self.assertIn("measured", program)
+        # The loss is the model's own: cross_entropy's output, a scalar.
+        loss = next(o for op in program["forward"] if op["op"] == "run"
+                    for o in op["outputs"] if o["id"] == program["loss"])
+        self.assertEqual(loss["shape"], [])
+
+    def test_a_nested_batch_is_refused(self):
+        err = self.record("build_causal", expect=2, batch="make_nested_batch")
+        self.assertIn("net.py:make_nested_batch()['input_ids'] is a list: the forward's arguments "
+                      "must be tensors or plain values", err)
 
 
 if __name__ == "__main__":
