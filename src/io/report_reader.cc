@@ -334,6 +334,8 @@ void ReadRunDetails(const Node& node, const ReportTraceInfo& trace, RunResult& r
                     bool& has_timeline) {
   run.canonical = node["canonical"].String();
   run.memory_model = node["memory_model"].String();
+  // Reports written before the setting was (the framework table then says the policy's own).
+  if (node.Has("setting")) run.setting = node["setting"].String();
   ReadPeakDetails(node["peak"], run.peak);
   run.peak_bucket_bytes = node["peak_bucket_bytes"].Uint();
   run.final_allocated_bytes = node["final_allocated_bytes"].Uint();

@@ -470,6 +470,7 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
   w.Field("canonical", run.canonical);
   w.Field("bucket_cap_mb", run.bucket_cap_mb);
   w.Field("memory_model", run.memory_model);
+  w.Field("setting", run.setting);
   w.Field("peak_allocated_bytes", run.peak.allocated_bytes);
   w.Field("peak_reserved_bytes", run.peak.reserved_bytes);
   w.Field("bucket_bytes_at_peak", SumIf(run.peak.by_category, &IsBucketCategory));

@@ -96,6 +96,31 @@ TEST_F(ReportCommand, CompareHtmlIsThePageOfItsOwnReport) {
   EXPECT_EQ(ReadFile(html), from_json);
 }
 
+// The framework's own setting travels in the report: `report` on the JSON of an FSDP1 trace
+// quotes the trace's fsdp_setting in its across-frameworks table, as `compare` did.
+TEST_F(ReportCommand, TheFrameworkSettingSurvivesTheJsonReport) {
+  std::string trace = testing::WriteTempFile("fsdp1-setting.json", "");
+  ASSERT_EQ(RunBucketsim({"gen", "transformer", "--layers", "2", "--hidden", "64", "--heads", "2",
+                          "--seq", "32", "--vocab", "128", "--world-size", "2", "--fsdp-impl",
+                          "fsdp1", "-o", trace})
+                .exit_code,
+            0);
+  std::string json = testing::WriteTempFile("fsdp1-setting-report.json", "");
+  BinaryResult compare = RunBucketsim({"compare", trace, "--policy", "fsdp1", "--policy",
+                                       "backward-only", "--json", json, "--format", "markdown"});
+  ASSERT_EQ(compare.exit_code, 0) << compare.err;
+  const std::string setting =
+      "| fsdp1 | PyTorch FSDP1 | FullyShardedDataParallel(module, "
+      "sharding_strategy=ShardingStrategy.FULL_SHARD, backward_prefetch=BackwardPrefetch."
+      "BACKWARD_PRE, forward_prefetch=False, limit_all_gathers=True, use_orig_params=False) |";
+  EXPECT_NE(compare.out.find(setting), std::string::npos) << compare.out;
+  std::string out = std::filesystem::path(json).parent_path().string() + "/fsdp1-setting";
+  BinaryResult report = RunBucketsim({"report", json, "-o", out});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(ReadFile(out + "/report.md").find(setting), std::string::npos)
+      << ReadFile(out + "/report.md");
+}
+
 TEST_F(ReportCommand, SeveralReportsMakeOnePage) {
   std::string report = TinyReport();
   std::string out = std::filesystem::path(report).parent_path().string() + "/two";
