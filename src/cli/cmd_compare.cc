@@ -58,25 +58,31 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
   if (!outcome.ok()) return ReportError(outcome.status());
   DescribeTrace(replay.trace, outcome->header, *report_context);
   if (flags.format == "table") {
+    const std::size_t width = ConsoleWidth(flags.replay.wide);
     std::printf(
-        "%s: world size %d, %llu events, %llu iteration(s), memory model %s, time profile %s\n"
-        "\n%s",
-        report_context->trace_name.c_str(), outcome->header.world_size,
-        static_cast<unsigned long long>(outcome->summary.events),
-        static_cast<unsigned long long>(outcome->summary.iterations),
-        report_context->memory_model.c_str(), report_context->time_profile.c_str(),
-        RenderText(BuildComparisonTable(*outcome)).c_str());
+        "%s\n%s",
+        WrapText(fmt::format("{}: world size {}, {} events, {} iteration(s), memory model {}, "
+                             "time profile {}",
+                             report_context->trace_name, outcome->header.world_size,
+                             outcome->summary.events, outcome->summary.iterations,
+                             report_context->memory_model, report_context->time_profile),
+                 width)
+            .c_str(),
+        RenderText(BuildComparisonTable(*outcome), width).c_str());
     // What the two time columns are, once: the step as check's budget counts it.
-    std::printf(
-        "\nstep: the median iteration after the first; exposed: communication no compute "
-        "overlapped, per iteration (the sim's%s).\n",
-        report_context->time_profile == "none" ? "; no --profile: communication costs nothing"
-                                               : " prediction");
+    std::printf("\n%s", WrapText(fmt::format("step: the median iteration after the first; exposed: "
+                                             "communication no compute overlapped, per iteration "
+                                             "(the sim's{}).",
+                                             report_context->time_profile == "none"
+                                                 ? "; no --profile: communication costs nothing"
+                                                 : " prediction"),
+                                 width)
+                            .c_str());
     if (SpansFrameworks(outcome->runs)) {
       std::printf("\nacross frameworks:\n%s",
-                  RenderText(BuildFrameworkTable(outcome->runs)).c_str());
+                  RenderText(BuildFrameworkTable(outcome->runs), width).c_str());
     }
-    PrintNoteIfNoReduceScatter(outcome->summary);
+    PrintNoteIfNoReduceScatter(outcome->summary, width);
     for (const RunResult& run : outcome->runs) {
       if (run.oom) {
         std::printf("\n%s: %s; its figures stop there\n", run.policy.c_str(),
@@ -127,6 +133,7 @@ void AddCompareCommand(CLI::App& command, CommandContext& context) {
   AddTraceArgument(command, flags->replay.trace, /*required=*/false);
   AddReplayFlags(command, flags->replay);
   AddJobsFlag(command, flags->replay.jobs);
+  AddWideFlag(command, flags->replay.wide);
   command.add_option("--format", flags->format, "Output on stdout: table, json or markdown")
       ->check(CLI::IsMember({"table", "json", "markdown"}));
   command.add_option("--html", flags->html_path,

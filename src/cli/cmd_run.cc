@@ -206,16 +206,18 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
     if (!written.ok()) return ReportError(written);
   }
   if (world.rank() == 0) {
+    const std::size_t width = ConsoleWidth(flags.replay.wide);
     std::printf(
         "%s: world size %d on %d rank(s), %llu events, backend %s, memory model %s\n\n%s\n%s",
         report_context->trace_name.c_str(), outcome.header.world_size, world.size(),
         static_cast<unsigned long long>(outcome.summary.events), flags.backend.c_str(),
-        report_context->memory_model.c_str(), RenderText(BuildComparisonTable(outcome)).c_str(),
-        RenderText(BuildTimingTable(outcome)).c_str());
+        report_context->memory_model.c_str(),
+        RenderText(BuildComparisonTable(outcome), width).c_str(),
+        RenderText(BuildTimingTable(outcome), width).c_str());
     if (predict) {
       std::printf("\npredicted by the sim with profile %s:\n%s",
                   report_context->time_profile.c_str(),
-                  RenderText(BuildPredictionTable(PredictionRows(outcome.runs))).c_str());
+                  RenderText(BuildPredictionTable(PredictionRows(outcome.runs)), width).c_str());
     }
     // Emulation is a property of the job (one rank for a larger world): say it once.
     if (outcome.runs.front().execution.emulated) {
@@ -271,6 +273,7 @@ void AddRunCommand(CLI::App& command, CommandContext& context) {
   auto flags = std::make_shared<RunFlags>();
   AddTraceArgument(command, flags->replay.trace, /*required=*/true);
   AddReplayFlags(command, flags->replay);
+  AddWideFlag(command, flags->replay.wide);
   command.add_option("--backend", flags->backend, "Where to execute: host (MPI), cuda (NCCL), sim")
       ->check(CLI::IsMember({"host", "cuda", "sim"}))
       ->capture_default_str();

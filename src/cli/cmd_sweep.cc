@@ -192,20 +192,25 @@ Result<SweepReplays> ReplaySweep(const ReplayFlags& replay, double time_toleranc
 
 // The table and the advice on stdout: the answer, printed before the slow optional outputs.
 void PrintSweep(const ReportContext& report_context, std::uint64_t reduce_scatter_requests,
-                const SweepSection& sweep) {
-  std::printf("%s: %zu configuration%s, time profile %s, memory model %s\n\n%s",
-              report_context.trace_name.c_str(), sweep.points.size(),
-              sweep.points.size() == 1 ? "" : "s", report_context.time_profile.c_str(),
-              report_context.memory_model.c_str(), RenderText(BuildSweepTable(sweep)).c_str());
-  PrintNoteIfNoReduceScatter(reduce_scatter_requests);
-  std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
+                const SweepSection& sweep, std::size_t width) {
+  std::printf("%s\n%s",
+              WrapText(fmt::format("{}: {} configuration{}, time profile {}, memory model {}",
+                                   report_context.trace_name, sweep.points.size(),
+                                   sweep.points.size() == 1 ? "" : "s", report_context.time_profile,
+                                   report_context.memory_model),
+                       width)
+                  .c_str(),
+              RenderText(BuildSweepTable(sweep), width).c_str());
+  PrintNoteIfNoReduceScatter(reduce_scatter_requests, width);
+  std::printf("\n%s", WrapText(kSweepParetoNote, width).c_str());
   if (report_context.time_profile == "none") {
-    std::printf(
-        "No --profile: copies and collectives cost nothing, so step times are compute "
-        "alone.\n");
+    std::printf("%s", WrapText("No --profile: copies and collectives cost nothing, so step times "
+                               "are compute alone.",
+                               width)
+                          .c_str());
   }
   for (const std::string& paragraph : SweepAdvice(sweep)) {
-    std::printf("\n%s\n", paragraph.c_str());
+    std::printf("\n%s", WrapText(paragraph, width).c_str());
   }
   std::fflush(stdout);
 }
@@ -255,20 +260,21 @@ Status CheckDistinctTraces(const std::vector<std::string>& traces) {
 
 // Several traces: each one's section as `sweep TRACE` prints it alone, under a heading that
 // names it, then with a budget what fits it on every trace.
-void PrintSweeps(const std::vector<std::string>& traces, const std::vector<TraceSweep>& sweeps) {
+void PrintSweeps(const std::vector<std::string>& traces, const std::vector<TraceSweep>& sweeps,
+                 std::size_t width) {
   if (sweeps.size() == 1) {
     const TraceSweep& only = sweeps.front();
-    return PrintSweep(only.context, only.reduce_scatter_requests, only.sweep);
+    return PrintSweep(only.context, only.reduce_scatter_requests, only.sweep, width);
   }
   std::vector<const SweepSection*> sections;
   for (std::size_t i = 0; i < sweeps.size(); ++i) {
     std::printf("%s== trace %zu of %zu: %s ==\n\n", i == 0 ? "" : "\n", i + 1, sweeps.size(),
                 traces[i].c_str());
-    PrintSweep(sweeps[i].context, sweeps[i].reduce_scatter_requests, sweeps[i].sweep);
+    PrintSweep(sweeps[i].context, sweeps[i].reduce_scatter_requests, sweeps[i].sweep, width);
     sections.push_back(&sweeps[i].sweep);
   }
   const std::string across = DescribeBudgetAcrossTraces(traces, sections);
-  if (!across.empty()) std::printf("\n%s\n", across.c_str());
+  if (!across.empty()) std::printf("\n%s", WrapText(across, width).c_str());
   std::fflush(stdout);
 }
 
@@ -284,7 +290,7 @@ int WriteOutputs(const SweepFlags& flags, const std::vector<TraceSweep>& sweeps)
     Status written = WriteSweepReportJson("-", reports);
     if (!written.ok()) return ReportError(written);
   } else {
-    PrintSweeps(flags.traces, sweeps);
+    PrintSweeps(flags.traces, sweeps, ConsoleWidth(flags.replay.wide));
   }
   if (!flags.replay.json_path.empty()) {
     Status written = WriteSweepReportJson(flags.replay.json_path, reports);
@@ -416,6 +422,7 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
       ->required();
   AddReplayFlags(command, flags->replay, /*with_cap=*/false);
   AddJobsFlag(command, flags->replay.jobs);
+  AddWideFlag(command, flags->replay.wide);
   command
       .add_option("--bucket-cap-mb", flags->caps,
                   "Bucket caps in MiB to sweep, comma-separated (<= 0: unbucketed); 'auto' "

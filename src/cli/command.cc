@@ -1,5 +1,8 @@
 #include "cli/command.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +17,7 @@
 #include "core/size_format.h"
 #include "io/time_profile_io.h"
 #include "io/trace_reader.h"
+#include "report/console_table.h"
 
 namespace bucketsim {
 
@@ -115,6 +119,27 @@ void AddJobsFlag(CLI::App& command, unsigned& jobs) {
                      "Threads (default 0: one per core): with 2 or more, the trace is read and "
                      "checked on one while the policies replay in parallel on up to N others; "
                      "the results are the same for any N");
+}
+
+void AddWideFlag(CLI::App& command, bool& wide) {
+  command.add_flag("--wide", wide,
+                   "Console tables at full width (default: split into blocks of columns that "
+                   "fit the terminal, each repeating the policy; $COLUMNS sets the width)");
+}
+
+std::size_t ConsoleWidth(bool wide) {
+  if (wide) return 0;
+  if (const char* columns = std::getenv("COLUMNS"); columns != nullptr && *columns != '\0') {
+    char* end = nullptr;
+    const unsigned long value = std::strtoul(columns, &end, 10);
+    if (*end == '\0' && value > 0) return value;
+  }
+  winsize size{};
+  if (::isatty(STDOUT_FILENO) && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 &&
+      size.ws_col > 0) {
+    return size.ws_col;
+  }
+  return 0;
 }
 
 Result<std::vector<PolicySpec>> ParsePolicyFlags(const ReplayFlags& flags,
@@ -328,16 +353,18 @@ std::uint64_t ReduceScatterRequests(const TraceSummary& summary) {
   return summary.events_by_kind[static_cast<std::size_t>(EventKind::kReduceScatter)];
 }
 
-void PrintNoteIfNoReduceScatter(const TraceSummary& summary) {
-  PrintNoteIfNoReduceScatter(ReduceScatterRequests(summary));
+void PrintNoteIfNoReduceScatter(const TraceSummary& summary, std::size_t width) {
+  PrintNoteIfNoReduceScatter(ReduceScatterRequests(summary), width);
 }
 
-void PrintNoteIfNoReduceScatter(std::uint64_t reduce_scatter_requests) {
+void PrintNoteIfNoReduceScatter(std::uint64_t reduce_scatter_requests, std::size_t width) {
   if (reduce_scatter_requests != 0) return;
-  std::printf(
-      "\nThis trace has no reduce-scatter request (rs event), so the policies cannot differ on "
-      "it; record your model's program with tools/record_program.py (docs/your-model.md, \"Bring your own "
-      "model\").\n");
+  std::printf("\n%s",
+              WrapText("This trace has no reduce-scatter request (rs event), so the policies "
+                       "cannot differ on it; record your model's program with "
+                       "tools/record_program.py (docs/your-model.md, \"Bring your own model\").",
+                       width)
+                  .c_str());
 }
 
 int ReportError(const Status& status) {

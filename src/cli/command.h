@@ -66,6 +66,7 @@ struct ReplayFlags {
   std::string profile_path;  // --profile: the sim's time model; empty: copies and collectives free
   ProgressFlags progress;
   bool full_log = false;  // --full-log: every collective in the report, not only the summary
+  bool wide = false;      // --wide (compare, sweep, run): console tables at full width
   unsigned jobs = 1;      // --jobs (compare, sweep, check): replay threads; 0: every core
 };
 void AddTraceArgument(CLI::App& command, std::string& trace, bool required);
@@ -74,6 +75,14 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap = true)
 
 // --jobs N for the commands that replay on the sim (default: every core).
 void AddJobsFlag(CLI::App& command, unsigned& jobs);
+
+// --wide: console tables at their full width, never split to fit the terminal.
+void AddWideFlag(CLI::App& command, bool& wide);
+// The width console tables and paragraphs fit (RenderText, WrapText); 0 is no limit. None with
+// --wide; else $COLUMNS where it is a positive number (the user's choice, also into a pipe);
+// else the terminal's width where stdout is a terminal; else none, so that what goes to a file,
+// a pipe or a CI log keeps whole lines for grep and diff.
+std::size_t ConsoleWidth(bool wide);
 
 // What a command asks of a replay beyond the shared flags.
 struct ReplayExtras {
@@ -135,9 +144,9 @@ int ReportError(const Status& status);
 // compare and sweep on a trace without reduce-scatter requests (an imported snapshot): every
 // policy sees the same events, so say in one line why the rows agree and where a
 // policy-replayable trace comes from.
-void PrintNoteIfNoReduceScatter(const TraceSummary& summary);
+void PrintNoteIfNoReduceScatter(const TraceSummary& summary, std::size_t width = 0);
 // The same from the count of the trace's reduce-scatter requests (rs events).
-void PrintNoteIfNoReduceScatter(std::uint64_t reduce_scatter_requests);
+void PrintNoteIfNoReduceScatter(std::uint64_t reduce_scatter_requests, std::size_t width = 0);
 // The trace's reduce-scatter requests (rs events).
 std::uint64_t ReduceScatterRequests(const TraceSummary& summary);
 

@@ -181,24 +181,76 @@ Table BuildLargestAtPeakTable(const RunResult& run, ByteUnit unit) {
   return table;
 }
 
-std::string RenderText(const Table& table) {
+std::string RenderText(const Table& table, std::size_t max_width) {
+  constexpr std::size_t kGap = 2;
   std::vector<std::size_t> width(table.headers.size());
   for (std::size_t c = 0; c < width.size(); ++c) width[c] = table.headers[c].size();
   for (const auto& row : table.rows) {
     for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
   }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string out;
-    for (std::size_t c = 0; c < cells.size(); ++c) {
-      if (c > 0) out += "  ";
-      out += table.right_aligned[c] ? fmt::format("{:>{}}", cells[c], width[c])
-                                    : fmt::format("{:<{}}", cells[c], width[c]);
+  // The blocks: the key columns, then as many of the others as fit (all of them without a limit).
+  const std::size_t keys = std::min(table.key_columns, width.size());
+  std::size_t key_width = 0;
+  for (std::size_t c = 0; c < keys; ++c) key_width += (c > 0 ? kGap : 0) + width[c];
+  std::vector<std::vector<std::size_t>> blocks(1);
+  std::size_t used = key_width;
+  for (std::size_t c = keys; c < width.size(); ++c) {
+    if (max_width > 0 && !blocks.back().empty() && used + kGap + width[c] > max_width) {
+      blocks.emplace_back();
+      used = key_width;
     }
+    used += (used > 0 ? kGap : 0) + width[c];
+    blocks.back().push_back(c);
+  }
+  auto line = [&](const std::vector<std::string>& cells, const std::vector<std::size_t>& block) {
+    std::string out;
+    auto add = [&](std::size_t c) {
+      if (!out.empty()) out += std::string(kGap, ' ');
+      const std::string& cell = c < cells.size() ? cells[c] : std::string();
+      out += table.right_aligned[c] ? fmt::format("{:>{}}", cell, width[c])
+                                    : fmt::format("{:<{}}", cell, width[c]);
+    };
+    for (std::size_t c = 0; c < keys; ++c) add(c);
+    for (std::size_t c : block) add(c);
     while (!out.empty() && out.back() == ' ') out.pop_back();
     return out + "\n";
   };
-  std::string out = line(table.headers);
-  for (const auto& row : table.rows) out += line(row);
+  std::string out;
+  for (const std::vector<std::size_t>& block : blocks) {
+    if (!out.empty()) out += "\n";
+    out += line(table.headers, block);
+    for (const auto& row : table.rows) out += line(row, block);
+  }
+  return out;
+}
+
+std::string WrapText(std::string_view text, std::size_t width) {
+  std::string out;
+  std::size_t line_start = 0;
+  while (line_start <= text.size()) {
+    std::size_t line_end = text.find('\n', line_start);
+    if (line_end == std::string_view::npos) line_end = text.size();
+    std::size_t column = 0;
+    for (std::size_t at = line_start; at < line_end;) {
+      const std::size_t start = text.find_first_not_of(' ', at);
+      if (start == std::string_view::npos || start >= line_end) break;
+      const std::size_t end = std::min(text.find(' ', start), line_end);
+      if (column > 0 && width > 0 && column + 1 + (end - start) > width) {
+        out += '\n';
+        column = 0;
+      }
+      if (column > 0) {
+        out += ' ';
+        ++column;
+      }
+      out += text.substr(start, end - start);
+      column += end - start;
+      at = end;
+    }
+    out += '\n';
+    if (line_end == text.size()) break;
+    line_start = line_end + 1;
+  }
   return out;
 }
 

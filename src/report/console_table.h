@@ -3,7 +3,9 @@
 // disagree about a figure.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/replay_policies.h"
@@ -16,6 +18,9 @@ struct Table {
   std::vector<std::string> headers;
   std::vector<bool> right_aligned;
   std::vector<std::vector<std::string>> rows;
+  // The leading columns that name a row (the policy): repeated in every block of a table that
+  // RenderText splits to fit a width.
+  std::size_t key_columns = 1;
 };
 
 // Memory figures are in `unit` (the terminal's MiB; a page's PageUnit), the cap in MiB always.
@@ -38,7 +43,13 @@ Table BuildPeakCompositionTable(const RunResult& run, ByteUnit unit = kMiBUnit);
 // The largest allocations alive at one policy's peak (empty rows when it listed none).
 Table BuildLargestAtPeakTable(const RunResult& run, ByteUnit unit = kMiBUnit);
 
-std::string RenderText(const Table& table);
+// Aligned text. A table wider than `width` (0: no limit) is split into blocks of whole columns,
+// one after another, each repeating the key columns and fitting the width where one column can
+// (a column wider than the width on its own gets a block of its own).
+std::string RenderText(const Table& table, std::size_t width = 0);
+// `text` broken at spaces into lines of at most `width` columns (0: no limit; a word longer than
+// the width stands on a line of its own); each line ends in a newline.
+std::string WrapText(std::string_view text, std::size_t width);
 std::string RenderMarkdown(const Table& table);
 // An HTML <table>, cells escaped; right-aligned columns get class "num".
 std::string RenderHtml(const Table& table);

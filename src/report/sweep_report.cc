@@ -211,6 +211,7 @@ Table BuildSweepTable(const SweepSection& sweep, ByteUnit unit) {
                    "exposed comm (ms)",
                    "pareto"};
   table.right_aligned = {false, true, true, true, true, true, true, false};
+  table.key_columns = 2;  // a row is a policy at a cap
   if (sweep.budget) {
     table.headers.push_back(fmt::format("fits {}", WithUnit(sweep.budget->budget_bytes, unit)));
     table.right_aligned.push_back(false);

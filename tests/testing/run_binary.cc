@@ -41,14 +41,16 @@ std::string WriteTempFile(const std::string& name, const std::string& contents) 
 
 namespace {
 
+// `columns`: the COLUMNS the binary sees; empty (no width: whole table lines) unless a test asks
+// for one, so that a COLUMNS in the environment running the tests changes no output.
 BinaryResult RunWithPrefix(const std::string& prefix, const std::vector<std::string>& args,
-                           const std::string& stdin_from = "") {
+                           const std::string& stdin_from = "", const std::string& columns = "") {
   static int counter = 0;
   std::filesystem::path dir = TempDir();
   std::string out_path = (dir / ("out" + std::to_string(counter))).string();
   std::string err_path = (dir / ("err" + std::to_string(counter++))).string();
-  std::string command =
-      "cd " + Quote(BUCKETSIM_SOURCE_DIR) + " && " + stdin_from + prefix + Quote(BUCKETSIM_BINARY);
+  std::string command = "cd " + Quote(BUCKETSIM_SOURCE_DIR) + " && " + stdin_from +
+                        "COLUMNS=" + Quote(columns) + " " + prefix + Quote(BUCKETSIM_BINARY);
   for (const std::string& arg : args) command += " " + Quote(arg);
   command += " >" + Quote(out_path) + " 2>" + Quote(err_path);
   if (stdin_from.empty()) command += " </dev/null";
@@ -66,6 +68,10 @@ BinaryResult RunBucketsim(const std::vector<std::string>& args) { return RunWith
 
 BinaryResult RunBucketsim(const std::vector<std::string>& args, const std::string& stdin_from) {
   return RunWithPrefix("", args, stdin_from);
+}
+
+BinaryResult RunBucketsimInColumns(std::size_t columns, const std::vector<std::string>& args) {
+  return RunWithPrefix("", args, "", std::to_string(columns));
 }
 
 BinaryResult RunBucketsimUnderMpi(int ranks, const std::vector<std::string>& args) {

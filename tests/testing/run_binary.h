@@ -19,6 +19,8 @@ BinaryResult RunBucketsim(const std::vector<std::string>& args);
 BinaryResult RunBucketsim(const std::vector<std::string>& args, const std::string& stdin_from);
 // Runs it under `mpirun -np ranks` (as root and oversubscribed where that needs flags).
 BinaryResult RunBucketsimUnderMpi(int ranks, const std::vector<std::string>& args);
+// With COLUMNS=columns, as in a terminal that wide (the others run with no width).
+BinaryResult RunBucketsimInColumns(std::size_t columns, const std::vector<std::string>& args);
 // A file under the test's temporary directory with the given contents; returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& contents);
 std::string ReadFile(const std::string& path);
