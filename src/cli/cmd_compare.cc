@@ -20,6 +20,7 @@ struct CompareFlags {
   std::string html_path;
   std::string chrome_trace_path;
   std::string chrome_trace_policy;  // empty: the first policy
+  std::string memory_viz_dir;       // empty: none
 };
 
 // The index of the policy --chrome-trace-policy names (as --policy wrote it), else the first.
@@ -53,6 +54,19 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
     Result<std::size_t> policy = TimelinePolicy(flags, replay);
     if (!policy.ok()) return ReportError(policy.status());
     extras.timeline_policy = *policy;
+  }
+  // Opened before the replay: a directory that cannot be written fails before any work.
+  std::vector<std::unique_ptr<MemoryVizSnapshot>> snapshots;
+  std::vector<PolicySpec> snapshot_policies;
+  if (!flags.memory_viz_dir.empty()) {
+    Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(replay, DefaultPoliciesOf(replay));
+    if (!policies.ok()) return ReportError(policies.status());
+    Result<std::vector<std::unique_ptr<MemoryVizSnapshot>>> opened =
+        OpenMemoryViz(flags.memory_viz_dir, replay, *policies);
+    if (!opened.ok()) return ReportError(opened.status());
+    snapshots = std::move(*opened);
+    snapshot_policies = std::move(*policies);
+    extras.memory_events = MemoryEventSinks(snapshots);
   }
   Result<ReplayOutcome> outcome = RunReplays(replay, DefaultPoliciesOf(replay), extras);
   if (!outcome.ok()) return ReportError(outcome.status());
@@ -123,6 +137,8 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
                   flags.chrome_trace_path.c_str());
     }
   }
+  // On stderr when stdout carries a JSON or Markdown document.
+  PrintMemoryViz(flags.format == "table" ? stdout : stderr, snapshots, snapshot_policies);
   return kExitOk;
 }
 
@@ -143,6 +159,13 @@ void AddCompareCommand(CLI::App& command, CommandContext& context) {
                      "tracks, collectives and copies as slices, memory counters)");
   command.add_option("--chrome-trace-policy", flags->chrome_trace_policy,
                      "The policy --chrome-trace shows, as --policy names it (default: the first)");
+  command
+      .add_option("--memory-viz", flags->memory_viz_dir,
+                  "Write each policy's replay as a PyTorch memory snapshot, "
+                  "DIR/<policy>.pickle, for pytorch.org/memory_viz and "
+                  "torch.cuda._memory_viz (the caching allocator model's events, segments and "
+                  "blocks)")
+      ->type_name("DIR");
   command.footer(
       "With no TRACE, the shipped default trace is used; with no --policy, always-allocated,\n"
       "backward-only, per-group-dedup and unbucketed are compared.\n\n"

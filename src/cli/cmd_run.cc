@@ -33,6 +33,7 @@ struct RunFlags {
   double compute_scale = 1.0;
   double timeout_s = 300;
   std::string chrome_trace_path;
+  std::string memory_viz_dir;  // empty: none
 };
 
 // A trace read and checked once, replayed from memory for each policy.
@@ -144,6 +145,19 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
   if (loaded.ok() && !request.ok()) loaded = request.status();
   Result<ReportContext> report_context = ContextFor(context, replay);
   if (loaded.ok() && !report_context.ok()) loaded = report_context.status();
+  // --memory-viz: rank 0's replays, or every rank's with --all-ranks (DIR/<policy>.rankR.pickle).
+  std::vector<std::unique_ptr<MemoryVizSnapshot>> snapshots;
+  if (loaded.ok() && !flags.memory_viz_dir.empty() && (world.rank() == 0 || flags.all_ranks)) {
+    std::optional<int> rank;
+    if (flags.all_ranks && world.size() > 1) rank = world.rank();
+    Result<std::vector<std::unique_ptr<MemoryVizSnapshot>>> opened =
+        OpenMemoryViz(flags.memory_viz_dir, replay, request->policies, rank);
+    if (opened.ok()) {
+      snapshots = std::move(*opened);
+    } else {
+      loaded = opened.status();
+    }
+  }
   // The request's own backend is the sim (priced by --profile, compute scaled as run scales it):
   // with --backend sim it runs the replays; with a real backend and --profile it predicts them
   // beside the measurement.
@@ -166,9 +180,10 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
     for (const Event& event : trace.events) BUCKETSIM_RETURN_IF_ERROR(sink.OnEvent(event));
     return sink.OnEnd();
   };
-  for (const PolicySpec& spec : request->policies) {
+  for (std::size_t i = 0; i < request->policies.size(); ++i) {
     ReplayRequest one = *request;
-    one.policies = {spec};
+    one.policies = {request->policies[i]};
+    if (!snapshots.empty()) one.memory_events = {snapshots[i].get()};
     // --chrome-trace shows the first policy's replay, as compare's does by default.
     if (!flags.chrome_trace_path.empty() && outcome.runs.empty()) one.timeline_policy = 0;
     one.make_backend = *factory;
@@ -225,6 +240,7 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
     }
     if (!replay.json_path.empty()) std::printf("\nreport: %s\n", replay.json_path.c_str());
   }
+  if (flags.all_ranks || world.rank() == 0) PrintMemoryViz(stdout, snapshots, request->policies);
 
   // A wrong reduced value on any rank fails the run on every rank.
   Status verified = Status::Ok();
@@ -296,6 +312,12 @@ void AddRunCommand(CLI::App& command, CommandContext& context) {
                      "Write the first policy's replay on rank 0 as a Chrome trace-event / "
                      "Perfetto JSON file (streams as tracks, compute, collectives and copies as "
                      "slices, as measured)");
+  command
+      .add_option("--memory-viz", flags->memory_viz_dir,
+                  "Write each policy's replay on rank 0 (every rank with --all-ranks: "
+                  "DIR/<policy>.rankR.pickle) as a PyTorch memory snapshot, "
+                  "DIR/<policy>.pickle, for pytorch.org/memory_viz")
+      ->type_name("DIR");
   command.footer(
       "TRACE may contain {rank}: each rank reads its own trace. With --backend host|cuda,\n"
       "--profile P also replays each policy on the sim priced by P and shows the prediction\n"

@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -250,6 +251,7 @@ Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
   Result<MemoryModelFactory> factory = MakeMemoryModelFactory(memory);
   if (!factory.ok()) return factory.status();
   request.make_memory_model = *factory;
+  request.memory_events = std::move(extras.memory_events);
   return request;
 }
 
@@ -365,6 +367,69 @@ void PrintNoteIfNoReduceScatter(std::uint64_t reduce_scatter_requests, std::size
                        "tools/record_program.py (docs/your-model.md, \"Bring your own model\").",
                        width)
                   .c_str());
+}
+
+Result<std::vector<std::unique_ptr<MemoryVizSnapshot>>> OpenMemoryViz(
+    const std::string& dir, const ReplayFlags& flags, const std::vector<PolicySpec>& policies,
+    std::optional<int> rank) {
+  if (flags.allocator != "caching") {
+    return InvalidArgument(
+        "--memory-viz writes what the caching allocator model did (segments, blocks, "
+        "addresses): use it with --allocator caching, not exact");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    return IoError(fmt::format("--memory-viz: cannot create the directory '{}': {}", dir,
+                               ec ? ec.message() : "a file of that name is in the way"));
+  }
+  std::vector<std::unique_ptr<MemoryVizSnapshot>> snapshots;
+  std::vector<std::string> stems;
+  for (const PolicySpec& spec : policies) {
+    const std::string base = MemoryVizFileStem(spec.name);
+    std::string stem = base;
+    for (int n = 2; std::find(stems.begin(), stems.end(), stem) != stems.end(); ++n) {
+      stem = fmt::format("{}-{}", base, n);
+    }
+    stems.push_back(stem);
+    MemoryVizOptions options;
+    options.path = (std::filesystem::path(dir) /
+                    (rank ? fmt::format("{}.rank{}.pickle", stem, *rank) : stem + ".pickle"))
+                       .string();
+    options.trace_name = flags.trace == "-" ? "<stdin>" : flags.trace;
+    options.alloc_conf = flags.alloc_conf;
+    Result<std::unique_ptr<MemoryVizSnapshot>> snapshot = MemoryVizSnapshot::Create(options);
+    if (!snapshot.ok()) {
+      return IoError(fmt::format("--memory-viz: {}", snapshot.status().message()));
+    }
+    snapshots.push_back(std::move(*snapshot));
+  }
+  return snapshots;
+}
+
+std::vector<MemoryEventSink*> MemoryEventSinks(
+    const std::vector<std::unique_ptr<MemoryVizSnapshot>>& snapshots) {
+  std::vector<MemoryEventSink*> sinks;
+  for (const auto& snapshot : snapshots) sinks.push_back(snapshot.get());
+  return sinks;
+}
+
+void PrintMemoryViz(std::FILE* out,
+                    const std::vector<std::unique_ptr<MemoryVizSnapshot>>& snapshots,
+                    const std::vector<PolicySpec>& policies) {
+  for (std::size_t i = 0; i < snapshots.size(); ++i) {
+    const MemoryVizSnapshot& snapshot = *snapshots[i];
+    if (!snapshot.committed()) continue;
+    std::fprintf(out, "memory snapshot (%s): %s (%llu trace entries, %s)\n",
+                 policies[i].name.c_str(), snapshot.path().c_str(),
+                 static_cast<unsigned long long>(snapshot.trace_entries()),
+                 FormatBytes(snapshot.file_bytes()).c_str());
+  }
+  if (!snapshots.empty()) {
+    std::fprintf(out,
+                 "  open one: python3 -m torch.cuda._memory_viz trace_plot FILE -o page.html, or "
+                 "drop it on https://pytorch.org/memory_viz\n");
+  }
 }
 
 int ReportError(const Status& status) {

@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "engine/replay_policies.h"
+#include "report/memory_viz_snapshot.h"
 #include "report/report_context.h"
 
 namespace bucketsim {
@@ -92,6 +93,8 @@ struct ReplayExtras {
   std::optional<std::size_t> timeline_policy;
   // The sim's compute spans last dur_us times this (run --compute-scale; 1 elsewhere).
   double compute_scale = 1.0;
+  // By policy: who is told of that replay's memory events (--memory-viz); not owned.
+  std::vector<MemoryEventSink*> memory_events = {};
 };
 // The policies, the cap override, the memory model and the sim backend (priced by --profile, if
 // given) the flags ask for.
@@ -161,5 +164,21 @@ std::function<void(const std::string&)> AbortEveryRank(
 void AddTimeoutFlag(CLI::App& command, double& timeout_s);
 // The trace `compare` replays when none is given.
 std::string DefaultTracePath();
+
+// --memory-viz DIR: one snapshot file per policy, DIR/<policy>.pickle (DIR/<policy>.rank<R>.pickle
+// with `rank`), opened before any replay: the caching allocator model only, and an IoError naming
+// DIR when it cannot be made or written to. Two policies whose names give the same file name get
+// "-2", "-3" ... after it.
+Result<std::vector<std::unique_ptr<MemoryVizSnapshot>>> OpenMemoryViz(
+    const std::string& dir, const ReplayFlags& flags, const std::vector<PolicySpec>& policies,
+    std::optional<int> rank = std::nullopt);
+// The sinks of ReplayExtras::memory_events.
+std::vector<MemoryEventSink*> MemoryEventSinks(
+    const std::vector<std::unique_ptr<MemoryVizSnapshot>>& snapshots);
+// "memory snapshot (POLICY): PATH (N trace entries, SIZE)" per file written, on `out`, then how to
+// open them.
+void PrintMemoryViz(std::FILE* out,
+                    const std::vector<std::unique_ptr<MemoryVizSnapshot>>& snapshots,
+                    const std::vector<PolicySpec>& policies);
 
 }  // namespace bucketsim

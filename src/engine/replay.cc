@@ -26,6 +26,10 @@ Replay::Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryMode
   backend_->set_list_every_span(options_.keep_timeline);
   backend_holds_buffers_ = backend_->holds_buffers();
   result_.collective_log_kept = options_.keep_collective_log;
+  if (options_.memory_events != nullptr) {
+    memory_->set_block_observer(this);
+    memory_->set_segment_observer(this);
+  }
 }
 
 Replay::~Replay() = default;
@@ -42,6 +46,9 @@ Status Replay::OnHeader(const TraceHeader& header) {
   policy_stream_ = header.post_backward_stream();
   held_grad_.assign(header.num_params(), kNoBuffer);
   BUCKETSIM_RETURN_IF_ERROR(policy_->Start(header));
+  if (options_.memory_events != nullptr) {
+    BUCKETSIM_RETURN_IF_ERROR(options_.memory_events->OnReplayStart(header));
+  }
   return backend_->Start(header);
 }
 
@@ -60,6 +67,7 @@ Status Replay::OnEvent(const Event& event) {
       return Status::Ok();
     case EventKind::kPhase:
       phase_ = event.phase;
+      phase_event_ = event.index;
       ledger_.BeginPhase(event.phase, event.index, memory_->reserved_bytes());
       if (options_.keep_timeline) AddInstant("phase", std::string(PhaseName(event.phase)));
       BUCKETSIM_RETURN_IF_ERROR(policy_->BeginPhase(event.phase, *this));
@@ -123,7 +131,41 @@ Status Replay::OnEnd() {
   ledger_.Finish(result_);
   result_.counters = policy_->counters();
   result_.allocator = memory_->Totals();
+  if (options_.memory_events != nullptr) {
+    return options_.memory_events->OnReplayEnd(memory_->Snapshot());
+  }
   return Status::Ok();
+}
+
+void Replay::OnBlockEvent(const BlockEvent& event) {
+  MemoryEvent out;
+  out.action = ToMemoryAction(event.action);
+  out.address = event.address;
+  out.bytes = event.bytes;
+  out.stream = event.stream;
+  out.device_free_bytes = event.device_free_bytes;
+  // A free (completed now or later) is of a block whose alloc said what it was.
+  if (event.action == BlockAction::kAlloc || event.action == BlockAction::kOom) {
+    out.category = charging_;
+  }
+  ForwardMemoryEvent(out);
+}
+
+void Replay::OnSegmentEvent(const SegmentEvent& event) {
+  MemoryEvent out;
+  out.action = ToMemoryAction(event.action);
+  out.address = event.address;
+  out.bytes = event.bytes;
+  out.stream = event.stream;
+  ForwardMemoryEvent(out);
+}
+
+void Replay::ForwardMemoryEvent(MemoryEvent event) {
+  event.event_index = current_event_;
+  event.phase = phase_;
+  event.phase_event_index = phase_event_;
+  event.iteration = iteration_;
+  options_.memory_events->OnMemoryEvent(event);
 }
 
 Status Replay::FinishIteration() {
@@ -157,6 +199,7 @@ Status Replay::Charge(Allocation& allocation, BufferHandle handle, Bytes request
     allocation.block = Block{};
     return Status::Ok();
   }
+  charging_ = allocation.category;
   Result<Block> block = memory_->Allocate(requested, stream);
   allocation.in_model = block.ok();
   if (!block.ok()) {

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "core/event_sink.h"
+#include "engine/memory_event_sink.h"
 #include "engine/memory_ledger.h"
 #include "memory/memory_model.h"
 #include "policy/bucket_policy.h"
@@ -28,9 +29,15 @@ struct ReplayOptions {
   // Keep every iteration's spans, memory samples and instants in RunResult::timeline (for
   // --chrome-trace); off by default, as it costs memory proportional to the trace.
   bool keep_timeline = false;
+  // Told of everything the memory model does, with what the replay was doing (--memory-viz);
+  // not owned. Null: nobody, and the model is not observed.
+  MemoryEventSink* memory_events = nullptr;
 };
 
-class Replay final : public EventSink, private PolicyHost {
+class Replay final : public EventSink,
+                     private PolicyHost,
+                     private BlockObserver,
+                     private SegmentObserver {
  public:
   Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryModel> memory,
          std::unique_ptr<Backend> backend, ReplayOptions options = {});
@@ -98,6 +105,11 @@ class Replay final : public EventSink, private PolicyHost {
   void Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers) override;
   void Deliver(const ReduceScatterCall& call, BufferId reduced) override;
 
+  // BlockObserver, SegmentObserver: the model's events, for options_.memory_events.
+  void OnBlockEvent(const BlockEvent& event) override;
+  void OnSegmentEvent(const SegmentEvent& event) override;
+  void ForwardMemoryEvent(MemoryEvent event);
+
   BufferId NewBuffer();
   Status AllocateTrace(const Event& event);
   void FreeTrace(const Event& event);
@@ -141,7 +153,9 @@ class Replay final : public EventSink, private PolicyHost {
   bool in_iteration_ = false;
   std::uint64_t iteration_ = 0;
   Phase phase_ = Phase::kInit;
-  std::size_t untimed_collectives_ = 0;  // result_.collectives from here on await their times
+  EventIndex phase_event_ = 0;            // the current phase's marker
+  Category charging_ = Category::kOther;  // what Charge is allocating (for memory_events)
+  std::size_t untimed_collectives_ = 0;   // result_.collectives from here on await their times
 
   std::vector<Allocation> trace_slots_;  // by Event::slot
   // The other streams that use a live trace allocation (record_stream), by slot: rare, so

@@ -343,6 +343,7 @@ Result<std::vector<std::unique_ptr<Replay>>> MakeReplays(const ReplayRequest& re
     const bool timeline = request.timeline_policy == i;
     options.keep_timeline = options.keep_timeline || timeline;
     options.keep_collective_log = options.keep_collective_log || timeline;
+    if (i < request.memory_events.size()) options.memory_events = request.memory_events[i];
     std::unique_ptr<MemoryModel> memory = std::make_unique<ExactMemoryModel>();
     if (request.make_memory_model) {
       Result<std::unique_ptr<MemoryModel>> made = request.make_memory_model(header);

@@ -43,6 +43,9 @@ struct ReplayRequest {
   std::optional<std::size_t> timeline_policy;
   // Threads replaying (at most one per policy); 0: one per core. A real backend must stay at 1.
   unsigned jobs = 1;
+  // By policy: who is told of everything that policy's memory model does (--memory-viz); not
+  // owned, each fed by its replay's thread. Shorter than the policies, or null: nobody.
+  std::vector<MemoryEventSink*> memory_events;
 };
 
 struct ReplayOutcome {

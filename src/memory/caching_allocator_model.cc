@@ -289,6 +289,7 @@ CachingAllocatorModel::SegmentTotals& CachingAllocatorModel::TotalsOf(StreamId s
 
 inline Block CachingAllocatorModel::TakeBlock(Index i, Bytes size, Bytes requested) {
   AllocFoundBlock(i, size, requested, ShouldSplit(blocks_[i], size));
+  NotifyBlock({BlockAction::kAlloc, blocks_[i].address, requested, blocks_[i].stream, 0});
   return Block{i, blocks_[i].size};
 }
 
@@ -343,7 +344,12 @@ Result<Block> CachingAllocatorModel::AllocateSlow(Bytes requested, StreamId stre
     ReleaseCachedBlocks();
     i = AllocBlock(stream, small_pool, size, alloc_size, true);
   }
-  if (i == kNone) return OutOfMemory(alloc_size);
+  if (i == kNone) {
+    const Bytes capacity = capacity_bytes_.value_or(0);
+    NotifyBlock(
+        {BlockAction::kOom, 0, size, stream, capacity - std::min(capacity, reserved_bytes())});
+    return OutOfMemory(alloc_size);
+  }
   return TakeBlock(i, size, requested);
 }
 
@@ -588,6 +594,7 @@ void CachingAllocatorModel::SynchronizeAndFreeEvents() {
 // free_requested: allocated drops now, whether or not the block can be reused yet.
 inline void CachingAllocatorModel::MarkFreeRequested(Index i) {
   const BlockRec& b = blocks_[i];
+  NotifyBlock({BlockAction::kFreeRequested, b.address, b.requested, b.stream, 0});
   Decrease(kAllocation, b.small_pool, 1);
   Decrease(kAllocatedBytes, b.small_pool, Signed(b.size));
   if (b.size >= conf_.max_split_size) DecreaseStat(counts_.oversize_allocations, 1);
@@ -599,6 +606,7 @@ void CachingAllocatorModel::FreeBlock(Index i) {
   const Bytes requested = blocks_[i].requested;
   const bool small_pool = blocks_[i].small_pool;
   const bool track_split = !blocks_[i].expandable;
+  NotifyBlock({BlockAction::kFreeCompleted, blocks_[i].address, requested, blocks_[i].stream, 0});
   blocks_[i].state = BlockState::kFree;
   blocks_[i].requested = 0;
   Bytes absorbed_bytes = 0;

@@ -75,25 +75,6 @@ struct CachingAllocatorStats {
   Bytes largest_free_block_bytes = 0;
 };
 
-enum class BlockState : std::uint8_t { kAllocated, kPendingFree, kFree, kUnmapped };
-
-// memory_snapshot()-like view of one segment, for tests and reports. An expandable segment is
-// listed whole (its unmapped ranges as kUnmapped blocks), not per mapped range.
-struct SegmentSnapshot {
-  Bytes address = 0;
-  Bytes total_size = 0;
-  StreamId stream = 0;
-  bool small_pool = false;
-  bool expandable = false;
-  struct BlockInfo {
-    Bytes address = 0;
-    Bytes size = 0;
-    Bytes requested_size = 0;  // 0 unless allocated or pending
-    BlockState state = BlockState::kFree;
-  };
-  std::vector<BlockInfo> blocks;  // in address order
-};
-
 class CachingAllocatorModel final : public MemoryModel {
  public:
   // capacity_bytes: the device memory the allocator may reserve. A segment (or expandable page
@@ -128,7 +109,7 @@ class CachingAllocatorModel final : public MemoryModel {
 
   CachingAllocatorStats stats() const;
   std::optional<OomReport> last_oom() const override { return last_oom_; }
-  std::vector<SegmentSnapshot> Snapshot() const;
+  std::vector<SegmentSnapshot> Snapshot() const override;
   const AllocConf& conf() const { return conf_; }
 
  private:

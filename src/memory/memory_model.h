@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "core/units.h"
+#include "memory/block_observer.h"
 #include "memory/segment_observer.h"
 
 namespace bucketsim {
@@ -55,6 +56,25 @@ struct OomReport {
   std::uint64_t free_blocks = 0;         // cached free blocks the reserved_unallocated bytes are in
 };
 
+enum class BlockState : std::uint8_t { kAllocated, kPendingFree, kFree, kUnmapped };
+
+// memory_snapshot()-like view of one segment, for tests and reports. An expandable segment is
+// listed whole (its unmapped ranges as kUnmapped blocks), not per mapped range.
+struct SegmentSnapshot {
+  Bytes address = 0;
+  Bytes total_size = 0;
+  StreamId stream = 0;
+  bool small_pool = false;
+  bool expandable = false;
+  struct BlockInfo {
+    Bytes address = 0;
+    Bytes size = 0;
+    Bytes requested_size = 0;  // 0 unless allocated or pending
+    BlockState state = BlockState::kFree;
+  };
+  std::vector<BlockInfo> blocks;  // in address order
+};
+
 class MemoryModel {
  public:
   virtual ~MemoryModel() = default;
@@ -81,18 +101,28 @@ class MemoryModel {
   virtual std::optional<AllocatorTotals> Totals() const { return std::nullopt; }
   // The last Allocate that failed for want of capacity (models with a capacity only).
   virtual std::optional<OomReport> last_oom() const { return std::nullopt; }
+  // The segments and their blocks now, by address (memory_snapshot()); none for a model without
+  // segments.
+  virtual std::vector<SegmentSnapshot> Snapshot() const { return {}; }
 
   // Tells `observer` (not owned; null: nobody) of every segment the model allocates, frees,
   // maps or unmaps from now on.
   void set_segment_observer(SegmentObserver* observer) { segment_observer_ = observer; }
+  // Tells `observer` (not owned; null: nobody) of every block the model allocates and frees, and
+  // of every request it fails, from now on.
+  void set_block_observer(BlockObserver* observer) { block_observer_ = observer; }
 
  protected:
   void NotifySegment(const SegmentEvent& event) {
     if (segment_observer_ != nullptr) segment_observer_->OnSegmentEvent(event);
   }
+  void NotifyBlock(const BlockEvent& event) {
+    if (block_observer_ != nullptr) block_observer_->OnBlockEvent(event);
+  }
 
  private:
   SegmentObserver* segment_observer_ = nullptr;
+  BlockObserver* block_observer_ = nullptr;
 };
 
 }  // namespace bucketsim

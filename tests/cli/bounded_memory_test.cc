@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,19 @@ TEST(BoundedMemory, TenMillionEventCompareStaysWithin64MiB) {
                   "--policy", "per-group-dedup", "--format", "json"});
   ExpectBounded(run);
   EXPECT_GE(TraceEvents(run.out), kMinEvents);
+}
+
+// --memory-viz streams the allocator's 16M events into the pickle (635 MiB) as the replay runs.
+TEST(BoundedMemory, TenMillionEventMemoryVizStaysWithin64MiB) {
+  const std::string dir = testing::WriteTempFile("memory-viz.marker", "") + ".dir";
+  const PipedRun run = RunOnGeneratedTrace(
+      "memory-viz", {"compare", "-", "--policy", "backward-only", "--memory-viz", dir});
+  ExpectBounded(run);
+  const std::string file = dir + "/backward-only.pickle";
+  EXPECT_NE(run.out.find("memory snapshot (backward-only): " + file), std::string::npos) << run.out;
+  std::error_code ec;
+  EXPECT_GT(std::filesystem::file_size(file, ec), std::uintmax_t{100} << 20);
+  std::filesystem::remove_all(dir, ec);
 }
 
 TEST(BoundedMemory, TenMillionEventCheckStaysWithin64MiB) {
