@@ -66,6 +66,7 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
         static_cast<unsigned long long>(outcome->summary.iterations),
         report_context->memory_model.c_str(), report_context->time_profile.c_str(),
         RenderText(BuildComparisonTable(*outcome)).c_str());
+    PrintDeviceBudget(outcome->runs.front().device);
     // What the two time columns are, once: the step as check's budget counts it.
     std::printf(
         "\nstep: the median iteration after the first; exposed: communication no compute "

@@ -192,11 +192,12 @@ Result<SweepReplays> ReplaySweep(const ReplayFlags& replay, double time_toleranc
 
 // The table and the advice on stdout: the answer, printed before the slow optional outputs.
 void PrintSweep(const ReportContext& report_context, std::uint64_t reduce_scatter_requests,
-                const SweepSection& sweep) {
+                const SweepSection& sweep, const std::optional<DeviceBudget>& device) {
   std::printf("%s: %zu configuration%s, time profile %s, memory model %s\n\n%s",
               report_context.trace_name.c_str(), sweep.points.size(),
               sweep.points.size() == 1 ? "" : "s", report_context.time_profile.c_str(),
               report_context.memory_model.c_str(), RenderText(BuildSweepTable(sweep)).c_str());
+  PrintDeviceBudget(device);
   PrintNoteIfNoReduceScatter(reduce_scatter_requests);
   std::printf("\n%s\n", std::string(kSweepParetoNote).c_str());
   if (report_context.time_profile == "none") {
@@ -227,6 +228,7 @@ struct TraceSweep {
   ReplayOutcome outcome;
   std::vector<std::string> entries;
   SweepSection sweep;
+  std::optional<DeviceBudget> device;  // --device-memory: every configuration's device
 };
 
 // The choices drawn from the points (the Pareto set marked): the knee and the budget's answer.
@@ -258,13 +260,14 @@ Status CheckDistinctTraces(const std::vector<std::string>& traces) {
 void PrintSweeps(const std::vector<std::string>& traces, const std::vector<TraceSweep>& sweeps) {
   if (sweeps.size() == 1) {
     const TraceSweep& only = sweeps.front();
-    return PrintSweep(only.context, only.reduce_scatter_requests, only.sweep);
+    return PrintSweep(only.context, only.reduce_scatter_requests, only.sweep, only.device);
   }
   std::vector<const SweepSection*> sections;
   for (std::size_t i = 0; i < sweeps.size(); ++i) {
     std::printf("%s== trace %zu of %zu: %s ==\n\n", i == 0 ? "" : "\n", i + 1, sweeps.size(),
                 traces[i].c_str());
-    PrintSweep(sweeps[i].context, sweeps[i].reduce_scatter_requests, sweeps[i].sweep);
+    PrintSweep(sweeps[i].context, sweeps[i].reduce_scatter_requests, sweeps[i].sweep,
+               sweeps[i].device);
     sections.push_back(&sweeps[i].sweep);
   }
   const std::string across = DescribeBudgetAcrossTraces(traces, sections);
@@ -324,6 +327,14 @@ int RunOnRanks(const SweepFlags& flags, std::vector<TraceSweep>& sweeps,
     s.reduce_scatter_requests = all.reduce_scatter_requests;
     s.entries = std::move(all.entries);
     DescribeTrace(flags.traces[t], all.content_digest, s.context);
+    if (flags.traces[t] != "-") {
+      Result<TraceHeader> header = ReadTraceHeader(flags.traces[t]);
+      if (!header.ok()) return ReportError(header.status());
+      Result<std::optional<DeviceBudget>> device =
+          DeviceBudgetOfFlags(ForTrace(flags.replay, flags.traces[t]), *header);
+      if (!device.ok()) return ReportError(device.status());
+      s.device = *device;
+    }
     s.sweep.points = std::move(all.points);
     MarkPareto(s.sweep.points);
     Decide(s.sweep, flags.time_tolerance_pct, budget);
@@ -397,6 +408,7 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
     s.trace = TraceInfoOf(s.outcome.header, s.outcome.summary);
     s.reduce_scatter_requests = ReduceScatterRequests(s.outcome.summary);
     DescribeTrace(replay.trace, s.outcome.header, s.context);
+    s.device = s.outcome.runs.front().device;
     s.sweep.points = SummarizeSweep(s.outcome.runs);
     Decide(s.sweep, flags.time_tolerance_pct, budget);
     s.sweep.search = replays->search;

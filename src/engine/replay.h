@@ -8,11 +8,13 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
 #include "core/event_sink.h"
 #include "engine/memory_ledger.h"
+#include "memory/device_overhead.h"
 #include "memory/memory_model.h"
 #include "policy/bucket_policy.h"
 #include "policy/policy_spec.h"
@@ -28,6 +30,8 @@ struct ReplayOptions {
   // Keep every iteration's spans, memory samples and instants in RunResult::timeline (for
   // --chrome-trace); off by default, as it costs memory proportional to the trace.
   bool keep_timeline = false;
+  // The device the memory model's capacity came from (--device-memory), for RunResult::device.
+  std::optional<DeviceBudget> device;
 };
 
 class Replay final : public EventSink, private PolicyHost {

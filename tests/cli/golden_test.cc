@@ -64,7 +64,8 @@ TEST(Golden, CompareDefaultTraceExpandableSegments) {
 
 TEST(Golden, CompareTinyTraceOnATooSmallDevice) {
   ExpectGolden("compare-tiny-ws2-4mib-device.json",
-               {"compare", "traces/tiny-ws2.json", "--format", "json", "--device-memory", "4MiB"});
+               {"compare", "traces/tiny-ws2.json", "--format", "json", "--device-memory", "4MiB",
+                "--device-overhead", "0"});
 }
 
 TEST(Golden, CompareGeneralPolicyFormWithCapOverride) {

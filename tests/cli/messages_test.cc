@@ -301,13 +301,14 @@ TEST(Baseline, AtAnotherBucketCapIsRefused) {
       << run.err;
 }
 
-// 80 bytes of device memory: the first allocation (event 0, a 360 KiB param) fails under every
+// 80 bytes of device memory, all the caching allocator's (--device-overhead 0): the first allocation (event 0, a 360 KiB param) fails under every
 // policy. compare answers (exit 0) and marks every row, the JSON and the page.
 TEST(OutOfMemory, MarkedInEveryRowTheJsonAndThePage) {
   const std::string json_path = testing::WriteTempFile("oom.json", "");
   const std::string html_path = testing::WriteTempFile("oom.html", "");
   testing::BinaryResult run = RunBucketsim({"compare", "traces/tiny-ws2.json", "--device-memory",
-                                            "80", "--json", json_path, "--html", html_path});
+                                            "80", "--device-overhead", "0", "--json", json_path,
+                                            "--html", html_path});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   const std::string cell = "OOM at event 0: 360.00 KiB param of 80 B free (0 B allocated)";
   for (const char* policy :
@@ -332,7 +333,7 @@ TEST(OutOfMemory, MarkedInEveryRowTheJsonAndThePage) {
   // check fails it: it did not fit.
   testing::BinaryResult check =
       RunBucketsim({"check", "traces/tiny-ws2.json", "--policy", "backward-only", "--device-memory",
-                    "80", "--max-peak-allocated", "1GiB"});
+                    "80", "--device-overhead", "0", "--max-peak-allocated", "1GiB"});
   EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
 }
 
