@@ -68,6 +68,14 @@ TEST(Golden, CompareTinyTraceOnATooSmallDevice) {
                 "--device-overhead", "0"});
 }
 
+// The device that just holds backward-only's peak reserved plus the estimated CUDA context and
+// NCCL buffers (tests/cli/check_command_test.cc): each policy's `device` block with the estimate.
+TEST(Golden, CompareTinyTraceOnADeviceWithItsOverhead) {
+  ExpectGolden("compare-tiny-ws2-device-overhead.json",
+               {"compare", "traces/tiny-ws2.json", "--format", "json", "--policy", "backward-only",
+                "--policy", "always-allocated", "--device-memory", "1159725056"});
+}
+
 TEST(Golden, CompareGeneralPolicyFormWithCapOverride) {
   ExpectGolden(
       "compare-tiny-ws2-general.json",
