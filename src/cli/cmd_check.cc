@@ -365,7 +365,8 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
                      "Budget for the peak of allocated memory (SIZE: 40GiB, 512MB, 1.5GiB, ...)");
   command.add_option("--max-peak-reserved", flags->max_peak_reserved,
                      "Budget for the peak of reserved memory (what the caching allocator holds "
-                     "from the device; with --allocator exact it equals allocated)");
+                     "from the device, without the CUDA context and NCCL buffers that "
+                     "--device-memory counts; with --allocator exact it equals allocated)");
   command.add_option("--max-at-mark", flags->max_at_mark,
                      "Budget at a named mark, NAME=SIZE; the largest value over all iterations "
                      "counts (repeatable)");

@@ -444,8 +444,10 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command.add_option("--budget", flags->budget,
-                     "Peak reserved memory budget (SIZE, e.g. 40GiB): name the fastest "
-                     "configuration that fits, and what it costs against the runner-up");
+                     "Peak reserved memory budget (SIZE, e.g. 40GiB), the caching allocator's own "
+                     "figure without the CUDA context and NCCL buffers (--device-memory takes "
+                     "those off a device's capacity): name the fastest configuration that fits, "
+                     "and what it costs against the runner-up");
   command.add_option("--format", flags->format, "Output on stdout: table or json")
       ->check(CLI::IsMember({"table", "json"}));
   command.add_option("--html", flags->html_path,
