@@ -395,7 +395,7 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --policy backward-only \\\n"
       "      --max-peak-allocated 2GiB --max-at-mark 'after fwd=1.5GiB'\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --policy backward-only \\\n"
-      "      --device-memory 14GiB  # does it fit a 14 GiB device (CUDA context and NCCL too)?\n"
+      "      --device-memory 24GiB  # does it fit a 24 GiB device (CUDA context and NCCL too)?\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --budget reports/budget-example.json \\\n"
       "      --baseline reports/baseline-gpt-24l-h1024-ws8.json --tolerance 2% --junit check.xml");
   command.callback([flags, &context] { context.exit_code = CheckRun(*flags, context).Run(); });
