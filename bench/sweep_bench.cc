@@ -29,7 +29,7 @@ void BM_Sweep16(benchmark::State& state, const char* allocator, const char* prof
     }
   }
   Result<MemoryModelFactory> factory =
-      MakeMemoryModelFactory(MemoryModelOptions{allocator, "", std::nullopt});
+      MakeMemoryModelFactory(MemoryModelOptions{allocator, "", std::nullopt, std::nullopt});
   if (SkipIfError(state, factory.status())) return;
   request->make_memory_model = *factory;
   if (profile_file != nullptr) {

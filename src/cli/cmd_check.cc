@@ -78,7 +78,8 @@ struct CheckPlan {
   std::optional<ReportDocument> baseline;
   std::vector<PolicyFigures> baseline_figures;  // of baseline->runs, in order
   Tolerance tolerance;
-  // --device-memory: a check of its own, that every policy runs without running out of it.
+  // --device-memory: a check of its own, that every policy runs without running out of it
+  // once the memory outside the caching allocator is taken (RunResult::device).
   std::optional<Bytes> device_memory_bytes;
 
   // The baseline's figures of the policy `policy` (as the user named it), or null.
@@ -197,9 +198,7 @@ class CheckRun {
     for (std::size_t i = 0; i < outcome->runs.size(); ++i) {
       const RunResult& run = outcome->runs[i];
       // Without --device-memory nothing can run out, and there is nothing to check.
-      if (plan->device_memory_bytes) {
-        outcomes_.push_back(CheckFitsDevice(run, *plan->device_memory_bytes));
-      }
+      if (plan->device_memory_bytes) outcomes_.push_back(CheckFitsDevice(run));
       // A policy that does not fit the device fails: its figures stop at the OOM.
       if (run.oom) continue;
       PolicyFigures figures = FiguresOf(run);
@@ -366,7 +365,8 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
                      "Budget for the peak of allocated memory (SIZE: 40GiB, 512MB, 1.5GiB, ...)");
   command.add_option("--max-peak-reserved", flags->max_peak_reserved,
                      "Budget for the peak of reserved memory (what the caching allocator holds "
-                     "from the device; with --allocator exact it equals allocated)");
+                     "from the device, without the CUDA context and NCCL buffers that "
+                     "--device-memory counts; with --allocator exact it equals allocated)");
   command.add_option("--max-at-mark", flags->max_at_mark,
                      "Budget at a named mark, NAME=SIZE; the largest value over all iterations "
                      "counts (repeatable)");
@@ -395,7 +395,7 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --policy backward-only \\\n"
       "      --max-peak-allocated 2GiB --max-at-mark 'after fwd=1.5GiB'\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --policy backward-only \\\n"
-      "      --device-memory 14GiB  # does it fit a 14 GiB device?\n"
+      "      --device-memory 24GiB  # does it fit a 24 GiB device (CUDA context and NCCL too)?\n"
       "  bucketsim check traces/gpt-24l-h1024-ws8.json --budget reports/budget-example.json \\\n"
       "      --baseline reports/baseline-gpt-24l-h1024-ws8.json --tolerance 2% --junit check.xml");
   command.callback([flags, &context] { context.exit_code = CheckRun(*flags, context).Run(); });

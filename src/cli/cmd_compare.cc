@@ -83,6 +83,7 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
                  width)
             .c_str(),
         RenderText(BuildComparisonTable(*outcome), width).c_str());
+    PrintDeviceBudget(outcome->runs.front().device);
     // What the two time columns are, once: the step as check's budget counts it.
     std::printf("\n%s", WrapText(fmt::format("step: the median iteration after the first; exposed: "
                                              "communication no compute overlapped, per iteration "

@@ -192,7 +192,8 @@ Result<SweepReplays> ReplaySweep(const ReplayFlags& replay, double time_toleranc
 
 // The table and the advice on stdout: the answer, printed before the slow optional outputs.
 void PrintSweep(const ReportContext& report_context, std::uint64_t reduce_scatter_requests,
-                const SweepSection& sweep, std::size_t width) {
+                const SweepSection& sweep, const std::optional<DeviceBudget>& device,
+                std::size_t width) {
   std::printf("%s\n%s",
               WrapText(fmt::format("{}: {} configuration{}, time profile {}, memory model {}",
                                    report_context.trace_name, sweep.points.size(),
@@ -201,6 +202,7 @@ void PrintSweep(const ReportContext& report_context, std::uint64_t reduce_scatte
                        width)
                   .c_str(),
               RenderText(BuildSweepTable(sweep), width).c_str());
+  PrintDeviceBudget(device);
   PrintNoteIfNoReduceScatter(reduce_scatter_requests, width);
   std::printf("\n%s", WrapText(kSweepParetoNote, width).c_str());
   if (report_context.time_profile == "none") {
@@ -232,6 +234,7 @@ struct TraceSweep {
   ReplayOutcome outcome;
   std::vector<std::string> entries;
   SweepSection sweep;
+  std::optional<DeviceBudget> device;  // --device-memory: every configuration's device
 };
 
 // The choices drawn from the points (the Pareto set marked): the knee and the budget's answer.
@@ -264,13 +267,14 @@ void PrintSweeps(const std::vector<std::string>& traces, const std::vector<Trace
                  std::size_t width) {
   if (sweeps.size() == 1) {
     const TraceSweep& only = sweeps.front();
-    return PrintSweep(only.context, only.reduce_scatter_requests, only.sweep, width);
+    return PrintSweep(only.context, only.reduce_scatter_requests, only.sweep, only.device, width);
   }
   std::vector<const SweepSection*> sections;
   for (std::size_t i = 0; i < sweeps.size(); ++i) {
     std::printf("%s== trace %zu of %zu: %s ==\n\n", i == 0 ? "" : "\n", i + 1, sweeps.size(),
                 traces[i].c_str());
-    PrintSweep(sweeps[i].context, sweeps[i].reduce_scatter_requests, sweeps[i].sweep, width);
+    PrintSweep(sweeps[i].context, sweeps[i].reduce_scatter_requests, sweeps[i].sweep,
+               sweeps[i].device, width);
     sections.push_back(&sweeps[i].sweep);
   }
   const std::string across = DescribeBudgetAcrossTraces(traces, sections);
@@ -330,6 +334,14 @@ int RunOnRanks(const SweepFlags& flags, std::vector<TraceSweep>& sweeps,
     s.reduce_scatter_requests = all.reduce_scatter_requests;
     s.entries = std::move(all.entries);
     DescribeTrace(flags.traces[t], all.content_digest, s.context);
+    if (flags.traces[t] != "-") {
+      Result<TraceHeader> header = ReadTraceHeader(flags.traces[t]);
+      if (!header.ok()) return ReportError(header.status());
+      Result<std::optional<DeviceBudget>> device =
+          DeviceBudgetOfFlags(ForTrace(flags.replay, flags.traces[t]), *header);
+      if (!device.ok()) return ReportError(device.status());
+      s.device = *device;
+    }
     s.sweep.points = std::move(all.points);
     MarkPareto(s.sweep.points);
     Decide(s.sweep, flags.time_tolerance_pct, budget);
@@ -403,6 +415,7 @@ int RunSweep(const SweepFlags& flags, const CommandContext& context) {
     s.trace = TraceInfoOf(s.outcome.header, s.outcome.summary);
     s.reduce_scatter_requests = ReduceScatterRequests(s.outcome.summary);
     DescribeTrace(replay.trace, s.outcome.header, s.context);
+    s.device = s.outcome.runs.front().device;
     s.sweep.points = SummarizeSweep(s.outcome.runs);
     Decide(s.sweep, flags.time_tolerance_pct, budget);
     s.sweep.search = replays->search;
@@ -439,8 +452,10 @@ void AddSweepCommand(CLI::App& command, CommandContext& context) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command.add_option("--budget", flags->budget,
-                     "Peak reserved memory budget (SIZE, e.g. 40GiB): name the fastest "
-                     "configuration that fits, and what it costs against the runner-up");
+                     "Peak reserved memory budget (SIZE, e.g. 40GiB), the caching allocator's own "
+                     "figure without the CUDA context and NCCL buffers (--device-memory takes "
+                     "those off a device's capacity): name the fastest configuration that fits, "
+                     "and what it costs against the runner-up");
   command.add_option("--format", flags->format, "Output on stdout: table or json")
       ->check(CLI::IsMember({"table", "json"}));
   command.add_option("--html", flags->html_path,

@@ -23,6 +23,7 @@ struct ValidateFlags {
   std::string alloc_conf;  // empty: the trace's alloc_conf
   bool alloc_conf_given = false;
   std::string device_memory;
+  std::string device_overhead;
   ProgressFlags progress;
 };
 
@@ -33,7 +34,13 @@ int RunValidate(const ValidateFlags& flags) {
     if (!parsed.ok()) return ReportError(parsed.status());
     capacity = *parsed;
   }
-  MemoryModelOptions options{"caching", std::nullopt, capacity};
+  std::optional<Bytes> overhead;
+  if (!flags.device_overhead.empty()) {
+    Result<Bytes> parsed = ParseSizeFlag("--device-overhead", flags.device_overhead);
+    if (!parsed.ok()) return ReportError(parsed.status());
+    overhead = *parsed;
+  }
+  MemoryModelOptions options{"caching", std::nullopt, capacity, overhead};
   if (flags.alloc_conf_given) options.alloc_conf = flags.alloc_conf;
   Result<MemoryModelFactory> factory = MakeMemoryModelFactory(options);
   if (!factory.ok()) return ReportError(factory.status());
@@ -80,7 +87,11 @@ void AddValidateCommand(CLI::App& command, CommandContext& context) {
                   "(PYTORCH_CUDA_ALLOC_CONF syntax; default: the trace's alloc_conf)")
       ->each([flags](const std::string&) { flags->alloc_conf_given = true; });
   command.add_option("--device-memory", flags->device_memory,
-                     "Device capacity (SIZE) for the snapshot comparison's caching model");
+                     "Device capacity (SIZE) for the snapshot comparison's caching model, which "
+                     "gets it less --device-overhead");
+  command.add_option("--device-overhead", flags->device_overhead,
+                     "Device memory outside the caching allocator (SIZE; default: the estimate "
+                     "of the CUDA context and NCCL's buffers, docs/memory-model.md)");
   command.footer(
       "Exit 0 when the trace is consistent; 1 when it breaks consistency rules (each kind is\n"
       "counted, with its first events), or, for an imported snapshot, when the replayed\n"

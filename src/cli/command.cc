@@ -107,8 +107,14 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap) {
                      "'expandable_segments:True,max_split_size_mb:128' (default: the trace's "
                      "alloc_conf, recorded by an imported snapshot; '' for PyTorch's defaults)");
   command.add_option("--device-memory", flags.device_memory,
-                     "Device capacity (SIZE, e.g. 80GiB): the caching allocator frees its cache "
-                     "and retries when a segment does not fit, then fails with an OOM");
+                     "Device capacity (SIZE, e.g. 80GiB): the caching allocator gets it less the "
+                     "CUDA context and NCCL buffers (--device-overhead), frees its cache and "
+                     "retries when a segment does not fit, then fails with an OOM");
+  command.add_option("--device-overhead", flags.device_overhead,
+                     "Device memory outside the caching allocator (SIZE, e.g. 1.5GiB, or 0), "
+                     "replacing the estimate of the CUDA context and NCCL's buffers "
+                     "(docs/memory-model.md); measure it as cudaMemGetInfo's total - free less "
+                     "memory_reserved()");
   command.add_flag("--full-log", flags.full_log,
                    "Write every collective in the JSON report (`collectives`), not only the "
                    "summary per iteration and phase; memory and report then grow with the trace");
@@ -218,6 +224,32 @@ Result<std::vector<std::string>> SplitListEntries(std::string_view flag,
   return entries;
 }
 
+Result<MemoryModelOptions> MemoryOptionsOf(const ReplayFlags& flags) {
+  MemoryModelOptions memory{flags.allocator, flags.alloc_conf, std::nullopt, std::nullopt};
+  if (!flags.device_memory.empty()) {
+    Result<Bytes> capacity = ParseSizeFlag("--device-memory", flags.device_memory);
+    if (!capacity.ok()) return capacity.status();
+    memory.device_memory = *capacity;
+  }
+  if (!flags.device_overhead.empty()) {
+    Result<Bytes> overhead = ParseSizeFlag("--device-overhead", flags.device_overhead);
+    if (!overhead.ok()) return overhead.status();
+    memory.device_overhead = *overhead;
+  }
+  return memory;
+}
+
+Result<std::optional<DeviceBudget>> DeviceBudgetOfFlags(const ReplayFlags& flags,
+                                                        const TraceHeader& header) {
+  Result<MemoryModelOptions> memory = MemoryOptionsOf(flags);
+  if (!memory.ok()) return memory.status();
+  return DeviceBudgetOf(*memory, header);
+}
+
+void PrintDeviceBudget(const std::optional<DeviceBudget>& device) {
+  if (device) std::printf("\n%s\n", DeviceBudgetLine(*device).c_str());
+}
+
 Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
                                         const std::vector<PolicySpec>& default_policies,
                                         ReplayExtras extras) {
@@ -242,16 +274,15 @@ Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
   request.make_backend = [profile, scale = extras.compute_scale] {
     return std::make_unique<SimBackend>(profile, scale);
   };
-  MemoryModelOptions memory{flags.allocator, flags.alloc_conf, std::nullopt};
-  if (!flags.device_memory.empty()) {
-    Result<Bytes> capacity = ParseSizeFlag("--device-memory", flags.device_memory);
-    if (!capacity.ok()) return capacity.status();
-    memory.device_memory = *capacity;
-  }
-  Result<MemoryModelFactory> factory = MakeMemoryModelFactory(memory);
+  Result<MemoryModelOptions> memory = MemoryOptionsOf(flags);
+  if (!memory.ok()) return memory.status();
+  Result<MemoryModelFactory> factory = MakeMemoryModelFactory(*memory);
   if (!factory.ok()) return factory.status();
   request.make_memory_model = *factory;
   request.memory_events = std::move(extras.memory_events);
+  request.device_budget = [options = *memory](const TraceHeader& header) {
+    return DeviceBudgetOf(options, header);
+  };
   return request;
 }
 

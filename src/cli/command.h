@@ -64,6 +64,7 @@ struct ReplayFlags {
   std::string allocator = "caching";
   std::optional<std::string> alloc_conf;  // unset: the trace's; "": PyTorch's defaults
   std::string device_memory;              // SIZE; empty: unlimited
+  std::string device_overhead;  // SIZE; empty: the estimate (memory/device_overhead.h)
   std::string profile_path;  // --profile: the sim's time model; empty: copies and collectives free
   ProgressFlags progress;
   bool full_log = false;  // --full-log: every collective in the report, not only the summary
@@ -96,6 +97,16 @@ struct ReplayExtras {
   // By policy: who is told of that replay's memory events (--memory-viz); not owned.
   std::vector<MemoryEventSink*> memory_events = {};
 };
+// The memory model's options the flags give (--allocator, --alloc-conf, --device-memory,
+// --device-overhead), sizes parsed.
+Result<MemoryModelOptions> MemoryOptionsOf(const ReplayFlags& flags);
+// The device a replay of `header` with these flags runs on (memory/device_overhead.h): what a
+// replay's RunResult::device holds, for a command that has the header but not the runs (sweep
+// under mpirun); none without --device-memory.
+Result<std::optional<DeviceBudget>> DeviceBudgetOfFlags(const ReplayFlags& flags,
+                                                        const TraceHeader& header);
+// compare's and sweep's "device: ..." line (report/console_table.h), when there is a device.
+void PrintDeviceBudget(const std::optional<DeviceBudget>& device);
 // The policies, the cap override, the memory model and the sim backend (priced by --profile, if
 // given) the flags ask for.
 Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,

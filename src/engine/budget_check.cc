@@ -71,12 +71,17 @@ std::string FigureName(Figure figure, const std::string& mark) {
   return "?";
 }
 
-CheckOutcome CheckFitsDevice(const RunResult& run, Bytes device_memory_bytes) {
+CheckOutcome CheckFitsDevice(const RunResult& run) {
+  BUCKETSIM_CHECK(run.device.has_value());
   CheckOutcome outcome = Outcome(run.policy, CheckKind::kFitsDevice, Figure::kPeakReserved);
   outcome.oom = run.oom;
-  outcome.value.bytes = run.peak.reserved_bytes;
-  outcome.limit.bytes = device_memory_bytes;
-  outcome.verdict = run.oom ? Verdict::kFail : Verdict::kPass;
+  outcome.device = run.device;
+  outcome.value.bytes = run.peak.reserved_bytes + run.device->overhead.total_bytes();
+  outcome.limit.bytes = run.device->device_memory_bytes;
+  // The allocator's capacity is the device less the overhead, so a run that did not run out
+  // of it fits; the comparison says so again, and fails closed should the two ever disagree.
+  outcome.verdict =
+      !run.oom && outcome.value.bytes <= outcome.limit.bytes ? Verdict::kPass : Verdict::kFail;
   return outcome;
 }
 

@@ -42,6 +42,7 @@ struct CheckOutcome {
   std::string tolerance;  // kBaseline: the tolerance as the user wrote it
   std::string skipped_because;
   std::optional<OomEvent> oom;  // kFitsDevice, when it failed
+  std::optional<DeviceBudget> device;  // kFitsDevice: the device and what is outside the allocator
 
   bool is_time() const { return figure == Figure::kStepTime; }
 };
@@ -49,10 +50,12 @@ struct CheckOutcome {
 // "peak allocated", "peak reserved", "allocated at mark 'after fwd'", "step time".
 std::string FigureName(Figure figure, const std::string& mark);
 
-// The device check of a replay on a device of `device_memory_bytes` (--device-memory): fails
-// with the OOM when the policy did not fit; `limit` is the capacity and, when it fit, `value`
-// the peak reserved.
-CheckOutcome CheckFitsDevice(const RunResult& run, Bytes device_memory_bytes);
+// The device check of a replay on its device (RunResult::device, which must be set:
+// --device-memory): fails with the OOM when the policy did not fit; `limit` is the device's
+// capacity and `value` the peak reserved plus the memory outside the caching allocator (the
+// CUDA context and NCCL's buffers), never above the limit when it fit, since the allocator's
+// capacity is the rest.
+CheckOutcome CheckFitsDevice(const RunResult& run);
 
 // One outcome per budget of `budget`, in the order peak allocated, peak reserved, marks (in
 // the budget's order), step time. A mark that never occurs in the run, or a step time budget

@@ -22,6 +22,7 @@ Replay::Replay(PolicySpec spec, double bucket_cap_mb, std::unique_ptr<MemoryMode
   result_.bucket_cap_mb = bucket_cap_mb;
   result_.memory_model = std::string(memory_->name());
   result_.backend = std::string(backend_->name());
+  result_.device = options_.device;
   if (options_.keep_timeline) result_.stream_timeline.emplace();
   backend_->set_list_every_span(options_.keep_timeline);
   backend_holds_buffers_ = backend_->holds_buffers();

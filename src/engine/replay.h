@@ -8,12 +8,14 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
 #include "core/event_sink.h"
 #include "engine/memory_event_sink.h"
 #include "engine/memory_ledger.h"
+#include "memory/device_overhead.h"
 #include "memory/memory_model.h"
 #include "policy/bucket_policy.h"
 #include "policy/policy_spec.h"
@@ -32,6 +34,8 @@ struct ReplayOptions {
   // Told of everything the memory model does, with what the replay was doing (--memory-viz);
   // not owned. Null: nobody, and the model is not observed.
   MemoryEventSink* memory_events = nullptr;
+  // The device the memory model's capacity came from (--device-memory), for RunResult::device.
+  std::optional<DeviceBudget> device;
 };
 
 class Replay final : public EventSink,

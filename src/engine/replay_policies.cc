@@ -337,9 +337,16 @@ Result<ReplayOutcome> Run(const TraceSource& source, Fanout& fanout) {
 Result<std::vector<std::unique_ptr<Replay>>> MakeReplays(const ReplayRequest& request,
                                                          const TraceHeader& header) {
   std::vector<std::unique_ptr<Replay>> replays;
+  std::optional<DeviceBudget> device;
+  if (request.device_budget) {
+    Result<std::optional<DeviceBudget>> budget = request.device_budget(header);
+    if (!budget.ok()) return budget.status();
+    device = *budget;
+  }
   for (std::size_t i = 0; i < request.policies.size(); ++i) {
     const PolicySpec& spec = request.policies[i];
     ReplayOptions options = request.options;
+    options.device = device;
     const bool timeline = request.timeline_policy == i;
     options.keep_timeline = options.keep_timeline || timeline;
     options.keep_collective_log = options.keep_collective_log || timeline;

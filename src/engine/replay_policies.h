@@ -33,6 +33,9 @@ struct ReplayRequest {
   std::vector<PolicySpec> policies;
   // Unset: the exact model.
   MemoryModelFactory make_memory_model;
+  // The device every run of the trace replays on (DeviceBudgetOf: --device-memory and its
+  // overhead), kept in each RunResult; unset, or none: no device.
+  std::function<Result<std::optional<DeviceBudget>>(const TraceHeader&)> device_budget;
   // Unset: the sim backend. One backend per policy; a real backend executes each replay.
   std::function<std::unique_ptr<Backend>()> make_backend;
   // --bucket-cap-mb: overrides the trace's cap for every policy that does not fix its own.

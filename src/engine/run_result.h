@@ -14,6 +14,7 @@
 #include "core/event.h"
 #include "engine/collective_summary.h"
 #include "engine/memory_timeline.h"
+#include "memory/device_overhead.h"
 #include "memory/memory_model.h"
 #include "policy/bucket_policy.h"
 
@@ -140,6 +141,9 @@ struct RunResult {
   bool collective_log_kept = false;  // whether `collectives` is the full log
   PolicyCounters counters;
   std::optional<OomEvent> oom;  // set when --device-memory was too small; figures stop there
+  // --device-memory: the device and what of it was outside the allocator (its capacity is the
+  // rest); none without a device.
+  std::optional<DeviceBudget> device;
   std::optional<AllocatorTotals> allocator;  // caching model only
   std::uint64_t events = 0;
   Micros compute_us = 0;

@@ -12,7 +12,20 @@ std::string AllocConfFor(const MemoryModelOptions& options, const TraceHeader& h
   return options.alloc_conf ? *options.alloc_conf : header.alloc_conf;
 }
 
+Result<std::optional<DeviceBudget>> DeviceBudgetOf(const MemoryModelOptions& options,
+                                                   const TraceHeader& header) {
+  if (!options.device_memory) return std::optional<DeviceBudget>();
+  Result<DeviceBudget> budget =
+      DeviceBudgetFor(*options.device_memory, options.device_overhead, header);
+  if (!budget.ok()) return budget.status();
+  return std::optional<DeviceBudget>(*budget);
+}
+
 Result<MemoryModelFactory> MakeMemoryModelFactory(const MemoryModelOptions& options) {
+  if (options.device_overhead && !options.device_memory) {
+    return InvalidArgument(
+        "--device-overhead is taken from the device's capacity: give --device-memory SIZE too");
+  }
   if (options.allocator == "exact") {
     if ((options.alloc_conf && !options.alloc_conf->empty()) || options.device_memory) {
       return InvalidArgument(
@@ -37,8 +50,12 @@ Result<MemoryModelFactory> MakeMemoryModelFactory(const MemoryModelOptions& opti
         if (!conf.ok()) {
           return InvalidTrace(fmt::format("header: alloc_conf: {}", conf.status().message()));
         }
+        Result<std::optional<DeviceBudget>> device = DeviceBudgetOf(options, header);
+        if (!device.ok()) return device.status();
+        std::optional<Bytes> capacity;
+        if (*device) capacity = (*device)->allocator_capacity_bytes;
         return std::unique_ptr<MemoryModel>(
-            std::make_unique<CachingAllocatorModel>(*conf, options.device_memory));
+            std::make_unique<CachingAllocatorModel>(*conf, capacity));
       });
 }
 

@@ -65,18 +65,36 @@ std::string BaselineText(const CheckOutcome& outcome) {
                             Allowed(outcome));
 }
 
+// "fits 80.00 GiB of device memory: peak reserved R + 1.07 GiB outside the caching allocator
+// (...) = T (T B), S to spare"; when it did not fit, what the allocator had and where it ran
+// out.
+std::string DeviceText(const CheckOutcome& outcome) {
+  const DeviceBudget& device = *outcome.device;
+  const std::string outside =
+      DescribeDeviceOverhead(device.overhead) + " outside the caching allocator";
+  if (outcome.verdict != Verdict::kPass) {
+    std::string where = outcome.oom ? DescribeOom(*outcome.oom)
+                                    : fmt::format("peak reserved + overhead is {}",
+                                                  Value(outcome, outcome.value));
+    return fmt::format("does not fit {} of device memory: {} leaves {} ({} B) to it; {}",
+                       FormatBytes(outcome.limit.bytes), outside,
+                       FormatBytes(device.allocator_capacity_bytes),
+                       device.allocator_capacity_bytes, where);
+  }
+  const Bytes reserved = outcome.value.bytes - device.overhead.total_bytes();
+  return fmt::format("fits {} of device memory: peak reserved {} ({} B) + {} = {}, {} to spare",
+                     FormatBytes(outcome.limit.bytes), FormatBytes(reserved), reserved, outside,
+                     Value(outcome, outcome.value),
+                     FormatBytes(outcome.limit.bytes - outcome.value.bytes));
+}
+
 }  // namespace
 
 std::string CheckLine(const CheckOutcome& outcome) {
   std::string head = fmt::format("{} {}: ", VerdictWord(outcome.verdict), outcome.policy);
   switch (outcome.kind) {
     case CheckKind::kFitsDevice:
-      if (outcome.oom) {
-        return head + fmt::format("does not fit {} of device memory: {}",
-                                  FormatBytes(outcome.limit.bytes), DescribeOom(*outcome.oom));
-      }
-      return head + fmt::format("fits {} of device memory (peak reserved {})",
-                                FormatBytes(outcome.limit.bytes), Value(outcome, outcome.value));
+      return head + DeviceText(outcome);
     case CheckKind::kBudget:
       return head + fmt::format("{} {} {} budget {}", FigureName(outcome.figure, outcome.mark),
                                 Value(outcome, outcome.value),

@@ -49,6 +49,15 @@ std::string DescribeOom(const OomEvent& oom) {
       FormatBytes(r.reserved_unallocated_bytes), r.free_blocks);
 }
 
+std::string DeviceBudgetLine(const DeviceBudget& device) {
+  return fmt::format(
+      "device: {} ({} B) = {} outside the caching allocator + {} ({} B) for it (--device-memory; "
+      "a policy fits when peak reserved + overhead <= the device)",
+      FormatBytes(device.device_memory_bytes), device.device_memory_bytes,
+      DescribeDeviceOverhead(device.overhead), FormatBytes(device.allocator_capacity_bytes),
+      device.allocator_capacity_bytes);
+}
+
 std::string OomCell(const OomEvent& oom) {
   return fmt::format("OOM at event {}: {} {} of {} free ({} allocated)", oom.event_index,
                      FormatBytes(oom.requested_bytes), CategoryName(oom.category),

@@ -56,6 +56,9 @@ std::string RenderHtml(const Table& table);
 
 // "out of memory at event N (...): ..." for a run that ran out of device memory.
 std::string DescribeOom(const OomEvent& oom);
+// "device: 80.00 GiB (85899345920 B) = 1.07 GiB (CUDA context ... ) outside the caching
+// allocator + 78.93 GiB (... B) for it (--device-memory)".
+std::string DeviceBudgetLine(const DeviceBudget& device);
 // The same in a table cell: "OOM at event N: 1.00 GiB param of 80 B free (0 B allocated)".
 std::string OomCell(const OomEvent& oom);
 

@@ -260,6 +260,38 @@ void WriteCollectives(JsonWriter& w, const std::vector<CollectiveRecord>& collec
   w.EndArray();
 }
 
+void WriteOptionalBytes(JsonWriter& w, std::string_view key, const std::optional<Bytes>& value) {
+  w.Key(key);
+  if (value) {
+    w.Value(*value);
+  } else {
+    w.Null();
+  }
+}
+
+// --device-memory only (absent without a device, so that reports without one stay as they were):
+// the device, what of it is outside the caching allocator, and peak reserved + that.
+void WriteDevice(JsonWriter& w, const RunResult& run) {
+  if (!run.device) return;
+  const DeviceOverhead& overhead = run.device->overhead;
+  auto estimated = [&overhead](Bytes bytes) {
+    return overhead.given_bytes ? std::nullopt : std::optional<Bytes>(bytes);
+  };
+  w.Key("device");
+  w.BeginObject();
+  w.Field("device_memory_bytes", run.device->device_memory_bytes);
+  w.Field("overhead_bytes", overhead.total_bytes());
+  w.Field("overhead_source", overhead.given_bytes ? "--device-overhead" : "estimate");
+  WriteOptionalBytes(w, "cuda_context_bytes", estimated(overhead.cuda_context_bytes));
+  WriteOptionalBytes(w, "nccl_buffer_bytes", estimated(overhead.nccl_buffer_bytes));
+  WriteOptionalBytes(w, "nccl_communicators",
+                     estimated(static_cast<Bytes>(overhead.nccl_communicators)));
+  w.Field("allocator_capacity_bytes", run.device->allocator_capacity_bytes);
+  w.Field("peak_device_bytes", run.peak.reserved_bytes + overhead.total_bytes());
+  w.Field("fits", !run.oom);
+  w.EndObject();
+}
+
 void WriteOom(JsonWriter& w, const std::optional<OomEvent>& oom) {
   w.Key("oom");
   if (!oom) {
@@ -436,15 +468,6 @@ void WriteSweep(JsonWriter& w, const SweepSection& sweep) {
   w.EndObject();
 }
 
-void WriteOptionalBytes(JsonWriter& w, std::string_view key, const std::optional<Bytes>& value) {
-  w.Key(key);
-  if (value) {
-    w.Value(*value);
-  } else {
-    w.Null();
-  }
-}
-
 void WriteExecution(JsonWriter& w, const ExecutionFacts& facts) {
   w.Key("execution");
   w.BeginObject();
@@ -484,6 +507,7 @@ void WriteRun(JsonWriter& w, const RunResult& run) {
   w.Field("bucketed_requests", run.counters.bucketed);
   w.Field("compute_us", run.compute_us);
   WriteOom(w, run.oom);
+  WriteDevice(w, run);
   WriteAllocatorTotals(w, run.allocator);
   WriteMarks(w, run.marks);
   WritePhases(w, run.phases);

@@ -59,8 +59,8 @@ void MemoryVizSnapshot::Interned(std::string_view text) {
 }
 
 Status MemoryVizSnapshot::OnReplayStart(const TraceHeader& header) {
-  alloc_conf_ =
-      AllocConfFor(MemoryModelOptions{"caching", options_.alloc_conf, std::nullopt}, header);
+  alloc_conf_ = AllocConfFor(
+      MemoryModelOptions{"caching", options_.alloc_conf, std::nullopt, std::nullopt}, header);
   // The top level: device_traces streams now; segments and allocator_settings come at the end.
   writer_.BeginDict(3);
   Interned("device_traces");

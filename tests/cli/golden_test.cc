@@ -64,7 +64,16 @@ TEST(Golden, CompareDefaultTraceExpandableSegments) {
 
 TEST(Golden, CompareTinyTraceOnATooSmallDevice) {
   ExpectGolden("compare-tiny-ws2-4mib-device.json",
-               {"compare", "traces/tiny-ws2.json", "--format", "json", "--device-memory", "4MiB"});
+               {"compare", "traces/tiny-ws2.json", "--format", "json", "--device-memory", "4MiB",
+                "--device-overhead", "0"});
+}
+
+// The device that just holds backward-only's peak reserved plus the estimated CUDA context and
+// NCCL buffers (tests/cli/check_command_test.cc): each policy's `device` block with the estimate.
+TEST(Golden, CompareTinyTraceOnADeviceWithItsOverhead) {
+  ExpectGolden("compare-tiny-ws2-device-overhead.json",
+               {"compare", "traces/tiny-ws2.json", "--format", "json", "--policy", "backward-only",
+                "--policy", "always-allocated", "--device-memory", "1159725056"});
 }
 
 TEST(Golden, CompareGeneralPolicyFormWithCapOverride) {

@@ -35,7 +35,7 @@ expect_exit 1 fail traces/tiny-ws2.json --policy backward-only --policy unbucket
   --max-peak-allocated 3MiB --baseline tests/golden/compare-tiny-ws2-general.json --tolerance 2% \
   --allow-different-trace
 expect_exit 1 oom traces/tiny-ws2.json --policy backward-only --device-memory 4MiB \
-  --max-peak-allocated 1GiB
+  --device-overhead 0 --max-peak-allocated 1GiB
 expect_exit 2 error traces/tiny-ws2.json --budget /nonexistent/budget.json
 
 if xmllint --noout --schema "$xsd" "$src/tests/cli/junit-bad-testcase.xml" 2>"$out/bad.err"; then

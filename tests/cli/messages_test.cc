@@ -301,13 +301,14 @@ TEST(Baseline, AtAnotherBucketCapIsRefused) {
       << run.err;
 }
 
-// 80 bytes of device memory: the first allocation (event 0, a 360 KiB param) fails under every
+// 80 bytes of device memory, all the caching allocator's (--device-overhead 0): the first allocation (event 0, a 360 KiB param) fails under every
 // policy. compare answers (exit 0) and marks every row, the JSON and the page.
 TEST(OutOfMemory, MarkedInEveryRowTheJsonAndThePage) {
   const std::string json_path = testing::WriteTempFile("oom.json", "");
   const std::string html_path = testing::WriteTempFile("oom.html", "");
   testing::BinaryResult run = RunBucketsim({"compare", "traces/tiny-ws2.json", "--device-memory",
-                                            "80", "--json", json_path, "--html", html_path});
+                                            "80", "--device-overhead", "0", "--json", json_path,
+                                            "--html", html_path});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   const std::string cell = "OOM at event 0: 360.00 KiB param of 80 B free (0 B allocated)";
   for (const char* policy :
@@ -332,8 +333,46 @@ TEST(OutOfMemory, MarkedInEveryRowTheJsonAndThePage) {
   // check fails it: it did not fit.
   testing::BinaryResult check =
       RunBucketsim({"check", "traces/tiny-ws2.json", "--policy", "backward-only", "--device-memory",
-                    "80", "--max-peak-allocated", "1GiB"});
+                    "80", "--device-overhead", "0", "--max-peak-allocated", "1GiB"});
   EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
+}
+
+// compare and sweep with --device-memory say, under their table, how much of the device the
+// CUDA context and NCCL take and what is left to the caching allocator (issue 21 item 4);
+// --device-overhead replaces the estimate, and a bad size or an overhead the device cannot hold
+// is an error (exit 2), not a table.
+TEST(DeviceOverhead, CompareAndSweepSayWhatIsOutsideTheAllocator) {
+  const std::string line =
+      "\ndevice: 2.00 GiB (2147483648 B) = 1.07 GiB (CUDA context 512.00 MiB + NCCL buffers "
+      "588.00 MiB for 2 communicators) outside the caching allocator + 948.00 MiB (994050048 B) "
+      "for it (--device-memory; a policy fits when peak reserved + overhead <= the device)\n";
+  testing::BinaryResult compare =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--device-memory", "2GiB"});
+  EXPECT_EQ(compare.exit_code, 0) << compare.err;
+  EXPECT_NE(compare.out.find(line), std::string::npos) << compare.out;
+  testing::BinaryResult sweep = RunBucketsim(
+      {"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "1,25", "--device-memory", "2GiB"});
+  EXPECT_EQ(sweep.exit_code, 0) << sweep.err;
+  EXPECT_NE(sweep.out.find(line), std::string::npos) << sweep.out;
+  testing::BinaryResult given = RunBucketsim(
+      {"compare", "traces/tiny-ws2.json", "--device-memory", "2GiB", "--device-overhead", "1GiB"});
+  EXPECT_NE(given.out.find("\ndevice: 2.00 GiB (2147483648 B) = 1.00 GiB (--device-overhead) "
+                           "outside the caching allocator + 1.00 GiB (1073741824 B) for it"),
+            std::string::npos)
+      << given.out;
+  // Without --device-memory there is no device and no line.
+  EXPECT_EQ(RunBucketsim({"compare", "traces/tiny-ws2.json"}).out.find("device:"),
+            std::string::npos);
+  testing::BinaryResult bad = RunBucketsim(
+      {"compare", "traces/tiny-ws2.json", "--device-memory", "2GiB", "--device-overhead", "1.5"
+       "GB!"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err.rfind("bucketsim: error: --device-overhead: ", 0), 0u) << bad.err;
+  testing::BinaryResult full = RunBucketsim(
+      {"sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "25", "--device-memory", "1GiB"});
+  EXPECT_EQ(full.exit_code, 2);
+  EXPECT_NE(full.err.find("leaves nothing to the caching allocator"), std::string::npos)
+      << full.err;
 }
 
 }  // namespace

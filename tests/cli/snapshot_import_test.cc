@@ -123,7 +123,7 @@ TEST(SnapshotImport, AnImportedSnapshotReplaysAsAnAllocatorWhatIf) {
   EXPECT_NE(run.out.find("62.50                70.00"), std::string::npos) << run.out;
   testing::BinaryResult small =
       RunBucketsim({"check", trace, "--policy", "backward-only", "--device-memory", "60MiB",
-                    "--max-peak-reserved", "1GiB"});
+                    "--device-overhead", "0", "--max-peak-reserved", "1GiB"});
   EXPECT_EQ(small.exit_code, 1) << small.out << small.err;
   EXPECT_NE(small.out.find("out of memory at event 7"), std::string::npos) << small.out;
 }

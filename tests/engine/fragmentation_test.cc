@@ -37,7 +37,7 @@ Bytes SegmentBytes(const RunResult& run, StreamId stream) {
 }
 
 TEST(Fragmentation, BackwardOnlyAllocatesLessButReservesAsMuch) {
-  Result<ReplayOutcome> outcome = ReplayDefaultTrace({"caching", "", std::nullopt});
+  Result<ReplayOutcome> outcome = ReplayDefaultTrace({"caching", "", std::nullopt, std::nullopt});
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   const RunResult& always = outcome->runs[0];
   const RunResult& backward_only = outcome->runs[1];
@@ -55,7 +55,7 @@ TEST(Fragmentation, BackwardOnlyAllocatesLessButReservesAsMuch) {
 }
 
 TEST(Fragmentation, TheExactModelSeesOnlyTheAllocatedSaving) {
-  Result<ReplayOutcome> outcome = ReplayDefaultTrace({"exact", "", std::nullopt});
+  Result<ReplayOutcome> outcome = ReplayDefaultTrace({"exact", "", std::nullopt, std::nullopt});
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   const RunResult& always = outcome->runs[0];
   const RunResult& backward_only = outcome->runs[1];

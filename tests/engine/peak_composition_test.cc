@@ -194,7 +194,7 @@ void CheckAgainstScan(const std::string& allocator, std::uint64_t seed) {
   const std::vector<Op> ops = RandomOps(seed, 3000);
   ReplayRequest request;
   request.policies = {*ParsePolicySpec("backward-only")};
-  request.make_memory_model = *MakeMemoryModelFactory({allocator, "", std::nullopt});
+  request.make_memory_model = *MakeMemoryModelFactory({allocator, "", std::nullopt, std::nullopt});
   Result<ReplayOutcome> outcome = ReplayPolicies(Build(ops).Source(), request);
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   const RunResult& run = outcome->runs.front();

@@ -164,7 +164,7 @@ class CappedModel final : public MemoryModel {
 Bytes PeakReserved(const testing::TraceBuilder& t) {
   ReplayRequest request;
   request.policies = {*ParsePolicySpec("backward-only")};
-  request.make_memory_model = *MakeMemoryModelFactory({"caching", "", std::nullopt});
+  request.make_memory_model = *MakeMemoryModelFactory({"caching", "", std::nullopt, std::nullopt});
   Result<ReplayOutcome> outcome = ReplayPolicies(t.Source(), request);
   BUCKETSIM_CHECK(outcome.ok());
   return outcome->runs[0].peak.reserved_bytes;
@@ -189,7 +189,7 @@ TEST(Replay, EmptyCacheReleasesCachedSegments) {
   t.Alloc(1, 12 * kMiB, Category::kOther).Free(1).Mark("cached").EmptyCache().Mark("emptied");
   ReplayRequest request;
   request.policies = {*ParsePolicySpec("backward-only")};
-  request.make_memory_model = *MakeMemoryModelFactory({"caching", "", std::nullopt});
+  request.make_memory_model = *MakeMemoryModelFactory({"caching", "", std::nullopt, std::nullopt});
   Result<ReplayOutcome> outcome = ReplayPolicies(t.Source(), request);
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   const auto& marks = outcome->runs[0].marks;

@@ -17,7 +17,7 @@ ReplayOutcome ReplayTiny() {
   std::string path = std::string(BUCKETSIM_SOURCE_DIR) + "/traces/tiny-ws2.json";
   ReplayRequest request;
   request.policies = DefaultPolicies();
-  request.make_memory_model = *MakeMemoryModelFactory({"caching", "", std::nullopt});
+  request.make_memory_model = *MakeMemoryModelFactory({"caching", "", std::nullopt, std::nullopt});
   Result<ReplayOutcome> outcome = ReplayPolicies(
       [&](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); }, request);
   EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();

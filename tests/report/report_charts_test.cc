@@ -18,7 +18,7 @@ ReportDocument TinyDocument(const std::string& allocator) {
   std::string path = std::string(BUCKETSIM_SOURCE_DIR) + "/traces/tiny-ws2.json";
   ReplayRequest request;
   request.policies = DefaultPolicies();
-  request.make_memory_model = *MakeMemoryModelFactory({allocator, "", std::nullopt});
+  request.make_memory_model = *MakeMemoryModelFactory({allocator, "", std::nullopt, std::nullopt});
   Result<ReplayOutcome> outcome = ReplayPolicies(
       [&](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); }, request);
   EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
