@@ -179,7 +179,8 @@ class Contents(Case):
 
     def test_out_of_memory_is_the_last_entry(self):
         stdout, runs = self.compare(DEFAULT_TRACE, self.path("viz"), self.path("r.json"),
-                                    "--policy", "always-allocated", "--device-memory", "1GiB")
+                                    "--policy", "always-allocated", "--device-memory", "1GiB",
+                                    "--device-overhead", "0")
         self.assertIsNotNone(runs[0]["oom"])
         last = load(self.path("viz", "always-allocated.pickle"))["device_traces"][0][-1]
         self.assertEqual(last["action"], "oom")

@@ -444,11 +444,12 @@ def tracked_iteration(model, batch, opt):
     mesh's tensors, the profiled run's leftovers) is not seen by the tracker."""
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker, _FSDPModState
     from torch.distributed.fsdp import FSDPModule
+    args, kwargs = batch  # run_step's: the forward's arguments (torch_memory.as_call)
     tracker = FSDPMemTracker(model, opt)
-    tracker.track_inputs(tuple(batch))
+    tracker.track_inputs(tuple(args) + tuple(kwargs.values()))
     tracker.reset_mod_stats()
     with tracker:
-        loss = torch_memory.to_loss(model(*batch))
+        loss = torch_memory.to_loss(model(*args, **kwargs))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
