@@ -8,7 +8,7 @@ for name in $(tools/fuzz.sh --list); do
   # per input (a replay per policy), then the readers of large JSON files; SIZE and alloc_conf
   # are cheap.
   case "$name" in
-    replay) runs=2000 ;;
+    replay | memory_viz) runs=2000 ;;
     trace_reader | report_reader) runs=5000 ;;
     budget_file | time_profile | program) runs=20000 ;;
     *) runs=50000 ;;

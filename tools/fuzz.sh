@@ -9,11 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${SANITIZE_BUILD_DIR:-build-sanitize}
-names=(trace_reader replay budget_file report_reader time_profile alloc_conf size program)
+names=(trace_reader replay memory_viz budget_file report_reader time_profile alloc_conf size program)
 
 seeds() {
   case "$1" in
-    trace_reader | replay) echo traces/*.json tests/schema/trace-bad-category.json ;;
+    trace_reader | replay | memory_viz) echo traces/*.json tests/schema/trace-bad-category.json ;;
     budget_file) echo reports/budget-example.json tests/schema/budget-bad.json ;;
     report_reader) echo tests/golden/compare-tiny-ws2*.json tests/schema/report-*.json ;;
     time_profile) echo traces/profiles/*.json ;;

@@ -17,7 +17,7 @@
 #include "cli/command.h"
 #include "engine/budget_check.h"
 #include "io/budget_file.h"
-#include "io/report_reader.h"
+#include "report/report_reader.h"
 #include "io/trace_reader.h"
 #include "report/check_report.h"
 #include "report/json_report.h"

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
-#include "io/report_reader.h"
+#include "report/report_reader.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/markdown_report.h"

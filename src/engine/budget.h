@@ -3,7 +3,7 @@
 // the figures of a baseline run with the growth it tolerates. The figures of a run and of a
 // baseline report are the same struct, so that both are measured by the same rules: a mark's
 // figure is its largest allocated value over all iterations. Plain values; reading them from
-// files is io's business (io/budget_file.h, io/report_reader.h), judging them budget_check's.
+// files is io's business (io/budget_file.h, report/report_reader.h), judging them budget_check's.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,6 @@
 // A JSON report as its readers see it: the context block, the trace summary, one RunResult per
 // policy and, for a sweep, its Pareto points. `bucketsim report` and `check --baseline` fill it
-// from report files (io/report_reader.h); `compare --html` and `sweep --html` from the replay
+// from report files (report/report_reader.h); `compare --html` and `sweep --html` from the replay
 // they just ran, so both render the same figures.
 #pragma once
 

@@ -1,7 +1,7 @@
 // The report reader, every way it reads (a page's figures, a baseline's, and the reports of a
 // file of several traces' sweeps).
 #include "fuzz_input.h"
-#include "io/report_reader.h"
+#include "report/report_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string text(bucketsim::fuzz::AsText(data, size));

@@ -1,4 +1,4 @@
-#include "io/report_reader.h"
+#include "report/report_reader.h"
 
 #include <limits>
 
