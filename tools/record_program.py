@@ -994,7 +994,9 @@ def main(argv=None):
     parser.add_argument("--no-measure", action="store_true",
                         help="do not run the measured step (cpu, cuda)")
     parser.add_argument("-o", "--output", required=True)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        return unknown_flag(parser, unknown[0])
     try:
         optimizer = optimizer_setting(args)
         if args.device == "cuda" and not torch.cuda.is_available():
@@ -1058,6 +1060,19 @@ def main(argv=None):
           f"{numel:,} "
           f"parameters" + (", measured on " + args.device if "measured" in program else ""))
     return 0
+
+
+def unknown_flag(parser, given):
+    """Exit status 2 and what was meant: the closest flag the recorder has, as bucketsim says."""
+    import difflib
+    flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    flag = given.split("=", 1)[0]
+    close = difflib.get_close_matches(flag, flags, n=1, cutoff=0.6)
+    what = "unknown flag" if flag.startswith("-") else "unexpected argument"
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    print(f"record_program: error: {what} '{given}'{hint} (see 'record_program.py --help')",
+          file=sys.stderr)
+    return 2
 
 
 def optimizer_setting(args):

@@ -438,6 +438,13 @@ class Errors(RecorderCase):
         self.assertIn("--wrap TransformerBlock: the model has no module of that class (its "
                       "classes: Head, Linear, Net)", err)
 
+    def test_an_unknown_flag_gets_the_closest_one(self):
+        err = self.record("build_model", "--wrapp", "Head", expect=2)
+        self.assertIn("record_program: error: unknown flag '--wrapp'; did you mean '--wrap'? "
+                      "(see 'record_program.py --help')", err)
+        err = self.record("build_model", "--no-mesure", expect=2)
+        self.assertIn("did you mean '--no-measure'?", err)
+
     def test_optimizer_settings_need_the_optimizer(self):
         err = self.record("build_model", "--weight-decay", "0.1", expect=2)
         self.assertIn("--weight-decay needs --optimizer", err)
