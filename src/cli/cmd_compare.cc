@@ -24,6 +24,29 @@ struct CompareFlags {
 };
 
 // The index of the policy --chrome-trace-policy names (as --policy wrote it), else the first.
+// Rows that differ only in name: every policy with a cap bypassed every request (each is larger
+// than the cap), so they replay as unbucketed. Said, as sweep says it, with the way to a cap
+// that buckets.
+void PrintNoteIfNothingBucketed(const ReplayOutcome& outcome, const std::string& trace,
+                                std::size_t width) {
+  if (ReduceScatterRequests(outcome.summary) == 0) return;
+  bool capped = false;
+  for (const RunResult& run : outcome.runs) {
+    if (run.counters.bucketed > 0) return;
+    capped = capped || run.bucket_cap_mb > 0;
+  }
+  if (!capped) return;
+  std::printf("\n%s",
+              WrapText(fmt::format("No policy bucketed a request: at these caps every "
+                                   "reduce-scatter is larger than the cap and bypasses the "
+                                   "buckets, so every policy replays as unbucketed. `bucketsim "
+                                   "sweep {} --bucket-cap-mb auto` finds the caps where requests "
+                                   "start to be bucketed.",
+                                   trace.empty() ? std::string("TRACE") : trace),
+                       width)
+                  .c_str());
+}
+
 Result<std::size_t> TimelinePolicy(const CompareFlags& flags, const ReplayFlags& replay) {
   Result<std::vector<PolicySpec>> policies = ParsePolicyFlags(replay, DefaultPoliciesOf(replay));
   if (!policies.ok()) return policies.status();
@@ -98,6 +121,7 @@ int RunCompare(const CompareFlags& flags, const CommandContext& context) {
                   RenderText(BuildFrameworkTable(outcome->runs), width).c_str());
     }
     PrintNoteIfNoReduceScatter(outcome->summary, width);
+    PrintNoteIfNothingBucketed(*outcome, replay.trace, width);
     for (const RunResult& run : outcome->runs) {
       if (run.oom) {
         std::printf("\n%s: %s; its figures stop there\n", run.policy.c_str(),

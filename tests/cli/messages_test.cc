@@ -11,9 +11,30 @@
 namespace bucketsim {
 namespace {
 
+using testing::BinaryResult;
 using testing::RunBucketsim;
 
 constexpr const char* kUsageHint = "Run with --help for more information.\n";
+
+// Four identical rows are explained: at a cap below every request, nothing is bucketed.
+TEST(Messages, ACapThatBucketsNothingIsExplained) {
+  const std::string note =
+      "No policy bucketed a request: at these caps every reduce-scatter is "
+      "larger than the cap and bypasses the buckets";
+  BinaryResult tiny_cap =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--bucket-cap-mb", "0.0001"});
+  ASSERT_EQ(tiny_cap.exit_code, 0) << tiny_cap.err;
+  EXPECT_NE(tiny_cap.out.find(note), std::string::npos) << tiny_cap.out;
+  EXPECT_NE(tiny_cap.out.find("`bucketsim sweep traces/tiny-ws2.json --bucket-cap-mb auto`"),
+            std::string::npos);
+  BinaryResult buckets = RunBucketsim({"compare", "traces/tiny-ws2.json"});
+  ASSERT_EQ(buckets.exit_code, 0) << buckets.err;
+  EXPECT_EQ(buckets.out.find("No policy bucketed"), std::string::npos);
+  // Unbucketed alone asked nothing of a cap.
+  BinaryResult unbucketed = RunBucketsim(
+      {"compare", "traces/tiny-ws2.json", "--policy", "unbucketed", "--bucket-cap-mb", "0.0001"});
+  EXPECT_EQ(unbucketed.out.find("No policy bucketed"), std::string::npos) << unbucketed.out;
+}
 
 TEST(Messages, MistypedCommandGetsASuggestion) {
   testing::BinaryResult run = RunBucketsim({"comapre", "traces/tiny-ws2.json"});
@@ -301,14 +322,15 @@ TEST(Baseline, AtAnotherBucketCapIsRefused) {
       << run.err;
 }
 
-// 80 bytes of device memory, all the caching allocator's (--device-overhead 0): the first allocation (event 0, a 360 KiB param) fails under every
-// policy. compare answers (exit 0) and marks every row, the JSON and the page.
+// 80 bytes of device memory, all the caching allocator's (--device-overhead 0): the first
+// allocation (event 0, a 360 KiB param) fails under every policy. compare answers (exit 0) and
+// marks every row, the JSON and the page.
 TEST(OutOfMemory, MarkedInEveryRowTheJsonAndThePage) {
   const std::string json_path = testing::WriteTempFile("oom.json", "");
   const std::string html_path = testing::WriteTempFile("oom.html", "");
-  testing::BinaryResult run = RunBucketsim({"compare", "traces/tiny-ws2.json", "--device-memory",
-                                            "80", "--device-overhead", "0", "--json", json_path,
-                                            "--html", html_path});
+  testing::BinaryResult run =
+      RunBucketsim({"compare", "traces/tiny-ws2.json", "--device-memory", "80", "--device-overhead",
+                    "0", "--json", json_path, "--html", html_path});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   const std::string cell = "OOM at event 0: 360.00 KiB param of 80 B free (0 B allocated)";
   for (const char* policy :
@@ -363,9 +385,10 @@ TEST(DeviceOverhead, CompareAndSweepSayWhatIsOutsideTheAllocator) {
   // Without --device-memory there is no device and no line.
   EXPECT_EQ(RunBucketsim({"compare", "traces/tiny-ws2.json"}).out.find("device:"),
             std::string::npos);
-  testing::BinaryResult bad = RunBucketsim(
-      {"compare", "traces/tiny-ws2.json", "--device-memory", "2GiB", "--device-overhead", "1.5"
-       "GB!"});
+  testing::BinaryResult bad = RunBucketsim({"compare", "traces/tiny-ws2.json", "--device-memory",
+                                            "2GiB", "--device-overhead",
+                                            "1.5"
+                                            "GB!"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_EQ(bad.err.rfind("bucketsim: error: --device-overhead: ", 0), 0u) << bad.err;
   testing::BinaryResult full = RunBucketsim(
