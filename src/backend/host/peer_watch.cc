@@ -97,8 +97,7 @@ std::optional<EventIndex> PeerWatch::progress() const {
 
 double PeerWatch::missed_s() const { return 3 * std::chrono::duration<double>(interval_).count(); }
 
-std::vector<PeerWatch::Peer> PeerWatch::Peers() const {
-  const Clock::time_point now = Clock::now();
+std::vector<PeerWatch::Peer> PeerWatch::Peers(Clock::time_point now) const {
   std::vector<Peer> peers;
   std::lock_guard lock(mutex_);
   for (std::size_t p = 0; p < peers_.size(); ++p) {
@@ -175,7 +174,14 @@ void PeerWatch::Loop() {
     if (const Clock::time_point now = Clock::now(); stall.Stalled(now)) ForgiveSilence(now);
     SendAll(/*goodbye=*/false);
     Receive();
-    for (const Peer& peer : Peers()) {
+    // Judged at one instant, itself a tick: a stop of this rank anywhere in this round (in
+    // Receive, or between the ticks) is a stall, forgiven, and a stop after `judged` does not
+    // count, as silence is measured up to it. (Once in a fault test the stopped rank, woken by
+    // the launcher's abort, blamed a peer for its own pause: it had been stopped after the first
+    // tick of a round, and judged its peers on waking.)
+    const Clock::time_point judged = Clock::now();
+    if (stall.Stalled(judged)) ForgiveSilence(judged);
+    for (const Peer& peer : Peers(judged)) {
       if (peer.finished || peer.silent_s <= SilenceLimitFor(options_.deadline_s)) continue;
       if (options_.on_lost) options_.on_lost(LostMessage(peer));
       return;  // on_lost ends the job; without one, the watch has said what it had to

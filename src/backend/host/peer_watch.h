@@ -40,6 +40,8 @@ namespace bucketsim {
 
 class PeerWatch {
  public:
+  using Clock = std::chrono::steady_clock;
+
   // The watch thread's name (/proc/PID/task/TID/comm): present once the watch runs.
   static constexpr const char* kThreadName = "peer-watch";
 
@@ -67,7 +69,9 @@ class PeerWatch {
   // collective it issues; any thread; the next heartbeat carries it).
   void Progress(EventIndex event);
   std::optional<EventIndex> progress() const;  // the last event this rank reported
-  std::vector<Peer> Peers() const;
+  std::vector<Peer> Peers() const { return Peers(Clock::now()); }
+  // Each peer's silence as of `now`.
+  std::vector<Peer> Peers(Clock::time_point now) const;
   // How often heartbeats go out: a tenth of the deadline, at most 250 ms, at least 10 ms.
   static std::chrono::milliseconds IntervalFor(double deadline_s);
   // How long on_lost waits after saying so before it ends the job: two intervals.
@@ -85,7 +89,6 @@ class PeerWatch {
   void Loop();
   void SendAll(bool goodbye);
   void Receive();
-  using Clock = std::chrono::steady_clock;
   // Every peer counts as heard from at `now`: after this rank's own stall.
   void ForgiveSilence(Clock::time_point now);
 
