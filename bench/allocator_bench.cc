@@ -47,7 +47,8 @@ void BM_CachingAllocatorPairs(benchmark::State& state) {
 void BM_ReplayThreePolicies(benchmark::State& state, const char* allocator) {
   Result<ReplayRequest> request = RequestFor(kThreePolicies);
   if (SkipIfError(state, request.status())) return;
-  Result<MemoryModelFactory> factory = MakeMemoryModelFactory({allocator, "", std::nullopt, std::nullopt});
+  Result<MemoryModelFactory> factory =
+      MakeMemoryModelFactory({allocator, "", std::nullopt, std::nullopt});
   if (SkipIfError(state, factory.status())) return;
   request->make_memory_model = *factory;
   ReplayLoop(state, *request);

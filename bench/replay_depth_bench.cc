@@ -39,7 +39,8 @@ const StoredTrace& ScaledDepthTrace(const Depth& depth) {
 Result<ReplayRequest> DepthRequest(const char* allocator, const char* policy) {
   Result<ReplayRequest> request = RequestFor({policy});
   if (!request.ok()) return request.status();
-  Result<MemoryModelFactory> factory = MakeMemoryModelFactory({allocator, "", std::nullopt, std::nullopt});
+  Result<MemoryModelFactory> factory =
+      MakeMemoryModelFactory({allocator, "", std::nullopt, std::nullopt});
   if (!factory.ok()) return factory.status();
   request->make_memory_model = *factory;
   return request;

@@ -17,11 +17,11 @@
 #include "cli/command.h"
 #include "engine/budget_check.h"
 #include "io/budget_file.h"
-#include "report/report_reader.h"
 #include "io/trace_reader.h"
 #include "report/check_report.h"
 #include "report/json_report.h"
 #include "report/junit_writer.h"
+#include "report/report_reader.h"
 
 namespace bucketsim {
 namespace {
@@ -358,9 +358,10 @@ void AddCheckCommand(CLI::App& command, CommandContext& context) {
   AddTraceArgument(command, flags->replay.trace, /*required=*/true);
   AddReplayFlags(command, flags->replay);
   AddJobsFlag(command, flags->replay.jobs);
-  command.add_option("--budget", flags->budget_path,
-                     "Budget file (JSON, schema_version 1: per policy and \"*\"; see docs/ci-gates.md); "
-                     "without --policy, the policies it names are checked");
+  command.add_option(
+      "--budget", flags->budget_path,
+      "Budget file (JSON, schema_version 1: per policy and \"*\"; see docs/ci-gates.md); "
+      "without --policy, the policies it names are checked");
   command.add_option("--max-peak-allocated", flags->max_peak_allocated,
                      "Budget for the peak of allocated memory (SIZE: 40GiB, 512MB, 1.5GiB, ...)");
   command.add_option("--max-peak-reserved", flags->max_peak_reserved,

@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
-#include "report/report_reader.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/markdown_report.h"
+#include "report/report_reader.h"
 
 namespace bucketsim {
 namespace {

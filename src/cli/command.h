@@ -64,7 +64,7 @@ struct ReplayFlags {
   std::string allocator = "caching";
   std::optional<std::string> alloc_conf;  // unset: the trace's; "": PyTorch's defaults
   std::string device_memory;              // SIZE; empty: unlimited
-  std::string device_overhead;  // SIZE; empty: the estimate (memory/device_overhead.h)
+  std::string device_overhead;            // SIZE; empty: the estimate (memory/device_overhead.h)
   std::string profile_path;  // --profile: the sim's time model; empty: copies and collectives free
   ProgressFlags progress;
   bool full_log = false;  // --full-log: every collective in the report, not only the summary

@@ -41,7 +41,7 @@ struct CheckOutcome {
   Amount allowed_growth;  // kBaseline: what the tolerance allows over the baseline
   std::string tolerance;  // kBaseline: the tolerance as the user wrote it
   std::string skipped_because;
-  std::optional<OomEvent> oom;  // kFitsDevice, when it failed
+  std::optional<OomEvent> oom;         // kFitsDevice, when it failed
   std::optional<DeviceBudget> device;  // kFitsDevice: the device and what is outside the allocator
 
   bool is_time() const { return figure == Figure::kStepTime; }

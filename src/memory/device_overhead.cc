@@ -27,8 +27,7 @@ DeviceOverhead EstimateDeviceOverhead(const TraceHeader& header) {
   return overhead;
 }
 
-Result<DeviceBudget> DeviceBudgetFor(Bytes device_memory_bytes,
-                                     std::optional<Bytes> given_overhead,
+Result<DeviceBudget> DeviceBudgetFor(Bytes device_memory_bytes, std::optional<Bytes> given_overhead,
                                      const TraceHeader& header) {
   DeviceBudget budget;
   budget.device_memory_bytes = device_memory_bytes;

@@ -80,8 +80,7 @@ struct DeviceBudget {
 // The budget of a device of `device_memory_bytes` for a replay of `header`: with
 // `given_overhead` (--device-overhead) that figure, else the estimate. An overhead that leaves
 // the allocator nothing is an error (fails closed: never a negative capacity).
-Result<DeviceBudget> DeviceBudgetFor(Bytes device_memory_bytes,
-                                     std::optional<Bytes> given_overhead,
+Result<DeviceBudget> DeviceBudgetFor(Bytes device_memory_bytes, std::optional<Bytes> given_overhead,
                                      const TraceHeader& header);
 
 // "1.07 GiB outside the caching allocator (CUDA context 512.00 MiB + NCCL buffers 588.00 MiB

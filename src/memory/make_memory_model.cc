@@ -44,19 +44,18 @@ Result<MemoryModelFactory> MakeMemoryModelFactory(const MemoryModelOptions& opti
     Result<AllocConf> given = ParseAllocConf(*options.alloc_conf);
     if (!given.ok()) return given.status();
   }
-  return MemoryModelFactory(
-      [options](const TraceHeader& header) -> Result<std::unique_ptr<MemoryModel>> {
-        Result<AllocConf> conf = ParseAllocConf(AllocConfFor(options, header));
-        if (!conf.ok()) {
-          return InvalidTrace(fmt::format("header: alloc_conf: {}", conf.status().message()));
-        }
-        Result<std::optional<DeviceBudget>> device = DeviceBudgetOf(options, header);
-        if (!device.ok()) return device.status();
-        std::optional<Bytes> capacity;
-        if (*device) capacity = (*device)->allocator_capacity_bytes;
-        return std::unique_ptr<MemoryModel>(
-            std::make_unique<CachingAllocatorModel>(*conf, capacity));
-      });
+  return MemoryModelFactory([options](
+                                const TraceHeader& header) -> Result<std::unique_ptr<MemoryModel>> {
+    Result<AllocConf> conf = ParseAllocConf(AllocConfFor(options, header));
+    if (!conf.ok()) {
+      return InvalidTrace(fmt::format("header: alloc_conf: {}", conf.status().message()));
+    }
+    Result<std::optional<DeviceBudget>> device = DeviceBudgetOf(options, header);
+    if (!device.ok()) return device.status();
+    std::optional<Bytes> capacity;
+    if (*device) capacity = (*device)->allocator_capacity_bytes;
+    return std::unique_ptr<MemoryModel>(std::make_unique<CachingAllocatorModel>(*conf, capacity));
+  });
 }
 
 }  // namespace bucketsim

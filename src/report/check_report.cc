@@ -73,9 +73,9 @@ std::string DeviceText(const CheckOutcome& outcome) {
   const std::string outside =
       DescribeDeviceOverhead(device.overhead) + " outside the caching allocator";
   if (outcome.verdict != Verdict::kPass) {
-    std::string where = outcome.oom ? DescribeOom(*outcome.oom)
-                                    : fmt::format("peak reserved + overhead is {}",
-                                                  Value(outcome, outcome.value));
+    std::string where =
+        outcome.oom ? DescribeOom(*outcome.oom)
+                    : fmt::format("peak reserved + overhead is {}", Value(outcome, outcome.value));
     return fmt::format("does not fit {} of device memory: {} leaves {} ({} B) to it; {}",
                        FormatBytes(outcome.limit.bytes), outside,
                        FormatBytes(device.allocator_capacity_bytes),

@@ -6,10 +6,10 @@
 //
 // The model is a 96-block GPT (GPT-3's depth; 11,877 events per iteration after the first),
 // 850 iterations: 10,095,746 events. What a replay keeps is bounded by what is live, which grows
-// with the model's depth, not with the trace's length (docs/development.md, "Performance": flat from 1M to 8M
-// events). The DeepModel tests show that a 2000-block model (the example) fits too: its
-// live state is the same at any length, so two iterations (about 600,000 events, a few seconds)
-// stand for ten million.
+// with the model's depth, not with the trace's length (docs/development.md, "Performance": flat
+// from 1M to 8M events). The DeepModel tests show that a 2000-block model (the example)
+// fits too: its live state is the same at any length, so two iterations (about 600,000 events, a
+// few seconds) stand for ten million.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>

@@ -420,7 +420,8 @@ TEST(CheckJUnit, AReportThatCannotBeWrittenIsAnErrorNotAPass) {
 
 // --- the shipped example --------------------------------------------------------------------
 
-// The CI job of docs/ci-gates.md, on the shipped default trace, with the shipped budget and baseline.
+// The CI job of docs/ci-gates.md, on the shipped default trace, with the shipped budget and
+// baseline.
 TEST(CheckExample, TheExampleBudgetAndBaselinePassOnTheDefaultTrace) {
   std::string xml_path = WriteTempFile("example.xml", "");
   BinaryResult run = RunBucketsim({"check", "traces/gpt-24l-h1024-ws8.json", "--budget",

@@ -91,8 +91,8 @@ TEST(Check, PeakReservedBudgetUsesTheCachingModel) {
 // iteration 1 the post_backward stream needs a second segment for c's bypass output while
 // stream 0's two segments hold the rest. A policy that does not fit breaks every budget.
 TEST(Check, AnOutOfMemoryBreaksTheBudget) {
-  testing::BinaryResult run = RunBucketsim(Check(
-      {"--device-memory", "4MiB", "--device-overhead", "0", "--max-peak-allocated", "1GiB"}));
+  testing::BinaryResult run = RunBucketsim(
+      Check({"--device-memory", "4MiB", "--device-overhead", "0", "--max-peak-allocated", "1GiB"}));
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.out.rfind("FAIL backward-only: does not fit 4.00 MiB of device memory: 0 B "
                           "(--device-overhead) outside the caching allocator leaves 4.00 MiB "
@@ -157,23 +157,22 @@ TEST(Check, TheDeviceMustHoldPeakReservedPlusTheOverhead) {
             0u)
       << over.out;
   // The same device with the old accounting (nothing outside the allocator) passes.
-  EXPECT_EQ(RunBucketsim(Check({"--device-memory", "1159725055", "--device-overhead", "0"}))
-                .exit_code,
-            0);
+  EXPECT_EQ(
+      RunBucketsim(Check({"--device-memory", "1159725055", "--device-overhead", "0"})).exit_code,
+      0);
   // A measured overhead replaces the estimate, in the same SIZE syntax as every size flag.
   testing::BinaryResult measured =
       RunBucketsim(Check({"--device-memory", "1.5GiB", "--device-overhead", "1.5GiB"}));
   EXPECT_EQ(measured.exit_code, 2) << measured.out;
-  EXPECT_EQ(RunBucketsim(Check({"--device-memory", "2GiB", "--device-overhead", "1.5GiB"}))
-                .exit_code,
-            0);
+  EXPECT_EQ(
+      RunBucketsim(Check({"--device-memory", "2GiB", "--device-overhead", "1.5GiB"})).exit_code, 0);
   // 1542 MiB - 1.5 GiB leaves the allocator exactly the peak reserved, 6 MiB; 1541 MiB does not.
-  EXPECT_EQ(RunBucketsim(Check({"--device-memory", "1542MiB", "--device-overhead", "1.5GiB"}))
-                .exit_code,
-            0);
-  EXPECT_EQ(RunBucketsim(Check({"--device-memory", "1541MiB", "--device-overhead", "1.5GiB"}))
-                .exit_code,
-            1);
+  EXPECT_EQ(
+      RunBucketsim(Check({"--device-memory", "1542MiB", "--device-overhead", "1.5GiB"})).exit_code,
+      0);
+  EXPECT_EQ(
+      RunBucketsim(Check({"--device-memory", "1541MiB", "--device-overhead", "1.5GiB"})).exit_code,
+      1);
 }
 
 // An overhead the device cannot hold fails closed: an error (exit 2, never a pass, never a
@@ -189,10 +188,10 @@ TEST(Check, AnOverheadTheDeviceCannotHoldIsAnError) {
             std::string::npos)
       << small.err;
   EXPECT_NE(small.out.find("verdict: ERROR"), std::string::npos) << small.out;
-  EXPECT_EQ(RunBucketsim(Check({"--device-memory", "8MiB", "--device-overhead", "8MiB"}))
-                .exit_code,
+  EXPECT_EQ(RunBucketsim(Check({"--device-memory", "8MiB", "--device-overhead", "8MiB"})).exit_code,
             2);
-  testing::BinaryResult alone = RunBucketsim(Check({"--device-overhead", "1GiB", "--max-peak-reserved", "1GiB"}));
+  testing::BinaryResult alone =
+      RunBucketsim(Check({"--device-overhead", "1GiB", "--max-peak-reserved", "1GiB"}));
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_NE(alone.err.find("--device-overhead is taken from the device's capacity: give "
                            "--device-memory SIZE too"),

@@ -47,8 +47,9 @@ void KeepFreedMemory() {
 // a replay, and up to 10 ms on buckets kept across iterations. Through the transport's own
 // shared-memory buffers (two copies) it takes 0.5-0.9 ms in both, so what calibrate measures is
 // what a replay sees: predicted against measured step time went from -47% to -10% for
-// always-allocated at a 5 MB cap, and from -15% to -5% for a mixed workload (docs/time-model.md, "How good
-// the time model is here"). A user's own setting of the parameter wins; other MPIs ignore it.
+// always-allocated at a 5 MB cap, and from -15% to -5% for a mixed workload (docs/time-model.md,
+// "How good the time model is here"). A user's own setting of the parameter wins; other MPIs ignore
+// it.
 void UseTwoCopySharedMemory() {
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
 }
