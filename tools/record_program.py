@@ -68,7 +68,7 @@ A model already wrapped: where build_model() returns a model wrapped with FSDP1
 2.6's FSDPModule), its units are the instances (the root first, then every wrapped module in
 named_modules() order, each owning the parameters no nested unit owns: FSDP1's flat parameter
 with its views, FSDP2's parameters each its own), and --wrap, --wrap-policy (and --no-flatten
-with FSDP1) are errors. The model is unwrapped (tools/wrapped_fsdp.py) before anything runs
+with FSDP1) are errors. The model is unwrapped (tools/recorder/wrapped_fsdp.py) before anything runs
 (wrappers replaced by the modules they wrap, FSDP2's hooks, state and class removed, each parameter unsharded:
 summon_full_params, DTensor.full_tensor), so the forward recorded and the step measured are the
 original model's, as --wrap records it. The settings go to the program's "fsdp" key, with
@@ -118,7 +118,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_flatten, tree_map  # noqa: E402
 
 import torch_memory  # noqa: E402
-from wrapped_fsdp import UnwrapError, start_process_group, unwrap_fsdp  # noqa: E402
+from recorder.wrapped_fsdp import UnwrapError, start_process_group, unwrap_fsdp  # noqa: E402
 
 DTYPES = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16",
           torch.bfloat16: "bf16", torch.int64: "int64", torch.int32: "int32",
