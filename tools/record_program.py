@@ -52,7 +52,7 @@ tensor's mean; a tuple's first element; a dict's "loss" (an error without one). 
              the `releases` of the run after which it died (on every device, meta too).
   measured   on cpu or cuda, a second, unhooked run of the whole step (forward, backward,
              optimizer step, zero_grad) measures the live bytes at every mark and each phase's
-             peak (tools/torch_memory.py); bucketsim shows them beside its prediction.
+             peak (tools/recorder/measure.py); bucketsim shows them beside its prediction.
   optimizer  with --optimizer: {"name": NAME, "impl": IMPL, "weight_decay": X}, the optimizer
              the model trains with, which `gen program` emits. IMPL and X only where given
              (--optimizer-impl, --weight-decay): absent, `gen program` takes torch's default
@@ -117,7 +117,8 @@ from torch.overrides import TorchFunctionMode  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_flatten, tree_map  # noqa: E402
 
-import torch_memory  # noqa: E402
+from recorder import measure, optimizer as optim, step as steps  # noqa: E402
+from recorder.load import load_function  # noqa: E402
 from recorder.wrapped_fsdp import UnwrapError, start_process_group, unwrap_fsdp  # noqa: E402
 
 DTYPES = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16",
@@ -822,8 +823,8 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
         raise UsageError(f"{function_name(build_model)} returned {type(model).__name__}, not a "
                          "torch.nn.Module")
     try:
-        args, kwargs = torch_memory.as_call(batch)
-    except torch_memory.BatchError as e:
+        args, kwargs = steps.as_call(batch)
+    except steps.BatchError as e:
         raise UsageError(str(e).replace("make_batch()", function_name(make_batch)))
     try:
         model, instances, fsdp = unwrap_fsdp(model, fill=own_group)
@@ -833,7 +834,7 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
         flatten = check_wrapped(fsdp, wrap, policy, flatten)
     if not meta:
         model = model.to(device)
-        args, kwargs = torch_memory.batch_on((args, kwargs), device)
+        args, kwargs = steps.batch_on((args, kwargs), device)
     model.train()
     if instances is None:
         instances = choose_instances(model, wrap, policy)
@@ -858,10 +859,10 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             with rec:
                 out = model(*args, **kwargs)
-                loss = torch_memory.to_loss(out)
+                loss = steps.to_loss(out)
     except UsageError:
         raise
-    except torch_memory.LossError as e:
+    except steps.LossError as e:
         raise UsageError(str(e))
     except Exception as e:
         where = ""
@@ -981,11 +982,11 @@ def main(argv=None):
                              "(flatten_parameters=False); default: one flat parameter per "
                              "instance, fairscale's default")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "meta"])
-    parser.add_argument("--optimizer", choices=torch_memory.OPTIMIZERS,
+    parser.add_argument("--optimizer", choices=optim.OPTIMIZERS,
                         help="the optimizer of the measured step, written to the program's "
                              "`optimizer` key (default: none written, the step measured with "
                              "sgd)")
-    parser.add_argument("--optimizer-impl", choices=torch_memory.IMPLS,
+    parser.add_argument("--optimizer-impl", choices=optim.IMPLS,
                         help="torch.optim's implementation of the step (default: the one torch "
                              "picks on --device; needs --optimizer)")
     parser.add_argument("--weight-decay", type=float, metavar="X",
@@ -1022,15 +1023,15 @@ def main(argv=None):
             step = {"name": "sgd", "impl": None, "weight_decay": None}
             if optimizer:
                 step = {"name": optimizer["name"],
-                        "impl": optimizer.get("impl") or torch_memory.default_impl(args.device),
+                        "impl": optimizer.get("impl") or optim.default_impl(args.device),
                         "weight_decay": optimizer.get("weight_decay",
-                                                      torch_memory.default_weight_decay(
+                                                      optim.default_weight_decay(
                                                           optimizer["name"]))}
             try:
-                measured, _ = torch_memory.measure_step(unwrapped, batch, step["name"],
+                measured, _ = measure.measure_step(unwrapped, batch, step["name"],
                                                         args.device, step["impl"],
                                                         step["weight_decay"])
-            except torch_memory.OptimizerError as e:
+            except optim.OptimizerError as e:
                 raise UsageError(f"{e}; --no-measure records the program without running the "
                                  "step")
             measured["note"] += f"; optimizer {step['name']}" + (
@@ -1096,7 +1097,7 @@ def optimizer_setting(args):
 
 
 def load(spec, what):
-    return torch_memory.load_function(spec, what)
+    return load_function(spec, what)
 
 
 if __name__ == "__main__":
