@@ -21,7 +21,8 @@ previous mark (reset at every mark).
     result["marks"]        -> [{"name": "start", "allocated_bytes": ...}, ...]
     result["phase_peaks"]  -> [{"phase": "forward", "peak_allocated_bytes": ...}, ...]
 
-The recorder's `measured` block is measure_step's result; the measuring has a command of its own:
+The recorder's `measured` block is measure_step's result (measured_block); the measuring has a
+command of its own:
 
     tools/torch_memory.py FILE.py:build_model --batch FILE.py:make_batch [--optimizer sgd]
         [--optimizer-impl for-loop|foreach|fused] [--weight-decay X] [--json]
@@ -35,8 +36,9 @@ import sys
 
 import torch
 
+from .errors import UsageError
 from .load import load_function
-from .optimizer import IMPLS, OPTIMIZERS, OptimizerError
+from .optimizer import IMPLS, OPTIMIZERS, OptimizerError, measured_step, step_note
 from .step import run_step
 
 MARKS = ("start", "after fwd", "after bwd", "after step", "done")
@@ -170,7 +172,22 @@ def measure_step(build_model, make_batch, optimizer="sgd", device="cpu", impl=No
     return result, raw
 
 
+def measured_block(build_model, make_batch, key, device):
+    """The program's `measured` block: one step of build_model() on make_batch() on `device`,
+    with the optimizer of the program's optimizer key (optimizer.measured_step), which the
+    note names."""
+    step = measured_step(key, device)
+    try:
+        measured, _ = measure_step(build_model, make_batch, step["name"], device, step["impl"],
+                                   step["weight_decay"])
+    except OptimizerError as e:
+        raise UsageError(f"{e}; --no-measure records the program without running the step")
+    measured["note"] += step_note(step, key)
+    return measured
+
+
 def main(argv=None):
+    """The measuring command (tools/torch_memory.py): prints the figures, or JSON."""
     parser = argparse.ArgumentParser(description="Measure the live bytes of one real training "
                                                  "step at bucketsim's marks.")
     parser.add_argument("model", help="FILE.py:FUNCTION returning the nn.Module")

@@ -1,13 +1,18 @@
-"""The optimizer of a training step: torch.optim's, by bucketsim's names.
+"""The optimizer of a training step: torch.optim's, by bucketsim's names, and the program's
+`optimizer` key.
 
 OPTIMIZERS are bucketsim's --optimizer names, IMPLS its --optimizer-impl names for torch.optim's
 three implementations of a step; make_optimizer builds one, default_impl and
-default_weight_decay say what torch picks when they are not given.
+default_weight_decay say what torch picks when they are not given. optimizer_key is the
+program's key from the recorder's flags (only what was given), measured_step the optimizer the
+measured step runs with (what was given, else the recording device's defaults).
 """
 
 import inspect
 
 import torch
+
+from .errors import UsageError
 
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
 # torch.optim's three implementations of a step: a Python loop over the parameters (foreach=False),
@@ -88,3 +93,41 @@ def make_optimizer(name, params, lr=0.01, impl=None, weight_decay=None):
         raise OptimizerError(f"unknown optimizer implementation '{impl}' (expected "
                              f"{', '.join(IMPLS)})")
     return cls(params, **kwargs)
+
+
+def optimizer_key(name, impl, weight_decay):
+    """The program's `optimizer` key from --optimizer, --optimizer-impl and --weight-decay: the
+    name, and the other two only where given (None without --optimizer)."""
+    if name is None:
+        given = [flag for flag, value in (("--optimizer-impl", impl),
+                                          ("--weight-decay", weight_decay))
+                 if value is not None]
+        if given:
+            raise UsageError(f"{given[0]} needs --optimizer (the optimizer it sets)")
+        return None
+    if weight_decay is not None and weight_decay < 0:
+        raise UsageError(f"--weight-decay {weight_decay:g}: must be 0 or more")
+    key = {"name": name}
+    if impl is not None:
+        key["impl"] = impl
+    if weight_decay is not None:
+        key["weight_decay"] = weight_decay
+    return key
+
+
+def measured_step(key, device):
+    """{"name", "impl", "weight_decay"}: the optimizer the measured step runs with. The key's
+    settings, and for those it leaves out the recording device's defaults (default_impl,
+    default_weight_decay); without a key (no --optimizer) plain SGD as make_optimizer makes it
+    (impl and weight decay None)."""
+    if key is None:
+        return {"name": "sgd", "impl": None, "weight_decay": None}
+    return {"name": key["name"], "impl": key.get("impl") or default_impl(device),
+            "weight_decay": key.get("weight_decay", default_weight_decay(key["name"]))}
+
+
+def step_note(step, key):
+    """What the measured block's note adds: the optimizer, with its implementation and weight
+    decay where the program has an optimizer key."""
+    return f"; optimizer {step['name']}" + (
+        f" ({step['impl']}, weight decay {step['weight_decay']:g})" if key else "")
