@@ -59,10 +59,7 @@ def main(argv=None):
     try:
         program = run(args)
         write(program, args.output)
-    except UsageError as e:
-        print(f"record_program: error: {e}", file=sys.stderr)
-        return 2
-    except SystemExit as e:  # load_function's messages (LoadError)
+    except (UsageError, SystemExit) as e:  # SystemExit: LoadError, or sys.exit() in user code
         print(f"record_program: error: {e}", file=sys.stderr)
         return 2
     print(summary(program, args.output))
