@@ -18,7 +18,9 @@ cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1 ||
 for f in bin/bucketsim share/bucketsim/traces/gpt-24l-h1024-ws8.json \
   share/bucketsim/traces/tiny-ws2.json share/bucketsim/profiles/h100-8gpu-nvlink.json \
   share/bucketsim/schemas/trace-v1.schema.json share/bucketsim/schemas/report-v1.schema.json \
-  share/bucketsim/tools/snapshot_to_trace.py share/bucketsim/tools/validate_schema.py; do
+  share/bucketsim/tools/snapshot_to_trace.py share/bucketsim/tools/validate_schema.py \
+  share/bucketsim/tools/record_program.py share/bucketsim/tools/recorder/cli.py \
+  share/bucketsim/tools/recorder/wrapped_fsdp.py share/bucketsim/tools/examples/tiny_gpt.py; do
   [[ -e $tmp/prefix/$f ]] || fail "not installed: $f"
 done
 # Relocatable: nothing may depend on the prefix it was installed to.

@@ -7,7 +7,7 @@ each (tools/record_program.py --no-flatten: every module parameter its own FSDP 
 the root instance, in model.parameters() order, so that bucketsim's optimizer steps the
 parameters real torch.optim steps, in the same order). Each case runs forward, backward and one
 optimizer step with real torch.optim on the CPU under torch.profiler(profile_memory=True)
-(tools/torch_memory.py) and compares the live bytes at every mark and the forward, backward,
+(tools/recorder/measure.py) and compares the live bytes at every mark and the forward, backward,
 step and zero_grad peaks with bucketsim's replay (`compare --policy unbucketed --allocator
 exact`) of `gen program --world-size 1 --iterations 1 --param-dtype fp32` with the same
 --optimizer, --optimizer-impl and --weight-decay. The cases: sgd, sgd-momentum, adam and adamw,
@@ -45,6 +45,7 @@ binary). Exit code 77 (skipped) when that torch is missing (torch2.sh status fai
 binary has no --optimizer-impl.
 """
 
+import importlib
 import json
 import os
 import subprocess
@@ -114,7 +115,8 @@ def measure(out):
     """Records each model once (no step measured) and measures every case this torch runs:
     writes {"torch_version", "programs": {model: path}, "measured": {model: {case: block}}}."""
     import torch
-    import torch_memory
+    from recorder.load import load_function
+    from recorder.measure import measure_step
     major = int(torch.__version__.split(".")[0])
     doc = {"torch_version": torch.__version__, "programs": {}, "measured": {}}
     for model, (file, build) in MODELS.items():
@@ -123,12 +125,12 @@ def measure(out):
         run([sys.executable, os.path.join(TOOLS, "record_program.py"), f"{path}:{build}",
              "--batch", f"{path}:make_batch", "--no-flatten", "--no-measure", "-o", program])
         doc["programs"][model] = program
-        build_fn = torch_memory.load_function(f"{path}:{build}", "model")
-        batch_fn = torch_memory.load_function(f"{path}:make_batch", "--batch")
+        build_fn = load_function(f"{path}:{build}", "model")
+        batch_fn = load_function(f"{path}:make_batch", "--batch")
         doc["measured"][model] = {}
         for case, (opt, impl, wd) in CASES.items():
             if runs_under(case, major):
-                doc["measured"][model][case], _ = torch_memory.measure_step(
+                doc["measured"][model][case], _ = measure_step(
                     build_fn, batch_fn, opt, "cpu", impl, wd)
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)
@@ -238,7 +240,7 @@ def skip_reason(torch2):
             return (status.stdout + status.stderr).strip()
     else:
         try:
-            import torch  # noqa: F401
+            importlib.import_module("torch")
         except ImportError:
             return "torch is not installed (tools/setup.sh installs python3-torch)"
     if not os.access(BUCKETSIM, os.X_OK):

@@ -5,7 +5,7 @@ Each case builds a real model (tools/examples/: a four-layer MLP, the fairscale 
 convnet, a two-block GPT with attention), with and without activation checkpointing, and an MLP
 whose four layers are one shared layer (its parameters' gradients summed), and runs forward,
 backward and an SGD-with-momentum step on the CPU under
-torch.profiler(profile_memory=True) (tools/torch_memory.py). The live bytes at every mark and the
+torch.profiler(profile_memory=True) (tools/recorder/measure.py). The live bytes at every mark and the
 forward and backward peaks are compared with bucketsim's replay (`compare --policy unbucketed
 --allocator exact`) of
   (a) the recorder's program of the same model (tools/record_program.py, then
@@ -26,6 +26,7 @@ missing or when the binary's emitter refuses world size 1 (before it made the un
 trace).
 """
 
+import importlib
 import json
 import os
 import subprocess
@@ -40,7 +41,7 @@ EXAMPLES = os.path.join(TOOLS, "examples")
 sys.path.insert(0, TOOLS)
 
 try:
-    import torch  # noqa: F401
+    importlib.import_module("torch")
 except ImportError:
     print("oracle_test: torch is not installed (tools/setup.sh installs python3-torch): skipped")
     sys.exit(77)
@@ -180,11 +181,11 @@ class Oracle(unittest.TestCase):
 
     def preset(self, case, measured):
         if case in PRESET_MODEL:
-            import torch_memory
+            from recorder.load import load_function
+            from recorder.measure import measure_step
             path = os.path.join(EXAMPLES, CASES[case][0])
-            measured, _ = torch_memory.measure_step(
-                torch_memory.load_function(f"{path}:{PRESET_MODEL[case]}", "model"),
-                torch_memory.load_function(f"{path}:make_batch", "--batch"), OPTIMIZER)
+            measured, _ = measure_step(load_function(f"{path}:{PRESET_MODEL[case]}", "model"),
+                                       load_function(f"{path}:make_batch", "--batch"), OPTIMIZER)
         trace = os.path.join(self.dir.name, f"{case}.preset.trace.json")
         run([BUCKETSIM, "gen", *CASES[case][3], *COMMON, "-o", trace])
         self.check(case, "preset", trace, measured)
@@ -214,12 +215,12 @@ for _case in CASES:
 
 def make_autocast_test(case):
     def test(self):
-        import torch_memory
+        from recorder.load import load_function
+        from recorder.measure import measure_step
         build, preset = AUTOCAST_CASES[case]
         path = os.path.join(HERE, "cuda_autocast_gpt.py")
-        measured, _ = torch_memory.measure_step(
-            torch_memory.load_function(f"{path}:{build}", "model"),
-            torch_memory.load_function(f"{path}:make_batch", "--batch"), OPTIMIZER)
+        measured, _ = measure_step(load_function(f"{path}:{build}", "model"),
+                                   load_function(f"{path}:make_batch", "--batch"), OPTIMIZER)
         trace = os.path.join(self.dir.name, f"{case}.preset.trace.json")
         run([BUCKETSIM, "gen", *preset, *COMMON, "-o", trace])
         self.check(case, "preset", trace, measured)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of tools/record_program.py and tools/torch_memory.py on real PyTorch (Debian's
+"""Tests of tools/record_program.py and its measured step (tools/recorder/measure.py) on real PyTorch (Debian's
 python3-torch under /usr/bin/python3): the program of a small MLP worked out by hand, the meta
 device giving the same program as the CPU, checkpoint regions, the schema, the measured block
 (every byte of the MLP's step derived below) and the errors. Exit code 77 (ctest: skipped) when
@@ -27,7 +27,7 @@ except ImportError:
     print("record_program_test: torch is not installed (tools/setup.sh): skipped")
     sys.exit(77)
 
-import torch_memory  # noqa: E402
+from recorder import measure, optimizer  # noqa: E402
 
 # The recorder as the tests run it: any warning it gives (torch 2's TypedStorage deprecation,
 # say) is an error, so a recording that warns fails its test.
@@ -400,9 +400,9 @@ class Measured(RecorderCase):
 
     def test_sentinel_pairs_are_counted(self):
         # Figures from a hand-written event list: 1000 B, mark, +600 -600, mark, ...
-        s = torch_memory.MARK_BYTES
+        s = measure.MARK_BYTES
         events = [1000, s, -s, 600, -600, s, -s, 100, s, -s, s, -s, -100, s, -s]
-        marks, peaks = torch_memory._figures_from_events(events)
+        marks, peaks = measure.figures_from_events(events)
         self.assertEqual([m[0] for m in marks], [1000, 1000, 1100, 1100, 1000])
         self.assertEqual([m[1] for m in marks], [1024, 1024, 1536, 1536, 1024])
         self.assertEqual([p[0] for p in peaks], [1600, 1100, 1100, 1100])
@@ -450,7 +450,7 @@ class Errors(RecorderCase):
         self.assertIn("--weight-decay needs --optimizer", err)
 
     def test_fused_where_this_torch_has_none(self):
-        if "cpu" in torch_memory._fused_devices():
+        if "cpu" in optimizer.fused_devices():
             self.skipTest(f"torch {torch.__version__} has fused optimizers on the CPU")
         err = self.record("build_model", "--optimizer", "adam", "--optimizer-impl", "fused",
                           expect=2)

@@ -21,12 +21,14 @@ sys.path.insert(0, TOOLS)
 
 try:
     import torch
-    from torch.distributed.fsdp import FSDPModule  # noqa: F401  (torch 2.6)
+    from torch.distributed.fsdp import FSDPModule  # torch 2.6
 except ImportError as e:
     print(f"record_program_torch2_test: needs torch 2.6's FSDP ({e}): skipped")
     sys.exit(77)
 
-import record_program  # noqa: E402
+from recorder.load import load_function  # noqa: E402
+from recorder.record import record  # noqa: E402
+from recorder.wrapped_fsdp import unwrap_fsdp  # noqa: E402
 from record_program_test import RECORDER  # noqa: E402
 
 # Three blocks and a head; the blocks are the units. build_fsdp1 and build_fsdp2 wrap it as a
@@ -174,7 +176,7 @@ class UnderAOneRankGlooGroup(unittest.TestCase):
         path = os.path.join(cls.dir.name, "wrapped_net_gloo.py")
         with open(path, "w") as f:
             f.write(MODEL)
-        cls.fns = {name: record_program.load(f"{path}:{name}", name)
+        cls.fns = {name: load_function(f"{path}:{name}", name)
                    for name in ("build_plain", "build_fsdp1", "build_fsdp2", "make_batch")}
 
     @classmethod
@@ -184,8 +186,8 @@ class UnderAOneRankGlooGroup(unittest.TestCase):
         cls.dir.cleanup()
 
     def record(self, build, wrap=(), flatten=True):
-        program, rec = record_program.record(self.fns[build], self.fns["make_batch"], list(wrap),
-                                             None, "cpu", "test", flatten=flatten)
+        program, rec = record(self.fns[build], self.fns["make_batch"], list(wrap), None, "cpu",
+                              "test", flatten=flatten)
         self.assertFalse(rec.own_group)
         return program
 
@@ -207,10 +209,11 @@ class UnderAOneRankGlooGroup(unittest.TestCase):
     def test_unwrapped_parameters_are_the_models(self):
         torch.manual_seed(1)
         wrapped = self.fns["build_fsdp2"]()
-        model, instances, _ = record_program.unwrap_fsdp(wrapped)
+        model, instances, _ = unwrap_fsdp(wrapped)
         torch.manual_seed(1)
         plain = self.fns["build_plain"]()
         self.assertEqual(len(instances), 4)
+        self.assertFalse([m for m in model.modules() if isinstance(m, FSDPModule)])
         for (name, p), (plain_name, q) in zip(model.named_parameters(), plain.named_parameters()):
             self.assertEqual(name, plain_name)
             self.assertIs(type(p), torch.nn.Parameter)

@@ -11,10 +11,10 @@ Each rank builds the model (seeded: every rank the same), wraps every module who
 named by --wrap as its own unit and then the root (FSDP1: ModuleWrapPolicy, device_id=cpu;
 FSDP2: fully_shard on each such module, then on the root, with the CPU workarounds of
 fsdp2_cpu_workarounds.py), builds the optimizer and the batch, and runs --iterations training
-steps exactly as tools/torch_memory.py does (run_step: the same marks "start", "after fwd",
+steps exactly as tools/recorder/measure.py does (run_step: the same marks "start", "after fwd",
 "after bwd", "after step", "done", the same sentinel tensors, the same loss: the mean of the
 output). Everything from before the model is built is under torch.profiler(profile_memory=True);
-the figures are read from its Chrome trace (torch_memory.chrome_trace_memory_events), raw and
+the figures are read from its Chrome trace (recorder.measure.chrome_trace_memory_events), raw and
 with each allocation rounded up to 512 B. Every rank also logs the collectives FSDP issues
 (the torch.distributed functions FSDP1 and FSDP2 call in 2.6: all_gather_into_tensor,
 reduce_scatter_tensor, all_reduce; all_gather and broadcast as well): kind, bytes, dtype, the
@@ -101,7 +101,9 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-import torch_memory  # noqa: E402
+from recorder import measure  # noqa: E402
+from recorder.load import load_function  # noqa: E402
+from recorder.step import run_step, to_loss  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # The torch.distributed functions FSDP1 and FSDP2 issue in 2.6 (fsdp/_flat_param.py,
@@ -251,7 +253,7 @@ class CollectiveLog:
         elif name == "done":
             self.phase, self.iteration = "forward", self.iteration + 1
         else:
-            self.phase = torch_memory.PHASES[torch_memory.MARKS.index(name)]
+            self.phase = measure.PHASES[measure.MARKS.index(name)]
 
     def _wrap(self, original, name, kind):
         signature = inspect.signature(original)
@@ -359,12 +361,12 @@ def caller_thread_events(events):
 
 def _phases_of(events, iterations):
     """The phase label ("init", "forward#0", ...) of each event, by the sentinels."""
-    labels = ["init"] + [f"{p}#{i}" for i in range(iterations) for p in torch_memory.PHASES]
+    labels = ["init"] + [f"{p}#{i}" for i in range(iterations) for p in measure.PHASES]
     out, k, i = [], 0, 0
     while i < len(events):
         e = events[i]
-        if e["bytes"] == torch_memory.MARK_BYTES and i + 1 < len(events) and \
-                events[i + 1]["bytes"] == -torch_memory.MARK_BYTES:
+        if e["bytes"] == measure.MARK_BYTES and i + 1 < len(events) and \
+                events[i + 1]["bytes"] == -measure.MARK_BYTES:
             out += [labels[k], labels[k]]
             k, i = min(k + 1, len(labels) - 1), i + 2
             continue
@@ -376,34 +378,34 @@ def _phases_of(events, iterations):
 def measure_rank(rank, args, world_size):
     """One rank's figures: run --iterations steps under the profiler, read the trace."""
     from torch.profiler import ProfilerActivity, profile
-    build = torch_memory.load_function(args.model, "model")
-    batch = torch_memory.load_function(args.batch, "--batch")
+    build = load_function(args.model, "model")
+    batch = load_function(args.batch, "--batch")
     wrap = wrap_fsdp1 if args.impl == "fsdp1" else wrap_fsdp2
     log = CollectiveLog(args.settle == "on")
     log.install()
 
     def mark(name):
-        torch_memory._sentinel()
+        measure.sentinel()
         log.at_mark(name)
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        keep = torch_memory.run_step(lambda: wrap(build(), args, world_size), batch,
-                                     args.optimizer, "cpu", mark, args.iterations)
+        keep = run_step(lambda: wrap(build(), args, world_size), batch, args.optimizer, "cpu",
+                        mark, args.iterations)
     trace_dir = args.keep_traces or tempfile.mkdtemp(prefix="fsdp_measure.")
     os.makedirs(trace_dir, exist_ok=True)
     path = os.path.join(trace_dir, f"rank{rank}.trace.json")
     prof.export_chrome_trace(path)
-    events = torch_memory.chrome_trace_memory_events(path)
+    events = measure.chrome_trace_memory_events(path)
     if not args.keep_traces:
         os.remove(path)
         os.rmdir(trace_dir)
     count = 1 + 4 * args.iterations
-    marks, peaks = torch_memory._figures_from_events([e["bytes"] for e in events], count)
-    caller_marks, caller_peaks = torch_memory._figures_from_events(
+    marks, peaks = measure.figures_from_events([e["bytes"] for e in events], count)
+    caller_marks, caller_peaks = measure.figures_from_events(
         [e["bytes"] for e in caller_thread_events(events)], count)
     names = [("start", 0)] + [(n, i) for i in range(args.iterations)
-                              for n in torch_memory.MARKS[1:]]
-    phases = [(p, i) for i in range(args.iterations) for p in torch_memory.PHASES]
+                              for n in measure.MARKS[1:]]
+    phases = [(p, i) for i in range(args.iterations) for p in measure.PHASES]
     result = {
         "rank": rank,
         "marks": [{"name": n, "iteration": i, "allocated_bytes": m[1], "allocated_bytes_raw": m[0]}
@@ -444,12 +446,12 @@ def tracked_iteration(model, batch, opt):
     mesh's tensors, the profiled run's leftovers) is not seen by the tracker."""
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker, _FSDPModState
     from torch.distributed.fsdp import FSDPModule
-    args, kwargs = batch  # run_step's: the forward's arguments (torch_memory.as_call)
+    args, kwargs = batch  # run_step's: the forward's arguments (recorder.step.as_call)
     tracker = FSDPMemTracker(model, opt)
     tracker.track_inputs(tuple(args) + tuple(kwargs.values()))
     tracker.reset_mod_stats()
     with tracker:
-        loss = torch_memory.to_loss(model(*args, **kwargs))
+        loss = to_loss(model(*args, **kwargs))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

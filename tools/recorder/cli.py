@@ -1,0 +1,108 @@
+"""The recorder's command line (tools/record_program.py, python3 -m recorder): its flags, the
+recording they ask for, and how it ends: the program written and summed up on stdout (exit
+status 0), or "record_program: error: ..." on stderr (exit status 2)."""
+
+import argparse
+import difflib
+import sys
+
+import torch
+
+from .errors import UsageError
+from .load import load_function
+from .measure import measured_block
+from .optimizer import IMPLS, OPTIMIZERS, optimizer_key
+from .program import summary, write
+from .record import record
+from .wrapped_fsdp import unwrap_fsdp
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(
+        description="Record a real PyTorch model's program for `bucketsim gen program`.",
+        epilog="Example: /usr/bin/python3 tools/record_program.py "
+               "tools/examples/tiny_gpt.py:build_model --batch "
+               "tools/examples/tiny_gpt.py:make_batch --wrap Block -o tiny-gpt.json")
+    parser.add_argument("model", help="FILE.py:FUNCTION returning the nn.Module")
+    parser.add_argument("--batch", required=True,
+                        help="FILE.py:FUNCTION returning the forward's input(s)")
+    parser.add_argument("--wrap", action="append", default=[], metavar="CLASS",
+                        help="a module class name to wrap in its own FSDP instance (repeatable)")
+    parser.add_argument("--wrap-policy", metavar="FILE.py:FN",
+                        help="FN(module, name) -> bool: wrap this module in its own instance")
+    parser.add_argument("--no-flatten", action="store_true",
+                        help="each module parameter is its own FSDP parameter "
+                             "(flatten_parameters=False); default: one flat parameter per "
+                             "instance, fairscale's default")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "meta"])
+    parser.add_argument("--optimizer", choices=OPTIMIZERS,
+                        help="the optimizer of the measured step, written to the program's "
+                             "`optimizer` key (default: none written, the step measured with "
+                             "sgd)")
+    parser.add_argument("--optimizer-impl", choices=IMPLS,
+                        help="torch.optim's implementation of the step (default: the one torch "
+                             "picks on --device; needs --optimizer)")
+    parser.add_argument("--weight-decay", type=float, metavar="X",
+                        help="the optimizer's weight decay (default: torch's, 0.01 for adamw, "
+                             "else 0; needs --optimizer)")
+    parser.add_argument("--no-measure", action="store_true",
+                        help="do not run the measured step (cpu, cuda)")
+    parser.add_argument("-o", "--output", required=True)
+    return parser
+
+
+def main(argv=None):
+    parser = make_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        return unknown_flag(parser, unknown[0])
+    try:
+        program = run(args)
+        write(program, args.output)
+    except (UsageError, SystemExit) as e:  # SystemExit: LoadError, or sys.exit() in user code
+        print(f"record_program: error: {e}", file=sys.stderr)
+        return 2
+    print(summary(program, args.output))
+    return 0
+
+
+def run(args):
+    """The program the parsed command line asks for: recorded, measured unless --no-measure
+    (or on meta), with its optimizer key."""
+    optimizer = optimizer_key(args.optimizer, args.optimizer_impl, args.weight_decay)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: this torch sees no CUDA device")
+    build = load_function(args.model, "model")
+    batch = load_function(args.batch, "--batch")
+    policy = load_function(args.wrap_policy, "--wrap-policy") if args.wrap_policy else None
+    description = (f"recorded by tools/record_program.py from {args.model} on "
+                   f"{args.device}, torch {torch.__version__}")
+    program, rec = record(build, batch, args.wrap, policy, args.device, description,
+                          flatten=not args.no_flatten)
+    if rec.fallback_ops:
+        ops = ", ".join(sorted(rec.fallback_ops))
+        program["description"] += f"; run on CPU for want of a meta kernel: {ops}"
+        print(f"record_program: note: no meta kernel in torch {torch.__version__} for: {ops}; "
+              "they ran on CPU ones of the same shapes: where an output's size depends on "
+              "values (nonzero, masked_select, repeat_interleave, unique) it and all that "
+              "follows from it are guesses; record on cpu or cuda", file=sys.stderr)
+    if args.device != "meta" and not args.no_measure:
+        # A wrapped model's step is measured on the model unwrapped, as the program is.
+        unwrapped = build if "fsdp" not in program else \
+            (lambda: unwrap_fsdp(build(), fill=rec.own_group)[0])
+        program["measured"] = measured_block(unwrapped, batch, optimizer, args.device)
+    if optimizer:
+        program["optimizer"] = optimizer
+    return program
+
+
+def unknown_flag(parser, given):
+    """Exit status 2 and what was meant: the closest flag the recorder has, as bucketsim says."""
+    flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    flag = given.split("=", 1)[0]
+    close = difflib.get_close_matches(flag, flags, n=1, cutoff=0.6)
+    what = "unknown flag" if flag.startswith("-") else "unexpected argument"
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    print(f"record_program: error: {what} '{given}'{hint} (see 'record_program.py --help')",
+          file=sys.stderr)
+    return 2

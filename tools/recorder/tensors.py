@@ -1,0 +1,31 @@
+"""Tensors as a program counts them: by storage (a view or an in-place result is the storage it
+shares), with the storage's bytes, and dtypes by the program's names (fp32, bf16, ...)."""
+
+import torch
+
+from .errors import UsageError
+
+DTYPES = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16",
+          torch.bfloat16: "bf16", torch.int64: "int64", torch.int32: "int32",
+          torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool"}
+
+
+def _storage(t):
+    """The tensor's untyped storage: `untyped_storage()` from torch 2.0 on, where `storage()`
+    warns that TypedStorage is deprecated; `storage()` on torch 1.13, which has no
+    untyped_storage (its TypedStorage has the same _cdata and nbytes)."""
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+
+def storage_key(t):
+    return _storage(t)._cdata
+
+
+def storage_bytes(t):
+    return _storage(t).nbytes()
+
+
+def dtype_name(dtype):
+    if dtype not in DTYPES:
+        raise UsageError(f"a tensor of dtype {dtype} is not expressible in a program")
+    return DTYPES[dtype]
