@@ -147,6 +147,16 @@ class UserErrors(UserFiles):
         self.assertTrue(str(e.exception).endswith(
             f", at {os.path.basename(path)}:3 in inner: `raise ValueError(\"deep\")`"))
 
+    def test_the_shipped_examples_are_user_code(self):
+        # A frame in tools/examples/ is named (only torch and tools/recorder/ are skipped).
+        example = os.path.join(TOOLS, "examples", "an_example.py")
+        code = compile("def build():\n    raise ValueError('in an example')\n", example, "exec")
+        scope = {}
+        exec(code, scope)
+        with self.assertRaises(UsageError) as e:
+            load.call_user(scope["build"])
+        self.assertIn(", at an_example.py:2 in build:", str(e.exception))
+
     def test_frames_of_torch_and_the_recorder_are_not_the_users(self):
         # torch.zeros raises in C++ under call_user (tools/recorder/load.py): no user frame.
         with self.assertRaises(UsageError) as e:

@@ -16,7 +16,7 @@ import torch
 from .errors import UsageError
 
 # Frames under torch and under tools/ (the recorder) are not the user's.
-TOOLS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECORDER = os.path.dirname(os.path.abspath(__file__))
 
 
 class LoadError(SystemExit):
@@ -72,8 +72,9 @@ def function_name(fn):
 
 def user_frame(e):
     """Where in the user's code `e` was raised: the innermost frame of its traceback outside
-    torch and tools/, as ", at FILE:LINE in FUNCTION: `SOURCE`" ("" if none)."""
-    skip = (os.path.dirname(torch.__file__), TOOLS)
+    torch and the recorder itself (tools/examples/ is user code), as ", at FILE:LINE in
+    FUNCTION: `SOURCE`" ("" if none)."""
+    skip = (os.path.dirname(torch.__file__) + os.sep, RECORDER + os.sep)
     frames = [f for f in traceback.extract_tb(e.__traceback__)
               if not os.path.abspath(f.filename).startswith(skip)]
     if not frames:
