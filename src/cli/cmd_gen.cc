@@ -12,8 +12,10 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "core/size_format.h"
 #include "gen/fsdp_program.h"
 #include "gen/preset.h"
+#include "gen/program_precision.h"
 #include "io/program_file.h"
 #include "io/trace_writer.h"
 
@@ -112,12 +114,50 @@ Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command,
   return Status::Ok();
 }
 
+// Whether any tensor the forward makes is fp32: what --activation-dtype param-dtype would cast.
+bool HasFp32Activations(const FsdpModel& model) {
+  FsdpModel copy = model;
+  Result<CastSummary> cast = CastActivations(copy, DType::kBFloat16);
+  return cast.ok() && cast->tensors > 0;
+}
+
+// --activation-dtype: `recorded` emits the activations in the dtypes the program has (a note
+// says when a mixed-precision run would compute in another), `param-dtype` casts fp32 ones to
+// the compute dtype (CastActivations).
+Status ApplyActivationDType(FsdpModel& program, const GenOptions& options,
+                            const std::string& activation_dtype, const std::string& model_path) {
+  const bool mixed = options.compute_dtype != DType::kFloat32 && !program.autocast;
+  if (activation_dtype == "recorded") {
+    if (mixed && HasFp32Activations(program)) {
+      std::fprintf(stderr,
+                   "gen: note: %s's activations are fp32, as recorded, but a run with "
+                   "--param-dtype %s computes in %s: --activation-dtype param-dtype puts them "
+                   "in it\n",
+                   model_path.c_str(), std::string(DTypeName(options.compute_dtype)).c_str(),
+                   std::string(DTypeName(options.compute_dtype)).c_str());
+    }
+    return Status::Ok();
+  }
+  if (!mixed && !program.autocast) return Status::Ok();  // --param-dtype fp32: nothing to cast
+  Result<CastSummary> cast = CastActivations(program, options.compute_dtype);
+  if (!cast.ok())
+    return InvalidArgument("--activation-dtype param-dtype: " + cast.status().message());
+  std::fprintf(stderr, "gen: activations cast to %s: %zu fp32 tensor(s), %s -> %s\n",
+               std::string(DTypeName(options.compute_dtype)).c_str(), cast->tensors,
+               FormatBytes(cast->bytes_before).c_str(), FormatBytes(cast->bytes_after).c_str());
+  return Status::Ok();
+}
+
 int RunProgram(const std::string& model_path, const CLI::App& command, GenOptions& options,
-               const std::string& output) {
+               const std::string& activation_dtype, const std::string& output) {
   Result<FsdpModel> program = ReadProgramFile(model_path);
   if (!program.ok()) return ReportError(program.status());
   if (Status applied = ApplyProgramSettings(*program, command, options); !applied.ok()) {
     return ReportError(applied);
+  }
+  if (Status cast = ApplyActivationDType(*program, options, activation_dtype, model_path);
+      !cast.ok()) {
+    return ReportError(cast);
   }
   return WriteTrace(*program, options, output);
 }
@@ -176,16 +216,25 @@ void AddProgramCommand(CLI::App& gen, CommandContext& context) {
   auto model = std::make_shared<std::string>();
   command->add_option("MODEL", *model, "The model program (JSON)")->required();
   for (const PresetParam& param : GenOptionParams(*options)) AddParamFlag(*command, param);
+  auto activation_dtype = std::make_shared<std::string>("recorded");
+  command
+      ->add_option("--activation-dtype", *activation_dtype,
+                   "recorded: the activations' dtypes as in the program; param-dtype: its fp32 "
+                   "activations (a model recorded in fp32, without autocast) in --param-dtype's "
+                   "dtype, as a MixedPrecision run computes")
+      ->check(CLI::IsMember({"recorded", "param-dtype"}))
+      ->capture_default_str();
   auto output = std::make_shared<std::string>("-");
   command->add_option("-o,--output", *output, "Output file (- for stdout)")->capture_default_str();
   command->footer(
       "Example:\n  bucketsim gen transformer --layers 4 --emit-program gpt4.json\n"
       "  bucketsim gen program gpt4.json --world-size 64 --groups shared -o gpt4-ws64.json\n"
-      "The program fixes the model (its activations' sizes and dtypes, autocast); the options "
-      "fix FSDP. A recorded model that was already wrapped with FSDP1 or fully_shard is emitted "
+      "The program fixes the model (its activations' sizes and dtypes, autocast; "
+      "--activation-dtype param-dtype puts fp32 ones in the param dtype); the options fix FSDP. A "
+      "recorded model that was already wrapped with FSDP1 or fully_shard is emitted "
       "with its own settings (the program's \"fsdp\" key) unless a flag says otherwise.");
-  command->callback([command, options, model, output, &context] {
-    context.exit_code = RunProgram(*model, *command, *options, *output);
+  command->callback([command, options, model, activation_dtype, output, &context] {
+    context.exit_code = RunProgram(*model, *command, *options, *activation_dtype, *output);
   });
 }
 

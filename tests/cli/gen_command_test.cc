@@ -145,6 +145,61 @@ TEST(GenCommand, ProgramOfAPresetGivesThePresetsTrace) {
   }
 }
 
+// Precision as a what-if (issue 21): a preset's program made at fp32 (fp32 activations, as a
+// model recorded on the CPU) emitted with --param-dtype bf16 --activation-dtype param-dtype has
+// every fp32 tensor of its forward halved (the sum is exact); without the flag the activations
+// stay fp32 and a note says so; a program recorded under autocast is refused. The cast is held
+// against a real bf16 run by Tools.PrecisionOracle (tests/tools/precision_oracle_test.py).
+TEST(GenCommand, ActivationDTypeParamDTypeCastsTheFp32Activations) {
+  const std::string program = testing::WriteTempFile("fp32-program.json", "");
+  const std::string cast = testing::WriteTempFile("bf16-cast.json", "");
+  const std::string kept = testing::WriteTempFile("bf16-kept.json", "");
+  ASSERT_EQ(RunBucketsim({"gen", "transformer", "--layers", "2", "--hidden", "64", "--heads", "4",
+                          "--seq", "32", "--vocab", "128", "--activation-checkpointing",
+                          "--param-dtype", "fp32", "--emit-program", program})
+                .exit_code,
+            0);
+  testing::BinaryResult run =
+      RunBucketsim({"gen", "program", program, "--world-size", "2", "--param-dtype", "bf16",
+                    "--activation-dtype", "param-dtype", "-o", cast});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("gen: activations cast to bf16: 52 fp32 tensor(s), 513.26 KiB -> "
+                         "256.63 KiB\n"),
+            std::string::npos)
+      << run.err;
+
+  testing::BinaryResult as_recorded = RunBucketsim(
+      {"gen", "program", program, "--world-size", "2", "--param-dtype", "bf16", "-o", kept});
+  ASSERT_EQ(as_recorded.exit_code, 0) << as_recorded.err;
+  EXPECT_NE(as_recorded.err.find("activations are fp32, as recorded, but a run with "
+                                 "--param-dtype bf16 computes in bf16: --activation-dtype "
+                                 "param-dtype puts them in it"),
+            std::string::npos)
+      << as_recorded.err;
+  EXPECT_FALSE(testing::ReadFile(kept) == testing::ReadFile(cast));
+  // At fp32 there is nothing to cast, and nothing to note.
+  testing::BinaryResult fp32 =
+      RunBucketsim({"gen", "program", program, "--param-dtype", "fp32", "--activation-dtype",
+                    "param-dtype", "-o", "/dev/null"});
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
+  EXPECT_EQ(fp32.err.find("activations"), std::string::npos) << fp32.err;
+
+  const std::string autocast = testing::WriteTempFile("autocast-program.json", "");
+  ASSERT_EQ(RunBucketsim({"gen", "transformer", "--layers", "1", "--hidden", "32", "--heads", "2",
+                          "--seq", "16", "--vocab", "64", "--autocast", "bf16", "--param-dtype",
+                          "fp32", "--emit-program", autocast})
+                .exit_code,
+            0);
+  testing::BinaryResult refused =
+      RunBucketsim({"gen", "program", autocast, "--param-dtype", "fp32", "--activation-dtype",
+                    "param-dtype", "-o", "/dev/null"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("--activation-dtype param-dtype: the program was recorded under "
+                             "autocast (bf16)"),
+            std::string::npos)
+      << refused.err;
+}
+
 TEST(GenCommand, ProgramErrorsNameFileAndPointer) {
   const std::string bad =
       testing::WriteTempFile("bad-program.json",

@@ -1,0 +1,35 @@
+// Precision as a what-if on a model program: the activations of a program recorded in fp32 (on
+// the CPU, or on meta) put in the dtype a mixed-precision run computes in.
+#ifndef BUCKETSIM_GEN_PROGRAM_PRECISION_H_
+#define BUCKETSIM_GEN_PROGRAM_PRECISION_H_
+
+#include <cstddef>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "gen/fsdp_program.h"
+
+namespace bucketsim {
+
+// What CastActivations changed.
+struct CastSummary {
+  std::size_t tensors = 0;  // tensors whose dtype and size changed
+  Bytes bytes_before = 0;   // their sizes before ...
+  Bytes bytes_after = 0;    // ... and after
+};
+
+// Gives every fp32 tensor that the forward makes (runs' outputs, what runs save for backward
+// and their backward workspaces) the dtype `to` and its size, as FSDP's MixedPrecision
+// (param_dtype) and fairscale's compute_dtype make a model compute: the gathered parameters
+// are in `to`, so are the inputs (FSDP1's cast_forward_inputs, fairscale's input cast), and
+// each op's output follows its inputs' dtype. Tensors of other dtypes (indices, masks, and
+// tensors already in a low precision) and the model's inputs (the batch as loaded) keep theirs.
+// What it cannot know: an op the model runs in fp32 on purpose (`x.float()` before a softmax,
+// an fp32 RMSNorm) is a no-op in an fp32 recording, so its fp32 copy is not there to keep.
+// Refused for a program recorded under autocast (its dtypes are autocast's already) and for
+// `to` other than bf16 or fp16.
+Result<CastSummary> CastActivations(FsdpModel& model, DType to);
+
+}  // namespace bucketsim
+
+#endif  // BUCKETSIM_GEN_PROGRAM_PRECISION_H_
