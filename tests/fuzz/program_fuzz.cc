@@ -5,7 +5,9 @@
 // FSDP1 with SHARD_GRAD_OP and post-backward prefetch), either refuses the program with an
 // error or emits a trace; and what it emits is a valid trace, since ValidateProgram accepted
 // its program (the trace checker rejecting an event is a finding, not bad input). A recorded
-// model's "fsdp" key either maps to gen flags or is refused with an error.
+// model's "fsdp" key either maps to gen flags or is refused with an error. The program with its
+// fp32 activations cast to bf16 (`gen program --activation-dtype param-dtype`) emits a valid
+// trace too, or the cast refuses it.
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -16,6 +18,7 @@
 #include "fuzz_input.h"
 #include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
+#include "gen/program_precision.h"
 #include "io/program_file.h"
 
 namespace bucketsim {
@@ -89,13 +92,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
   }
-  for (const GenOptions& options : runs) {
+  FsdpModel cast = *model;
+  const bool was_cast = CastActivations(cast, DType::kBFloat16).ok();
+  for (std::size_t i = 0; i < runs.size() + (was_cast ? 1 : 0); ++i) {
+    const bool casting = i == runs.size();
+    const GenOptions& options = casting ? runs[3] : runs[i];
     CheckedSink sink;
-    const Status emitted = EmitFsdpTrace(*model, options, sink);
+    const Status emitted = EmitFsdpTrace(casting ? cast : *model, options, sink);
     if (!sink.refusal().ok()) {
-      Finding(
-          std::string(FsdpImplName(options.fsdp_impl)) +
-          ": the emitter made an invalid trace of a valid program: " + sink.refusal().message());
+      Finding(std::string(FsdpImplName(options.fsdp_impl)) +
+              ": the emitter made an invalid trace of a valid program" +
+              (casting ? " (its activations cast to bf16): " : ": ") + sink.refusal().message());
     }
     (void)emitted;
   }
