@@ -247,6 +247,19 @@ Table BuildSweepTable(const SweepSection& sweep, ByteUnit unit) {
   return table;
 }
 
+Table BuildParetoSweepTable(const SweepSection& sweep, ByteUnit unit) {
+  Table table = BuildSweepTable(sweep, unit);
+  // Row r is the point SweepTableRows()[r]: after a cap search the table lists only some of the
+  // points, so rows do not follow points.
+  const std::vector<std::size_t> points = SweepTableRows(sweep);
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t r = 0; r < points.size(); ++r) {
+    if (sweep.points[points[r]].pareto) rows.push_back(std::move(table.rows[r]));
+  }
+  table.rows = std::move(rows);
+  return table;
+}
+
 std::vector<std::string> SweepAdvice(const SweepSection& sweep, ByteUnit unit) {
   std::vector<std::string> paragraphs = SweepFindings(sweep, unit);
   for (std::string& paragraph : SweepRecommendation(sweep, unit)) {

@@ -17,10 +17,16 @@ namespace bucketsim {
 // Pareto-optimal ones, the chosen ones, their ties and runners-up, and the unbucketed ones.
 std::vector<std::size_t> SweepTableRows(const SweepSection& sweep);
 
+// A page shows a sweep of more configurations than this by its Pareto-optimal rows
+// (BuildParetoSweepTable), the full table folded below them.
+inline constexpr std::size_t kFoldSweepTableAbove = 8;
+
 // Columns: policy, cap, requests bucketed, peak allocated, peak reserved, step time, exposed
 // communication, Pareto, with a budget whether the point fits it, and what was chosen. Memory in
 // `unit`, caps in MiB.
 Table BuildSweepTable(const SweepSection& sweep, ByteUnit unit = kMiBUnit);
+// The rows of BuildSweepTable whose points are Pareto-optimal.
+Table BuildParetoSweepTable(const SweepSection& sweep, ByteUnit unit = kMiBUnit);
 
 // The paragraphs under the table, in order: the search, the caps that bucket nothing or only
 // some requests, the knee, the budget answer, and the setting to use for the recommendation.
