@@ -783,10 +783,13 @@ std::vector<ReportChart> ReportCharts(const ReportDocument& doc, const std::stri
     charts.push_back(std::move(all));
   };
   const std::string per_policy = "one per policy, " + ShownRunsText(selection);
-  const std::string series = selection.series == selection.shown
-                                 ? per_policy
-                                 : "the recommended run, the first policy given and the "
-                                   "Pareto-optimal ones first, each policy at one cap";
+  const std::string series =
+      selection.series == selection.shown
+          ? per_policy
+          : std::string(
+                "the recommended run, the first policy given and the Pareto-optimal "
+                "ones first, then the others in the page's order") +
+                (selection.Folds() ? ", each policy at the cap it is shown at" : "");
   // A sweep's question is the trade-off: its chart comes first.
   if (auto chart = ParetoChart(doc, unit)) charts.push_back(std::move(*chart));
   add([&](const std::vector<std::size_t>& runs) { return MemoryOverTimeChart(doc, unit, runs); },

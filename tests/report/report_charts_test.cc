@@ -10,6 +10,7 @@
 #include "engine/sweep_summary.h"
 #include "io/trace_reader.h"
 #include "memory/make_memory_model.h"
+#include "report/run_selection.h"
 
 namespace bucketsim {
 namespace {
@@ -309,6 +310,31 @@ TEST(ReportCharts, APageOfManyRunsDrawsOnePerPolicyAndFoldsTheChartOfEveryRun) {
     ++lifetimes;
   }
   EXPECT_EQ(lifetimes, 14u);  // every run but unbucketed
+}
+
+// A comparison of eight policies: the memory chart draws six of them, every one on the chart
+// folded below; the bar charts keep a bar per policy.
+TEST(ReportCharts, AComparisonOfManyPoliciesDrawsSixLines) {
+  ReportDocument doc = TinyDocument("caching");
+  for (int i = 0; i < 4; ++i) {
+    doc.runs.push_back(doc.runs[i]);
+    doc.runs.back().policy += "-again";
+    doc.step_time_us.push_back(doc.step_time_us[i]);
+  }
+  const std::vector<ReportChart> charts = ReportCharts(doc, "", kMiBUnit);
+  ASSERT_GE(charts.size(), 4u);
+  EXPECT_EQ(charts[0].id, "memory-over-time");
+  EXPECT_EQ(Count(charts[0].svg, ": allocated</title>"), kDefaultSeries);
+  EXPECT_NE(charts[0].caption.find(" 6 of the 8 runs are drawn: the recommended run, the first "
+                                   "policy given and the Pareto-optimal ones first, then the "
+                                   "others in the page's order; every run is on the chart folded "
+                                   "below."),
+            std::string::npos)
+      << charts[0].caption;
+  EXPECT_EQ(charts[1].id, "memory-over-time-all");
+  EXPECT_EQ(Count(charts[1].svg, ": allocated</title>"), 8u);
+  EXPECT_EQ(charts[2].id, "peak-composition");  // every policy shown: nothing folded
+  EXPECT_EQ(charts[3].id, "fragmentation");
 }
 
 // Every text of the chart of 15 runs lies inside it: the legend's rows are counted as drawn.
