@@ -206,10 +206,7 @@ void PrintSweep(const ReportContext& report_context, std::uint64_t reduce_scatte
   PrintNoteIfNoReduceScatter(reduce_scatter_requests, width);
   std::printf("\n%s", WrapText(kSweepParetoNote, width).c_str());
   if (report_context.time_profile == "none") {
-    std::printf("%s", WrapText("No --profile: copies and collectives cost nothing, so step times "
-                               "are compute alone.",
-                               width)
-                          .c_str());
+    std::printf("%s", WrapText(kNoProfileNote, width).c_str());
   }
   for (const std::string& paragraph : SweepAdvice(sweep)) {
     std::printf("\n%s", WrapText(paragraph, width).c_str());

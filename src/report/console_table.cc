@@ -279,7 +279,11 @@ std::string RenderMarkdown(const Table& table) {
 
 std::string RenderHtml(const Table& table) {
   auto cell = [&table](const char* tag, std::size_t c, const std::string& text) {
-    return fmt::format("<{}{}>{}</{}>", tag, table.right_aligned[c] ? " class=\"num\"" : "",
+    const bool wrapped = c < table.wrapped.size() && table.wrapped[c];
+    return fmt::format("<{}{}>{}</{}>", tag,
+                       table.right_aligned[c] ? " class=\"num\""
+                       : wrapped              ? " class=\"wrap\""
+                                              : "",
                        XmlEscape(text), tag);
   };
   std::string out = "<table>\n<thead><tr>";

@@ -21,6 +21,9 @@ struct Table {
   // The leading columns that name a row (the policy): repeated in every block of a table that
   // RenderText splits to fit a width.
   std::size_t key_columns = 1;
+  // Columns of long text (a framework's setting) that a page breaks anywhere to fit its width,
+  // where other cells keep their line; empty: none.
+  std::vector<bool> wrapped;
 };
 
 // Memory figures are in `unit` (the terminal's MiB; a page's PageUnit), the cap in MiB always.
@@ -51,7 +54,7 @@ std::string RenderText(const Table& table, std::size_t width = 0);
 // the width stands on a line of its own); each line ends in a newline.
 std::string WrapText(std::string_view text, std::size_t width);
 std::string RenderMarkdown(const Table& table);
-// An HTML <table>, cells escaped; right-aligned columns get class "num".
+// An HTML <table>, cells escaped; right-aligned columns get class "num", wrapped ones "wrap".
 std::string RenderHtml(const Table& table);
 
 // "out of memory at event N (...): ..." for a run that ran out of device memory.

@@ -51,6 +51,7 @@ Table BuildFrameworkTable(const std::vector<RunResult>& runs, ByteUnit unit) {
                    "collectives",
                    fmt::format("sent ({})", u)};
   table.right_aligned = {false, false, false, true, true, true, false, true};
+  table.wrapped = {true, false, true, false, false, false, true, false};
   for (const RunResult& run : runs) {
     std::optional<PolicySpec> spec = SpecOf(run);
     // From the summary, which every replay keeps (the full log only with --full-log).

@@ -8,6 +8,7 @@
 #include "report/console_table.h"
 #include "report/framework_table.h"
 #include "report/report_text.h"
+#include "report/run_selection.h"
 #include "report/svg_chart.h"
 #include "report/sweep_report.h"
 
@@ -33,6 +34,9 @@ table.stacked td, td:first-child { white-space: normal; }
 details.more { margin: 12px 0; }
 details.more > summary { cursor: pointer; font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.wrap { white-space: normal; overflow-wrap: anywhere; min-width: 8em; }
+section.advice { background: #eef7f2; border-left: 4px solid #009E73; padding: 2px 14px; margin: 16px 0; }
+section.advice h2, section.advice h3 { border-bottom: none; margin-top: 0.6em; }
 figure { margin: 12px 0 20px; }
 figure svg { width: 100%; height: auto; display: block; border: 1px solid #e4e4e4; }
 figcaption { font-size: 0.9em; color: #444444; margin-top: 4px; }
@@ -86,92 +90,122 @@ std::string PoliciesTables(const Table& table) {
   return html;
 }
 
-// A sweep of more configurations than this shows its Pareto set, with everything else (every
-// configuration's table row, section and bucket chart) in a collapsed details section.
-constexpr std::size_t kCollapseSweepAbove = 8;
-
-bool Collapsed(const ReportDocument& doc) {
-  return doc.sweep && doc.sweep->points.size() > kCollapseSweepAbove;
+// A part of the page that stays closed until clicked: the runs a page does not show up front.
+std::string Folded(std::string_view summary, const std::string& body) {
+  return fmt::format("<details class=\"more\">\n<summary>{}</summary>\n{}</details>\n",
+                     Esc(summary), body);
 }
 
-// The rows of the sweep table that are Pareto-optimal. Row r is the point SweepTableRows()[r]:
-// after a cap search the table lists only some of the points, so rows do not follow points.
-Table ParetoRows(const Table& table, const SweepSection& sweep) {
-  const std::vector<std::size_t> points = SweepTableRows(sweep);
-  BUCKETSIM_CHECK(points.size() == table.rows.size());
-  Table pareto = table;
-  pareto.rows.clear();
-  for (std::size_t r = 0; r < points.size(); ++r) {
-    if (sweep.points[points[r]].pareto) pareto.rows.push_back(table.rows[r]);
+// A table of one row per run: where runs differ only in the cap, one row per policy with the
+// table of every run folded below it.
+std::string RunsTable(const Table& per_run, const ReportDocument& doc,
+                      const RunSelection& selection, std::size_t cap_column, bool has_cap_column,
+                      std::string (*render)(const Table&)) {
+  if (!selection.Folds()) return render(per_run);
+  return fmt::format("<p>One row per policy: {}; every run is in the table folded below.</p>\n",
+                     Esc(ShownRunsText(selection))) +
+         render(ShownRows(per_run, doc, selection, cap_column, has_cap_column)) +
+         Folded(fmt::format("Every run ({})", doc.runs.size()), render(per_run));
+}
+
+std::string RecommendationHtml(const Recommendation& recommendation, int h) {
+  if (recommendation.empty()) return "";
+  std::string html = fmt::format("<section class=\"advice\">\n<h{0}>Recommendation</h{0}>\n", h);
+  if (!recommendation.headline.empty()) {
+    html += fmt::format("<p><strong>{}</strong></p>\n", Esc(recommendation.headline));
   }
-  return pareto;
+  for (const std::string& paragraph : recommendation.paragraphs) {
+    html += fmt::format("<p>{}</p>\n", Esc(paragraph));
+  }
+  return html + "</section>\n";
+}
+
+std::string ChartSection(const ReportChart& chart, int h) {
+  return fmt::format(
+      "<section class=\"chart\" id=\"{0}\">\n<h{1}>{2}</h{1}>\n<figure>\n{3}<figcaption>{4}"
+      "</figcaption>\n</figure>\n</section>\n",
+      Esc(chart.id), h, Esc(chart.title), chart.svg, Esc(chart.caption));
+}
+
+std::string RunSection(const RunResult& run, int h, ByteUnit unit) {
+  std::string html = fmt::format("<h{0}>{1} (<code>{2}</code>)</h{0}>\n<p>{3}</p>\n", h,
+                                 Esc(run.policy), Esc(run.canonical), Esc(PeakText(run, unit)));
+  if (auto text = FragmentationText(run, unit)) html += fmt::format("<p>{}</p>\n", Esc(*text));
+  html += HtmlTable(BuildPeakCompositionTable(run, unit));
+  if (!run.peak.largest.empty()) html += HtmlTable(BuildLargestAtPeakTable(run, unit));
+  return html;
+}
+
+std::string SweepHtml(const SweepSection& sweep, int h, ByteUnit unit) {
+  std::string html = fmt::format("<h{0}>Sweep</h{0}>\n", h);
+  const Table table = BuildSweepTable(sweep, unit);
+  if (sweep.points.size() > kFoldSweepTableAbove) {
+    html += fmt::format(
+        "<p>The Pareto-optimal configurations of {}; every configuration is in the table folded "
+        "below.</p>\n",
+        sweep.points.size());
+    html += HtmlTable(BuildParetoSweepTable(sweep, unit)) +
+            Folded(fmt::format("Every configuration ({})", sweep.points.size()), HtmlTable(table));
+  } else {
+    html += HtmlTable(table);
+  }
+  html += fmt::format("<p>{}</p>\n", Esc(kSweepParetoNote));
+  for (const std::string& paragraph : SweepFindings(sweep, unit)) {
+    html += fmt::format("<p>{}</p>\n", Esc(paragraph));
+  }
+  return html;
 }
 
 void AppendDocument(std::string& out, const ReportDocument& doc,
                     const std::vector<ReportChart>& charts, int h, ByteUnit unit) {
+  const RunSelection selection = SelectRuns(doc);
   if (!doc.trace.description.empty()) out += fmt::format("<p>{}</p>\n", Esc(doc.trace.description));
   out += fmt::format("<p>{}</p>\n", Esc(TraceSummaryText(doc)));
-  const bool collapsed = Collapsed(doc);
-  if (!collapsed) {
-    out += fmt::format("<h{0}>Policies</h{0}>\n", h) +
-           PoliciesTables(BuildComparisonTable(doc.runs, unit));
-  }
-  for (const RunResult& run : doc.runs) {
-    if (run.oom) {
+  out += RecommendationHtml(RecommendationOf(doc, selection.choices, unit), h);
+  out += fmt::format("<h{0}>Policies</h{0}>\n", h) +
+         RunsTable(BuildComparisonTable(doc.runs, unit), doc, selection, 1, true, PoliciesTables);
+  for (std::size_t i = 0; i < doc.runs.size(); ++i) {
+    if (const std::optional<OomEvent>& oom = doc.runs[i].oom) {
       out += fmt::format("<p class=\"oom\"><strong>{}</strong>: {}; its figures stop there.</p>\n",
-                         Esc(run.policy), Esc(DescribeOom(*run.oom)));
+                         Esc(RunLabel(doc.runs, i)), Esc(DescribeOom(*oom)));
     }
   }
   if (SpansFrameworks(doc.runs)) {
     out += fmt::format("<h{0}>Across frameworks</h{0}>\n", h) +
-           HtmlTable(BuildFrameworkTable(doc.runs, unit));
+           RunsTable(BuildFrameworkTable(doc.runs, unit), doc, selection, 3, false, HtmlTable);
   }
   if (!doc.predictions.empty()) {
     out += fmt::format("<h{0}>Measured against predicted</h{0}>\n<p>{1}</p>\n", h,
                        Esc(PredictionText(doc.predictions)));
     out += HtmlTable(BuildPredictionTable(doc.predictions));
   }
-  if (doc.sweep) {
-    const Table table = BuildSweepTable(*doc.sweep, unit);
-    if (collapsed) {
-      out += fmt::format(
-          "<h{0}>Sweep</h{0}>\n<p>The Pareto-optimal configurations of {1}; every configuration "
-          "is under <a href=\"#details\">Details</a>.</p>\n",
-          h, doc.sweep->points.size());
-      out += HtmlTable(ParetoRows(table, *doc.sweep));
-    } else {
-      out += fmt::format("<h{0}>Sweep</h{0}>\n", h) + HtmlTable(table);
-    }
-    out += fmt::format("<p>{}</p>\n", Esc(kSweepParetoNote));
-    for (const std::string& paragraph : SweepAdvice(*doc.sweep, unit)) {
-      out += fmt::format("<p>{}</p>\n", Esc(paragraph));
-    }
-  }
+  if (doc.sweep) out += SweepHtml(*doc.sweep, h, unit);
   if (!doc.has_timeline) out += fmt::format("<p>{}</p>\n", Esc(kNoTimelineNote));
-  std::string details;  // a collapsed sweep's per-configuration part
+  // The charts of runs not shown up front (bucket lifetimes at the other caps), folded together.
+  std::string folded_charts;
+  std::size_t folded_chart_count = 0;
   for (const ReportChart& chart : charts) {
-    // A collapsed sweep keeps its per-configuration charts (bucket lifetimes) with the details.
-    std::string& to =
-        collapsed && chart.id.find("bucket-lifetimes") != std::string::npos ? details : out;
-    to += fmt::format(
-        "<section class=\"chart\" id=\"{0}\">\n<h{1}>{2}</h{1}>\n<figure>\n{3}<figcaption>{4}"
-        "</figcaption>\n</figure>\n</section>\n",
-        Esc(chart.id), h, Esc(chart.title), chart.svg, Esc(chart.caption));
+    if (!chart.folded_summary.empty()) {
+      out += Folded(chart.folded_summary, ChartSection(chart, h));
+    } else if (chart.run && !selection.IsShown(*chart.run)) {
+      folded_charts += ChartSection(chart, h);
+      ++folded_chart_count;
+    } else {
+      out += ChartSection(chart, h);
+    }
   }
-  std::string& runs = collapsed ? details : out;
-  for (const RunResult& run : doc.runs) {
-    runs += fmt::format("<h{0}>{1} (<code>{2}</code>)</h{0}>\n<p>{3}</p>\n", h, Esc(run.policy),
-                        Esc(run.canonical), Esc(PeakText(run, unit)));
-    if (auto text = FragmentationText(run, unit)) runs += fmt::format("<p>{}</p>\n", Esc(*text));
-    runs += HtmlTable(BuildPeakCompositionTable(run, unit));
-    if (!run.peak.largest.empty()) runs += HtmlTable(BuildLargestAtPeakTable(run, unit));
+  if (folded_chart_count > 0) {
+    out += Folded(fmt::format("Bucket lifetimes of the other runs ({})", folded_chart_count),
+                  folded_charts);
   }
-  if (collapsed) {
-    out += fmt::format(
-        "<details class=\"more\" id=\"details\">\n<summary>Details: all {} configurations "
-        "</summary>\n<h{}>Policies</h{}>\n{}{}{}</details>\n",
-        doc.runs.size(), h, h, PoliciesTables(BuildComparisonTable(doc.runs, unit)),
-        HtmlTable(BuildSweepTable(*doc.sweep, unit)), details);
+  std::string folded_runs;
+  for (std::size_t i = 0; i < doc.runs.size(); ++i) {
+    (selection.IsShown(i) ? out : folded_runs) += RunSection(doc.runs[i], h, unit);
+  }
+  if (!folded_runs.empty()) {
+    out += Folded(
+        fmt::format("Peaks of the other runs ({})", doc.runs.size() - selection.shown.size()),
+        folded_runs);
   }
   out += fmt::format("<h{0}>Context</h{0}>\n<dl class=\"context\">\n", h);
   for (const auto& [label, value] : ContextItems(doc)) {
@@ -196,6 +230,12 @@ std::string FormatHtmlReport(const std::vector<ReportDocument>& docs,
   if (docs.size() == 1) {
     AppendDocument(out, docs.front(), charts.front(), 2, unit);
   } else {
+    const std::string across = AcrossDocumentsText(docs, unit);
+    if (!across.empty()) {
+      out += fmt::format(
+          "<section class=\"advice\">\n<h2>Across the traces</h2>\n<p>{}</p>\n</section>\n",
+          Esc(across));
+    }
     for (std::size_t i = 0; i < docs.size(); ++i) {
       out += fmt::format("<section class=\"report\">\n<h2>{}. {}</h2>\n", i + 1,
                          Esc(DocumentTitle(docs[i])));

@@ -11,6 +11,7 @@
 
 #include "core/size_format.h"
 #include "report/report_text.h"
+#include "report/run_selection.h"
 #include "report/svg_chart.h"
 
 namespace bucketsim {
@@ -100,23 +101,51 @@ void DrawByteAxis(SvgBuilder& svg, const ByteAxis& axis, const LinearScale& y, d
   svg.Text(16, mid, fmt::format("{} ({})", what, axis.unit), "middle", kFont, -90);
 }
 
+constexpr double kLegendRow = 20;
+
+// Where each legend entry goes (x, y): rows from `top`, wrapping at the chart's width.
+std::vector<std::pair<double, double>> LegendLayout(const std::vector<std::string>& labels,
+                                                    double top) {
+  std::vector<std::pair<double, double>> at;
+  double x = kLeft;
+  double y = top;
+  for (const std::string& label : labels) {
+    const double width = 34 + 7.2 * static_cast<double>(label.size());
+    if (x + width > kWidth - kRight && x > kLeft) {
+      x = kLeft;
+      y += kLegendRow;
+    }
+    at.emplace_back(x, y);
+    x += width + 14;
+  }
+  return at;
+}
+
+// The rows a legend of `labels` takes, so that a chart is made tall enough for all of them.
+double LegendRows(const std::vector<std::string>& labels) {
+  const auto at = LegendLayout(labels, 0);
+  return at.empty() ? 1 : at.back().second / kLegendRow + 1;
+}
+
 // A row of legend entries (a swatch drawn by `swatch`, then the text), wrapping at the width.
 template <typename Swatch>
 double DrawLegend(SvgBuilder& svg, double top, const std::vector<std::string>& labels,
                   Swatch swatch) {
-  double x = kLeft;
-  double y = top;
+  const auto at = LegendLayout(labels, top);
   for (std::size_t i = 0; i < labels.size(); ++i) {
-    const double width = 34 + 7.2 * static_cast<double>(labels[i].size());
-    if (x + width > kWidth - kRight && x > kLeft) {
-      x = kLeft;
-      y += 20;
-    }
-    swatch(x, y, i);
-    svg.Text(x + 28, y + 4, labels[i], "start", kFont);
-    x += width + 14;
+    swatch(at[i].first, at[i].second, i);
+    svg.Text(at[i].first + 28, at[i].second + 4, labels[i], "start", kFont);
   }
-  return y + 20;
+  return (at.empty() ? top : at.back().second) + kLegendRow;
+}
+
+// `runs` as given, or every run of the document when it is empty.
+std::vector<std::size_t> RunsOrAll(const ReportDocument& doc,
+                                   const std::vector<std::size_t>& runs) {
+  if (!runs.empty()) return runs;
+  std::vector<std::size_t> all(doc.runs.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return all;
 }
 
 // The knee's ring: Okabe-Ito's bluish green, apart from the dots' blue and vermillion.
@@ -163,15 +192,17 @@ std::string_view CategoryColor(Category category) {
   return "#000000";
 }
 
-std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc, ByteUnit unit) {
+std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc, ByteUnit unit,
+                                               const std::vector<std::size_t>& runs) {
   if (!doc.has_timeline) return std::nullopt;
+  const std::vector<std::size_t> drawn = RunsOrAll(doc, runs);
   const double top = 30;
   const double plot_h = 300;
   const double bottom = top + plot_h;
   std::vector<std::string> legend;
   bool any_reserved = false;
   Bytes most = 0;
-  for (std::size_t i = 0; i < doc.runs.size(); ++i) {
+  for (std::size_t i : drawn) {
     const RunResult& run = doc.runs[i];
     legend.push_back(RunLabel(doc.runs, i));
     most = std::max({most, run.peak.allocated_bytes, run.peak.reserved_bytes});
@@ -182,29 +213,51 @@ std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc, ByteUn
   const ByteAxis axis = MakeByteAxisIn(most, 6, unit.bytes);
   const LinearScale x{0, static_cast<double>(span), kLeft, kWidth - kRight};
   const LinearScale y{0, axis.top_bytes(), bottom, top};
-  const double legend_rows = 1 + static_cast<double>(legend.size()) / 5;
-  SvgBuilder svg(kWidth, bottom + 64 + 20 * legend_rows + (any_reserved ? 20 : 0), kChartClass,
-                 "Memory over time, all policies");
+  const std::string label =
+      drawn.size() == doc.runs.size()
+          ? std::string("Memory over time, all policies")
+          : fmt::format("Memory over time, {} of {} runs", drawn.size(), doc.runs.size());
+  SvgBuilder svg(kWidth, bottom + 64 + kLegendRow * LegendRows(legend) + (any_reserved ? 20 : 0),
+                 kChartClass, label);
   DrawPhaseBands(svg, doc, x, top, plot_h, unit);
   DrawByteAxis(svg, axis, y, kLeft, kWidth - kRight, "memory");
   DrawEventAxis(svg, x, span, bottom);
 
   // Marks: a dotted line and the name (marks of one name recur per iteration). Names are
   // vertical, 12 units apart at least: a mark closer than that to the last one named keeps its
-  // name in the line's tooltip only ("after bwd" and "after step" sit a few events apart).
+  // name in the line's tooltip only ("after bwd" and "after step" sit a few events apart). A name
+  // reads up from the plot's foot or, where a run's peak dot is in its way (a peak often falls
+  // at a mark), down from the plot's top; where dots are in the way of both, it is left out.
+  std::vector<std::pair<double, double>> peaks;
+  for (std::size_t i : drawn) {
+    peaks.emplace_back(x(static_cast<double>(doc.runs[i].peak.event_index)),
+                       y(static_cast<double>(doc.runs[i].peak.allocated_bytes)));
+  }
+  auto clear = [&peaks](double mx, double y0, double y1) {
+    return std::none_of(peaks.begin(), peaks.end(), [&](const std::pair<double, double>& p) {
+      return p.first > mx - 18 && p.first < mx + 4 && p.second > y0 - 5 && p.second < y1 + 5;
+    });
+  };
   double last_label_x = -1e9;
   for (const MarkSample& m : doc.runs.front().marks) {
     const double mx = x(static_cast<double>(m.event_index));
     const std::string name = fmt::format("{} (it {})", m.name, m.iteration);
     svg.Line(mx, top, mx, bottom, "#555555", 1, "2,3");
     if (mx - last_label_x < 12) continue;
-    svg.Text(mx - 3, bottom - 6, name, "start", 10, -90);
+    const double length = 6.3 * static_cast<double>(name.size());
+    if (clear(mx, bottom - 6 - length, bottom - 6)) {
+      svg.Text(mx - 3, bottom - 6, name, "start", 10, -90);
+    } else if (clear(mx, top + 18, top + 18 + length)) {
+      svg.Text(mx - 3, top + 18, name, "end", 10, -90);
+    } else {
+      continue;
+    }
     last_label_x = mx;
   }
 
-  for (std::size_t i = 0; i < doc.runs.size(); ++i) {
-    const RunResult& run = doc.runs[i];
-    const std::string name = RunLabel(doc.runs, i);
+  for (std::size_t k = 0; k < drawn.size(); ++k) {
+    const RunResult& run = doc.runs[drawn[k]];
+    const std::string name = RunLabel(doc.runs, drawn[k]);
     const MemoryTimelineData& t = run.timeline;
     std::vector<double> allocated;
     std::vector<double> reserved;
@@ -218,7 +271,7 @@ std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc, ByteUn
         reserved.insert(reserved.end(), {xx, y(static_cast<double>(p.reserved_bytes))});
       }
     }
-    const std::string_view color = SeriesColor(i);
+    const std::string_view color = SeriesColor(k);
     if (!allocated.empty()) {
       if (any_reserved) {
         svg.Polyline(reserved, color, 1.5, "6,4", fmt::format("{}: reserved", name));
@@ -244,10 +297,12 @@ std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc, ByteUn
     svg.Text(kLeft + 370, legend_top + 4, "peak allocated", "start", kFont);
   }
   std::string caption = fmt::format(
-      "Allocated{} bytes of every policy against the trace's event index; each point is the "
+      "Allocated{} bytes of {} against the trace's event index; each point is the "
       "largest figure within a span of {} event(s), so no peak is lost. Shaded bands are the "
       "phases, dotted lines the named marks, dots the peaks.",
-      any_reserved ? " (solid) and reserved (dashed)" : "", doc.runs.front().timeline.span_events);
+      any_reserved ? " (solid) and reserved (dashed)" : "",
+      drawn.size() == doc.runs.size() ? "every policy" : "each run drawn",
+      doc.runs.front().timeline.span_events);
   return ReportChart{"memory-over-time", "Memory over time", caption, svg.Finish()};
 }
 
@@ -259,7 +314,9 @@ double RowLabelWidth(const std::vector<RunResult>& runs) {
   return std::clamp(16 + 7.0 * static_cast<double>(longest), 120.0, 420.0);
 }
 
-ReportChart PeakCompositionChart(const ReportDocument& doc, ByteUnit unit) {
+ReportChart PeakCompositionChart(const ReportDocument& doc, ByteUnit unit,
+                                 const std::vector<std::size_t>& runs) {
+  const std::vector<std::size_t> drawn = RunsOrAll(doc, runs);
   const double left = RowLabelWidth(doc.runs);
   const double top = 20;
   const double bar_h = 24;
@@ -267,22 +324,21 @@ ReportChart PeakCompositionChart(const ReportDocument& doc, ByteUnit unit) {
   std::vector<Category> shown;
   Bytes most = 0;
   for (int c = 0; c < kNumCategories; ++c) {
-    for (const RunResult& run : doc.runs) {
-      if (run.peak.by_category[c] > 0) {
+    for (std::size_t i : drawn) {
+      if (doc.runs[i].peak.by_category[c] > 0) {
         shown.push_back(static_cast<Category>(c));
         break;
       }
     }
   }
-  for (const RunResult& run : doc.runs) most = std::max(most, run.peak.allocated_bytes);
-  const double plot_h = static_cast<double>(doc.runs.size()) * (bar_h + gap);
+  for (std::size_t i : drawn) most = std::max(most, doc.runs[i].peak.allocated_bytes);
+  const double plot_h = static_cast<double>(drawn.size()) * (bar_h + gap);
   const double bottom = top + plot_h;
   const ByteAxis axis = MakeByteAxisIn(most, 8, unit.bytes);
   const LinearScale x{0, axis.top_bytes(), left, kWidth - kRight - 70};
   std::vector<std::string> legend;
   for (Category c : shown) legend.emplace_back(CategoryName(c));
-  const double legend_rows = 1 + static_cast<double>(legend.size()) / 5;
-  SvgBuilder svg(kWidth, bottom + 56 + 20 * legend_rows, kChartClass,
+  SvgBuilder svg(kWidth, bottom + 56 + kLegendRow * LegendRows(legend), kChartClass,
                  "Composition of each policy's peak, by category");
   for (double tick : axis.ticks_bytes) {
     svg.Line(x(tick), top - 4, x(tick), bottom, tick == 0 ? "#444444" : "#d0d0d0");
@@ -290,10 +346,10 @@ ReportChart PeakCompositionChart(const ReportDocument& doc, ByteUnit unit) {
   }
   svg.Text((x.range_lo + x.range_hi) / 2, bottom + 34,
            fmt::format("alive at the peak ({})", axis.unit), "middle", kFont);
-  for (std::size_t i = 0; i < doc.runs.size(); ++i) {
-    const RunResult& run = doc.runs[i];
-    const std::string name = RunLabel(doc.runs, i);
-    const double y0 = top + static_cast<double>(i) * (bar_h + gap);
+  for (std::size_t row = 0; row < drawn.size(); ++row) {
+    const RunResult& run = doc.runs[drawn[row]];
+    const std::string name = RunLabel(doc.runs, drawn[row]);
+    const double y0 = top + static_cast<double>(row) * (bar_h + gap);
     svg.Text(left - 8, y0 + bar_h / 2 + 4, name, "end", kFont);
     Bytes sum = 0;
     for (Category c : shown) {
@@ -313,8 +369,8 @@ ReportChart PeakCompositionChart(const ReportDocument& doc, ByteUnit unit) {
   DrawLegend(svg, bottom + 56, legend, [&svg, &shown](double lx, double ly, std::size_t i) {
     svg.Rect(lx, ly - 6, 22, 12, CategoryColor(shown[i]));
   });
-  const bool any_oom =
-      std::any_of(doc.runs.begin(), doc.runs.end(), [](const RunResult& r) { return r.oom; });
+  const bool any_oom = std::any_of(drawn.begin(), drawn.end(),
+                                   [&doc](std::size_t i) { return doc.runs[i].oom.has_value(); });
   return {"peak-composition", "Composition of the peak",
           std::string("What is alive at each policy's peak allocated memory, stacked by category "
                       "(the trace's own tensors first, then the buffers the policy made).") +
@@ -413,13 +469,14 @@ std::optional<ReportChart> BucketLifetimesChart(const ReportDocument& doc, std::
   }
   if (lanes_dropped > 0) caption += fmt::format(" {} more lane(s) not drawn.", lanes_dropped);
   return ReportChart{fmt::format("bucket-lifetimes-{}", index + 1),
-                     fmt::format("Bucket lifetimes: {}", name), caption, svg.Finish()};
+                     fmt::format("Bucket lifetimes: {}", name), caption, svg.Finish(), index};
 }
 
-std::optional<ReportChart> FragmentationChart(const ReportDocument& doc, ByteUnit unit) {
+std::optional<ReportChart> FragmentationChart(const ReportDocument& doc, ByteUnit unit,
+                                              const std::vector<std::size_t>& drawn) {
   std::vector<std::size_t> runs;
   Bytes most = 0;
-  for (std::size_t i = 0; i < doc.runs.size(); ++i) {
+  for (std::size_t i : RunsOrAll(doc, drawn)) {
     const RunResult& run = doc.runs[i];
     if (!run.peak.fragmentation) continue;
     runs.push_back(i);
@@ -571,40 +628,93 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc, ByteUnit unit)
         fmt::format("knee: {} (the least peak reserved within {:g}% of the fastest step)",
                     PolicyAtCap(k.policy, k.bucket_cap_mb), doc.sweep->knee.time_tolerance * 100));
   }
-  // Labels sit right of their dot, at its height: the Pareto-optimal configurations, the knee
-  // and the chosen one only (every dot has its figures in its tooltip and in the sweep table). A
-  // label that would overlap one already placed goes left of its dot, else is left out rather than
-  // moved away from it.
-  struct Box {
-    double x0, x1, y;
+  // Labels: the Pareto-optimal configurations, the knee and the chosen one only (every dot has
+  // its figures in its tooltip and in the sweep table). Configurations with the same figures
+  // share a dot and one label ("unbucketed and 3 more").
+  // A label goes right of its dot, else left, above or below it, wherever it covers no other
+  // label, dot, ring or the budget's name; else it is left out rather than moved away from its
+  // dot. Widths are reckoned generously (6.3 units a character at font size 10, the widest
+  // sans-serif fonts' average), so that no two labels touch in any font.
+  auto is_chosen = [&](std::size_t i) {
+    return (budget && budget->best && *budget->best == i) || knee == i;
   };
-  std::vector<Box> placed;
+  // The configurations that share each dot, and whether the dot is labelled.
+  struct Dot {
+    std::vector<std::size_t> points;
+    bool labelled = false;
+  };
+  std::vector<Dot> dots;
   for (std::size_t i = 0; i < points.size(); ++i) {
-    const SweepPoint& p = points[i];
-    const bool chosen = (budget && budget->best && *budget->best == i) || knee == i;
-    if (p.out_of_memory || !(p.pareto || chosen)) continue;
-    const std::string label = PolicyAtCap(p.policy, p.bucket_cap_mb);
-    const double px = x(static_cast<double>(p.peak_reserved_bytes));
-    const double label_w = 5.6 * static_cast<double>(label.size());
-    const double ly = y(p.step_time_us / 1000.0) + 3.5;
-    auto fits = [&placed](const Box& box) {
-      return std::none_of(placed.begin(), placed.end(), [&box](const Box& other) {
-        return box.x0 < other.x1 && other.x0 < box.x1 && std::abs(box.y - other.y) < 11;
-      });
-    };
-    // Right of the dot, else left of it (where the right is taken or leaves the chart).
-    const Box right{px + 9, px + 9 + label_w, ly};
-    const Box left{px - 9 - label_w, px - 9, ly};
-    std::optional<Box> at;
-    if (right.x1 <= kWidth - 4 && fits(right)) {
-      at = right;
-    } else if (left.x0 >= kLeft && fits(left)) {
-      at = left;
+    if (points[i].out_of_memory) continue;
+    auto dot = std::find_if(dots.begin(), dots.end(), [&](const Dot& d) {
+      return SameFigures(points[d.points.front()], points[i]);
+    });
+    if (dot == dots.end()) dot = dots.insert(dots.end(), Dot{});
+    dot->points.push_back(i);
+    dot->labelled = dot->labelled || points[i].pareto || is_chosen(i);
+  }
+  // A dot's label names the chosen configuration, else the one the advice prefers among those
+  // with its figures (the knee of equal figures is the first in the order of preference).
+  auto named = [&](const Dot& dot) {
+    for (std::size_t i : dot.points) {
+      if (is_chosen(i)) return i;
     }
-    if (!at) continue;
-    const Box box = *at;
-    placed.push_back(box);
-    svg.Text(box.x0, box.y, label, "start", 10);
+    std::vector<SweepPoint> same;
+    for (std::size_t i : dot.points) same.push_back(points[i]);
+    return dot.points[FindKnee(same, 1e-6).knee.value_or(0)];
+  };
+  struct Box {
+    double x0, y0, x1, y1;
+    bool Overlaps(const Box& o, double margin) const {
+      return x0 < o.x1 + margin && o.x0 < x1 + margin && y0 < o.y1 + margin && o.y0 < y1 + margin;
+    }
+  };
+  auto around = [](double cx, double cy, double r) { return Box{cx - r, cy - r, cx + r, cy + r}; };
+  auto ring_of = [&](std::size_t i) {
+    return (budget && budget->best == i) ? 10.0 : knee == i ? 13.0 : 5.0;
+  };
+  std::vector<Box> taken;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (points[i].out_of_memory) continue;
+    taken.push_back(around(x(static_cast<double>(points[i].peak_reserved_bytes)),
+                           y(points[i].step_time_us / 1000.0), ring_of(i)));
+  }
+  if (budget) {
+    const double bx = x(static_cast<double>(budget->budget_bytes));
+    taken.push_back({bx, top, bx + 4 + 7.2 * 16, top + 16});  // "budget 256 MiB"
+  }
+  for (const Dot& dot : dots) {
+    if (!dot.labelled) continue;
+    const std::size_t i = named(dot);
+    const SweepPoint& p = points[i];
+    const std::string label =
+        PolicyAtCap(p.policy, p.bucket_cap_mb) +
+        (dot.points.size() > 1 ? fmt::format(" and {} more", dot.points.size() - 1)
+                               : std::string());
+    const double px = x(static_cast<double>(p.peak_reserved_bytes));
+    const double py = y(p.step_time_us / 1000.0);
+    const double w = 6.3 * static_cast<double>(label.size());
+    const double gap = ring_of(i) + 4;
+    // Above or below: centred on the dot, moved sideways as far as the plot needs.
+    const double mid_x0 = std::clamp(px - w / 2, kLeft, std::max(kLeft, kWidth - 4 - w));
+    // Text boxes: 9 units above the baseline to 3 below.
+    const std::vector<Box> candidates = {
+        {px + gap, py - 5.5, px + gap + w, py + 6.5},   // right
+        {px - gap - w, py - 5.5, px - gap, py + 6.5},   // left
+        {mid_x0, py - gap - 12, mid_x0 + w, py - gap},  // above
+        {mid_x0, py + gap, mid_x0 + w, py + gap + 12},  // below
+    };
+    const Box own = around(px, py, ring_of(i));
+    auto free = [&](const Box& box) {
+      return box.x0 >= kLeft && box.x1 <= kWidth - 4 && box.y0 >= 0 && box.y1 <= bottom &&
+             std::none_of(taken.begin(), taken.end(), [&](const Box& other) {
+               return box.Overlaps(other, 2) && !(other.x0 == own.x0 && other.y0 == own.y0);
+             });
+    };
+    auto at = std::find_if(candidates.begin(), candidates.end(), free);
+    if (at == candidates.end()) continue;
+    taken.push_back(*at);
+    svg.Text(at->x0, at->y1 - 3, label, "start", 10);
   }
   const double legend_top = bottom + 60;
   svg.Circle(kLeft + 6, legend_top, 5, SeriesColor(1));
@@ -651,12 +761,46 @@ std::optional<ReportChart> ParetoChart(const ReportDocument& doc, ByteUnit unit)
 
 std::vector<ReportChart> ReportCharts(const ReportDocument& doc, const std::string& prefix,
                                       ByteUnit unit) {
+  const RunSelection selection = SelectRuns(doc);
   std::vector<ReportChart> charts;
+  // The chart of `runs` (`drawn_as` says which they are) and, where they are not every run, the
+  // chart of every run after it, folded.
+  auto add = [&](auto draw, const std::vector<std::size_t>& runs, const std::string& drawn_as) {
+    std::optional<ReportChart> chart = draw(runs);
+    if (!chart) return;
+    if (runs.size() == doc.runs.size()) {
+      charts.push_back(std::move(*chart));
+      return;
+    }
+    ReportChart all = *draw(std::vector<std::size_t>{});
+    chart->caption +=
+        fmt::format(" {} of the {} runs are drawn: {}; every run is on the chart folded below.",
+                    runs.size(), doc.runs.size(), drawn_as);
+    all.id += "-all";
+    all.title += ", every run";
+    all.folded_summary = fmt::format("{}: every run ({})", chart->title, doc.runs.size());
+    charts.push_back(std::move(*chart));
+    charts.push_back(std::move(all));
+  };
+  const std::string per_policy = "one per policy, " + ShownRunsText(selection);
+  const std::string series =
+      selection.series == selection.shown
+          ? per_policy
+          : std::string(
+                "the recommended run, the first policy given and the Pareto-optimal "
+                "ones first, then the others in the page's order") +
+                (selection.Folds() ? ", each policy at the cap it is shown at" : "");
   // A sweep's question is the trade-off: its chart comes first.
   if (auto chart = ParetoChart(doc, unit)) charts.push_back(std::move(*chart));
-  if (auto chart = MemoryOverTimeChart(doc, unit)) charts.push_back(std::move(*chart));
-  charts.push_back(PeakCompositionChart(doc, unit));
-  if (auto chart = FragmentationChart(doc, unit)) charts.push_back(std::move(*chart));
+  add([&](const std::vector<std::size_t>& runs) { return MemoryOverTimeChart(doc, unit, runs); },
+      selection.series, series);
+  add(
+      [&](const std::vector<std::size_t>& runs) {
+        return std::optional<ReportChart>(PeakCompositionChart(doc, unit, runs));
+      },
+      selection.shown, per_policy);
+  add([&](const std::vector<std::size_t>& runs) { return FragmentationChart(doc, unit, runs); },
+      selection.shown, per_policy);
   for (std::size_t i = 0; i < doc.runs.size(); ++i) {
     if (auto chart = BucketLifetimesChart(doc, i, unit)) charts.push_back(std::move(*chart));
   }

@@ -118,6 +118,7 @@ void ReadContext(const Node& node, ReportContext& context) {
     for (const Node& arg : node["argv"].Items()) context.argv.push_back(arg.String());
   }
   context.backend = node["backend"].String();
+  context.time_profile = node.Has("time_profile") ? node["time_profile"].String() : "none";
   context.trace_name = node["trace_name"].String();
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "report/console_table.h"
+#include "report/sweep_report.h"
 
 namespace bucketsim {
 
@@ -13,6 +14,37 @@ std::string TraceSummaryText(const ReportDocument& doc) {
       "iteration(s); memory model {}, backend {}.",
       t.world_size, t.rank, t.fsdp_instances, t.process_groups, t.events, t.iterations,
       doc.context.memory_model, doc.context.backend);
+}
+
+Recommendation RecommendationOf(const ReportDocument& doc, const SweepSection& choices,
+                                ByteUnit unit) {
+  Recommendation recommendation;
+  if (choices.points.size() < 2) return recommendation;
+  recommendation.headline = RecommendationHeadline(choices, unit);
+  recommendation.paragraphs = SweepRecommendation(choices, unit);
+  if (!recommendation.empty() && doc.context.backend == "sim" &&
+      doc.context.time_profile == "none") {
+    recommendation.paragraphs.emplace_back(kNoProfileNote);
+  }
+  return recommendation;
+}
+
+std::string AcrossDocumentsText(const std::vector<ReportDocument>& docs, ByteUnit unit) {
+  std::vector<std::string> traces;
+  std::vector<const SweepSection*> sweeps;
+  for (const ReportDocument& doc : docs) {
+    if (!doc.sweep) return "";
+    traces.push_back(doc.context.trace_name);
+    sweeps.push_back(&*doc.sweep);
+  }
+  return DescribeBudgetAcrossTraces(traces, sweeps, unit);
+}
+
+std::string ShownRunsText(const RunSelection& selection) {
+  return fmt::format(
+      "{} at its own knee (the least peak reserved within {:g}% of its fastest step)",
+      Recommended(selection.choices) ? "the recommended run, and each other policy" : "each policy",
+      selection.choices.knee.time_tolerance * 100);
 }
 
 std::string PeakText(const RunResult& run, ByteUnit unit) {

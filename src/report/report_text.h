@@ -10,6 +10,7 @@
 
 #include "report/byte_unit.h"
 #include "report/report_document.h"
+#include "report/run_selection.h"
 
 namespace bucketsim {
 
@@ -21,6 +22,31 @@ inline constexpr std::string_view kSweepParetoNote =
 inline constexpr std::string_view kNoTimelineNote =
     "This report has no memory timeline (written by an older bucketsim): no memory-over-time "
     "chart.";
+
+// Under the recommendation of a sim replay without --profile (as under `sweep`'s table).
+inline constexpr std::string_view kNoProfileNote =
+    "No --profile: copies and collectives cost nothing, so step times are compute alone.";
+
+// The recommendation at the top of a page: the headline naming the run to use, then the
+// paragraphs that make the case and give its setting (sweep_report.h SweepRecommendation), and
+// for a sim replay without a time profile kNoProfileNote. Empty for a page of one run.
+struct Recommendation {
+  std::string headline;  // empty when nothing is recommended (nothing fits the budget)
+  std::vector<std::string> paragraphs;
+  bool empty() const { return headline.empty() && paragraphs.empty(); }
+};
+// `choices`: the page's (report/run_selection.h ChoicesOf).
+Recommendation RecommendationOf(const ReportDocument& doc, const SweepSection& choices,
+                                ByteUnit unit = kMiBUnit);
+
+// Several sweeps on one page (`sweep TRACE...`) with a budget: what fits it on every trace
+// (sweep_report.h DescribeBudgetAcrossTraces); "" for any other page.
+std::string AcrossDocumentsText(const std::vector<ReportDocument>& docs, ByteUnit unit);
+
+// Which run of each policy a page shows up front (RunSelection::shown): "the recommended run,
+// and each other policy at its own knee (the least peak reserved within 1% of its fastest
+// step)".
+std::string ShownRunsText(const RunSelection& selection);
 
 // "World size 8, rank 0, 26 FSDP instances, ... memory model caching, backend sim."
 std::string TraceSummaryText(const ReportDocument& doc);

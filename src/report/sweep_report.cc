@@ -247,18 +247,61 @@ Table BuildSweepTable(const SweepSection& sweep, ByteUnit unit) {
   return table;
 }
 
+Table BuildParetoSweepTable(const SweepSection& sweep, ByteUnit unit) {
+  Table table = BuildSweepTable(sweep, unit);
+  // Row r is the point SweepTableRows()[r]: after a cap search the table lists only some of the
+  // points, so rows do not follow points.
+  const std::vector<std::size_t> points = SweepTableRows(sweep);
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t r = 0; r < points.size(); ++r) {
+    if (sweep.points[points[r]].pareto) rows.push_back(std::move(table.rows[r]));
+  }
+  table.rows = std::move(rows);
+  return table;
+}
+
 std::vector<std::string> SweepAdvice(const SweepSection& sweep, ByteUnit unit) {
-  std::vector<std::string> paragraphs = {DescribeSearch(sweep), DescribeCoverage(sweep),
-                                         DescribeKnee(sweep, unit)};
+  std::vector<std::string> paragraphs = SweepFindings(sweep, unit);
+  for (std::string& paragraph : SweepRecommendation(sweep, unit)) {
+    paragraphs.push_back(std::move(paragraph));
+  }
+  return paragraphs;
+}
+
+std::vector<std::string> SweepFindings(const SweepSection& sweep, ByteUnit unit) {
+  std::vector<std::string> paragraphs = {DescribeSearch(sweep), DescribeCoverage(sweep)};
+  // With a budget the budget's answer is the recommendation; the knee is a finding beside it.
+  if (sweep.budget) paragraphs.push_back(DescribeKnee(sweep, unit));
+  std::erase_if(paragraphs, [](const std::string& p) { return p.empty(); });
+  return paragraphs;
+}
+
+std::vector<std::string> SweepRecommendation(const SweepSection& sweep, ByteUnit unit) {
+  std::vector<std::string> paragraphs;
   if (sweep.budget) {
     paragraphs.push_back(DescribeBudget(sweep.points, *sweep.budget, unit) +
                          (sweep.budget->best
                               ? DescribeTies(sweep.points, *sweep.budget->best, sweep.budget->ties)
                               : ""));
+  } else {
+    paragraphs.push_back(DescribeKnee(sweep, unit));
   }
   paragraphs.push_back(DescribeSetting(sweep));
   std::erase_if(paragraphs, [](const std::string& p) { return p.empty(); });
   return paragraphs;
+}
+
+std::string RecommendationHeadline(const SweepSection& sweep, ByteUnit unit) {
+  const std::optional<std::size_t> chosen = Recommended(sweep);
+  if (!chosen) return "";
+  const std::string name = Name(sweep.points[*chosen]);
+  if (sweep.budget) {
+    return fmt::format("Recommended: {}, the fastest configuration that fits the budget of {}.",
+                       name, WithUnit(sweep.budget->budget_bytes, unit));
+  }
+  return fmt::format(
+      "Recommended: {}, the least peak reserved memory within {:g}% of the fastest step.", name,
+      sweep.knee.time_tolerance * 100);
 }
 
 std::string DescribeBudget(const std::vector<SweepPoint>& points, const BudgetAnswer& answer,

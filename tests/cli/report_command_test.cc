@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -217,7 +218,8 @@ TEST_F(ReportCommand, ASweepReportGetsItsTableAndParetoChart) {
   std::string svg = ReadFile(out + "/charts/pareto.svg");
   EXPECT_NE(svg.find("<title>chosen within the budget: backward-only @ 1 MiB</title>"),
             std::string::npos);
-  EXPECT_NE(svg.find(">unbucketed</text>"), std::string::npos);
+  // unbucketed and backward-only at 0.0625 MiB (which buckets nothing) share a dot and a label.
+  EXPECT_NE(svg.find(">unbucketed and 1 more</text>"), std::string::npos);
   EXPECT_NE(ReadFile(out + "/report.html").find("<h2>Sweep</h2>"), std::string::npos);
 }
 
@@ -280,6 +282,12 @@ std::size_t TableRowsAfter(const std::string& page, std::size_t from) {
   return rows;
 }
 
+std::size_t Count(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 std::size_t ParetoPoints(const nlohmann::json& report) {
   std::size_t pareto = 0;
   for (const auto& point : report["sweep"]["points"]) pareto += point["pareto"].get<bool>();
@@ -329,6 +337,67 @@ TEST_F(ReportCommand, ACollapsedSweepOfTwoTracesListsEachOnesParetoConfiguration
     EXPECT_GT(ParetoPoints(report), 0u);
     EXPECT_EQ(TableRowsAfter(page, at), ParetoPoints(report));
   }
+}
+
+// A cap search of three policies of two frameworks: the page opens with its recommendation,
+// shows one row per policy in its tables and one line per policy in its memory chart, and keeps
+// every run folded (issue 22: 13 near-identical rows, 13 bucket lifetime sections, 16 lines).
+TEST_F(ReportCommand, APageOfManyRunsLeadsWithItsRecommendationAndFoldsTheOtherCaps) {
+  const std::string json = testing::WriteTempFile("many-runs.json", "");
+  BinaryResult run =
+      RunBucketsim({"sweep", "traces/gpt-4l-h256-ws4.json", "--bucket-cap-mb", "1,5,25,auto",
+                    "--policy", "backward-only", "--policy", "ddp", "--policy", "unbucketed",
+                    "--profile", "traces/profiles/h100-8gpu-nvlink.json", "--json", json});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::size_t runs = nlohmann::json::parse(ReadFile(json))["policies"].size();
+  ASSERT_GT(runs, 20u);
+  const std::string out = std::filesystem::path(json).parent_path().string() + "/many-runs";
+  ASSERT_EQ(RunBucketsim({"report", json, "-o", out}).exit_code, 0);
+  const std::string md = ReadFile(out + "/report.md");
+  const std::size_t recommendation = md.find("\n## Recommendation\n\n**Recommended: ");
+  ASSERT_NE(recommendation, std::string::npos) << md.substr(0, 2000);
+  EXPECT_LT(recommendation, md.find("\n## Policies\n"));
+  // The recommendation is the sweep's advice, as the terminal prints it.
+  const std::size_t setting = run.out.find("Setting for ");
+  ASSERT_NE(setting, std::string::npos);
+  EXPECT_NE(md.find(run.out.substr(setting, 60)), std::string::npos);
+  // Policies and Across frameworks: a row per policy, the table of every run folded.
+  const std::string one_row =
+      "One row per policy: the recommended run, and each other policy at its own knee";
+  EXPECT_EQ(Count(md, one_row), 2u);
+  EXPECT_EQ(Count(md, fmt::format("<details>\n<summary>Every run ({})</summary>", runs)), 2u);
+  const std::size_t frameworks = md.find("\n## Across frameworks\n");
+  ASSERT_NE(frameworks, std::string::npos);
+  const std::string shown = md.substr(frameworks, md.find("<details>", frameworks) - frameworks);
+  EXPECT_EQ(Count(shown, "\n| backward-only |"), 1u) << shown;
+  EXPECT_EQ(Count(shown, "\n| ddp |"), 1u) << shown;
+  EXPECT_EQ(Count(shown, "\n| unbucketed |"), 1u) << shown;
+  // The memory chart of every run is a file the page links.
+  EXPECT_NE(md.find(fmt::format(
+                "[Memory over time: every run ({})](charts/memory-over-time-all.svg)", runs)),
+            std::string::npos);
+  EXPECT_EQ(Count(ReadFile(out + "/charts/memory-over-time-all.svg"), ": allocated</title>"), runs);
+  EXPECT_EQ(Count(ReadFile(out + "/charts/memory-over-time.svg"), ": allocated</title>"), 3u);
+  // The HTML page: the recommendation before the first table; the other runs' sections folded.
+  const std::string html = ReadFile(out + "/report.html");
+  EXPECT_LT(html.find("<section class=\"advice\">\n<h2>Recommendation</h2>"), html.find("<table"));
+  const std::size_t folded = html.find("<summary>Peaks of the other runs (");
+  ASSERT_NE(folded, std::string::npos);
+  EXPECT_EQ(Count(html.substr(0, folded), "</code>)</h2>"), 3u);  // a section per policy
+  EXPECT_EQ(Count(html.substr(folded), "</code>)</h2>"), runs - 3);
+}
+
+// A comparison recommends too: the least peak reserved within 1% of the fastest step, here
+// without a profile (so the page says the steps are compute alone).
+TEST_F(ReportCommand, AComparisonRecommendsAPolicy) {
+  BinaryResult run = RunBucketsim({"compare", "traces/tiny-ws2.json", "--format", "markdown"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::size_t at = run.out.find("\n## Recommendation\n\n**Recommended: ");
+  ASSERT_NE(at, std::string::npos) << run.out;
+  EXPECT_LT(at, run.out.find("\n## Policies\n"));
+  EXPECT_NE(run.out.find("the least peak reserved memory within 1% of the fastest step.**"),
+            std::string::npos);
+  EXPECT_NE(run.out.find("No --profile: copies and collectives cost nothing"), std::string::npos);
 }
 
 }  // namespace

@@ -15,10 +15,20 @@ Usage: browser_test.py BUCKETSIM_BINARY SOURCE_DIR
 4. chromium --screenshot renders it: the PNG (decoded here with zlib) is not blank.
 5. A control page with a failing image fetch and a script error must be caught by step 3, so a
    check that cannot fail cannot pass.
-6. Layout, on the fresh page and on the shipped compare and sweep examples (reports/examples/),
-   at the window width: no table wider than the page (the Policies table's 14 columns included),
-   no table cell whose text is cut, every chart's text inside its chart, and no two labels of a
-   chart on top of each other. A control page with each fault must be caught.
+6. Layout, at window widths of 1024 and 1600 px, on the fresh page, on the shipped examples
+   (reports/examples/: compare, frameworks, sweep, two-trace sweep) and on pages of many runs
+   written here: a compare of seven policies of four frameworks, a cap search (`--bucket-cap-mb
+   1,5,25,auto`) of four policies of three frameworks (36 runs) and a cap search of two traces
+   with a budget: no table wider than the page (the Policies table's 14 columns included), no
+   table cell whose text is cut, every chart's text inside its chart, no two labels of a chart
+   on top of each other and no label over a dot or ring. A control page with each fault must be
+   caught.
+   What a reader sees before opening anything (every <details> closed), on every page: each
+   report with more than one run opens with its recommendation (section.advice, before its first
+   table); no chart draws more than six runs' lines; the cap searches show one row per policy in
+   their "Across frameworks" table and one "Bucket lifetimes" chart per bucketing policy, with
+   every run in the folded table and chart. A control page that breaks each of these must be
+   caught.
 7. One unit per page (src/report/byte_unit.h): every memory figure of a page, in its tables,
    charts, tooltips and sentences, is in one binary unit, the one its largest peak calls for
    (MiB for the tiny trace and the sweep example, GiB for the gpt-24l examples); only the bucket
@@ -54,7 +64,7 @@ def find_chromium():
     return None
 
 
-def chromium_run(chromium, args, profile):
+def chromium_run(chromium, args, profile, width=1100):
     command = [
         chromium, "--headless", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
         "--disable-extensions", "--disable-background-networking", "--disable-sync",
@@ -64,7 +74,7 @@ def chromium_run(chromium, args, profile):
         # --v=1 logs the page's console messages ("INFO:CONSOLE..."); the virtual time budget
         # lets the load event's handlers run before the DOM is dumped.
         "--enable-logging=stderr", "--v=1", "--virtual-time-budget=3000",
-        "--window-size=1100,1400",
+        f"--window-size={width},1400",
     ]
     if os.geteuid() == 0:
         command.append("--no-sandbox")  # chromium refuses to run as root with its sandbox
@@ -88,9 +98,9 @@ window.addEventListener("load", function () {
 </script>"""
 
 
-def load(chromium, html_path, profile):
+def load(chromium, html_path, profile, width=1100):
     """The rendered DOM and the console lines the page logged."""
-    result = chromium_run(chromium, ["--dump-dom", "file://" + html_path], profile)
+    result = chromium_run(chromium, ["--dump-dom", "file://" + html_path], profile, width)
     if result.returncode != 0:
         fail(f"chromium --dump-dom exited {result.returncode}: {result.stderr[-2000:]}")
     console = [line.strip() for line in result.stderr.splitlines() if ":CONSOLE" in line]
@@ -113,10 +123,61 @@ def probe(chromium, html_path, profile):
 
 
 # Measures the rendered page: tables wider than their box, cells whose text is cut, chart texts
-# outside their <svg>, chart texts overlapping another (more than 2 px each way).
+# outside their <svg>, chart texts overlapping another (more than 2 px each way). First, with
+# every <details> closed, what a reader sees up front: the recommendation of each report, the
+# runs each chart draws, the rows of "Across frameworks" and the bucket lifetime charts.
 LAYOUT_PROBE = """<script>
 window.addEventListener("load", function () {
   var faults = [];
+  function folded(el) {
+    for (var p = el.parentElement; p; p = p.parentElement) {
+      if (p.tagName === "DETAILS" && !p.open) return true;
+    }
+    return false;
+  }
+  // A memory chart's line per run: "<run>: allocated".
+  function series(svg) {
+    return Array.prototype.filter.call(svg.querySelectorAll("polyline > title"), function (t) {
+      return / allocated$/.test(t.textContent);
+    }).length;
+  }
+  var seen = {reports: [], charts: [], frameworks: [], lifetimes: 0};
+  var scopes = document.querySelectorAll("section.report");
+  if (!scopes.length) scopes = [document.querySelector("main") || document.body];
+  Array.prototype.forEach.call(scopes, function (scope) {
+    var advice = scope.querySelector("section.advice");
+    var table = scope.querySelector("table");
+    seen.reports.push({
+      runs: scope.querySelectorAll("h2 > code, h3 > code").length,
+      advice: advice && !folded(advice) ? advice.textContent.trim().replace(/\\s+/g, " ") : "",
+      before_tables: !!advice && (!table ||
+          !!(advice.compareDocumentPosition(table) & Node.DOCUMENT_POSITION_FOLLOWING))
+    });
+  });
+  document.querySelectorAll("svg.bucketsim-chart").forEach(function (svg) {
+    seen.charts.push({label: svg.getAttribute("aria-label"), series: series(svg),
+                      folded: folded(svg)});
+  });
+  document.querySelectorAll("h2, h3").forEach(function (h) {
+    var text = h.textContent.trim();
+    if (/^Bucket lifetimes/.test(text) && !folded(h)) seen.lifetimes += 1;
+    if (text !== "Across frameworks") return;
+    var shown = null, all = 0;
+    for (var el = h.nextElementSibling; el && !/^H[23]$/.test(el.tagName);
+         el = el.nextElementSibling) {
+      el.querySelectorAll("table").forEach(function (t) {
+        var rows = t.querySelectorAll("tbody tr");
+        all = Math.max(all, rows.length);
+        if (shown === null && !folded(t)) {
+          shown = Array.prototype.map.call(rows, function (r) {
+            return r.cells[0].textContent.trim();
+          });
+        }
+      });
+    }
+    seen.frameworks.push({shown: shown || [], all: all});
+  });
+  document.documentElement.setAttribute("data-seen", JSON.stringify(seen));
   // Collapsed sections are measured open: what a reader sees after a click counts too.
   document.querySelectorAll("details").forEach(function (d) { d.open = true; });
   function short(t) { return (t || "").trim().slice(0, 40); }
@@ -134,8 +195,16 @@ window.addEventListener("load", function () {
     var box = svg.getBoundingClientRect();
     var texts = Array.prototype.slice.call(svg.querySelectorAll("text"));
     var rects = texts.map(function (t) { return t.getBoundingClientRect(); });
+    var dots = Array.prototype.map.call(svg.querySelectorAll("circle"), function (c) {
+      return c.getBoundingClientRect();
+    });
     texts.forEach(function (t, i) {
       var r = rects[i];
+      dots.forEach(function (q) {
+        var w = Math.min(r.right, q.right) - Math.max(r.left, q.left);
+        var h = Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top);
+        if (w > 2 && h > 2) faults.push("label over a dot: " + short(t.textContent));
+      });
       if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 ||
           r.bottom > box.bottom + 1) {
         faults.push("label outside its chart (" + svg.getAttribute("aria-label").slice(0, 30) +
@@ -157,19 +226,56 @@ window.addEventListener("load", function () {
 </script>"""
 
 
-def layout_faults(chromium, html_path, profile, work_dir):
-    """What the layout probe found on a copy of the page (in `work_dir`, same resources)."""
-    html = open(html_path, encoding="utf-8").read()
-    copy = os.path.join(work_dir, os.path.basename(os.path.dirname(html_path)) + ".layout.html")
-    with open(copy, "w", encoding="utf-8") as f:
-        f.write(re.sub(r"<head>", "<head>" + LAYOUT_PROBE, html, count=1) if "<head>" in html
-                else LAYOUT_PROBE + html)
-    dom, _ = load(chromium, copy, profile)
-    found = re.search(r'data-layout="([^"]*)"', dom)
+def probed_attribute(dom, name, copy):
+    found = re.search(name + r'="([^"]*)"', dom)
     if not found:
         fail(f"the layout probe did not run on {copy}")
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&")
                       .replace("&lt;", "<").replace("&gt;", ">"))
+
+
+def layout_probe(chromium, html_path, profile, work_dir, width):
+    """(layout faults, what is seen up front) the layout probe found on a copy of the page (in
+    `work_dir`, same resources) in a window `width` px wide."""
+    html = open(html_path, encoding="utf-8").read()
+    name = os.path.basename(html_path)[:-len(".html")] + "-" + os.path.basename(
+        os.path.dirname(html_path))
+    copy = os.path.join(work_dir, f"{name}.{width}.layout.html")
+    with open(copy, "w", encoding="utf-8") as f:
+        f.write(html.replace("<head>", "<head>" + LAYOUT_PROBE, 1) if "<head>" in html
+                else LAYOUT_PROBE + html)
+    dom, _ = load(chromium, copy, profile, width)
+    return probed_attribute(dom, "data-layout", copy), probed_attribute(dom, "data-seen", copy)
+
+
+# At most this many runs' lines on a chart a reader sees up front (report/run_selection.h).
+MAX_SERIES = 6
+
+
+def reading_faults(seen, many_runs):
+    """What a reader of a page of many runs would miss or wade through up front. `many_runs`:
+    (runs, policies, bucketing policies) of a cap search, whose rows and charts must fold."""
+    faults = []
+    for i, report in enumerate(seen["reports"]):
+        if report["runs"] > 1 and not report["advice"].startswith("Recommendation"):
+            faults.append(f"report {i + 1}: no recommendation up front")
+        elif report["runs"] > 1 and not report["before_tables"]:
+            faults.append(f"report {i + 1}: the recommendation comes after a table")
+    for chart in seen["charts"]:
+        if not chart["folded"] and chart["series"] > MAX_SERIES:
+            faults.append(f"{chart['series']} runs' lines on a chart: {chart['label']}")
+    if many_runs:
+        runs, policies, bucketing = many_runs
+        if not any(c["folded"] and c["series"] == runs for c in seen["charts"]):
+            faults.append(f"no folded chart of all {runs} runs")
+        for table in seen["frameworks"]:
+            if len(table["shown"]) != policies or len(set(table["shown"])) != policies:
+                faults.append(f"Across frameworks rows up front: {table['shown']}")
+            if table["all"] != runs:
+                faults.append(f"Across frameworks: {table['all']} rows folded, not {runs}")
+        if seen["lifetimes"] != bucketing:
+            faults.append(f"{seen['lifetimes']} bucket lifetime charts up front, not {bucketing}")
+    return faults
 
 
 # What a page may state in MiB whatever its unit: the bucket cap, a setting (fairscale's
@@ -253,12 +359,28 @@ def main():
         report_json = os.path.join(tmp, "compare.json")
         sweep_json = os.path.join(tmp, "sweep.json")
         out_dir = os.path.join(tmp, "page")
+        profile_json = "traces/profiles/h100-8gpu-nvlink.json"
+        many = {name: os.path.join(tmp, name, "report.html")
+                for name in ("frameworks", "auto", "two-traces")}
+        for page in many.values():
+            os.makedirs(os.path.dirname(page))
         for args in (["compare", "traces/tiny-ws2.json", "--json", report_json],
                      ["sweep", "traces/tiny-ws2.json", "--bucket-cap-mb", "0.0625,1", "--policy",
                       "backward-only", "--policy", "unbucketed", "--profile",
                       "traces/profiles/h100-8gpu-nvlink.json", "--budget", "8MiB", "--json",
                       sweep_json],
-                     ["report", report_json, sweep_json, "-o", out_dir]):
+                     ["report", report_json, sweep_json, "-o", out_dir],
+                     ["compare", "traces/gpt-24l-h1024-ws8.json", "--policy", "backward-only",
+                      "--policy", "ddp", "--policy", "zero12", "--policy", "megatron", "--policy",
+                      "fsdp2", "--policy", "hold-until-end", "--policy", "unbucketed",
+                      "--profile", profile_json, "--html", many["frameworks"]],
+                     ["sweep", "traces/gpt-24l-h1024-ws8.json", "--bucket-cap-mb", "1,5,25,auto",
+                      "--policy", "backward-only", "--policy", "ddp", "--policy", "fsdp2",
+                      "--policy", "unbucketed", "--profile", profile_json, "--html",
+                      many["auto"]],
+                     ["sweep", "traces/gpt-4l-h256-ws4.json", "traces/convnet-ws2.json",
+                      "--bucket-cap-mb", "1,5,25,auto", "--profile", profile_json, "--budget",
+                      "256MiB", "--html", many["two-traces"]]):
             run = subprocess.run([binary] + args, cwd=source_dir, capture_output=True, text=True)
             if run.returncode != 0:
                 fail(f"bucketsim {' '.join(args)} exited {run.returncode}: {run.stderr}")
@@ -276,10 +398,11 @@ def main():
         # The compare of tiny-ws2, caching model, four policies: memory over time, peak
         # composition, fragmentation, and bucket lifetimes for the three bucketing policies (6);
         # the sweep (backward-only at two caps, unbucketed): the Pareto chart, memory over time,
-        # peak composition, fragmentation, and bucket lifetimes for backward-only at 1 MB (at
-        # 0.0625 MB every gradient is larger than the bucket and bypasses it) (5).
-        if expected_charts != 11:
-            fail(f"report.html has {expected_charts} charts, expected 11")
+        # peak composition and fragmentation of one run per policy and, folded, of every run,
+        # and bucket lifetimes for backward-only at 1 MB (at 0.0625 MB every gradient is larger
+        # than the bucket and bypasses it) (8).
+        if expected_charts != 14:
+            fail(f"report.html has {expected_charts} charts, expected 14")
 
         profile = os.path.join(tmp, "profile")
         # 3. Loaded from disk: no network or console errors, every chart in the rendered DOM.
@@ -324,14 +447,53 @@ def main():
             fail("the control page's failed fetch and script error went unnoticed")
         print(f"control page: {len(control_problems)} problem(s) caught as expected")
 
-        # 6. Layout of the fresh page and of the shipped examples.
-        pages = [html_path] + [os.path.join(source_dir, "reports", "examples", name, "report.html")
-                               for name in ("gpt-24l-h1024-ws8", "sweep-gpt-4l-h256-ws4")]
-        for page in pages:
-            faults = layout_faults(chromium, page, profile, tmp)
-            if faults:
-                fail(f"layout of {page}:\n  " + "\n  ".join(faults[:20]))
-            print(f"layout of {os.path.relpath(page, tmp) if page == html_path else page}: ok")
+        # 6. Layout of the fresh pages and of the shipped examples, at two widths, and what a
+        # reader sees up front. The cap search of four policies makes 36 runs (17 caps for each
+        # of backward-only and ddp; fsdp2 and unbucketed fix their own); at the caps shown, two
+        # make bucket buffers (ddp and fsdp2: backward-only is shown at its knee, cap 1 MiB,
+        # where every request bypasses the bucket).
+        examples = os.path.join(source_dir, "reports", "examples")
+        pages = [(html_path, None), (many["frameworks"], None), (many["auto"], (36, 4, 2)),
+                 (many["two-traces"], None)] + [
+                     (os.path.join(examples, name, "report.html"), None)
+                     for name in ("gpt-24l-h1024-ws8", "frameworks-gpt-24l-h1024-ws8",
+                                  "sweep-gpt-4l-h256-ws4", "sweeps-gpt-4l-and-convnet")]
+        for page, many_runs in pages:
+            for width in (1024, 1600):
+                faults, seen = layout_probe(chromium, page, profile, tmp, width)
+                faults += reading_faults(seen, many_runs)
+                if faults:
+                    fail(f"layout of {page} at {width} px:\n  " + "\n  ".join(faults[:20]))
+            shown = max((c["series"] for c in seen["charts"] if not c["folded"]), default=0)
+            print(f"layout of {page} at 1024 and 1600 px: ok ({len(seen['reports'])} "
+                  f"report(s), each with its recommendation; at most {shown} lines a chart)")
+        # A page with no recommendation, a chart of seven runs' lines, the same policy twice in
+        # its Across frameworks table and every bucket lifetime chart up front.
+        unread = os.path.join(tmp, "unread", "report.html")
+        os.makedirs(os.path.dirname(unread))
+        lines = "".join(f"<polyline points='0,0 1,1'><title>p{i}: allocated</title></polyline>"
+                        for i in range(7))
+        with open(unread, "w", encoding="utf-8") as f:
+            f.write('<!DOCTYPE html><html><head></head><body><main>'
+                    '<h2>Policies</h2><table><tr><td>p</td></tr></table>'
+                    '<section class="advice"><h2>Recommendation</h2><p>late</p></section>'
+                    '<h2>Across frameworks</h2><div class="table-wrap"><table><tbody>'
+                    '<tr><td>ddp</td></tr><tr><td>ddp</td></tr></tbody></table></div>'
+                    '<svg class="bucketsim-chart" aria-label="memory" viewBox="0 0 100 100">' +
+                    lines + '</svg><h2>Bucket lifetimes: ddp @ 1 MiB</h2>'
+                    '<h2>Bucket lifetimes: ddp @ 5 MiB</h2>'
+                    '<h2>ddp (<code>a</code>)</h2><h2>ddp (<code>b</code>)</h2></main></body></html>')
+        _, seen = layout_probe(chromium, unread, profile, tmp, 1024)
+        caught = reading_faults(seen, (2, 1, 1))
+        for kind in ("report 1: the recommendation comes after a table", "7 runs' lines",
+                     "no folded chart", "Across frameworks rows up front",
+                     "2 bucket lifetime charts up front"):
+            if not any(fault.startswith(kind) for fault in caught):
+                fail(f"the reading control's '{kind}' went unnoticed: {caught}")
+        seen["reports"][0]["advice"] = ""
+        if "report 1: no recommendation up front" not in reading_faults(seen, None):
+            fail(f"the reading control's missing recommendation went unnoticed: {seen}")
+        print(f"reading control page: {len(caught)} fault(s) caught as expected")
         bad_layout = os.path.join(tmp, "bad-layout", "report.html")
         os.makedirs(os.path.dirname(bad_layout))
         with open(bad_layout, "w", encoding="utf-8") as f:
@@ -344,16 +506,16 @@ def main():
                     '<svg class="bucketsim-chart" aria-label="control" viewBox="0 0 200 100" '
                     'width="200" height="100"><text x="-30" y="50">clipped label</text>'
                     '<text x="100" y="80">after bwd</text><text x="104" y="80">after step</text>'
+                    '<circle cx="40" cy="20" r="5"/><text x="30" y="24">fsdp2</text>'
                     '</svg></body></html>')
-        faults = layout_faults(chromium, bad_layout, profile, tmp)
+        faults, _ = layout_probe(chromium, bad_layout, profile, tmp, 1024)
         for kind in ("table wider than the page", "cut cell", "label outside its chart",
-                     "labels overlap"):
+                     "labels overlap", "label over a dot"):
             if not any(fault.startswith(kind) for fault in faults):
                 fail(f"the layout control's '{kind}' went unnoticed: {faults}")
         print(f"layout control page: {len(faults)} fault(s) caught as expected")
 
         # 7. One unit per page, the one its data calls for.
-        examples = os.path.join(source_dir, "reports", "examples")
         for page, unit in ((html_path, "MiB"),
                            (os.path.join(examples, "sweep-gpt-4l-h256-ws4", "report.html"), "MiB"),
                            (os.path.join(examples, "gpt-24l-h1024-ws8", "report.html"), "GiB"),

@@ -10,6 +10,7 @@
 #include "engine/sweep_summary.h"
 #include "io/trace_reader.h"
 #include "memory/make_memory_model.h"
+#include "report/run_selection.h"
 
 namespace bucketsim {
 namespace {
@@ -203,8 +204,13 @@ TEST(ReportCharts, ASweepComesFirstAndNamesEachRunWithItsCap) {
   ASSERT_GE(charts.size(), 2u);
   EXPECT_EQ(charts[0].id, "pareto");
   EXPECT_EQ(charts[1].id, "memory-over-time");
-  EXPECT_NE(charts[1].svg.find(">backward-only @ 5 MiB</text>"), std::string::npos);
+  // One line per policy: backward-only at the smaller of its two caps, whose figures tie.
+  EXPECT_NE(charts[1].svg.find(">backward-only @ 0.25 MiB</text>"), std::string::npos);
+  EXPECT_EQ(charts[1].svg.find(">backward-only @ 5 MiB</text>"), std::string::npos);
   EXPECT_NE(charts[1].svg.find(">always-allocated</text>"), std::string::npos);  // one cap only
+  // Every run on the chart folded below it.
+  EXPECT_EQ(charts[2].id, "memory-over-time-all");
+  EXPECT_NE(charts[2].svg.find(">backward-only @ 5 MiB</text>"), std::string::npos);
 }
 
 TEST(ReportCharts, NoTimelineNoMemoryOverTimeChart) {
@@ -251,6 +257,114 @@ TEST(ReportCharts, APageOfGibibytesDrawsEveryChartInGiB) {
     EXPECT_EQ(chart.svg.find("MiB"), std::string::npos) << chart.id;
   }
   EXPECT_NE(charts.front()[0].svg.find(">memory (GiB)</text>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+// The tiny trace's four policies, and backward-only again at 11 more caps (the same replay: a
+// sweep's runs of one policy), as a sweep.
+ReportDocument ManyRunsDocument() {
+  ReportDocument doc = TinyDocument("caching");
+  for (int cap = 1; cap <= 11; ++cap) {
+    doc.runs.push_back(doc.runs[1]);
+    doc.runs.back().bucket_cap_mb = cap;
+    doc.step_time_us.push_back(doc.step_time_us[1]);
+  }
+  doc.sweep = SweepSection{SummarizeSweep(doc.runs), {}, std::nullopt, std::nullopt, std::nullopt};
+  doc.sweep->knee = FindKnee(doc.sweep->points, kDefaultTimeTolerance);
+  return doc;
+}
+
+TEST(ReportCharts, APageOfManyRunsDrawsOnePerPolicyAndFoldsTheChartOfEveryRun) {
+  const ReportDocument doc = ManyRunsDocument();
+  const std::vector<ReportChart> charts = ReportCharts(doc, "", kMiBUnit);
+  std::vector<std::string> ids;
+  for (const ReportChart& chart : charts) {
+    if (!chart.run) ids.push_back(chart.id);
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"pareto", "memory-over-time", "memory-over-time-all",
+                                           "peak-composition", "peak-composition-all",
+                                           "fragmentation", "fragmentation-all"}));
+  const ReportChart& memory = charts[1];
+  const ReportChart& all = charts[2];
+  EXPECT_TRUE(memory.folded_summary.empty());
+  EXPECT_EQ(all.folded_summary, "Memory over time: every run (15)");
+  EXPECT_EQ(all.title, "Memory over time, every run");
+  // One line per policy up front (allocated and reserved each), every run's in the folded one.
+  EXPECT_EQ(Count(memory.svg, ": allocated</title>"), 4u);
+  EXPECT_EQ(Count(all.svg, ": allocated</title>"), 15u);
+  EXPECT_NE(memory.caption.find("4 of the 15 runs are drawn: one per policy, the recommended "
+                                "run, and each other policy at its own knee"),
+            std::string::npos)
+      << memory.caption;
+  EXPECT_EQ(Count(charts[3].svg, ": bucket_data "), 3u);  // three bucketing policies' bars
+  // A bucket lifetimes chart for each run that made buffers, named by its run.
+  std::size_t lifetimes = 0;
+  for (const ReportChart& chart : charts) {
+    if (!chart.run) continue;
+    EXPECT_EQ(chart.id, fmt::format("bucket-lifetimes-{}", *chart.run + 1));
+    ++lifetimes;
+  }
+  EXPECT_EQ(lifetimes, 14u);  // every run but unbucketed
+}
+
+// A comparison of eight policies: the memory chart draws six of them, every one on the chart
+// folded below; the bar charts keep a bar per policy.
+TEST(ReportCharts, AComparisonOfManyPoliciesDrawsSixLines) {
+  ReportDocument doc = TinyDocument("caching");
+  for (int i = 0; i < 4; ++i) {
+    doc.runs.push_back(doc.runs[i]);
+    doc.runs.back().policy += "-again";
+    doc.step_time_us.push_back(doc.step_time_us[i]);
+  }
+  const std::vector<ReportChart> charts = ReportCharts(doc, "", kMiBUnit);
+  ASSERT_GE(charts.size(), 4u);
+  EXPECT_EQ(charts[0].id, "memory-over-time");
+  EXPECT_EQ(Count(charts[0].svg, ": allocated</title>"), kDefaultSeries);
+  EXPECT_NE(charts[0].caption.find(" 6 of the 8 runs are drawn: the recommended run, the first "
+                                   "policy given and the Pareto-optimal ones first, then the "
+                                   "others in the page's order; every run is on the chart folded "
+                                   "below."),
+            std::string::npos)
+      << charts[0].caption;
+  EXPECT_EQ(charts[1].id, "memory-over-time-all");
+  EXPECT_EQ(Count(charts[1].svg, ": allocated</title>"), 8u);
+  EXPECT_EQ(charts[2].id, "peak-composition");  // every policy shown: nothing folded
+  EXPECT_EQ(charts[3].id, "fragmentation");
+}
+
+// Every text of the chart of 15 runs lies inside it: the legend's rows are counted as drawn.
+TEST(ReportCharts, TheMemoryChartIsTallEnoughForEveryLegendRow) {
+  const ReportChart chart = *MemoryOverTimeChart(ManyRunsDocument());
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(chart.svg, match, std::regex("viewBox=\"0 0 960 ([0-9.]+)\"")));
+  const double height = std::stod(match[1]);
+  static const std::regex kText("<text x=\"[^\"]+\" y=\"([0-9.]+)\"");
+  double lowest = 0;
+  for (auto it = std::sregex_iterator(chart.svg.begin(), chart.svg.end(), kText);
+       it != std::sregex_iterator(); ++it) {
+    lowest = std::max(lowest, std::stod((*it)[1]));
+  }
+  EXPECT_LT(lowest + 4, height);
+  EXPECT_GT(lowest, 450);  // four legend rows below the plot (330)
+}
+
+// Configurations with the same figures share a dot: one label names the preferred one and how
+// many more, placed clear of the knee's ring.
+TEST(ReportCharts, ParetoChartLabelsADotOfTiedConfigurationsOnce) {
+  ReportDocument doc = SweepDocument(std::nullopt);
+  doc.runs.push_back(SweepRun("r", 5, 200, 30));  // b's figures
+  doc.sweep->points = SummarizeSweep(doc.runs);
+  doc.sweep->knee = FindKnee(doc.sweep->points, 0.01);
+  const std::string svg = ParetoChart(doc)->svg;
+  EXPECT_EQ(Count(svg, ">p @ 5 MiB and 1 more</text>"), 1u) << svg;
+  EXPECT_EQ(Count(svg, ">r @ 5 MiB</text>"), 0u);
+  EXPECT_EQ(Count(svg, ">p @ 1 MiB</text>"), 1u);
+  EXPECT_EQ(Count(svg, ">q @ 5 MiB</text>"), 1u);
 }
 
 }  // namespace

@@ -71,6 +71,41 @@ TEST(SweepAdvice, TheLeastBucketingCapIsWrittenAsTheOtherCaps) {
             " The least cap that buckets any request is 0.414 MiB.");
 }
 
+// A page shows the recommendation at its top and the findings under the sweep table; the
+// terminal prints both, in the order it always has: search, coverage, knee, budget, setting.
+TEST(SweepAdvice, IsTheFindingsThenTheRecommendation) {
+  SweepPoint nothing = Point("backward-only", 0.25, 4, 2000);
+  nothing.bucketed_requests = 0;
+  nothing.bypassed_requests = 6;
+  SweepSection sweep =
+      Section({nothing, Point("backward-only", 1, 8, 1000), Point("unbucketed", 0, 3, 3000)}, 6);
+  sweep.knee = FindKnee(sweep.points, kDefaultTimeTolerance);
+  auto starts = [](const std::vector<std::string>& paragraphs) {
+    std::vector<std::string> heads;
+    for (const std::string& p : paragraphs) heads.push_back(p.substr(0, p.find(' ')));
+    return heads;
+  };
+  // With a budget its answer is the recommendation, the knee (cap 1 MiB, 8 MiB) a finding.
+  EXPECT_EQ(starts(SweepFindings(sweep)), (std::vector<std::string>{"Cap", "Knee:"}));
+  EXPECT_EQ(starts(SweepRecommendation(sweep)), (std::vector<std::string>{"budget", "Setting"}));
+  EXPECT_EQ(RecommendationHeadline(sweep),
+            "Recommended: backward-only at cap 0.25 MiB, the fastest configuration that fits the "
+            "budget of 6.00 MiB.");
+  std::vector<std::string> both = SweepFindings(sweep);
+  for (const std::string& p : SweepRecommendation(sweep)) both.push_back(p);
+  EXPECT_EQ(SweepAdvice(sweep), both);
+  // Without one, the knee is the recommendation.
+  sweep.budget.reset();
+  EXPECT_EQ(starts(SweepFindings(sweep)), (std::vector<std::string>{"Cap"}));
+  EXPECT_EQ(starts(SweepRecommendation(sweep)), (std::vector<std::string>{"Knee:", "Setting"}));
+  EXPECT_EQ(RecommendationHeadline(sweep),
+            "Recommended: backward-only at cap 1 MiB, the least peak reserved memory within 1% of "
+            "the fastest step.");
+  both = SweepFindings(sweep);
+  for (const std::string& p : SweepRecommendation(sweep)) both.push_back(p);
+  EXPECT_EQ(SweepAdvice(sweep), both);
+}
+
 TEST(DescribeBudgetAcrossTraces, NothingWithoutABudgetOrASecondTrace) {
   SweepSection a = Section({Point("unbucketed", 0, 3, 3000)}, 10);
   EXPECT_EQ(DescribeBudgetAcrossTraces({"a.json"}, {&a}), "");
