@@ -114,13 +114,6 @@ Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command,
   return Status::Ok();
 }
 
-// Whether any tensor the forward makes is fp32: what --activation-dtype param-dtype would cast.
-bool HasFp32Activations(const FsdpModel& model) {
-  FsdpModel copy = model;
-  Result<CastSummary> cast = CastActivations(copy, DType::kBFloat16);
-  return cast.ok() && cast->tensors > 0;
-}
-
 // --activation-dtype: `recorded` emits the activations in the dtypes the program has (a note
 // says when a mixed-precision run would compute in another), `param-dtype` casts fp32 ones to
 // the compute dtype (CastActivations).
@@ -128,7 +121,7 @@ Status ApplyActivationDType(FsdpModel& program, const GenOptions& options,
                             const std::string& activation_dtype, const std::string& model_path) {
   const bool mixed = options.compute_dtype != DType::kFloat32 && !program.autocast;
   if (activation_dtype == "recorded") {
-    if (mixed && HasFp32Activations(program)) {
+    if (mixed && CountFp32Activations(program) > 0) {
       std::fprintf(stderr,
                    "gen: note: %s's activations are fp32, as recorded, but a run with "
                    "--param-dtype %s computes in %s: --activation-dtype param-dtype puts them "

@@ -1,36 +1,41 @@
 #include "gen/program_precision.h"
 
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
 namespace bucketsim {
 namespace {
 
-class Caster {
- public:
-  explicit Caster(DType to) : to_(to), name_(DTypeName(to)) {}
-
-  // An fp32 tensor of `bytes` becomes one of the same element count in `to_`.
-  void Cast(std::string& dtype, Bytes& bytes) {
-    if (dtype != "fp32" && dtype != "float32" && dtype != "torch.float32") return;
-    if (bytes % kFp32Size != 0) return;  // not an fp32 storage's size: leave it as recorded
-    ++summary_.tensors;
-    summary_.bytes_before += bytes;
-    bytes = bytes / kFp32Size * ElementSize(to_);
-    summary_.bytes_after += bytes;
-    dtype = std::string(name_);
+// Calls fn(dtype, bytes) on every tensor the forward makes: runs' outputs, the fresh tensors
+// runs save for backward, and their backward workspaces (FsdpModel or const FsdpModel).
+template <typename Model, typename Fn>
+void ForEachForwardTensor(Model& model, Fn&& fn) {
+  for (auto& op : model.forward) {
+    for (auto& output : op.outputs) fn(output.dtype, output.bytes);
+    for (auto& save : op.saves) {
+      if (save.tensor.empty()) fn(save.fresh.dtype, save.fresh.bytes);
+    }
+    for (auto& workspace : op.workspace) fn(workspace.dtype, workspace.bytes);
   }
+}
 
-  const CastSummary& summary() const { return summary_; }
-
- private:
-  DType to_;
-  std::string_view name_;
-  CastSummary summary_;
-};
+// An fp32 tensor's storage (a size that is not a whole number of fp32 elements is left as
+// recorded).
+bool IsFp32Storage(std::string_view dtype, Bytes bytes) {
+  return ParseDType(dtype) == DType::kFloat32 && bytes % kFp32Size == 0;
+}
 
 }  // namespace
+
+std::size_t CountFp32Activations(const FsdpModel& model) {
+  std::size_t count = 0;
+  ForEachForwardTensor(model, [&](const std::string& dtype, Bytes bytes) {
+    count += IsFp32Storage(dtype, bytes) ? 1 : 0;
+  });
+  return count;
+}
 
 Result<CastSummary> CastActivations(FsdpModel& model, DType to) {
   if (model.autocast) {
@@ -45,15 +50,16 @@ Result<CastSummary> CastActivations(FsdpModel& model, DType to) {
         "(got {})",
         DTypeName(to)));
   }
-  Caster caster(to);
-  for (ForwardOp& op : model.forward) {
-    for (ProgramTensor& output : op.outputs) caster.Cast(output.dtype, output.bytes);
-    for (SavedTensor& save : op.saves) {
-      if (save.tensor.empty()) caster.Cast(save.fresh.dtype, save.fresh.bytes);
-    }
-    for (NewTensor& workspace : op.workspace) caster.Cast(workspace.dtype, workspace.bytes);
-  }
-  return caster.summary();
+  CastSummary summary;
+  ForEachForwardTensor(model, [&](std::string& dtype, Bytes& bytes) {
+    if (!IsFp32Storage(dtype, bytes)) return;
+    ++summary.tensors;
+    summary.bytes_before += bytes;
+    bytes = bytes / kFp32Size * ElementSize(to);  // the same element count in `to`
+    summary.bytes_after += bytes;
+    dtype = std::string(DTypeName(to));
+  });
+  return summary;
 }
 
 }  // namespace bucketsim

@@ -30,6 +30,9 @@ struct CastSummary {
 // `to` other than bf16 or fp16.
 Result<CastSummary> CastActivations(FsdpModel& model, DType to);
 
+// How many tensors CastActivations would cast: the fp32 ones the forward makes.
+std::size_t CountFp32Activations(const FsdpModel& model);
+
 }  // namespace bucketsim
 
 #endif  // BUCKETSIM_GEN_PROGRAM_PRECISION_H_
