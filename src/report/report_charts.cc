@@ -224,8 +224,8 @@ std::optional<ReportChart> MemoryOverTimeChart(const ReportDocument& doc, ByteUn
   DrawEventAxis(svg, x, span, bottom);
 
   // Marks: a dotted line and the name (marks of one name recur per iteration). Names are
-  // vertical, 12 units apart at least: a mark closer than that to the last one named keeps its
-  // name in the line's tooltip only ("after bwd" and "after step" sit a few events apart). A name
+  // vertical, 12 units apart at least: a mark closer than that to the last one named is drawn
+  // unnamed ("after bwd" and "after step" sit a few events apart; the line has no tooltip). A name
   // reads up from the plot's foot or, where a run's peak dot is in its way (a peak often falls
   // at a mark), down from the plot's top; where dots are in the way of both, it is left out.
   std::vector<std::pair<double, double>> peaks;
