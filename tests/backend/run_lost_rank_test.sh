@@ -2,7 +2,8 @@
 # RunFaults.SurvivorsNameTheLostRank: bucketsim's own lost-rank watch (backend/host/peer_watch.h),
 # not the launcher's, ends `bucketsim run` when a rank stops answering mid-replay.
 #   SIGSTOP of rank 2 of 4 (a hung rank: Open MPI sees nothing wrong): every surviving rank
-#   prints "rank R: error: lost contact with rank 2 (no progress for T s; last seen at event E)",
+#   prints "rank R: error: lost contact with rank 2 (no progress for T s; last seen at event E)"
+#   (or "last seen before its first collective" when the stop came that early),
 #   the job ends with exit 2 within --timeout of the stop (the test allows 3 s more for a busy
 #   machine; the times are printed), no rank is left behind.
 #   kill -9 of rank 1 of 2 under `mpirun --enable-recovery` (a launcher that does not end the job
@@ -49,8 +50,10 @@ took=$(elapsed_since "$start")
 sed 's/^/  | /' "$tmp/out"
 [[ $rc == 2 ]] || fail "SIGSTOP: mpirun exited $rc, expected 2"
 (($(echo "$took <= $limit_s" | bc))) || fail "SIGSTOP: the job took $took s to end (limit $limit_s s)"
+# On a busy machine rank 2 may not have reached its first collective in the 2 s before the stop;
+# the survivors then say so ("last seen before its first collective") and must still name it.
 for r in 0 1 3; do
-  grep -Eq "^bucketsim: rank $r: error: lost contact with rank 2 \(no progress for [0-9.]+ s; last seen at event [0-9]+\)" \
+  grep -Eq "^bucketsim: rank $r: error: lost contact with rank 2 \(no progress for [0-9.]+ s; last seen (at event [0-9]+|before its first collective)\)" \
     "$tmp/out" || fail "SIGSTOP: rank $r did not name rank 2"
 done
 grep "lost contact" "$tmp/out" | grep -v "with rank 2 " && fail "SIGSTOP: a rank blamed the wrong rank"

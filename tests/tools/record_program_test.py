@@ -149,6 +149,17 @@ MODEL = textwrap.dedent('''
     def build_causal():
         return CausalLM()
 
+    class GradModeBranch(nn.Module):  # another op under no_grad than with grad
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+        def forward(self, x):
+            h = self.fc(x)
+            return (h * 2 if torch.is_grad_enabled() else h + 1).sum()
+
+    def build_grad_mode_branch():
+        return GradModeBranch()
+
     def make_dict_batch():
         ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
         return {"input_ids": ids, "labels": ids.clone(), "use_cache": False}
@@ -340,6 +351,38 @@ class Program(RecorderCase):
                 relu = runs["local:relu"]["outputs"][0]["id"]
                 self.assertEqual(runs["local:add"]["releases"], [relu])
                 self.assertNotIn("releases", runs["local:mul"])
+
+    def test_a_local_outlives_its_last_reader_in_the_forward(self):
+        # Hugging Face's causal LM: `logits` (addmm's storage) is a local of forward, alive
+        # until it returns, past its last reader (the copy of its shifted slice); so is that
+        # copy, cross_entropy's argument. The real forward holds both at the loss, where its
+        # peak is: nll_loss, the last run, releases them. The same on meta.
+        for device in ("cpu", "meta"):
+            with self.subTest(device):
+                p = self.record("build_causal", "--no-measure", "--device", device,
+                                batch="make_dict_batch")
+                runs = [op for op in p["forward"] if op["op"] == "run"]
+                made = {}  # the first run of each name: the logits' slice is cloned first
+                for op in runs:
+                    made.setdefault(op["name"], op["outputs"][0]["id"])
+                self.assertEqual(runs[-1]["name"], "root:nll_loss_forward")
+                self.assertEqual(runs[-1]["releases"], [made["head:addmm"], made["root:clone"]])
+                self.assertEqual([op["name"] for op in runs if "releases" in op],
+                                 ["root:nll_loss_forward"])
+
+    def test_a_forward_that_runs_other_ops_under_no_grad_keeps_its_recorded_lifetimes(self):
+        out = os.path.join(self.dir.name, "branch.json")
+        run = subprocess.run([*RECORDER, f"{self.model}:build_grad_mode_branch", "--batch",
+                              f"{self.model}:make_batch", "--no-measure", "-o", out],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("warning: the forward did not run again under no_grad as recorded (code "
+                      "that branches on grad mode or random numbers?): the Python lifetimes of "
+                      "its tensors are left out\n", run.stderr)
+        with open(out) as f:
+            runs = [op for op in json.load(f)["forward"] if op["op"] == "run"]
+        self.assertEqual([op["name"].split(":")[-1] for op in runs], ["addmm", "mul", "sum"])
+        self.assertFalse(any("releases" in op for op in runs))
 
     def test_examples_validate_against_the_schema(self):
         try:

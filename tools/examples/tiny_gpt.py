@@ -108,6 +108,26 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(b * s, -1), targets.view(b * s))
 
 
+class CausalLM(GPT):
+    """The forward as nanoGPT's and Hugging Face's causal LMs write it: the token and position
+    embeddings are local variables (alive until forward returns, past their last reader, the
+    sum), and so is `logits`; the loss is computed inside forward from the shifted logits
+    (logits[:, :-1] against idx[:, 1:]), whose reshape copies them. The real run still holds all
+    three at the loss, where the forward's peak is: bucketsim must know how long the Python code
+    keeps them (the recorder's `releases`)."""
+
+    def forward(self, idx):
+        b, s = idx.shape
+        tok_emb = self.tok(idx)
+        pos_emb = self.pos(torch.arange(s, device=idx.device))
+        x = self.drop(tok_emb + pos_emb)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)),
+                               idx[:, 1:].reshape(-1))
+
+
 def build_model(**overrides):
     torch.manual_seed(0)
     return GPT(**dict(CONFIG, **overrides))
@@ -118,6 +138,18 @@ def make_batch(**overrides):
     g = torch.Generator().manual_seed(1)
     idx = torch.randint(c["vocab"], (c["batch"], c["seq"] + 1), generator=g)
     return idx[:, :-1].contiguous(), idx[:, 1:].contiguous()
+
+
+def build_model_causal_lm():
+    """CausalLM: the loss inside forward, on shifted logits; batch: make_batch_causal_lm."""
+    torch.manual_seed(0)
+    return CausalLM(**CONFIG)
+
+
+def make_batch_causal_lm():
+    """The tokens alone (CausalLM shifts them itself)."""
+    g = torch.Generator().manual_seed(1)
+    return torch.randint(CONFIG["vocab"], (CONFIG["batch"], CONFIG["seq"]), generator=g)
 
 
 def build_model_checkpointed():

@@ -44,11 +44,15 @@ tensor's mean; a tuple's first element; a dict's "loss" (an error without one). 
              and every input on meta, keep the kind from autograd's formulas above.
   checkpoint torch.utils.checkpoint.checkpoint(fn, *args) calls become checkpoint_begin (saves:
              the region's tensor arguments) ... checkpoint_end; while recording, the region runs
-             with grad enabled so that its saves (what the recompute keeps) are seen. Then each
-             region's fn runs once more as the real forward runs it, under no_grad, with a
-             weakref finalizer on every tensor it makes: a tensor that dies after its last
-             reader (a local variable of the module's forward, alive until it returns) goes in
-             the `releases` of the run after which it died (on every device, meta too).
+             with grad enabled so that its saves (what the recompute keeps) are seen.
+  releases   the forward and the loss run once more, under no_grad, with a weakref finalizer on
+             every tensor they make: a tensor that dies after its last reader (a local variable
+             of the model's forward, alive until it returns: nanoGPT's tok_emb, a logits whose
+             shifted slice the loss reads) goes in the `releases` of the run after which it
+             died (on every device, meta too). A checkpointed region's real forward runs under
+             no_grad as this one does, so the one run covers its tensors too. Where the second
+             run makes other ops than the recording, each region's fn runs again on its own
+             instead and the rest is left as recorded, with a warning.
   measured   on cpu or cuda, a second, unhooked run of the whole step (forward, backward,
              optimizer step, zero_grad) measures the live bytes at every mark and each phase's
              peak (measure.py); bucketsim shows them beside its prediction.
@@ -117,7 +121,9 @@ The modules, in the order a recording uses them:
   dispatch      the Recorder: every ATen op of the forward a run, module hooks gather/end_forward
   tensors       tensors by storage, their bytes, dtypes by the program's names
   ops           one op's FLOPs and what its backward gives each input, from shapes
-  checkpoint    torch.utils.checkpoint regions, and their second run under no_grad (releases)
+  checkpoint    torch.utils.checkpoint regions
+  lifetimes     the forward's second run under no_grad: how long Python keeps each tensor
+                (releases)
   graph         the autograd graph after the forward: saves, param_reads; gradient kinds
   program       the program document assembled, written, summed up
   measure       the measured step (the `measured` block; tools/torch_memory.py's command)

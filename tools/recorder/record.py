@@ -1,14 +1,14 @@
 """The recording of one model, start to end: the user's model and batch built (on meta under
 OnMeta), a model already wrapped with FSDP unwrapped, the instances chosen, the forward and the
 loss run once under the Recorder, then the autograd graph read (saves, param_reads), the
-checkpointed regions run again (releases) and, on cpu and cuda, the backward run (gradient
-kinds). Returns the program (program.py) and the Recorder."""
+forward run again under no_grad (releases, lifetimes.py) and, on cpu and cuda, the backward run
+(gradient kinds). Returns the program (program.py) and the Recorder."""
 
 import sys
 
 import torch
 
-from . import checkpoint, graph
+from . import checkpoint, graph, lifetimes
 from .dispatch import Recorder
 from .errors import UsageError
 from .load import call_user, function_name, user_frame
@@ -92,11 +92,14 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
         raise UsageError("the loss does not require grad: nothing to train")
     unattributed = graph.attribute_saves(rec, loss)
     graph.attribute_param_reads(rec, loss)
-    skipped = checkpoint.attribute_releases(rec)
+    skipped = lifetimes.attribute_releases(rec, lambda: to_loss(model(*args, **kwargs)))
     if skipped:
-        print(f"record_program: warning: {len(skipped)} checkpointed region(s) did not run "
-              "again under no_grad as recorded: their tensors' Python lifetimes are left out",
-              file=sys.stderr)
+        regions = len(skipped) - 1
+        print("record_program: warning: the forward did not run again under no_grad as "
+              "recorded (code that branches on grad mode or random numbers?): the Python "
+              "lifetimes of its tensors are left out"
+              + (f", and of {regions} checkpointed region(s) that did not either" if regions
+                 else ""), file=sys.stderr)
     if rec.id_of(loss) is None:
         raise UsageError("the loss is not a tensor the forward made")
     if not meta:  # backward on meta tensors fails for convolutions in torch 1.13
