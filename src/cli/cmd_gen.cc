@@ -10,11 +10,13 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/command.h"
 #include "core/size_format.h"
 #include "gen/fsdp_program.h"
 #include "gen/preset.h"
+#include "gen/program_checkpoint.h"
 #include "gen/program_precision.h"
 #include "io/program_file.h"
 #include "io/trace_writer.h"
@@ -114,6 +116,30 @@ Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command,
   return Status::Ok();
 }
 
+// --checkpoint: `recorded` emits the program's own checkpointing; none, all or CLASS,... put
+// regions where it says (CheckpointModules) and say what changed.
+Status ApplyCheckpoint(FsdpModel& program, const std::string& checkpoint) {
+  if (checkpoint == "recorded") return Status::Ok();
+  Result<CheckpointChoice> choice = ParseCheckpointChoice(checkpoint);
+  if (!choice.ok()) return InvalidArgument("--checkpoint " + choice.status().message());
+  Result<CheckpointSummary> placed = CheckpointModules(program, *choice);
+  if (!placed.ok())
+    return InvalidArgument(
+        fmt::format("--checkpoint {}: {}", checkpoint, placed.status().message()));
+  const std::string removed =
+      placed->removed == 0
+          ? std::string()
+          : fmt::format("; the program's own {} region(s) taken out", placed->removed);
+  if (choice->kind == CheckpointChoice::Kind::kNone) {
+    std::fprintf(stderr, "gen: checkpointing: none%s\n", removed.c_str());
+  } else {
+    std::fprintf(stderr, "gen: checkpointing: %zu call(s) of %s, keeping %s%s\n", placed->regions,
+                 fmt::format("{}", fmt::join(placed->classes, ", ")).c_str(),
+                 FormatBytes(placed->kept_bytes).c_str(), removed.c_str());
+  }
+  return Status::Ok();
+}
+
 // --activation-dtype: `recorded` emits the activations in the dtypes the program has (a note
 // says when a mixed-precision run would compute in another), `param-dtype` casts fp32 ones to
 // the compute dtype (CastActivations).
@@ -142,11 +168,15 @@ Status ApplyActivationDType(FsdpModel& program, const GenOptions& options,
 }
 
 int RunProgram(const std::string& model_path, const CLI::App& command, GenOptions& options,
-               const std::string& activation_dtype, const std::string& output) {
+               const std::string& checkpoint, const std::string& activation_dtype,
+               const std::string& output) {
   Result<FsdpModel> program = ReadProgramFile(model_path);
   if (!program.ok()) return ReportError(program.status());
   if (Status applied = ApplyProgramSettings(*program, command, options); !applied.ok()) {
     return ReportError(applied);
+  }
+  if (Status placed = ApplyCheckpoint(*program, checkpoint); !placed.ok()) {
+    return ReportError(placed);
   }
   if (Status cast = ApplyActivationDType(*program, options, activation_dtype, model_path);
       !cast.ok()) {
@@ -209,6 +239,15 @@ void AddProgramCommand(CLI::App& gen, CommandContext& context) {
   auto model = std::make_shared<std::string>();
   command->add_option("MODEL", *model, "The model program (JSON)")->required();
   for (const PresetParam& param : GenOptionParams(*options)) AddParamFlag(*command, param);
+  auto checkpoint = std::make_shared<std::string>("recorded");
+  command
+      ->add_option("--checkpoint", *checkpoint,
+                   "Activation checkpointing: recorded (the program's own regions), none, all "
+                   "(every module FSDP wraps but the root), or CLASS[,CLASS...]: every call of "
+                   "these module classes checkpointed as torch.utils.checkpoint does (reentrant), "
+                   "from the module calls tools/record_program.py records")
+      ->type_name("recorded|none|all|CLASS,...")
+      ->capture_default_str();
   auto activation_dtype = std::make_shared<std::string>("recorded");
   command
       ->add_option("--activation-dtype", *activation_dtype,
@@ -226,8 +265,9 @@ void AddProgramCommand(CLI::App& gen, CommandContext& context) {
       "--activation-dtype param-dtype puts fp32 ones in the param dtype); the options fix FSDP. A "
       "recorded model that was already wrapped with FSDP1 or fully_shard is emitted "
       "with its own settings (the program's \"fsdp\" key) unless a flag says otherwise.");
-  command->callback([command, options, model, activation_dtype, output, &context] {
-    context.exit_code = RunProgram(*model, *command, *options, *activation_dtype, *output);
+  command->callback([command, options, model, checkpoint, activation_dtype, output, &context] {
+    context.exit_code =
+        RunProgram(*model, *command, *options, *checkpoint, *activation_dtype, *output);
   });
 }
 

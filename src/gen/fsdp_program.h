@@ -138,6 +138,18 @@ struct Measured {
   std::vector<MeasuredPhasePeak> phase_peaks;
 };
 
+// One call of a module's forward, as the recorder saw it (the program's "modules" key): the
+// ops of `forward` it ran, [begin, end), without the gather and end_forward of the FSDP
+// instance the module may be (FSDP's hooks are outside the module's own forward). Calls nest:
+// two calls' ranges are disjoint or one holds the other. What `gen program --checkpoint CLASS`
+// makes checkpointed regions of (gen/program_checkpoint.h).
+struct ModuleCall {
+  std::string name;  // "blocks.0", as named_modules() names it
+  std::string type;  // its class, "Block"
+  std::size_t begin = 0;
+  std::size_t end = 0;
+};
+
 // A model program (traces/README.md, "Model programs"; traces/program-v1.schema.json).
 struct FsdpModel {
   std::string description;
@@ -158,6 +170,9 @@ struct FsdpModel {
   // text; `gen program` takes it as --optimizer, --optimizer-impl and --weight-decay unless the
   // command line says otherwise.
   std::optional<std::string> optimizer;
+  // Every module call of the forward but the root's, parents before their children (empty in
+  // programs written before the recorder wrote them, and in the presets').
+  std::vector<ModuleCall> module_calls;
 };
 
 // The element size of a program dtype name ("fp32", "bool", "int64", ...); 0 if unknown.
@@ -167,7 +182,8 @@ bool IsFloatingDType(std::string_view dtype);
 
 // Checks every reference of a program: tensor ids unique and defined before use, instance
 // indexes in range, checkpoint regions well formed, the loss an output, gather/end_forward in
-// pairs. The error message starts with the JSON pointer of the culprit ("/forward/3/inputs/0: ").
+// pairs, module calls nested and holding both or neither op of each gather/end_forward pair. The
+// error message starts with the JSON pointer of the culprit ("/forward/3/inputs/0: ").
 Status ValidateProgram(const FsdpModel& model);
 
 // Emits the header and every event of `options.iterations` iterations into `sink`.

@@ -56,6 +56,17 @@ void ProgramBuilder::CheckpointBegin(std::vector<SavedTensor> saves) {
 }
 void ProgramBuilder::CheckpointEnd() { Push(OpKind::kCheckpointEnd, 0); }
 
+void ProgramBuilder::BeginCall(std::string name, std::string type) {
+  open_calls_.push_back(model_.module_calls.size());
+  model_.module_calls.push_back(
+      {std::move(name), std::move(type), model_.forward.size(), model_.forward.size()});
+}
+
+void ProgramBuilder::EndCall() {
+  model_.module_calls[open_calls_.back()].end = model_.forward.size();
+  open_calls_.pop_back();
+}
+
 ForwardOp& ProgramBuilder::Run(std::string name, double flops, std::vector<std::size_t> uses,
                                std::vector<RunInput> inputs, std::vector<ProgramTensor> outputs,
                                std::vector<SavedTensor> saves) {

@@ -30,6 +30,10 @@ class ProgramBuilder {
   void EndForward(std::size_t instance);
   void CheckpointBegin(std::vector<SavedTensor> saves);
   void CheckpointEnd();
+  // A module's forward begins (the program's module calls: what gen program --checkpoint
+  // checkpoints) and ends; calls nest.
+  void BeginCall(std::string name, std::string type);
+  void EndCall();
   // Appends a run; the returned op (valid until the next call) is filled by the caller.
   ForwardOp& Run(std::string name, double flops, std::vector<std::size_t> uses,
                  std::vector<RunInput> inputs, std::vector<ProgramTensor> outputs,
@@ -43,6 +47,7 @@ class ProgramBuilder {
   void Push(OpKind kind, std::size_t instance);
 
   FsdpModel model_;
+  std::vector<std::size_t> open_calls_;  // indexes into model_.module_calls
 };
 
 }  // namespace bucketsim

@@ -3,6 +3,7 @@
 // pointer.
 #include "gen/fsdp_program.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -165,7 +166,8 @@ class ProgramChecker {
             fmt::format("/held/{}: tensor '{}' is not defined", k, model_.held[k]));
       }
     }
-    return CheckParamReadsEverywhere();
+    BUCKETSIM_RETURN_IF_ERROR(CheckParamReadsEverywhere());
+    return CheckModuleCalls();
   }
 
  private:
@@ -375,6 +377,59 @@ class ProgramChecker {
         "/forward/{}: run '{}' uses parameters but has no param_reads, while /forward/{} has "
         "them: give param_reads on every run that uses parameters, or on none",
         *without, model_.forward[*without].name, *with));
+  }
+
+  // Module calls: ranges of the forward, nested (disjoint, or one inside the other), each
+  // holding both or neither op of every instance's gather/end_forward pair, so that a region
+  // placed on a call (gen/program_checkpoint.h) is one the emitter can run.
+  Status CheckModuleCalls() const {
+    const std::vector<ModuleCall>& calls = model_.module_calls;
+    const std::size_t ops = model_.forward.size();
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+      if (calls[c].begin > calls[c].end || calls[c].end > ops) {
+        return InvalidArgument(fmt::format(
+            "/modules/{}/ops: [{}, {}] is not a range of the forward's {} ops (BEGIN <= END <= {})",
+            c, calls[c].begin, calls[c].end, ops, ops));
+      }
+    }
+    std::vector<std::size_t> order(calls.size());
+    for (std::size_t c = 0; c < order.size(); ++c) order[c] = c;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return calls[a].begin != calls[b].begin ? calls[a].begin < calls[b].begin
+                                              : calls[a].end > calls[b].end;
+    });
+    std::vector<std::size_t> open;  // the calls holding the one at hand, outermost first
+    for (std::size_t c : order) {
+      while (!open.empty() && calls[open.back()].end <= calls[c].begin) open.pop_back();
+      if (!open.empty() && calls[c].end > calls[open.back()].end) {
+        const ModuleCall& other = calls[open.back()];
+        return InvalidArgument(fmt::format(
+            "/modules/{}/ops: the call of '{}' [{}, {}] overlaps the call of '{}' [{}, {}] "
+            "(/modules/{}) without lying inside it: calls nest",
+            c, calls[c].name, calls[c].begin, calls[c].end, other.name, other.begin, other.end,
+            open.back()));
+      }
+      open.push_back(c);
+    }
+    std::vector<std::size_t> gather(model_.instances.size(), ops),
+        end(model_.instances.size(), ops);
+    for (std::size_t i = 0; i < ops; ++i) {
+      const ForwardOp& op = model_.forward[i];
+      if (op.kind == OpKind::kGather) gather[op.instance] = i;
+      if (op.kind == OpKind::kEndForward) end[op.instance] = i;
+    }
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+      const auto holds = [&](std::size_t i) { return calls[c].begin <= i && i < calls[c].end; };
+      for (std::size_t f = 0; f < model_.instances.size(); ++f) {
+        if (gather[f] == ops || holds(gather[f]) == holds(end[f])) continue;
+        return InvalidArgument(fmt::format(
+            "/modules/{}/ops: the call of '{}' [{}, {}] holds one of instance '{}''s gather "
+            "(/forward/{}) and end_forward (/forward/{}) but not the other",
+            c, calls[c].name, calls[c].begin, calls[c].end, model_.instances[f].name, gather[f],
+            end[f]));
+      }
+    }
+    return Status::Ok();
   }
 
   const FsdpModel& model_;

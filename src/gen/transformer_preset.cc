@@ -460,6 +460,9 @@ class TransformerBuilder {
         {fmt::format("block{}", i), {FlatOf(BlockViews(d_, config_.attention))}, true, true});
     const std::string p = fmt::format("block{}.", i);
     program_.Gather(f);
+    // The block's forward, inside its FSDP unit's hooks: `gen program --checkpoint Block`
+    // places a region exactly where --activation-checkpointing does.
+    program_.BeginCall(fmt::format("block{}", i), "Block");
     // torch.utils.checkpoint saves the block's input (e per sbh element) and nothing else:
     // L blocks keep e·sbh·L, Korthikanti et al. §5's 2sbhL with 16-bit activations.
     if (config_.activation_checkpointing) program_.CheckpointBegin({Keep(x)});
@@ -476,6 +479,7 @@ class TransformerBuilder {
         Dropout(p + "mlp.drop", Linear(p + "mlp.fc2", p + "gelu", d_.f, d_.h, {f}, p + "fc2"));
     const std::string out = Residual(p + "residual2", x2, fc2, p + "out");
     if (config_.activation_checkpointing) program_.CheckpointEnd();
+    program_.EndCall();
     program_.EndForward(f);
     return out;
   }

@@ -45,7 +45,7 @@ class ProgramReader {
         doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
     BUCKETSIM_RETURN_IF_ERROR(
         Keys(top, {"format", "schema_version", "description", "autocast", "instances", "inputs",
-                   "forward", "loss", "held", "fsdp", "optimizer", "measured"}));
+                   "forward", "loss", "held", "fsdp", "optimizer", "measured", "modules"}));
     if (doc_.Has(Pointer("/description"))) {
       PROGRAM_ASSIGN(model_.description, doc_.String(Pointer("/description")));
     }
@@ -90,6 +90,8 @@ class ProgramReader {
       PROGRAM_ASSIGN(measured, ReadMeasured(Pointer("/measured")));
       model_.measured = std::move(measured);
     }
+    BUCKETSIM_RETURN_IF_ERROR(List(Pointer("/modules"), model_.module_calls,
+                                   [&](const Pointer& p) { return ReadModuleCall(p); }));
     // References: ValidateProgram's messages start with the JSON pointer of the culprit.
     Status valid = ValidateProgram(model_);
     if (!valid.ok()) return InvalidArgument(fmt::format("{}: {}", doc_.path(), valid.message()));
@@ -454,6 +456,27 @@ class ProgramReader {
     return measured;
   }
 
+  // {"name", "class", "ops": [BEGIN, END]}; the range is checked by ValidateProgram.
+  Result<ModuleCall> ReadModuleCall(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"name", "class", "ops"}));
+    ModuleCall call;
+    PROGRAM_ASSIGN(call.name, doc_.String(at / "name"));
+    PROGRAM_ASSIGN(call.type, doc_.String(at / "class"));
+    if (call.name.empty()) return doc_.Error(at / "name", "must not be empty");
+    if (call.type.empty()) return doc_.Error(at / "class", "must not be empty");
+    std::size_t bounds = 0;
+    PROGRAM_ASSIGN(bounds, Length(at / "ops"));
+    if (bounds != 2) {
+      return doc_.Error(at / "ops", fmt::format("expected [BEGIN, END] (2 op indexes), got {} "
+                                                "element(s)",
+                                                bounds));
+    }
+    PROGRAM_ASSIGN(call.begin, doc_.Unsigned(at / "ops" / 0));
+    PROGRAM_ASSIGN(call.end, doc_.Unsigned(at / "ops" / 1));
+    return call;
+  }
+
   Result<MeasuredMark> ReadMark(const Pointer& at) const {
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
     BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"name", "iteration", "allocated_bytes"}));
@@ -769,6 +792,16 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   if (model.fsdp) out << ",\n  \"fsdp\": " << *model.fsdp;
   if (model.optimizer) out << ",\n  \"optimizer\": " << *model.optimizer;
   if (model.measured) out << ",\n  \"measured\": " << MeasuredJson(*model.measured).dump();
+  if (!model.module_calls.empty()) {
+    out << ",\n  \"modules\": [\n";
+    for (std::size_t c = 0; c < model.module_calls.size(); ++c) {
+      const ModuleCall& call = model.module_calls[c];
+      const Json entry = {
+          {"name", call.name}, {"class", call.type}, {"ops", Json::array({call.begin, call.end})}};
+      out << "    " << entry.dump() << (c + 1 < model.module_calls.size() ? ",\n" : "\n");
+    }
+    out << "  ]";
+  }
   out << "\n}\n";
 }
 

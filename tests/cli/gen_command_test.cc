@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "gen/preset.h"
 #include "testing/run_binary.h"
@@ -143,6 +144,78 @@ TEST(GenCommand, ProgramOfAPresetGivesThePresetsTrace) {
     ASSERT_EQ(run.exit_code, 0) << run.err;
     EXPECT_TRUE(testing::ReadFile(via) == testing::ReadFile(direct)) << "case " << i;
   }
+}
+
+// The events of a trace file, without its header (whose description says how it was made).
+nlohmann::json EventsOf(const std::string& path) {
+  return nlohmann::json::parse(testing::ReadFile(path)).at("events");
+}
+
+// Checkpointing as a what-if (issue 21): the transformer preset's program records each block's
+// call, so `gen program --checkpoint Block` (or `all`: every block is an FSDP unit) on the
+// program made without checkpointing emits the events of the preset's own
+// --activation-checkpointing, one for one, and `--checkpoint none` on the checkpointed program
+// those of the preset without it. The regions are held against real checkpointed runs by
+// Tools.Oracle (tests/tools/oracle_test.py, CHECKPOINT_CASES).
+TEST(GenCommand, CheckpointPlacesTheRegionsOfThePresetsOwnCheckpointing) {
+  const std::vector<std::string> gpt = {"gen",      "transformer", "--layers", "2",
+                                        "--hidden", "64",          "--heads",  "4",
+                                        "--seq",    "32",          "--vocab",  "128"};
+  const auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = gpt;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  const std::string plain = testing::WriteTempFile("ckpt-plain-program.json", "");
+  const std::string checkpointed = testing::WriteTempFile("ckpt-program.json", "");
+  const std::string plain_trace = testing::WriteTempFile("ckpt-plain-trace.json", "");
+  const std::string checkpointed_trace = testing::WriteTempFile("ckpt-trace.json", "");
+  ASSERT_EQ(RunBucketsim(with({"--emit-program", plain, "-o", plain_trace})).exit_code, 0);
+  ASSERT_EQ(RunBucketsim(with({"--activation-checkpointing", "--emit-program", checkpointed, "-o",
+                               checkpointed_trace}))
+                .exit_code,
+            0);
+  const std::string out = testing::WriteTempFile("ckpt-out.json", "");
+  for (const char* choice : {"Block", "all"}) {
+    testing::BinaryResult run =
+        RunBucketsim({"gen", "program", plain, "--checkpoint", choice, "-o", out});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_NE(run.err.find("gen: checkpointing: 2 call(s) of Block, keeping 8.00 KiB\n"),
+              std::string::npos)
+        << run.err;
+    EXPECT_EQ(EventsOf(out), EventsOf(checkpointed_trace)) << choice;
+    EXPECT_NE(testing::ReadFile(out).find("2 iterations; checkpointed: Block\","),
+              std::string::npos);
+  }
+  testing::BinaryResult none =
+      RunBucketsim({"gen", "program", checkpointed, "--checkpoint", "none", "-o", out});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_NE(none.err.find("gen: checkpointing: none; the program's own 2 region(s) taken out\n"),
+            std::string::npos)
+      << none.err;
+  EXPECT_EQ(EventsOf(out), EventsOf(plain_trace));
+
+  testing::BinaryResult typo =
+      RunBucketsim({"gen", "program", plain, "--checkpoint", "Blok", "-o", out});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_EQ(typo.err,
+            "bucketsim: error: --checkpoint Blok: no module of class 'Blok' runs in the program's "
+            "forward; did you mean 'Block'? (its classes: Block)\n");
+  testing::BinaryResult empty =
+      RunBucketsim({"gen", "program", plain, "--checkpoint", "Block,", "-o", out});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_EQ(empty.err,
+            "bucketsim: error: --checkpoint 'Block,': expected none, all, or module class names "
+            "separated by commas (Block,MLP)\n");
+  // A program without module calls (the convnet preset's) cannot be checkpointed here.
+  const std::string convnet = testing::WriteTempFile("ckpt-convnet-program.json", "");
+  ASSERT_EQ(RunBucketsim({"gen", "fairscale-convnet", "--emit-program", convnet}).exit_code, 0);
+  testing::BinaryResult no_calls =
+      RunBucketsim({"gen", "program", convnet, "--checkpoint", "all", "-o", out});
+  EXPECT_EQ(no_calls.exit_code, 2);
+  EXPECT_NE(no_calls.err.find("--checkpoint all: the program has no module calls"),
+            std::string::npos)
+      << no_calls.err;
 }
 
 // Precision as a what-if (issue 21): a preset's program made at fp32 (fp32 activations, as a

@@ -7,17 +7,21 @@
 // its program (the trace checker rejecting an event is a finding, not bad input). A recorded
 // model's "fsdp" key either maps to gen flags or is refused with an error. The program with its
 // fp32 activations cast to bf16 (`gen program --activation-dtype param-dtype`) emits a valid
-// trace too, or the cast refuses it.
+// trace too, or the cast refuses it. Its module calls checkpointed (`gen program --checkpoint`
+// none, all, and the first call's class) give a program that emits a valid trace, or are
+// refused for want of calls or of such a class; never a program the checks refuse.
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/trace_checker.h"
 #include "fuzz_input.h"
 #include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
+#include "gen/program_checkpoint.h"
 #include "gen/program_precision.h"
 #include "io/program_file.h"
 
@@ -92,17 +96,42 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
   }
+  // The what-ifs of gen program, each under one of the runs: the cast under the bf16 one.
+  struct WhatIf {
+    FsdpModel program;
+    std::string what;
+    const GenOptions& options;
+  };
+  std::vector<WhatIf> what_ifs;
   FsdpModel cast = *model;
-  const bool was_cast = CastActivations(cast, DType::kBFloat16).ok();
-  for (std::size_t i = 0; i < runs.size() + (was_cast ? 1 : 0); ++i) {
-    const bool casting = i == runs.size();
-    const GenOptions& options = casting ? runs[3] : runs[i];
+  if (CastActivations(cast, DType::kBFloat16).ok()) {
+    what_ifs.push_back({std::move(cast), "its activations cast to bf16", runs[3]});
+  }
+  std::vector<CheckpointChoice> checkpoints = {{}, {CheckpointChoice::Kind::kAll, {}}};
+  if (!model->module_calls.empty()) {
+    checkpoints.push_back({CheckpointChoice::Kind::kClasses, {model->module_calls[0].type}});
+  }
+  for (const CheckpointChoice& choice : checkpoints) {
+    FsdpModel checkpointed = *model;
+    Result<CheckpointSummary> placed = CheckpointModules(checkpointed, choice);
+    if (!placed.ok()) {
+      if (placed.status().message().find("a bucketsim bug") != std::string::npos) {
+        Finding("--checkpoint made a program the checks refuse: " + placed.status().message());
+      }
+      continue;
+    }
+    what_ifs.push_back({std::move(checkpointed), "checkpointed anew", runs[1]});
+  }
+  for (std::size_t i = 0; i < runs.size() + what_ifs.size(); ++i) {
+    const WhatIf* what_if = i < runs.size() ? nullptr : &what_ifs[i - runs.size()];
+    const GenOptions& options = what_if ? what_if->options : runs[i];
     CheckedSink sink;
-    const Status emitted = EmitFsdpTrace(casting ? cast : *model, options, sink);
+    const Status emitted = EmitFsdpTrace(what_if ? what_if->program : *model, options, sink);
     if (!sink.refusal().ok()) {
       Finding(std::string(FsdpImplName(options.fsdp_impl)) +
               ": the emitter made an invalid trace of a valid program" +
-              (casting ? " (its activations cast to bf16): " : ": ") + sink.refusal().message());
+              (what_if ? " (" + what_if->what + "): " : std::string(": ")) +
+              sink.refusal().message());
     }
     (void)emitted;
   }

@@ -159,7 +159,8 @@ TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
             "m.json: /format: expected \"bucketsim-program\", got \"x\"");
   EXPECT_EQ(ErrorOf(std::string("{") + kHead + R"(, "forward": [], "loss": "l", "extra": 1})"),
             "m.json: /extra: unknown key (known here: format, schema_version, description, "
-            "autocast, instances, inputs, forward, loss, held, fsdp, optimizer, measured)");
+            "autocast, instances, inputs, forward, loss, held, fsdp, optimizer, measured, "
+            "modules)");
   EXPECT_EQ(ErrorOf(std::string("{") + kHead +
                     R"(, "forward": [{"op": "gather", "instance": "q"}], "loss": "l"})"),
             "m.json: /forward/0/instance: no instance is named 'q'");
@@ -187,6 +188,71 @@ TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
             ErrorOf(R"({"format": "bucketsim-program", "schema_version": 2})"));
   EXPECT_NE(ErrorOf(R"({"format": "bucketsim-program", "schema_version": 2})").find("m.json: "),
             std::string::npos);
+}
+
+// Module calls (the recorder's "modules"): ranges of the forward's ops, nested, each holding both
+// or neither op of an instance's gather/end_forward pair; written back as read.
+constexpr const char* kCallsProgram = R"({
+  "format": "bucketsim-program", "schema_version": 1,
+  "instances": [{"name": "root", "params": []}, {"name": "b", "params": [{"name": "w", "numel": 4}]}],
+  "inputs": [{"id": "x", "bytes": 16, "dtype": "fp32"}],
+  "forward": [
+    {"op": "gather", "instance": "b"},
+    {"op": "run", "name": "b.lin:mm", "uses": ["b"], "param_reads": ["w"], "inputs": ["x"],
+     "outputs": [{"id": "h", "bytes": 16, "dtype": "fp32"}], "saves": [{"tensor": "x"}]},
+    {"op": "run", "name": "b:relu", "inputs": ["h"],
+     "outputs": [{"id": "y", "bytes": 16, "dtype": "fp32"}], "saves": [{"tensor": "y"}]},
+    {"op": "end_forward", "instance": "b"},
+    {"op": "run", "name": "root:sum", "inputs": ["y"],
+     "outputs": [{"id": "l", "bytes": 4, "dtype": "fp32", "shape": []}]}
+  ],
+  "loss": "l",
+  "modules": [CALLS]
+})";
+
+std::string WithCalls(const std::string& calls) {
+  std::string text = kCallsProgram;
+  return text.replace(text.find("CALLS"), 5, calls);
+}
+
+TEST(ProgramFile, ModuleCallsRoundTrip) {
+  Result<FsdpModel> model =
+      ParseProgram("m.json", WithCalls(R"({"name": "b", "class": "Block", "ops": [1, 3]},
+                             {"name": "b.lin", "class": "Linear", "ops": [1, 2]})"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_EQ(model->module_calls.size(), 2u);
+  EXPECT_EQ(model->module_calls[0].name, "b");
+  EXPECT_EQ(model->module_calls[0].type, "Block");
+  EXPECT_EQ(model->module_calls[0].begin, 1u);
+  EXPECT_EQ(model->module_calls[0].end, 3u);
+  const std::string written = ProgramText(*model);
+  EXPECT_NE(written.find("\"modules\": [\n    {\"name\":\"b\",\"class\":\"Block\",\"ops\":[1,3]},"),
+            std::string::npos)
+      << written;
+  Result<FsdpModel> again = ParseProgram("m.json", written);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ProgramText(*again), written);
+}
+
+TEST(ProgramFile, ModuleCallErrors) {
+  EXPECT_EQ(ErrorOf(WithCalls(R"({"name": "b", "class": "Block", "ops": [1]})")),
+            "m.json: /modules/0/ops: expected [BEGIN, END] (2 op indexes), got 1 element(s)");
+  EXPECT_EQ(ErrorOf(WithCalls(R"({"name": "", "class": "Block", "ops": [1, 3]})")),
+            "m.json: /modules/0/name: must not be empty");
+  EXPECT_EQ(ErrorOf(WithCalls(R"({"name": "b", "ops": [1, 3]})")),
+            "m.json: /modules/0/class: missing (the model program needs a string here)");
+  EXPECT_EQ(ErrorOf(WithCalls(R"({"name": "b", "class": "Block", "ops": [1, 3], "args": []})")),
+            "m.json: /modules/0/args: unknown key (known here: name, class, ops)");
+  EXPECT_EQ(ErrorOf(WithCalls(R"({"name": "b", "class": "Block", "ops": [3, 9]})")),
+            "m.json: /modules/0/ops: [3, 9] is not a range of the forward's 5 ops (BEGIN <= END <= "
+            "5)");
+  EXPECT_EQ(ErrorOf(WithCalls(R"({"name": "b", "class": "Block", "ops": [1, 3]},
+                                 {"name": "c", "class": "C", "ops": [2, 5]})")),
+            "m.json: /modules/1/ops: the call of 'c' [2, 5] overlaps the call of 'b' [1, 3] "
+            "(/modules/0) without lying inside it: calls nest");
+  EXPECT_EQ(ErrorOf(WithCalls(R"({"name": "b", "class": "Block", "ops": [0, 3]})")),
+            "m.json: /modules/0/ops: the call of 'b' [0, 3] holds one of instance 'b''s gather "
+            "(/forward/0) and end_forward (/forward/3) but not the other");
 }
 
 TEST(ProgramFile, FsdpSettingsErrors) {

@@ -340,6 +340,22 @@ class Program(RecorderCase):
         self.assertEqual(p["forward"][4]["saves"], [{"tensor": "t2"}])
         self.assertEqual(p["forward"][6]["saves"], [{"tensor": "t2"}])
 
+    def test_module_calls(self):
+        # Every module call but the root's, parents first: the ops its forward ran, without its
+        # own instance's gather and end_forward (head: ops 4..5, between gather 3 and
+        # end_forward 5), what gen program --checkpoint makes regions of.
+        p = self.record("build_model", "--wrap", "Head", "--no-measure")
+        self.assertEqual([op.get("name", op["op"]) for op in p["forward"]][3:6],
+                         ["gather", "head.fc:addmm", "end_forward"])
+        self.assertEqual(p["modules"], [
+            {"name": "fc", "class": "Linear", "ops": [1, 2]},
+            {"name": "head", "class": "Head", "ops": [4, 5]},
+            {"name": "head.fc", "class": "Linear", "ops": [4, 5]}])
+        # A checkpointed call: the region is the caller's, the call inside it.
+        p = self.record("build_checkpointed", "--wrap", "Head", "--no-measure")
+        self.assertEqual(p["modules"][1], {"name": "head", "class": "Head", "ops": [6, 7]})
+        self.assertEqual(p["forward"][6]["name"], "head.fc:addmm")
+
     def test_a_local_outlives_its_last_reader_in_a_checkpointed_region(self):
         # Under no_grad (the real forward of the region) relu's result is freed when Local's
         # forward returns, after the add, not after the mul that reads it last: the add

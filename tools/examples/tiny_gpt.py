@@ -122,7 +122,7 @@ class CausalLM(GPT):
         pos_emb = self.pos(torch.arange(s, device=idx.device))
         x = self.drop(tok_emb + pos_emb)
         for block in self.blocks:
-            x = block(x)
+            x = checkpoint(block, x, **self.checkpoint_kwargs) if self.checkpointing else block(x)
         logits = self.head(self.ln_f(x))
         return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)),
                                idx[:, 1:].reshape(-1))
@@ -144,6 +144,12 @@ def build_model_causal_lm():
     """CausalLM: the loss inside forward, on shifted logits; batch: make_batch_causal_lm."""
     torch.manual_seed(0)
     return CausalLM(**CONFIG)
+
+
+def build_model_causal_lm_checkpointed():
+    """CausalLM with every Block checkpointed (torch.utils.checkpoint, reentrant)."""
+    torch.manual_seed(0)
+    return CausalLM(**dict(CONFIG, checkpointing=True))
 
 
 def make_batch_causal_lm():

@@ -34,6 +34,8 @@ class Recorder(TorchDispatchMode):
         self.producer = {}          # storage key -> index in program_ops of the run that made it
         self.param_instance = {}    # storage key of a parameter -> instance index
         self.module_stack = []
+        self.calls = []             # every module call but the root's: the program's `modules`
+        self.open_calls = []        # the calls whose forward is running (None: not recorded)
         self.pending = []           # (op index, output tensors) awaiting their grad_fn
         self.node_run = {}          # autograd node -> op index
         self.next_id = 0
@@ -87,11 +89,28 @@ class Recorder(TorchDispatchMode):
     def _enter(self, name):
         def hook(module, inputs):
             self.module_stack.append(name)
+            call = None
+            if not self.replaying and name != "root":
+                call = {"name": name, "class": type(module).__name__,
+                        "ops": [len(self.program_ops), None]}
+                self.calls.append(call)
+            self.open_calls.append(call)
         return hook
 
     def _leave(self):
         def hook(module, inputs, output):
             self.module_stack.pop()
+            call = self.open_calls.pop()
+            if call is not None:
+                # The ops the module's forward ran, without its own FSDP instance's gather and
+                # end_forward (their hooks run before this call's begins and before it ends):
+                # --checkpoint puts a region there, inside FSDP's hooks, as
+                # apply_activation_checkpointing under FSDP does.
+                end = len(self.program_ops)
+                last = self.program_ops[end - 1] if end > call["ops"][0] else {}
+                if last.get("op") == "end_forward" and last.get("instance") == call["name"]:
+                    end -= 1
+                call["ops"][1] = end
         return hook
 
     def where(self):

@@ -27,10 +27,11 @@ def prune(op):
             if not (isinstance(v, list) and not v and k not in ("outputs", "param_reads"))}
 
 
-def program_of(description, instances, inputs, forward, loss, flatten, held=(), fsdp=None):
+def program_of(description, instances, inputs, forward, loss, flatten, held=(), fsdp=None,
+               modules=()):
     """The program document: `instances` as (name, [(parameter name, numel)]) pairs, the
-    forward's ops pruned of empty lists; `held` and `fsdp` only where there are any. The
-    recorder adds `measured` and `optimizer` after."""
+    forward's ops pruned of empty lists; `held`, `fsdp` and `modules` (the module calls) only
+    where there are any. The recorder adds `measured` and `optimizer` after."""
     program = {
         "format": "bucketsim-program",
         "schema_version": 1,
@@ -45,6 +46,8 @@ def program_of(description, instances, inputs, forward, loss, flatten, held=(), 
         program["held"] = list(held)
     if fsdp is not None:
         program["fsdp"] = fsdp
+    if modules:
+        program["modules"] = list(modules)
     return program
 
 

@@ -115,5 +115,5 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
               "could not be attributed to a run and are left out", file=sys.stderr)
     rec.set_requires_grad()
     program = program_of(description, zip(rec.instance_names, rec.instance_params), inputs,
-                         rec.program_ops, rec.id_of(loss), flatten, rec.held, fsdp)
+                         rec.program_ops, rec.id_of(loss), flatten, rec.held, fsdp, rec.calls)
     return program, rec
