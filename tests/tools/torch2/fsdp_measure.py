@@ -123,6 +123,10 @@ def parse_args(argv=None):
     p.add_argument("--impl", required=True, choices=["fsdp1", "fsdp2"])
     p.add_argument("--optimizer", default="sgd", choices=["sgd", "sgd-momentum", "adam"])
     p.add_argument("--iterations", type=int, default=1)
+    p.add_argument("--checkpoint-wrap", action="append", default=[], metavar="CLASS",
+                   help="checkpoint every module of this class (repeat) as "
+                        "apply_activation_checkpointing does with a REENTRANT checkpoint_wrapper, "
+                        "inside its FSDP unit: FSDP1 wraps first, FSDP2 shards the wrapper")
     p.add_argument("--hsdp-shape", help="R,S: a (replicate, shard) device mesh (HYBRID_SHARD "
                                         "for fsdp1, HSDP for fsdp2)")
     g = p.add_argument_group("fsdp1")
@@ -163,6 +167,7 @@ def config_of(args, world_size):
     common = {"impl": args.impl, "world_size": world_size, "model": args.model,
               "batch": args.batch, "wrap": args.wrap, "optimizer": args.optimizer,
               "iterations": args.iterations, "hsdp_shape": args.hsdp_shape,
+              "checkpoint_wrap": args.checkpoint_wrap,
               "settle": args.settle == "on"}
     if args.impl == "fsdp1":
         return dict(common, sharding_strategy=args.sharding_strategy,
@@ -195,6 +200,21 @@ def _unit_classes(model, names):
     return classes
 
 
+def checkpoint_wrap(model, names):
+    """apply_activation_checkpointing with a REENTRANT checkpoint_wrapper around each module of
+    the classes `names` (torch.distributed.algorithms._checkpoint.checkpoint_wrapper, as
+    PyTorch's FSDP tutorial applies it); the model, changed in place."""
+    import functools
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)
+    classes = _unit_classes(model, names)
+    apply_activation_checkpointing(
+        model, check_fn=lambda m: isinstance(m, tuple(classes)),
+        checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper,
+                                                checkpoint_impl=CheckpointImpl.REENTRANT))
+    return model
+
+
 def wrap_fsdp1(model, args, world_size):
     from torch.distributed.fsdp import (BackwardPrefetch, FullyShardedDataParallel,
                                         MixedPrecision, ShardingStrategy)
@@ -207,12 +227,14 @@ def wrap_fsdp1(model, args, world_size):
                             reduce_dtype=_dtype(args.reduce_dtype),
                             buffer_dtype=_dtype(args.buffer_dtype))
     mesh = _mesh(args, world_size) if args.sharding_strategy == "HYBRID_SHARD" else None
-    return FullyShardedDataParallel(
+    fsdp = FullyShardedDataParallel(
         model, auto_wrap_policy=ModuleWrapPolicy(_unit_classes(model, args.wrap)),
         sharding_strategy=ShardingStrategy[args.sharding_strategy], backward_prefetch=prefetch,
         forward_prefetch=args.forward_prefetch, limit_all_gathers=args.limit_all_gathers == "on",
         use_orig_params=args.use_orig_params, mixed_precision=mp, device_id=torch.device("cpu"),
         device_mesh=mesh)
+    # After wrapping: each checkpoint wrapper lands inside its FSDP unit.
+    return checkpoint_wrap(fsdp, args.checkpoint_wrap) if args.checkpoint_wrap else fsdp
 
 
 def wrap_fsdp2(model, args, world_size):
@@ -226,7 +248,15 @@ def wrap_fsdp2(model, args, world_size):
                               output_dtype=_dtype(args.mp_output_dtype))
     mesh = _mesh(args, world_size)
     classes = _unit_classes(model, args.wrap)
-    for module in [m for m in model.modules() if type(m) in classes and m is not model]:
+    units = [m for m in model.modules() if type(m) in classes and m is not model]
+    if args.checkpoint_wrap:
+        # Before sharding, and the wrapper of a unit sharded in its place (as torchtitan does):
+        # FSDP2's hooks then run around the checkpoint, as FSDP1's do.
+        checkpoint_wrap(model, args.checkpoint_wrap)
+        wrapper = {m._checkpoint_wrapped_module: m for m in model.modules()
+                   if hasattr(m, "_checkpoint_wrapped_module")}
+        units = [wrapper.get(m, m) for m in units]
+    for module in units:
         fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
     return fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
 
