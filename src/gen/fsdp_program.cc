@@ -131,6 +131,9 @@ class FsdpTrace final : public TraceEmitter {
   };
   struct OpTensors {
     std::vector<std::size_t> inputs, outputs, saves;
+    // What it saves by reference that it neither reads nor makes (a checkpoint_begin's saves,
+    // above all): read here too, so alive here even past its last reader.
+    std::vector<std::size_t> save_reads;
     std::vector<GradInput> grad_inputs;
   };
   enum Span { kForwardSpan, kBackwardSpan, kRecomputeSpan };
@@ -147,10 +150,25 @@ class FsdpTrace final : public TraceEmitter {
       if (op.kind == OpKind::kCheckpointBegin) region = i;
       if (op.kind == OpKind::kCheckpointEnd) region = kNone;
       OpTensors& indexes = op_tensors_[i];
-      // A run may save its own outputs: saves are looked up once they are defined.
+      // A run may save its own outputs: saves are looked up once they are defined. A save of a
+      // tensor made in another region makes it that region's output; a save of one the op
+      // neither reads nor makes is a read of it (save_reads).
       const auto index_saves = [&] {
         for (const SavedTensor& save : op.saves) {
           indexes.saves.push_back(save.tensor.empty() ? kNone : index_.at(save.tensor));
+        }
+        for (std::size_t t : indexes.saves) {
+          if (t == kNone) continue;
+          if (region_of[t] != kNone && region_of[t] != region) tensors_[t].region_output = true;
+          const auto among = [t](const std::vector<std::size_t>& v) {
+            return std::find(v.begin(), v.end(), t) != v.end();
+          };
+          if (among(indexes.inputs) || among(indexes.outputs) || among(indexes.save_reads)) {
+            continue;
+          }
+          indexes.save_reads.push_back(t);
+          ++tensors_[t].forward_reads;
+          if (region != kNone && region_of[t] == region) ++tensors_[t].recompute_reads;
         }
       };
       if (op.kind != OpKind::kRun) {
@@ -177,11 +195,6 @@ class FsdpTrace final : public TraceEmitter {
         region_of.push_back(region);
       }
       index_saves();
-      for (std::size_t t : indexes.saves) {
-        if (t != kNone && region_of[t] != kNone && region_of[t] != region) {
-          tensors_[t].region_output = true;
-        }
-      }
       // The inputs a backward gives a gradient, each once.
       for (const RunInput& input : op.inputs) {
         const std::size_t t = index_.at(input.tensor);
@@ -307,7 +320,8 @@ class FsdpTrace final : public TraceEmitter {
         return RunForward(i, in_checkpoint ? RunMode::kNoGrad : RunMode::kForward);
       case OpKind::kCheckpointBegin:
         in_checkpoint = true;
-        return Save(i, saved_[i]);
+        BUCKETSIM_RETURN_IF_ERROR(Save(i, saved_[i]));
+        return ReleaseReads(op_tensors_[i].save_reads);
       case OpKind::kCheckpointEnd:
         in_checkpoint = false;
         return Status::Ok();
@@ -363,12 +377,20 @@ class FsdpTrace final : public TraceEmitter {
     } else {
       SaveReferences(i, saved);
     }
-    for (std::size_t t : op_tensors_[i].inputs) {
+    BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].inputs));
+    BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].save_reads));
+    for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
+    for (std::size_t t : releases_of_[i]) BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
+    return Status::Ok();
+  }
+
+  // An op has read these: each made by this forward or recompute (epoch) gives up the
+  // reference its reads were counted in (forward_reads, recompute_reads).
+  Status ReleaseReads(const std::vector<std::size_t>& tensors) {
+    for (std::size_t t : tensors) {
       if (t < model_.inputs.size() || epoch_of_[t] != epoch_) continue;
       BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
     }
-    for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
-    for (std::size_t t : releases_of_[i]) BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
     return Status::Ok();
   }
 

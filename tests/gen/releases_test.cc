@@ -3,6 +3,8 @@
 // tensor there) and in its recompute; every event written out by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <sstream>
 #include <string>
 #include <vector>
@@ -108,6 +110,52 @@ TEST(Releases, ALocalOutlivesItsLastReaderInTheRegionAndItsRecompute) {
       "free 8",
   };
   EXPECT_EQ(Emit(RegionWithALocal()), expected);
+}
+
+// lin (4 parameters): t = lin(x); u = b(t); a checkpointed region whose begin keeps t and u, and
+// whose one run reads u: v = c(u); loss: a mean of v. t's last reader (b) runs before the region
+// begins: the begin's save keeps it alive all the same (until the region's backward), as it does
+// for a run that saves a tensor it does not read (`gen program --checkpoint` places such begins:
+// a block that saves by reference what an earlier block made). The emitter used to free t after
+// b and then abort at the begin (a program the checks accept, found by the program fuzzer).
+FsdpModel BeginKeepsATensorPastItsLastReader() {
+  ProgramBuilder program("begin keeps");
+  program.AddInstance({"root", {}, true, false});
+  const std::size_t lin = program.AddInstance({"lin", {{"flat_param_0", 4}}, true, true});
+  program.AddInput(Tensor("x", 100, "fp32"));
+  program.Gather(lin);
+  program.Run("lin", 0, {lin}, {In("x")}, {Tensor("t", 200, "fp32")}, {Keep("x")});
+  program.EndForward(lin);
+  program.Run("b", 0, {}, {In("t")}, {Tensor("u", 200, "fp32")});
+  program.CheckpointBegin({Keep("t"), Keep("u")});
+  program.Run("c", 0, {}, {In("u")}, {Tensor("v", 200, "fp32")}, {Keep("u")});
+  program.CheckpointEnd();
+  program.Run("loss", 0, {}, {In("v")}, {Tensor("loss", 4, "fp32")});
+  program.SetLoss("loss");
+  return program.Take();
+}
+
+TEST(Releases, ARegionsBeginKeepsATensorPastItsLastReader) {
+  const std::vector<std::string> events = Emit(BeginKeepsATensorPastItsLastReader());
+  const std::vector<std::string> forward = {
+      "compute forward lin",
+      "alloc 4 200 s0 activation",  // t
+      "free 3",
+      "compute forward b",
+      "alloc 5 200 s0 activation",  // u; t stays: the begin keeps it
+      "compute forward c",
+      "alloc 6 200 s0 activation",  // v; u stays: the begin keeps it
+      "compute forward loss"};
+  const auto at = std::search(events.begin(), events.end(), forward.begin(), forward.end());
+  ASSERT_NE(at, events.end()) << ::testing::PrintToString(events);
+  // t and u are freed when the region's backward returns, after c's backward.
+  const auto c_backward = std::find(events.begin(), events.end(), "compute backward c");
+  ASSERT_NE(c_backward, events.end());
+  const auto free_t = std::find(c_backward, events.end(), "free 4");
+  const auto free_u = std::find(c_backward, events.end(), "free 5");
+  EXPECT_NE(free_t, events.end()) << ::testing::PrintToString(events);
+  EXPECT_NE(free_u, events.end());
+  EXPECT_EQ(std::find(events.begin(), c_backward, "free 4"), c_backward);
 }
 
 TEST(Releases, ValidationNamesTheJsonPointer) {
