@@ -16,6 +16,7 @@
 #include "core/size_format.h"
 #include "gen/fsdp_program.h"
 #include "gen/preset.h"
+#include "gen/program_batch.h"
 #include "gen/program_checkpoint.h"
 #include "gen/program_precision.h"
 #include "io/program_file.h"
@@ -116,6 +117,20 @@ Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command,
   return Status::Ok();
 }
 
+// --batch-size: 0 emits the program at the size it was recorded at; N scales it (ScaleBatch).
+Status ApplyBatchSize(FsdpModel& program, std::uint64_t size) {
+  if (size == 0) return Status::Ok();
+  Result<BatchSummary> scaled = ScaleBatch(program, size);
+  if (!scaled.ok()) {
+    return InvalidArgument(fmt::format("--batch-size {}: {}", size, scaled.status().message()));
+  }
+  std::fprintf(stderr, "gen: batch size %llu -> %llu: the program's tensors %s -> %s\n",
+               static_cast<unsigned long long>(scaled->from),
+               static_cast<unsigned long long>(scaled->to),
+               FormatBytes(scaled->bytes_before).c_str(), FormatBytes(scaled->bytes_after).c_str());
+  return Status::Ok();
+}
+
 // --checkpoint: `recorded` emits the program's own checkpointing; none, all or CLASS,... put
 // regions where it says (CheckpointModules) and say what changed.
 Status ApplyCheckpoint(FsdpModel& program, const std::string& checkpoint) {
@@ -168,12 +183,15 @@ Status ApplyActivationDType(FsdpModel& program, const GenOptions& options,
 }
 
 int RunProgram(const std::string& model_path, const CLI::App& command, GenOptions& options,
-               const std::string& checkpoint, const std::string& activation_dtype,
-               const std::string& output) {
+               std::uint64_t batch_size, const std::string& checkpoint,
+               const std::string& activation_dtype, const std::string& output) {
   Result<FsdpModel> program = ReadProgramFile(model_path);
   if (!program.ok()) return ReportError(program.status());
   if (Status applied = ApplyProgramSettings(*program, command, options); !applied.ok()) {
     return ReportError(applied);
+  }
+  if (Status scaled = ApplyBatchSize(*program, batch_size); !scaled.ok()) {
+    return ReportError(scaled);
   }
   if (Status placed = ApplyCheckpoint(*program, checkpoint); !placed.ok()) {
     return ReportError(placed);
@@ -239,6 +257,13 @@ void AddProgramCommand(CLI::App& gen, CommandContext& context) {
   auto model = std::make_shared<std::string>();
   command->add_option("MODEL", *model, "The model program (JSON)")->required();
   for (const PresetParam& param : GenOptionParams(*options)) AddParamFlag(*command, param);
+  auto batch_size = std::make_shared<std::uint64_t>(0);
+  command
+      ->add_option("--batch-size", *batch_size,
+                   "The batch size to emit the model at (0: as recorded), from a program "
+                   "recorded at several (tools/record_program.py --batch-sizes)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   auto checkpoint = std::make_shared<std::string>("recorded");
   command
       ->add_option("--checkpoint", *checkpoint,
@@ -265,10 +290,11 @@ void AddProgramCommand(CLI::App& gen, CommandContext& context) {
       "--activation-dtype param-dtype puts fp32 ones in the param dtype); the options fix FSDP. A "
       "recorded model that was already wrapped with FSDP1 or fully_shard is emitted "
       "with its own settings (the program's \"fsdp\" key) unless a flag says otherwise.");
-  command->callback([command, options, model, checkpoint, activation_dtype, output, &context] {
-    context.exit_code =
-        RunProgram(*model, *command, *options, *checkpoint, *activation_dtype, *output);
-  });
+  command->callback(
+      [command, options, model, batch_size, checkpoint, activation_dtype, output, &context] {
+        context.exit_code = RunProgram(*model, *command, *options, *batch_size, *checkpoint,
+                                       *activation_dtype, *output);
+      });
 }
 
 // One block: "name: summary", its parameters as "--name VALUE  default X  meaning", aligned.

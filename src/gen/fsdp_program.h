@@ -70,6 +70,9 @@ struct ProgramTensor {
   std::string name;
   std::optional<bool> requires_grad;  // outputs only; unset: derived (see Backward below)
   std::string alias;  // non-empty: shares that earlier tensor's storage (a view, in-place op)
+  // With the program's `batch`: how many bytes more each sample of the batch adds (the
+  // recorder's fit of bytes = a + b x batch size, b); `bytes` are at the program's size.
+  Bytes bytes_per_sample = 0;
 };
 
 // A tensor made by a run that no other run reads: a saved mask or statistic, an autocast
@@ -79,6 +82,7 @@ struct NewTensor {
   std::string dtype;
   std::optional<std::vector<std::uint64_t>> shape;
   std::string name;
+  Bytes bytes_per_sample = 0;  // as ProgramTensor's
 };
 
 // What a run's backward gives an input that requires grad (autograd's derivative formulas):
@@ -103,11 +107,15 @@ struct ForwardOp {
   std::string name;                      // kRun: "block0" gives spans "forward block0", ...
   double flops = 0;                      // kRun: forward FLOPs
   std::optional<double> backward_flops;  // kRun: unset: twice `flops`
-  std::vector<std::size_t> uses;         // kRun: instances whose parameters it computes with
-  std::vector<RunInput> inputs;          // kRun
-  std::vector<ProgramTensor> outputs;    // kRun
-  std::vector<SavedTensor> saves;        // kRun, kCheckpointBegin (what the region keeps)
-  std::vector<NewTensor> workspace;      // kRun: made in its backward, freed at its end
+  // kRun, with the program's `batch`: FLOPs each sample adds, forward and backward (unset:
+  // twice the forward's).
+  double flops_per_sample = 0;
+  std::optional<double> backward_flops_per_sample;
+  std::vector<std::size_t> uses;       // kRun: instances whose parameters it computes with
+  std::vector<RunInput> inputs;        // kRun
+  std::vector<ProgramTensor> outputs;  // kRun
+  std::vector<SavedTensor> saves;      // kRun, kCheckpointBegin (what the region keeps)
+  std::vector<NewTensor> workspace;    // kRun: made in its backward, freed at its end
   // kRun: the parameters (a view's name, or a parameter without views) whose gradient this
   // run's backward makes, of instances in `uses`. Unset: the whole gradient of every instance
   // it uses is made at its backward if none is yet (programs without param_reads).
@@ -150,6 +158,15 @@ struct ModuleCall {
   std::size_t end = 0;
 };
 
+// The batch sizes a recorder ran the model at (the program's "batch" key): the program's
+// tensors are at `size`, and every tensor's bytes and every run's FLOPs were a + b x batch size
+// at each of `checked` (the ops the same at each), so `gen program --batch-size N` scales them
+// to any N from the smallest checked size up (gen/program_batch.h).
+struct BatchSizes {
+  std::uint64_t size = 0;
+  std::vector<std::uint64_t> checked;  // ascending, `size` among them
+};
+
 // A model program (traces/README.md, "Model programs"; traces/program-v1.schema.json).
 struct FsdpModel {
   std::string description;
@@ -173,6 +190,8 @@ struct FsdpModel {
   // Every module call of the forward but the root's, parents before their children (empty in
   // programs written before the recorder wrote them, and in the presets').
   std::vector<ModuleCall> module_calls;
+  // Unset: recorded at one batch size, and no tensor has bytes_per_sample.
+  std::optional<BatchSizes> batch;
 };
 
 // The element size of a program dtype name ("fp32", "bool", "int64", ...); 0 if unknown.

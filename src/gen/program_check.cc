@@ -303,10 +303,14 @@ class ProgramChecker {
   Status CheckRun(const std::string& pointer, const ForwardOp& op) {
     if (op.name.empty())
       return InvalidArgument(fmt::format("{}/name: a run needs a name", pointer));
-    if (!std::isfinite(op.flops) || op.flops < 0 || !std::isfinite(op.BackwardFlops()) ||
-        op.BackwardFlops() < 0) {
-      return InvalidArgument(
-          fmt::format("{}: flops and backward_flops must be finite and not negative", pointer));
+    for (double flops : {op.flops, op.BackwardFlops(), op.flops_per_sample,
+                         op.backward_flops_per_sample.value_or(0)}) {
+      if (!std::isfinite(flops) || flops < 0) {
+        return InvalidArgument(fmt::format(
+            "{}: flops, backward_flops and their per-sample parts must be finite and not "
+            "negative",
+            pointer));
+      }
     }
     for (std::size_t k = 0; k < op.uses.size(); ++k) {
       const std::string at = fmt::format("{}/uses/{}", pointer, k);

@@ -1,5 +1,6 @@
 #include "io/program_file.h"
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -19,6 +20,9 @@ using Pointer = JsonDocument::Pointer;
 
 constexpr std::string_view kKind = "model program";
 constexpr std::string_view kFormat = "bucketsim-program";
+constexpr std::string_view kNoBatch =
+    "a program recorded at one batch size has no per-sample sizes (the \"batch\" key says at "
+    "which sizes they were fitted)";
 
 // Assigns the value of a Result expression or returns its error.
 #define PROGRAM_ASSIGN(lhs, expr)               \
@@ -43,9 +47,9 @@ class ProgramReader {
     }
     BUCKETSIM_RETURN_IF_ERROR(
         doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
-    BUCKETSIM_RETURN_IF_ERROR(
-        Keys(top, {"format", "schema_version", "description", "autocast", "instances", "inputs",
-                   "forward", "loss", "held", "fsdp", "optimizer", "measured", "modules"}));
+    BUCKETSIM_RETURN_IF_ERROR(Keys(
+        top, {"format", "schema_version", "description", "autocast", "instances", "inputs",
+              "forward", "loss", "held", "fsdp", "optimizer", "measured", "modules", "batch"}));
     if (doc_.Has(Pointer("/description"))) {
       PROGRAM_ASSIGN(model_.description, doc_.String(Pointer("/description")));
     }
@@ -89,6 +93,9 @@ class ProgramReader {
       Measured measured;
       PROGRAM_ASSIGN(measured, ReadMeasured(Pointer("/measured")));
       model_.measured = std::move(measured);
+    }
+    if (doc_.Has(Pointer("/batch"))) {
+      PROGRAM_ASSIGN(model_.batch, ReadBatch(Pointer("/batch")));
     }
     BUCKETSIM_RETURN_IF_ERROR(List(Pointer("/modules"), model_.module_calls,
                                    [&](const Pointer& p) { return ReadModuleCall(p); }));
@@ -276,13 +283,23 @@ class ProgramReader {
     return doc_.String(at);
   }
 
+  // bytes_per_sample: an integer >= 0, only in a program with a "batch" key; 0 when absent.
+  Result<Bytes> PerSample(const Pointer& at) const {
+    if (!doc_.Has(at)) return Bytes{0};
+    if (!doc_.Has(Pointer("/batch"))) {
+      return doc_.Error(at, std::string(kNoBatch));
+    }
+    return doc_.Unsigned(at);
+  }
+
   Result<ProgramTensor> ReadTensor(const Pointer& at) const {
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
-    BUCKETSIM_RETURN_IF_ERROR(
-        Keys(at, {"id", "bytes", "dtype", "shape", "name", "requires_grad", "alias"}));
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"id", "bytes", "bytes_per_sample", "dtype", "shape", "name",
+                                        "requires_grad", "alias"}));
     ProgramTensor tensor;
     PROGRAM_ASSIGN(tensor.id, doc_.String(at / "id"));
     PROGRAM_ASSIGN(tensor.bytes, doc_.Unsigned(at / "bytes"));
+    PROGRAM_ASSIGN(tensor.bytes_per_sample, PerSample(at / "bytes_per_sample"));
     PROGRAM_ASSIGN(tensor.dtype, doc_.String(at / "dtype"));
     PROGRAM_ASSIGN(tensor.shape, Shape(at / "shape"));
     PROGRAM_ASSIGN(tensor.name, OptionalString(at / "name"));
@@ -300,9 +317,10 @@ class ProgramReader {
 
   Result<NewTensor> ReadNewTensor(const Pointer& at) const {
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
-    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"bytes", "dtype", "shape", "name"}));
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"bytes", "bytes_per_sample", "dtype", "shape", "name"}));
     NewTensor tensor;
     PROGRAM_ASSIGN(tensor.bytes, doc_.Unsigned(at / "bytes"));
+    PROGRAM_ASSIGN(tensor.bytes_per_sample, PerSample(at / "bytes_per_sample"));
     PROGRAM_ASSIGN(tensor.dtype, doc_.String(at / "dtype"));
     PROGRAM_ASSIGN(tensor.shape, Shape(at / "shape"));
     PROGRAM_ASSIGN(tensor.name, OptionalString(at / "name"));
@@ -394,15 +412,28 @@ class ProgramReader {
                                                kind));
     }
     op.kind = OpKind::kRun;
-    BUCKETSIM_RETURN_IF_ERROR(
-        Keys(at, {"op", "name", "flops", "backward_flops", "uses", "inputs", "outputs", "saves",
-                  "workspace", "param_reads", "releases"}));
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op", "name", "flops", "backward_flops", "flops_per_sample",
+                                        "backward_flops_per_sample", "uses", "inputs", "outputs",
+                                        "saves", "workspace", "param_reads", "releases"}));
     PROGRAM_ASSIGN(op.name, doc_.String(at / "name"));
     if (doc_.Has(at / "flops")) PROGRAM_ASSIGN(op.flops, doc_.Number(at / "flops"));
     if (doc_.Has(at / "backward_flops")) {
       double flops = 0;
       PROGRAM_ASSIGN(flops, doc_.Number(at / "backward_flops"));
       op.backward_flops = flops;
+    }
+    for (const char* key : {"flops_per_sample", "backward_flops_per_sample"}) {
+      if (!doc_.Has(at / key)) continue;
+      if (!doc_.Has(Pointer("/batch"))) {
+        return doc_.Error(at / key, std::string(kNoBatch));
+      }
+      double flops = 0;
+      PROGRAM_ASSIGN(flops, doc_.Number(at / key));
+      if (key == std::string_view("flops_per_sample")) {
+        op.flops_per_sample = flops;
+      } else {
+        op.backward_flops_per_sample = flops;
+      }
     }
     BUCKETSIM_RETURN_IF_ERROR(
         List(at / "uses", op.uses, [&](const Pointer& p) { return InstanceRef(p); }));
@@ -454,6 +485,25 @@ class ProgramReader {
     BUCKETSIM_RETURN_IF_ERROR(List(at / "phase_peaks", measured.phase_peaks,
                                    [&](const Pointer& p) { return ReadPhasePeak(p); }));
     return measured;
+  }
+
+  // {"size", "checked": [...]}: sizes >= 1, ascending, `size` among them.
+  Result<std::optional<BatchSizes>> ReadBatch(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"size", "checked"}));
+    BatchSizes batch;
+    PROGRAM_ASSIGN(batch.size, doc_.Unsigned(at / "size"));
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(at / "checked", batch.checked, [&](const Pointer& p) { return doc_.Unsigned(p); }));
+    for (std::size_t k = 0; k < batch.checked.size(); ++k) {
+      if (batch.checked[k] == 0 || (k > 0 && batch.checked[k] <= batch.checked[k - 1])) {
+        return doc_.Error(at / "checked" / k, "batch sizes are at least 1, in ascending order");
+      }
+    }
+    if (std::find(batch.checked.begin(), batch.checked.end(), batch.size) == batch.checked.end()) {
+      return doc_.Error(at / "size", fmt::format("{} is not among the checked sizes", batch.size));
+    }
+    return std::optional<BatchSizes>(std::move(batch));
   }
 
   // {"name", "class", "ops": [BEGIN, END]}; the range is checked by ValidateProgram.
@@ -521,6 +571,7 @@ Json ShapeJson(const std::vector<std::uint64_t>& shape) {
 
 Json TensorJson(const ProgramTensor& t) {
   Json json = {{"id", t.id}, {"bytes", t.bytes}, {"dtype", t.dtype}};
+  if (t.bytes_per_sample != 0) json["bytes_per_sample"] = t.bytes_per_sample;
   if (t.shape) json["shape"] = ShapeJson(*t.shape);
   if (!t.name.empty()) json["name"] = t.name;
   if (t.requires_grad) json["requires_grad"] = *t.requires_grad;
@@ -530,6 +581,7 @@ Json TensorJson(const ProgramTensor& t) {
 
 Json NewTensorJson(const NewTensor& t) {
   Json json = {{"bytes", t.bytes}, {"dtype", t.dtype}};
+  if (t.bytes_per_sample != 0) json["bytes_per_sample"] = t.bytes_per_sample;
   if (t.shape) json["shape"] = ShapeJson(*t.shape);
   if (!t.name.empty()) json["name"] = t.name;
   return json;
@@ -571,6 +623,10 @@ Json OpJson(const ForwardOp& op) {
   }
   Json json = {{"op", "run"}, {"name", op.name}, {"flops", op.flops}};
   if (op.backward_flops) json["backward_flops"] = *op.backward_flops;
+  if (op.flops_per_sample != 0) json["flops_per_sample"] = op.flops_per_sample;
+  if (op.backward_flops_per_sample) {
+    json["backward_flops_per_sample"] = *op.backward_flops_per_sample;
+  }
   if (!op.uses.empty()) json["uses"] = op.uses;
   if (!op.inputs.empty()) {
     Json inputs = Json::array();
@@ -792,6 +848,10 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   if (model.fsdp) out << ",\n  \"fsdp\": " << *model.fsdp;
   if (model.optimizer) out << ",\n  \"optimizer\": " << *model.optimizer;
   if (model.measured) out << ",\n  \"measured\": " << MeasuredJson(*model.measured).dump();
+  if (model.batch) {
+    out << ",\n  \"batch\": "
+        << Json({{"size", model.batch->size}, {"checked", model.batch->checked}}).dump();
+  }
   if (!model.module_calls.empty()) {
     out << ",\n  \"modules\": [\n";
     for (std::size_t c = 0; c < model.module_calls.size(); ++c) {

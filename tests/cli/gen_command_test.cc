@@ -218,6 +218,62 @@ TEST(GenCommand, CheckpointPlacesTheRegionsOfThePresetsOwnCheckpointing) {
       << no_calls.err;
 }
 
+// The batch size as a what-if (issue 21): a program recorded at batch sizes 2, 3 and 4 (by hand
+// here; tools/record_program.py --batch-sizes writes them) emitted at 6 has every tensor at 6;
+// below the smallest size checked, or from a program recorded at one size, it is refused. The
+// scaling is held against real runs at sizes not recorded by Tools.Oracle (BATCH_CASES).
+TEST(GenCommand, BatchSizeEmitsAProgramRecordedAtSeveralSizesAtAnother) {
+  const std::string program = testing::WriteTempFile("batched-program.json", R"({
+  "format": "bucketsim-program", "schema_version": 1, "description": "batched",
+  "instances": [{"name": "root", "params": [{"name": "w", "numel": 4}]}],
+  "inputs": [{"id": "x", "bytes": 2048, "bytes_per_sample": 1024, "dtype": "fp32"}],
+  "forward": [
+    {"op": "gather", "instance": "root"},
+    {"op": "run", "name": "mm", "uses": ["root"], "inputs": ["x"],
+     "outputs": [{"id": "y", "bytes": 4096, "bytes_per_sample": 2048, "dtype": "fp32"}],
+     "saves": [{"tensor": "x"}]},
+    {"op": "end_forward", "instance": "root"},
+    {"op": "run", "name": "loss", "inputs": ["y"],
+     "outputs": [{"id": "l", "bytes": 4, "dtype": "fp32", "shape": []}]}
+  ],
+  "loss": "l", "batch": {"size": 2, "checked": [2, 3, 4]}
+})");
+  const std::string trace = testing::WriteTempFile("batched-6.json", "");
+  testing::BinaryResult run =
+      RunBucketsim({"gen", "program", program, "--world-size", "2", "--iterations", "1",
+                    "--param-dtype", "fp32", "--batch-size", "6", "-o", trace});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("gen: batch size 2 -> 6: the program's tensors 6.00 KiB -> 18.00 KiB\n"),
+            std::string::npos)
+      << run.err;
+  const nlohmann::json doc = nlohmann::json::parse(testing::ReadFile(trace));
+  EXPECT_NE(doc.at("description").get<std::string>().find("batched; batch size 6"),
+            std::string::npos);
+  std::vector<std::uint64_t> activations;
+  for (const nlohmann::json& event : doc.at("events")) {
+    if (event.value("cat", "") == "activation") {
+      activations.push_back(event.at("bytes").get<std::uint64_t>());
+    }
+  }
+  EXPECT_EQ(activations, (std::vector<std::uint64_t>{6144, 12288, 4}));  // x, y, the loss
+
+  testing::BinaryResult below =
+      RunBucketsim({"gen", "program", program, "--batch-size", "1", "-o", "/dev/null"});
+  EXPECT_EQ(below.exit_code, 2);
+  EXPECT_NE(below.err.find("bucketsim: error: --batch-size 1: 1 is below the smallest batch size "
+                           "the recording checked (2)"),
+            std::string::npos)
+      << below.err;
+  const std::string one_size = testing::WriteTempFile("one-size-program.json", "");
+  ASSERT_EQ(RunBucketsim({"gen", "fairscale-convnet", "--emit-program", one_size}).exit_code, 0);
+  testing::BinaryResult unscalable =
+      RunBucketsim({"gen", "program", one_size, "--batch-size", "4", "-o", "/dev/null"});
+  EXPECT_EQ(unscalable.exit_code, 2);
+  EXPECT_NE(unscalable.err.find("--batch-size 4: the program was recorded at one batch size"),
+            std::string::npos)
+      << unscalable.err;
+}
+
 // Precision as a what-if (issue 21): a preset's program made at fp32 (fp32 activations, as a
 // model recorded on the CPU) emitted with --param-dtype bf16 --activation-dtype param-dtype has
 // every fp32 tensor of its forward halved (the sum is exact); without the flag the activations

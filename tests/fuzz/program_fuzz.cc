@@ -9,7 +9,9 @@
 // fp32 activations cast to bf16 (`gen program --activation-dtype param-dtype`) emits a valid
 // trace too, or the cast refuses it. Its module calls checkpointed (`gen program --checkpoint`
 // none, all, and the first call's class) give a program that emits a valid trace, or are
-// refused for want of calls or of such a class; never a program the checks refuse.
+// refused for want of calls or of such a class; never a program the checks refuse. So does the
+// program at another batch size (`gen program --batch-size`: the smallest checked, and 3 more
+// than its own), or the scaling refuses it.
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -21,6 +23,7 @@
 #include "fuzz_input.h"
 #include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
+#include "gen/program_batch.h"
 #include "gen/program_checkpoint.h"
 #include "gen/program_precision.h"
 #include "io/program_file.h"
@@ -106,6 +109,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FsdpModel cast = *model;
   if (CastActivations(cast, DType::kBFloat16).ok()) {
     what_ifs.push_back({std::move(cast), "its activations cast to bf16", runs[3]});
+  }
+  if (model->batch) {
+    for (std::uint64_t size : {model->batch->checked.front(), model->batch->size + 3}) {
+      FsdpModel scaled = *model;
+      if (ScaleBatch(scaled, size).ok()) {
+        what_ifs.push_back({std::move(scaled), "at another batch size", runs[0]});
+      }
+    }
   }
   std::vector<CheckpointChoice> checkpoints = {{}, {CheckpointChoice::Kind::kAll, {}}};
   if (!model->module_calls.empty()) {

@@ -160,7 +160,7 @@ TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
   EXPECT_EQ(ErrorOf(std::string("{") + kHead + R"(, "forward": [], "loss": "l", "extra": 1})"),
             "m.json: /extra: unknown key (known here: format, schema_version, description, "
             "autocast, instances, inputs, forward, loss, held, fsdp, optimizer, measured, "
-            "modules)");
+            "modules, batch)");
   EXPECT_EQ(ErrorOf(std::string("{") + kHead +
                     R"(, "forward": [{"op": "gather", "instance": "q"}], "loss": "l"})"),
             "m.json: /forward/0/instance: no instance is named 'q'");
@@ -253,6 +253,68 @@ TEST(ProgramFile, ModuleCallErrors) {
   EXPECT_EQ(ErrorOf(WithCalls(R"({"name": "b", "class": "Block", "ops": [0, 3]})")),
             "m.json: /modules/0/ops: the call of 'b' [0, 3] holds one of instance 'b''s gather "
             "(/forward/0) and end_forward (/forward/3) but not the other");
+}
+
+// A program recorded at several batch sizes: the "batch" key and each tensor's and run's
+// per-sample parts, written back as read; per-sample parts need the key.
+constexpr const char* kBatchProgram = R"({
+  "format": "bucketsim-program", "schema_version": 1,
+  "instances": [{"name": "root", "params": [{"name": "w", "numel": 4}]}],
+  "inputs": [{"id": "x", "bytes": 32, "bytes_per_sample": 16, "dtype": "fp32"}],
+  "forward": [
+    {"op": "gather", "instance": "root"},
+    {"op": "run", "name": "mm", "flops": 100, "flops_per_sample": 50, "backward_flops": 300,
+     "backward_flops_per_sample": 100, "uses": ["root"], "inputs": ["x"],
+     "outputs": [{"id": "y", "bytes": 64, "bytes_per_sample": 32, "dtype": "fp32"}],
+     "saves": [{"bytes": 8, "bytes_per_sample": 4, "dtype": "bool"}],
+     "workspace": [{"bytes": 2, "bytes_per_sample": 1, "dtype": "bf16"}]},
+    {"op": "end_forward", "instance": "root"}
+  ],
+  "loss": "y"BATCH
+})";
+
+std::string WithBatch(const std::string& batch) {
+  std::string text = kBatchProgram;
+  return text.replace(text.find("BATCH"), 5, batch);
+}
+
+TEST(ProgramFile, BatchSizesRoundTrip) {
+  Result<FsdpModel> model =
+      ParseProgram("m.json", WithBatch(R"(, "batch": {"size": 2, "checked": [2, 3, 4]})"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_TRUE(model->batch);
+  EXPECT_EQ(model->batch->size, 2u);
+  EXPECT_EQ(model->batch->checked, (std::vector<std::uint64_t>{2, 3, 4}));
+  EXPECT_EQ(model->inputs[0].bytes_per_sample, 16u);
+  EXPECT_EQ(model->forward[1].flops_per_sample, 50);
+  EXPECT_EQ(model->forward[1].backward_flops_per_sample, 100);
+  EXPECT_EQ(model->forward[1].outputs[0].bytes_per_sample, 32u);
+  EXPECT_EQ(model->forward[1].saves[0].fresh.bytes_per_sample, 4u);
+  EXPECT_EQ(model->forward[1].workspace[0].bytes_per_sample, 1u);
+  const std::string written = ProgramText(*model);
+  EXPECT_NE(written.find("\"batch\": {\"size\":2,\"checked\":[2,3,4]}"), std::string::npos)
+      << written;
+  Result<FsdpModel> again = ParseProgram("m.json", written);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ProgramText(*again), written);
+}
+
+TEST(ProgramFile, BatchSizesErrors) {
+  EXPECT_EQ(ErrorOf(WithBatch("")),
+            "m.json: /inputs/0/bytes_per_sample: a program recorded at one batch size has no "
+            "per-sample sizes (the \"batch\" key says at which sizes they were fitted)");
+  EXPECT_EQ(ErrorOf(WithBatch(R"(, "batch": {"size": 2, "checked": [2, 2, 4]})")),
+            "m.json: /batch/checked/1: batch sizes are at least 1, in ascending order");
+  EXPECT_EQ(ErrorOf(WithBatch(R"(, "batch": {"size": 5, "checked": [2, 3, 4]})")),
+            "m.json: /batch/size: 5 is not among the checked sizes");
+  EXPECT_EQ(ErrorOf(WithBatch(R"(, "batch": {"size": 2, "checked": [0, 2]})")),
+            "m.json: /batch/checked/0: batch sizes are at least 1, in ascending order");
+  std::string negative = WithBatch(R"(, "batch": {"size": 2, "checked": [2, 3]})");
+  const std::string fifty = "\"flops_per_sample\": 50";
+  negative.replace(negative.find(fifty), fifty.size(), "\"flops_per_sample\": -5");
+  EXPECT_EQ(ErrorOf(negative),
+            "m.json: /forward/1: flops, backward_flops and their per-sample parts must be "
+            "finite and not negative");
 }
 
 TEST(ProgramFile, FsdpSettingsErrors) {

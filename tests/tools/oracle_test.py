@@ -237,6 +237,39 @@ for _case in CHECKPOINT_CASES:
     setattr(Oracle, "test_" + _case.replace("-", "_"), make_checkpoint_test(_case))
 
 
+# `gen program --batch-size` as a what-if: a program recorded at batch sizes 2, 3 and 4
+# (tools/record_program.py --batch-sizes, make_batch_sized), emitted at a size not recorded,
+# against the real run at that size. Case: (model file, build, wrap flags, batch size).
+BATCH_CASES = {
+    "gpt-batch-6": ("tiny_gpt.py", "build_model", ["--wrap", "Block"], 6),
+    "gpt-ckpt-batch-8": ("tiny_gpt.py", "build_model_checkpointed", ["--wrap", "Block"], 8),
+}
+
+
+def make_batch_test(case):
+    def test(self):
+        from recorder.load import load_function
+        from recorder.measure import measure_step
+        file, build, wrap, size = BATCH_CASES[case]
+        path = os.path.join(EXAMPLES, file)
+        program = os.path.join(self.dir.name, f"{case}.program.json")
+        run([sys.executable, os.path.join(TOOLS, "record_program.py"), f"{path}:{build}",
+             "--batch", f"{path}:make_batch_sized", "--batch-sizes", "2,3,4", *wrap,
+             "--no-flatten", "--no-measure", "-o", program])
+        sized = load_function(f"{path}:make_batch_sized", "--batch")
+        measured, _ = measure_step(load_function(f"{path}:{build}", "model"),
+                                   lambda: sized(size), OPTIMIZER)
+        trace = os.path.join(self.dir.name, f"{case}.trace.json")
+        run([BUCKETSIM, "gen", "program", program, *COMMON, "--batch-size", str(size),
+             "-o", trace])
+        self.check(case, "what-if", trace, measured)
+    return test
+
+
+for _case in BATCH_CASES:
+    setattr(Oracle, "test_" + _case.replace("-", "_"), make_batch_test(_case))
+
+
 # Preset rows without a recorder row: tests/tools/cuda_autocast_gpt.py is the example GPT (no
 # dropout) with the casts CUDA's autocast (bf16) makes written out by hand (PyTorch 1.13's CPU
 # autocast follows other op lists), against `transformer --autocast bf16` (fp32 parameters).

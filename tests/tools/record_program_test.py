@@ -400,6 +400,35 @@ class Program(RecorderCase):
         self.assertEqual([op["name"].split(":")[-1] for op in runs], ["addmm", "mul", "sum"])
         self.assertFalse(any("releases" in op for op in runs))
 
+    def test_batch_sizes(self):
+        # The example GPT at batch sizes 2, 3 and 4: one program at 2, with what each sample
+        # adds (Tools.Oracle holds it against real runs at 6 and 8). At batch size 1 its
+        # attention takes a view where 2 copies: refused, with the op.
+        gpt = os.path.join(EXAMPLES, "tiny_gpt.py")
+        out = os.path.join(self.dir.name, "batched.json")
+        for sizes, code in (("2,3,4", 0), ("1,2,3", 2)):
+            with self.subTest(sizes):
+                run = subprocess.run([*RECORDER, f"{gpt}:build_model", "--batch",
+                                      f"{gpt}:make_batch_sized", "--batch-sizes", sizes,
+                                      "--device", "meta", "-o", out],
+                                     capture_output=True, text=True)
+                self.assertEqual(run.returncode, code, run.stderr)
+        # torch 1.13 names the view _reshape_alias, torch 2.6 view.
+        self.assertRegex(run.stderr, r"record_program: error: --batch-sizes: at batch size 2 the "
+                         r"forward is not the one at 1 \(op 24: 'blocks.0.attn:clone' where 1 has "
+                         r"'blocks.0.attn:(_reshape_alias|view)'\): the model runs other ops there")
+        with open(out) as f:
+            p = json.load(f)
+        self.assertEqual(p["batch"], {"size": 2, "checked": [2, 3, 4]})
+        self.assertTrue(p["description"].endswith(", batch size 2"))
+        # The tokens and the targets (int64, seq 64) grow with each sample; the positions
+        # (arange) do not.
+        self.assertEqual([(i["bytes"], i["bytes_per_sample"]) for i in p["inputs"]],
+                         [(2 * 64 * 8, 64 * 8)] * 2)
+        arange = next(op for op in p["forward"] if op.get("name") == "root:arange")
+        self.assertEqual(arange["outputs"][0]["bytes"], 64 * 8)
+        self.assertNotIn("bytes_per_sample", arange["outputs"][0])
+
     def test_examples_validate_against_the_schema(self):
         try:
             import jsonschema

@@ -29,7 +29,8 @@ except ImportError:
     print("recorder_unit_test: torch is not installed (tools/setup.sh): skipped")
     sys.exit(77)
 
-from recorder import cli, load, meta, modules, ops, optimizer, program, step, tensors  # noqa: E402
+from recorder import (batch, cli, load, meta, modules, ops, optimizer, program, step,  # noqa: E402
+                      tensors)
 from recorder.errors import UsageError  # noqa: E402
 from recorder.record import record  # noqa: E402
 
@@ -560,6 +561,60 @@ class Program(unittest.TestCase):
         self.assertEqual(program.summary(p, "p.json"),
                          "record_program: p.json: 1 instance(s), 1 runs, 4 parameters, measured "
                          "on cpu")
+
+
+def sized_program(size, extra=0):
+    """A program as the recorder writes it at batch size `size`: an input of 16 B per sample, a
+    run of 100 + 50 per sample FLOPs making 8 + 32 per sample bytes, a fresh save of 4 B."""
+    return {"format": "bucketsim-program", "schema_version": 1, "description": f"at {size}",
+            "instances": [{"name": "root", "params": []}],
+            "inputs": [{"id": "t0", "bytes": 16 * size, "dtype": "fp32", "shape": [size, 4]}],
+            "forward": [{"op": "run", "name": "root:mm", "flops": 100.0 + 50 * size,
+                         "inputs": ["t0"],
+                         "outputs": [{"id": "t1", "bytes": 8 + 32 * size + extra,
+                                      "dtype": "fp32"}],
+                         "saves": [{"bytes": 4, "dtype": "bool"}]}],
+            "loss": "t1"}
+
+
+class Batch(unittest.TestCase):
+    def test_sizes(self):
+        self.assertEqual(batch.parse_sizes("4,2,8"), [4, 2, 8])
+        for bad in ("2,4", "2,2,4", "0,2,4", "a,b,c", ""):
+            with self.assertRaises(UsageError) as e:
+                batch.parse_sizes(bad)
+            self.assertIn(f"--batch-sizes {bad}: expected at least 3 distinct batch sizes >= 1",
+                          str(e.exception))
+
+    def test_fit_gives_what_each_sample_adds_at_the_first_size(self):
+        programs = {s: sized_program(s) for s in (2, 3, 5)}
+        p = batch.fit(programs, [3, 2, 5])
+        self.assertEqual(p["description"], "at 3")
+        self.assertEqual(p["batch"], {"size": 3, "checked": [2, 3, 5]})
+        self.assertEqual(p["inputs"][0]["bytes"], 48)
+        self.assertEqual(p["inputs"][0]["bytes_per_sample"], 16)
+        run = p["forward"][0]
+        self.assertEqual(run["flops_per_sample"], 50)
+        self.assertEqual(run["outputs"][0]["bytes_per_sample"], 32)
+        self.assertNotIn("bytes_per_sample", run["saves"][0])  # the same at every size
+
+    def test_a_size_that_does_not_fit_is_refused(self):
+        programs = {2: sized_program(2), 3: sized_program(3), 5: sized_program(5, extra=512)}
+        with self.assertRaises(UsageError) as e:
+            batch.fit(programs, [2, 3, 5])
+        self.assertEqual(str(e.exception),
+                         "--batch-sizes: tensor t1 of op 0 (root:mm) does not grow by the same "
+                         "amount with each sample (72 at 2, 104 at 3, 680 at 5): it cannot be "
+                         "put at another batch size")
+
+    def test_other_ops_at_a_size_are_refused(self):
+        programs = {s: sized_program(s) for s in (1, 2, 3)}
+        programs[1]["forward"][0]["name"] = "root:addmm"
+        with self.assertRaises(UsageError) as e:
+            batch.fit(programs, [2, 1, 3])
+        self.assertIn("--batch-sizes: at batch size 1 the forward is not the one at 2 (op 0: "
+                      "'root:addmm' where 2 has 'root:mm'): the model runs other ops there",
+                      str(e.exception))
 
 
 class Record(unittest.TestCase):

@@ -140,6 +140,11 @@ def make_batch(**overrides):
     return idx[:, :-1].contiguous(), idx[:, 1:].contiguous()
 
 
+def make_batch_sized(size):
+    """make_batch at batch size `size`: the batch function of record_program.py --batch-sizes."""
+    return make_batch(batch=size)
+
+
 def build_model_causal_lm():
     """CausalLM: the loss inside forward, on shifted logits; batch: make_batch_causal_lm."""
     torch.manual_seed(0)

@@ -122,6 +122,7 @@ The modules, in the order a recording uses them:
   tensors       tensors by storage, their bytes, dtypes by the program's names
   ops           one op's FLOPs and what its backward gives each input, from shapes
   checkpoint    torch.utils.checkpoint regions
+  batch         --batch-sizes: the recordings at each size fitted into one program
   lifetimes     the forward's second run under no_grad: how long Python keeps each tensor
                 (releases)
   graph         the autograd graph after the forward: saves, param_reads; gradient kinds

@@ -8,6 +8,7 @@ import sys
 
 import torch
 
+from .batch import fit, parse_sizes, sized
 from .errors import UsageError
 from .load import load_function
 from .measure import measured_block
@@ -45,6 +46,12 @@ def make_parser():
     parser.add_argument("--weight-decay", type=float, metavar="X",
                         help="the optimizer's weight decay (default: torch's, 0.01 for adamw, "
                              "else 0; needs --optimizer)")
+    parser.add_argument("--batch-sizes", metavar="N,N,N",
+                        help="record at each of these batch sizes (at least 3; --batch's "
+                             "function then takes the size: make_batch(n)) and write the "
+                             "program at the first with what each sample adds, so that "
+                             "`gen program --batch-size` emits it at any size from the "
+                             "smallest up")
     parser.add_argument("--no-measure", action="store_true",
                         help="do not run the measured step (cpu, cuda)")
     parser.add_argument("-o", "--output", required=True)
@@ -77,8 +84,19 @@ def run(args):
     policy = load_function(args.wrap_policy, "--wrap-policy") if args.wrap_policy else None
     description = (f"recorded by tools/record_program.py from {args.model} on "
                    f"{args.device}, torch {torch.__version__}")
+    sizes = parse_sizes(args.batch_sizes) if args.batch_sizes else None
+    if sizes:
+        batch = sized(batch, sizes[0])
     program, rec = record(build, batch, args.wrap, policy, args.device, description,
                           flatten=not args.no_flatten)
+    if sizes:
+        programs = {sizes[0]: program}
+        for size in sizes[1:]:
+            programs[size], _ = record(build, sized(load_function(args.batch, "--batch"), size),
+                                       args.wrap, policy, args.device, description,
+                                       flatten=not args.no_flatten)
+        program = fit(programs, sizes)
+        program["description"] += f", batch size {sizes[0]}"
     if rec.fallback_ops:
         ops = ", ".join(sorted(rec.fallback_ops))
         program["description"] += f"; run on CPU for want of a meta kernel: {ops}"
