@@ -187,6 +187,11 @@ def make_batch_7b():
     return make_batch(**CONFIG_7B)
 
 
+def make_batch_7b_sized(size):
+    """make_batch_7b at batch size `size` (record_program.py --batch-sizes)."""
+    return make_batch(**dict(CONFIG_7B, batch=size))
+
+
 def build_model_sdpa():
     """Attention through torch 2.x's scaled_dot_product_attention, no dropout (the torch 2.6
     FSDP oracle's GPT, tests/tools/torch2/fsdp_oracle_test.py; record it under torch 2.x)."""
