@@ -2,9 +2,10 @@
 """A real bf16 run as the oracle of `gen program --activation-dtype param-dtype` (issue 21).
 
 Each model (tools/examples/tiny_gpt.py, a two-block GPT; tools/examples/resmlp.py, an embedding
-and four residual MLP blocks) is recorded twice by tools/record_program.py on the CPU: as it is,
-in fp32, and converted to bf16 (`model.to(torch.bfloat16)`), so that every op really runs in
-bf16 and the recorder records the sizes and dtypes of what a bf16 step makes. The fp32 program
+and four residual MLP blocks) is recorded twice by tools/record_program.py on the CPU: in fp32,
+and with `--dtype bf16` (`model.to(torch.bfloat16)` and the batch's floating-point tensors), so
+that every op really runs in bf16 and the recorder records the sizes and dtypes of what a bf16
+step makes. The fp32 program
 emitted with `--param-dtype bf16 --activation-dtype param-dtype` must give the bf16 program's
 trace event for event (at world size 2, both with `--param-dtype bf16`), and without the flag the
 fp32 activations must stay (more memory after forward, and a note that says so).
@@ -22,7 +23,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,23 +66,10 @@ class Bf16RunAsOracle(unittest.TestCase):
 
     def record(self, example, wrap, dtype):
         source = os.path.join(TOOLS, "examples", example + ".py")
-        spec = source
-        if dtype == "bf16":
-            spec = os.path.join(self.directory, f"{example}_bf16.py")
-            with open(spec, "w") as out:
-                out.write(textwrap.dedent(f"""\
-                    import importlib.util, torch
-                    _spec = importlib.util.spec_from_file_location("example", {source!r})
-                    _module = importlib.util.module_from_spec(_spec)
-                    _spec.loader.exec_module(_module)
-                    def build_model():
-                        return _module.build_model().to(torch.bfloat16)
-                    make_batch = _module.make_batch
-                    """))
         program = os.path.join(self.directory, f"{example}-{dtype}.json")
         run(["/usr/bin/python3", os.path.join(TOOLS, "record_program.py"),
-             f"{spec}:build_model", "--batch", f"{spec}:make_batch", "--wrap", wrap,
-             "--device", "cpu", "-o", program])
+             f"{source}:build_model", "--batch", f"{source}:make_batch", "--wrap", wrap,
+             "--device", "cpu", "--dtype", dtype, "-o", program])
         return program
 
     def emit(self, program, name, *flags):

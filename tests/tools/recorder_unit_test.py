@@ -577,6 +577,28 @@ def sized_program(size, extra=0):
             "loss": "t1"}
 
 
+class InDtype(unittest.TestCase):
+    def test_the_model_and_the_floating_point_batch_are_converted(self):
+        def build_model():
+            return nn.Linear(4, 2)
+
+        def make_batch(n=2):
+            return {"x": torch.ones(n, 4), "ids": torch.zeros(n, dtype=torch.int64),
+                    "pair": (torch.ones(1), 3)}
+        build, make = step.in_dtype(build_model, make_batch, torch.bfloat16)
+        self.assertEqual(build().weight.dtype, torch.bfloat16)
+        made = make(5)
+        self.assertEqual(made["x"].dtype, torch.bfloat16)
+        self.assertEqual(made["x"].shape, (5, 4))
+        self.assertEqual(made["ids"].dtype, torch.int64)
+        self.assertEqual(made["pair"][0].dtype, torch.bfloat16)
+        self.assertEqual(made["pair"][1], 3)
+        # Errors name the user's function, not the recorder's wrappers around it.
+        self.assertEqual(load.function_name(make), "recorder_unit_test.py:make_batch()")
+        self.assertEqual(load.function_name(batch.sized(make, 3)),
+                         "recorder_unit_test.py:make_batch()")
+
+
 class Batch(unittest.TestCase):
     def test_sizes(self):
         self.assertEqual(batch.parse_sizes("4,2,8"), [4, 2, 8])

@@ -9,6 +9,8 @@ Why not from the smallest size down: a model can run other ops at another size (
 PyTorch 1.13 takes a view where a reshape of a larger batch copies: measured on the example
 GPT's attention), which the recordings show as different programs and this refuses."""
 
+import functools
+
 from .errors import UsageError
 
 # The numbers that may differ between the recordings of one model at two batch sizes.
@@ -30,10 +32,9 @@ def parse_sizes(text):
 
 def sized(make_batch, size):
     """The batch function at one size: make_batch(size)."""
+    @functools.wraps(make_batch)  # errors name the user's function (load.function_name)
     def call():
         return make_batch(size)
-    call.__name__ = f"{getattr(make_batch, '__name__', 'make_batch')}({size})"
-    call.__qualname__ = call.__name__
     return call
 
 

@@ -9,10 +9,12 @@ import sys
 import torch
 
 from .batch import fit, parse_sizes, sized
+from .step import in_dtype
 from .errors import UsageError
 from .load import load_function
 from .measure import measured_block
 from .optimizer import IMPLS, OPTIMIZERS, optimizer_key
+from .tensors import DTYPES_BY_NAME as DTYPES
 from .program import summary, write
 from .record import record
 from .wrapped_fsdp import unwrap_fsdp
@@ -46,6 +48,10 @@ def make_parser():
     parser.add_argument("--weight-decay", type=float, metavar="X",
                         help="the optimizer's weight decay (default: torch's, 0.01 for adamw, "
                              "else 0; needs --optimizer)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES),
+                        help="record the model converted to this dtype (model.to(dtype), and the "
+                             "batch's floating-point tensors), as a run in that precision "
+                             "computes; default: as build_model() makes it")
     parser.add_argument("--batch-sizes", metavar="N,N,N",
                         help="record at each of these batch sizes (at least 3; --batch's "
                              "function then takes the size: make_batch(n)) and write the "
@@ -80,21 +86,22 @@ def run(args):
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: this torch sees no CUDA device")
     build = load_function(args.model, "model")
-    batch = load_function(args.batch, "--batch")
+    make_batch = load_function(args.batch, "--batch")
     policy = load_function(args.wrap_policy, "--wrap-policy") if args.wrap_policy else None
     description = (f"recorded by tools/record_program.py from {args.model} on "
                    f"{args.device}, torch {torch.__version__}")
+    if args.dtype:
+        build, make_batch = in_dtype(build, make_batch, DTYPES[args.dtype])
+        description += f", in {args.dtype}"
     sizes = parse_sizes(args.batch_sizes) if args.batch_sizes else None
-    if sizes:
-        batch = sized(batch, sizes[0])
+    batch = sized(make_batch, sizes[0]) if sizes else make_batch
     program, rec = record(build, batch, args.wrap, policy, args.device, description,
                           flatten=not args.no_flatten)
     if sizes:
         programs = {sizes[0]: program}
         for size in sizes[1:]:
-            programs[size], _ = record(build, sized(load_function(args.batch, "--batch"), size),
-                                       args.wrap, policy, args.device, description,
-                                       flatten=not args.no_flatten)
+            programs[size], _ = record(build, sized(make_batch, size), args.wrap, policy,
+                                       args.device, description, flatten=not args.no_flatten)
         program = fit(programs, sizes)
         program["description"] += f", batch size {sizes[0]}"
     if rec.fallback_ops:

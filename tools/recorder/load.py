@@ -7,6 +7,7 @@ says why (LoadError). A user function that raises is named as the user wrote it
 """
 
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
@@ -64,7 +65,9 @@ def load_function(spec, what):
 
 
 def function_name(fn):
-    """How the user named `fn`: FILE.py:NAME() for a function of theirs, else NAME()."""
+    """How the user named `fn`: FILE.py:NAME() for a function of theirs, else NAME(); a
+    function the recorder wraps (a batch at one size, in a dtype) is named as the user's."""
+    fn = inspect.unwrap(fn)
     code = getattr(fn, "__code__", None)
     name = getattr(fn, "__name__", type(fn).__name__)
     return f"{os.path.basename(code.co_filename)}:{name}()" if code else f"{name}()"

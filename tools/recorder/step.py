@@ -6,6 +6,7 @@ keyword arguments as Hugging Face models take them); the forward's output gives 
 whole steps, calling back at bucketsim's marks.
 """
 
+import functools
 from collections.abc import Mapping
 
 import torch
@@ -79,6 +80,29 @@ def batch_on(call, device):
     args, kwargs = call
     move = (lambda v: v.to(device) if isinstance(v, torch.Tensor) else v)
     return [move(v) for v in args], {k: move(v) for k, v in kwargs.items()}
+
+
+def in_dtype(build_model, make_batch, dtype):
+    """build_model and make_batch with the model converted to `dtype` (model.to(dtype)) and the
+    batch's floating-point tensors too (a tuple, list or mapping of them, or one); integer
+    tensors (token ids) and plain values stay. make_batch keeps its arguments (a size)."""
+    def cast(value):
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.to(dtype)
+        if isinstance(value, Mapping):
+            return {k: cast(v) for k, v in value.items()}
+        if isinstance(value, (tuple, list)):
+            return type(value)(cast(v) for v in value)
+        return value
+
+    @functools.wraps(build_model)  # errors name the user's function (load.function_name)
+    def build():
+        return build_model().to(dtype)
+
+    @functools.wraps(make_batch)
+    def batch(*args):
+        return cast(make_batch(*args))
+    return build, batch
 
 
 def run_step(build_model, make_batch, optimizer, device, mark, iterations=1, impl=None,

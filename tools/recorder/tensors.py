@@ -10,6 +10,10 @@ DTYPES = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16",
           torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool"}
 
 
+# The floating-point dtypes a model can be recorded in (record_program.py --dtype), by name.
+DTYPES_BY_NAME = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def _storage(t):
     """The tensor's untyped storage: `untyped_storage()` from torch 2.0 on, where `storage()`
     warns that TypedStorage is deprecated; `storage()` on torch 1.13, which has no
