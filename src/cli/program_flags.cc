@@ -1,0 +1,126 @@
+#include "cli/program_flags.h"
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "io/program_file.h"
+
+namespace bucketsim {
+namespace {
+
+// Sets each of `flags` the command line did not give; returns " --flag value" for each set.
+Result<std::string> ApplyRecordedFlags(
+    const std::vector<std::pair<std::string, std::string>>& flags, const CLI::App& command,
+    GenOptions& options, std::string_view what) {
+  std::string applied;
+  for (const auto& [flag, value] : flags) {
+    if (command.count("--" + flag) > 0) continue;
+    if (Status set = SetGenOption(options, flag, value); !set.ok()) {
+      return InvalidArgument(
+          fmt::format("the program's {}: --{} {}: {}", what, flag, value, set.message()));
+    }
+    applied += fmt::format(" --{} {}", flag, value);
+  }
+  return applied;
+}
+
+}  // namespace
+
+// A parameter's parse error is a usage error: CLI11 prints it with the flag and exits 2.
+void AddParamFlag(CLI::App& command, const PresetParam& param) {
+  const std::string flag = "--" + param.name;
+  const std::string help = fmt::format("{} (default {})", param.meaning, param.get());
+  auto set = param.set;
+  if (param.kind == ParamKind::kBool) {
+    // --flag alone is "true"; --flag=false (or 0, no, off) sets false. CLI11 names the flag
+    // in front of a validation error thrown from each().
+    auto text = std::make_shared<std::string>();
+    command.add_flag(flag, *text, help)->each([set, text](const std::string& value) {
+      Status status = set(value);
+      if (!status.ok()) throw CLI::ValidationError(status.message());
+    });
+  } else {
+    command
+        .add_option_function<std::string>(
+            flag,
+            [set, flag](const std::string& value) {
+              Status status = set(value);
+              if (!status.ok()) throw CLI::ValidationError(flag, status.message());
+            },
+            help)
+        ->type_name(param.ValueHint());
+  }
+}
+
+void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs) {
+  command
+      .add_option("--batch-size", what_ifs.batch_size,
+                  "The batch size to emit the model at (0: as recorded), from a program "
+                  "recorded at several (tools/record_program.py --batch-sizes)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      .add_option("--checkpoint", what_ifs.checkpoint,
+                  "Activation checkpointing: recorded (the program's own regions), none, all "
+                  "(every module FSDP wraps but the root), or CLASS[,CLASS...]: every call of "
+                  "these module classes checkpointed as torch.utils.checkpoint does (reentrant), "
+                  "from the module calls tools/record_program.py records")
+      ->type_name("recorded|none|all|CLASS,...")
+      ->capture_default_str();
+  command
+      .add_option("--activation-dtype", what_ifs.activation_dtype,
+                  "recorded: the activations' dtypes as in the program; param-dtype: its fp32 "
+                  "activations (a model recorded in fp32, without autocast) in --param-dtype's "
+                  "dtype, as a MixedPrecision run computes")
+      ->check(CLI::IsMember({"recorded", "param-dtype"}))
+      ->capture_default_str();
+}
+
+// A recorded model that was already wrapped (the program's "fsdp" key) is emitted as it was
+// wrapped: each of its settings sets the flag that says it, unless the command line gave that
+// flag, or named another implementation with --fsdp-impl. Then the optimizer it was recorded
+// with (the "optimizer" key), flag by flag the same way, unless --optimizer names another.
+Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command,
+                            GenOptions& options) {
+  if (program.fsdp) {
+    Result<ProgramFsdpFlags> recorded = FsdpFlagsOf(*program.fsdp);
+    if (!recorded.ok()) return recorded.status();
+    const std::string& impl = recorded->flags.front().second;
+    if (command.count("--fsdp-impl") == 0 || FsdpImplName(options.fsdp_impl) == impl) {
+      Result<std::string> applied =
+          ApplyRecordedFlags(recorded->flags, command, options, "fsdp settings");
+      if (!applied.ok()) return applied.status();
+      std::fprintf(stderr, "gen: the model was wrapped with %s:%s\n", impl.c_str(),
+                   applied->c_str());
+      for (const std::string& note : recorded->notes) {
+        std::fprintf(stderr, "gen: note: %s\n", note.c_str());
+      }
+    }
+  }
+  if (program.optimizer) {
+    const std::vector<std::pair<std::string, std::string>> flags =
+        OptimizerFlagsOf(*program.optimizer);
+    // Another optimizer on the command line: the recorded implementation and weight decay were
+    // that optimizer's, not this one's.
+    if (!flags.empty() && command.count("--optimizer") > 0 &&
+        OptimizerName(options.optimizer) != flags.front().second) {
+      std::fprintf(stderr, "gen: note: the program's optimizer (%s) is not used: --optimizer %s\n",
+                   flags.front().second.c_str(),
+                   std::string(OptimizerName(options.optimizer)).c_str());
+      return Status::Ok();
+    }
+    Result<std::string> applied = ApplyRecordedFlags(flags, command, options, "optimizer");
+    if (!applied.ok()) return applied.status();
+    if (!applied->empty()) {
+      std::fprintf(stderr, "gen: the model's optimizer was recorded as:%s\n", applied->c_str());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace bucketsim

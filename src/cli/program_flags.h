@@ -1,0 +1,29 @@
+// The flags of the commands that take a model program (`gen program`, `tune`): the FSDP
+// options every preset shares (GenOptionParams), the what-ifs applied to the program before it
+// is emitted (gen/program_what_ifs.h), and the settings a recorded program carries (its "fsdp"
+// and "optimizer" keys), taken unless the command line gives them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+#include "gen/fsdp_program.h"
+#include "gen/gen_options.h"
+#include "gen/preset_param.h"
+#include "gen/program_what_ifs.h"
+
+namespace bucketsim {
+
+// One parameter of a preset or of GenOptionParams as a flag; a value it refuses is a usage
+// error (CLI11 prints it with the flag and exits 2).
+void AddParamFlag(CLI::App& command, const PresetParam& param);
+
+// --batch-size, --checkpoint and --activation-dtype into `what_ifs`.
+void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs);
+
+// A recorded model that was already wrapped (the program's "fsdp" key) is emitted as it was
+// wrapped, and with the optimizer it was recorded with ("optimizer"), each setting unless the
+// command line gave its flag (`command`); what was taken is said on stderr ("gen: ...").
+Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command, GenOptions& options);
+
+}  // namespace bucketsim

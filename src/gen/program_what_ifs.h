@@ -1,0 +1,45 @@
+// The what-ifs `gen program` and `tune` apply to a model program before emitting it, in one
+// order: the batch size (gen/program_batch.h), the checkpointing (gen/program_checkpoint.h), the
+// activations' dtype (gen/program_precision.h, after the options fix the compute dtype). One
+// place, so that a configuration `tune` reports is the trace `gen program` writes with the same
+// flags.
+#ifndef BUCKETSIM_GEN_PROGRAM_WHAT_IFS_H_
+#define BUCKETSIM_GEN_PROGRAM_WHAT_IFS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "gen/fsdp_program.h"
+#include "gen/gen_options.h"
+#include "gen/program_batch.h"
+#include "gen/program_checkpoint.h"
+#include "gen/program_precision.h"
+
+namespace bucketsim {
+
+// The flags, as given.
+struct ProgramWhatIfs {
+  std::uint64_t batch_size = 0;               // --batch-size; 0: as recorded
+  std::string checkpoint = "recorded";        // --checkpoint: recorded, none, all, CLASS,...
+  std::string activation_dtype = "recorded";  // --activation-dtype: recorded, param-dtype
+};
+
+// What they changed (unset: that what-if was not asked for, or changed nothing).
+struct WhatIfChanges {
+  std::optional<BatchSummary> batch;
+  std::optional<CheckpointSummary> checkpoint;
+  std::optional<CastSummary> cast;
+  // `recorded` activations that are fp32 where the run computes in a lower precision.
+  bool fp32_activations_kept = false;
+};
+
+// Applies the what-ifs to `program` for a run with `options`. An error says which flag (and
+// value) could not be applied ("--batch-size 1: ...", "--checkpoint Blok: ...").
+Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options,
+                                   const ProgramWhatIfs& what_ifs);
+
+}  // namespace bucketsim
+
+#endif  // BUCKETSIM_GEN_PROGRAM_WHAT_IFS_H_
