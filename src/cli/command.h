@@ -43,6 +43,7 @@ void AddVersionCommand(CLI::App& command, CommandContext& context);
 void AddRunCommand(CLI::App& command, CommandContext& context);
 void AddCalibrateCommand(CLI::App& command, CommandContext& context);
 void AddSweepCommand(CLI::App& command, CommandContext& context);
+void AddTuneCommand(CLI::App& command, CommandContext& context);
 
 // --progress and --quiet: progress of long work on stderr (cli/progress_reporter.h).
 struct ProgressFlags {

@@ -16,13 +16,18 @@
 namespace bucketsim {
 namespace {
 
-constexpr std::array<CommandSpec, 9> kCommands = {{
+constexpr std::array<CommandSpec, 10> kCommands = {{
     {"compare", "Replay a trace under several bucket policies and compare their memory",
      &AddCompareCommand},
     {"sweep",
      "Replay a trace under every (policy, bucket cap): memory against predicted time, the "
      "Pareto set, the fastest configuration within a budget",
      &AddSweepCommand},
+    {"tune",
+     "Emit a model program in every combination of the gen program flags it varies (batch "
+     "size, checkpointing, optimizer, ...) and say what fits: the largest batch size, the "
+     "fastest configuration",
+     &AddTuneCommand},
     {"check", "Fail (exit 1) when a policy breaks a memory budget on a trace", &AddCheckCommand},
     {"calibrate",
      "Measure reduce-scatter and copy times on this machine (under mpirun) and write a time "

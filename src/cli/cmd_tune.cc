@@ -1,0 +1,195 @@
+// bucketsim tune MODEL.json [gen program flags] --vary FLAG=V1,V2,... [--vary ...]
+// [--device-memory SIZE] [--budget SIZE] [--policy P] [replay flags]: the model program emitted
+// (as `gen program` would with the same flags) and replayed in every combination of the varied
+// flags' values, on up to --jobs threads; one row per configuration, and the answer to what
+// people tune for: the largest batch size that fits (when batch-size is varied), else the
+// fastest configuration that fits, with the exact `gen program` command. Exit 0, or 1 when a
+// device or budget was given and nothing fits; 2 on bad input.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/program_flags.h"
+#include "engine/tune_grid.h"
+#include "gen/fsdp_program.h"
+#include "gen/preset_param.h"
+#include "gen/tune_runner.h"
+#include "io/atomic_file.h"
+#include "io/program_file.h"
+#include "report/tune_report.h"
+
+namespace bucketsim {
+namespace {
+
+struct TuneFlags {
+  std::string model;
+  GenOptions options;
+  ProgramWhatIfs what_ifs;
+  std::vector<std::string> vary;
+  ReplayFlags replay;
+  std::string budget;
+  std::string format = "table";
+  std::string html_path;
+};
+
+// The flags of the command line every configuration shares, as given ("--world-size 64").
+std::vector<std::string> FixedFlags(const CLI::App& command) {
+  std::vector<std::string> fixed;
+  GenOptions scratch;
+  std::vector<std::string> names;
+  for (const PresetParam& param : GenOptionParams(scratch)) names.push_back(param.name);
+  names.insert(names.end(), {"batch-size", "checkpoint", "activation-dtype"});
+  for (const std::string& name : names) {
+    const CLI::Option* option = command.get_option_no_throw("--" + name);
+    if (option == nullptr || option->count() == 0) continue;
+    const std::vector<std::string>& results = option->results();
+    const std::string value = results.empty() ? std::string() : results.back();
+    fixed.push_back(value.empty() ? "--" + name : fmt::format("--{} {}", name, value));
+  }
+  return fixed;
+}
+
+// The axes of --vary: each flag one the program's commands take, not also given fixed, varied
+// once, every value one it accepts.
+Result<std::vector<TuneAxis>> Axes(const TuneFlags& flags, const CLI::App& command) {
+  std::vector<TuneAxis> axes;
+  for (const std::string& spec : flags.vary) {
+    Result<TuneAxis> axis = ParseTuneAxis(spec);
+    if (!axis.ok()) return axis.status();
+    const CLI::Option* option = command.get_option_no_throw("--" + axis->flag);
+    if (option == nullptr || axis->flag == "output" || axis->flag == "vary") {
+      return InvalidArgument(fmt::format(
+          "--vary {}: not a flag of gen program (the FSDP options, batch-size, checkpoint, "
+          "activation-dtype)",
+          axis->flag));
+    }
+    if (option->count() > 0) {
+      return InvalidArgument(
+          fmt::format("--vary {}: --{} is also given; vary it or fix it", axis->flag, axis->flag));
+    }
+    for (const TuneAxis& other : axes) {
+      if (other.flag == axis->flag) {
+        return InvalidArgument(fmt::format("--vary {}: varied twice", axis->flag));
+      }
+    }
+    for (const std::string& value : axis->values) {
+      GenOptions options = flags.options;
+      ProgramWhatIfs what_ifs;
+      if (Status set = SetVaried(options, what_ifs, axis->flag, value); !set.ok()) {
+        return InvalidArgument(fmt::format("--vary {}: {}", spec, set.message()));
+      }
+    }
+    axes.push_back(std::move(*axis));
+  }
+  return axes;
+}
+
+int RunTune(const TuneFlags& flags, const CLI::App& command, CommandContext& context) {
+  Result<std::vector<TuneAxis>> axes = Axes(flags, command);
+  if (!axes.ok()) return ReportError(axes.status());
+  std::optional<Bytes> budget;
+  if (!flags.budget.empty()) {
+    Result<Bytes> parsed = ParseBudgetFlag("--budget", flags.budget);
+    if (!parsed.ok()) return ReportError(parsed.status());
+    budget = *parsed;
+  }
+  if (flags.replay.policies.size() > 1) {
+    return ReportError(InvalidArgument(
+        "--policy: tune replays every configuration under one policy (sweep compares several)"));
+  }
+  Result<FsdpModel> program = ReadProgramFile(flags.model);
+  if (!program.ok()) return ReportError(program.status());
+  GenOptions options = flags.options;
+  if (Status applied = ApplyProgramSettings(*program, command, options); !applied.ok()) {
+    return ReportError(applied);
+  }
+  // The one policy --policy names; none: each configuration's implementation's own.
+  Result<ReplayRequest> replay_request = MakeReplayRequest(flags.replay, DefaultPolicies());
+  if (!replay_request.ok()) return ReportError(replay_request.status());
+  if (flags.replay.policies.empty()) replay_request->policies.clear();
+
+  TuneReport report;
+  report.program = flags.model;
+  report.fixed = FixedFlags(command);
+  report.axes = std::move(*axes);
+  report.budget_bytes = budget;
+  TuneRun run{&*program, options, flags.what_ifs, std::move(*replay_request), flags.replay.jobs};
+  Result<std::vector<TunePoint>> points = RunTuneGrid(run, TuneGrid(report.axes));
+  if (!points.ok()) return ReportError(points.status());
+  report.points = std::move(*points);
+  MarkTunePareto(report.points);
+  std::vector<std::string> policies;
+  for (const TunePoint& point : report.points) {
+    if (std::find(policies.begin(), policies.end(), point.figures.policy) == policies.end()) {
+      policies.push_back(point.figures.policy);
+    }
+  }
+  report.policy = fmt::format("{}", fmt::join(policies, ", "));
+  report.advice = AdviseTune(report.points, budget);
+
+  // No trace file: the alloc_conf is the flag's or PyTorch's default (a program carries none).
+  ReplayFlags replay = flags.replay;
+  replay.trace = "-";
+  Result<ReportContext> report_context = ContextFor(context, replay);
+  if (!report_context.ok()) return ReportError(report_context.status());
+  report.time_profile = report_context->time_profile;
+  const std::string json = TuneJson(report, *report_context);
+  if (!flags.replay.json_path.empty()) {
+    if (Status written = WriteFileAtomically(flags.replay.json_path, json); !written.ok()) {
+      return ReportError(written);
+    }
+  }
+  if (!flags.html_path.empty()) {
+    Status written = WriteFileAtomically(flags.html_path, TuneHtml(report, *report_context));
+    if (!written.ok()) return ReportError(written);
+  }
+  if (flags.format == "json") {
+    std::cout << json;
+  } else {
+    std::cout << TuneText(report, ConsoleWidth(flags.replay.wide));
+  }
+  const bool limited = budget || !flags.replay.device_memory.empty();
+  return limited && !report.advice.chosen ? kExitBudgetBroken : kExitOk;
+}
+
+}  // namespace
+
+void AddTuneCommand(CLI::App& command, CommandContext& context) {
+  auto flags = std::make_shared<TuneFlags>();
+  command.add_option("MODEL", flags->model, "The model program (JSON)")->required();
+  for (const PresetParam& param : GenOptionParams(flags->options)) AddParamFlag(command, param);
+  AddWhatIfFlags(command, flags->what_ifs);
+  command
+      .add_option("--vary", flags->vary,
+                  "FLAG=V1,V2,...: a flag of gen program and the values to try (repeatable: "
+                  "every combination); checkpoint's class sets join classes with '+' "
+                  "(Block+MLP)")
+      ->allow_extra_args(false);
+  // The cap is the trace's: gen's own --bucket-cap-mb (GenOptionParams) sets it.
+  AddReplayFlags(command, flags->replay, /*with_cap=*/false);
+  AddJobsFlag(command, flags->replay.jobs);
+  AddWideFlag(command, flags->replay.wide);
+  command.add_option("--budget", flags->budget,
+                     "Peak reserved memory budget (SIZE), besides or instead of --device-memory: "
+                     "what fits is within it");
+  command.add_option("--format", flags->format, "Output on stdout: table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  command.add_option("--html", flags->html_path, "Also write the HTML page to FILE");
+  command.footer(
+      "Every combination of the --vary values is emitted as `gen program` would with the same "
+      "flags and replayed under the implementation's own policy (--policy for another); "
+      "with batch-size varied the advice is the largest batch size that fits, else the "
+      "fastest configuration that fits.\n\nExample:\n"
+      "  bucketsim tune gpt-7b-batch.json --world-size 64 --fsdp-impl fsdp2 --param-dtype bf16 "
+      "\\\n      --activation-dtype param-dtype --vary batch-size=2,4,8,12,16 "
+      "--vary checkpoint=none,Block \\\n      --vary optimizer-impl=foreach,for-loop "
+      "--device-memory 80GiB");
+  command.callback(
+      [flags, &command, &context] { context.exit_code = RunTune(*flags, command, context); });
+}
+
+}  // namespace bucketsim
