@@ -41,15 +41,16 @@ TEST(Messages, MistypedCommandGetsASuggestion) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "bucketsim: error: unknown command 'comapre'; did you mean 'compare'? (commands: "
-            "compare, sweep, check, calibrate, run, report, validate, gen, version)\n");
+            "compare, sweep, tune, check, calibrate, run, report, validate, gen, version)\n");
 }
 
 TEST(Messages, UnknownCommandFarFromAnyGetsTheListOnly) {
   testing::BinaryResult run = RunBucketsim({"frobnicate"});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_EQ(run.err,
-            "bucketsim: error: unknown command 'frobnicate' (commands: compare, sweep, check, "
-            "calibrate, run, report, validate, gen, version)\n");
+  EXPECT_EQ(
+      run.err,
+      "bucketsim: error: unknown command 'frobnicate' (commands: compare, sweep, tune, check, "
+      "calibrate, run, report, validate, gen, version)\n");
 }
 
 TEST(Messages, MistypedFlagGetsASuggestion) {
