@@ -20,6 +20,7 @@
 #include "gen/tune_runner.h"
 #include "io/atomic_file.h"
 #include "io/program_file.h"
+#include "policy/policy_spec.h"
 #include "report/tune_report.h"
 
 namespace bucketsim {
@@ -36,14 +37,24 @@ struct TuneFlags {
   std::string html_path;
 };
 
-// The flags of the command line every configuration shares, as given ("--world-size 64").
-std::vector<std::string> FixedFlags(const CLI::App& command) {
-  std::vector<std::string> fixed;
+// The flags of gen program (without dashes): the FSDP options and the what-ifs.
+std::vector<std::string> GenProgramFlags() {
   GenOptions scratch;
   std::vector<std::string> names;
   for (const PresetParam& param : GenOptionParams(scratch)) names.push_back(param.name);
   names.insert(names.end(), {"batch-size", "checkpoint", "activation-dtype"});
-  for (const std::string& name : names) {
+  return names;
+}
+
+bool IsGenProgramFlag(const std::string& flag) {
+  const std::vector<std::string> names = GenProgramFlags();
+  return std::find(names.begin(), names.end(), flag) != names.end();
+}
+
+// The flags of the command line every configuration shares, as given ("--world-size 64").
+std::vector<std::string> FixedFlags(const CLI::App& command) {
+  std::vector<std::string> fixed;
+  for (const std::string& name : GenProgramFlags()) {
     const CLI::Option* option = command.get_option_no_throw("--" + name);
     if (option == nullptr || option->count() == 0) continue;
     const std::vector<std::string>& results = option->results();
@@ -61,10 +72,11 @@ Result<std::vector<TuneAxis>> Axes(const TuneFlags& flags, const CLI::App& comma
     Result<TuneAxis> axis = ParseTuneAxis(spec);
     if (!axis.ok()) return axis.status();
     const CLI::Option* option = command.get_option_no_throw("--" + axis->flag);
-    if (option == nullptr || axis->flag == "output" || axis->flag == "vary") {
+    const bool policy = axis->flag == kPolicyFlag;
+    if (option == nullptr || (!policy && !IsGenProgramFlag(axis->flag))) {
       return InvalidArgument(fmt::format(
           "--vary {}: not a flag of gen program (the FSDP options, batch-size, checkpoint, "
-          "activation-dtype)",
+          "activation-dtype) nor policy",
           axis->flag));
     }
     if (option->count() > 0) {
@@ -79,9 +91,9 @@ Result<std::vector<TuneAxis>> Axes(const TuneFlags& flags, const CLI::App& comma
     for (const std::string& value : axis->values) {
       GenOptions options = flags.options;
       ProgramWhatIfs what_ifs;
-      if (Status set = SetVaried(options, what_ifs, axis->flag, value); !set.ok()) {
-        return InvalidArgument(fmt::format("--vary {}: {}", spec, set.message()));
-      }
+      const Status set = policy ? ParsePolicySpec(value).status()
+                                : SetVaried(options, what_ifs, axis->flag, value);
+      if (!set.ok()) return InvalidArgument(fmt::format("--vary {}: {}", spec, set.message()));
     }
     axes.push_back(std::move(*axis));
   }
@@ -165,9 +177,9 @@ void AddTuneCommand(CLI::App& command, CommandContext& context) {
   AddWhatIfFlags(command, flags->what_ifs);
   command
       .add_option("--vary", flags->vary,
-                  "FLAG=V1,V2,...: a flag of gen program and the values to try (repeatable: "
-                  "every combination); checkpoint's class sets join classes with '+' "
-                  "(Block+MLP)")
+                  "FLAG=V1,V2,...: a flag of gen program, or policy, and the values to try "
+                  "(repeatable: every combination); checkpoint's class sets join classes with "
+                  "'+' (Block+MLP)")
       ->allow_extra_args(false);
   // The cap is the trace's: gen's own --bucket-cap-mb (GenOptionParams) sets it.
   AddReplayFlags(command, flags->replay, /*with_cap=*/false);

@@ -15,15 +15,21 @@ namespace {
 Result<TunePoint> RunConfiguration(const TuneRun& run, const TuneSettings& settings) {
   GenOptions options = run.options;
   ProgramWhatIfs what_ifs = run.what_ifs;
+  ReplayRequest request = run.replay;
+  request.jobs = 1;
   for (const auto& [flag, value] : settings) {
+    if (flag == kPolicyFlag) {
+      Result<PolicySpec> spec = ParsePolicySpec(value);
+      if (!spec.ok()) return spec.status();
+      request.policies = {*spec};
+      continue;
+    }
     BUCKETSIM_RETURN_IF_ERROR(SetVaried(options, what_ifs, flag, value));
   }
   BUCKETSIM_RETURN_IF_ERROR(ValidateGenOptions(options));
   FsdpModel program = *run.program;
   Result<WhatIfChanges> changed = ApplyWhatIfs(program, options, what_ifs);
   if (!changed.ok()) return changed.status();
-  ReplayRequest request = run.replay;
-  request.jobs = 1;
   if (request.policies.empty()) {
     request.policies = {DefaultPoliciesFor(FsdpImplName(options.fsdp_impl)).front()};
   }

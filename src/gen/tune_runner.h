@@ -17,8 +17,12 @@
 
 namespace bucketsim {
 
+// The varied flag that is not a gen program flag: the bucket policy the configuration replays
+// under (--vary policy=fsdp2,backward-only), parsed by ParsePolicySpec.
+inline constexpr std::string_view kPolicyFlag = "policy";
+
 // What a varied flag sets: the batch size, the checkpointing (a '+' joins classes: Block+MLP),
-// the activation dtype, or one of the FSDP options (SetGenOption).
+// the activation dtype, or one of the FSDP options (SetGenOption). Not the policy.
 Status SetVaried(GenOptions& options, ProgramWhatIfs& what_ifs, const std::string& flag,
                  const std::string& value);
 

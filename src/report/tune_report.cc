@@ -113,12 +113,19 @@ Table BuildTuneTable(const TuneReport& report) {
 std::string TuneCommand(const TuneReport& report, std::size_t point) {
   std::string command = "bucketsim gen program " + report.program;
   for (const std::string& flag : report.fixed) command += " " + flag;
+  std::string policy;  // varied: not a flag of gen program, but of what replays the trace
   for (const auto& [flag, value] : report.points[point].settings) {
+    if (flag == "policy") {
+      policy = value;
+      continue;
+    }
     std::string given = value;
     if (flag == "checkpoint") std::replace(given.begin(), given.end(), '+', ',');
     command += fmt::format(" --{} {}", flag, given);
   }
-  return command + " -o TRACE";
+  command += " -o TRACE";
+  if (!policy.empty()) command += fmt::format(", then compare or check TRACE --policy {}", policy);
+  return command;
 }
 
 std::string TuneAdviceText(const TuneReport& report) {

@@ -116,6 +116,25 @@ TEST(TuneCommand, WithoutTheBatchSizeTheFastestThatFits) {
                             "--optimizer sgd", "--batch-size 2"}));
 }
 
+// The policy is varied too (not a gen program flag): the command it gives says which policy
+// to replay the trace with.
+TEST(TuneCommand, ThePolicyCanBeVaried) {
+  testing::BinaryResult run = RunBucketsim(Tune(
+      {"--batch-size", "2", "--vary", "policy=unbucketed,always-allocated", "--format", "json"}));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  ASSERT_EQ(report["configurations"].size(), 2u);
+  EXPECT_EQ(report["policy"], "unbucketed, always-allocated");
+  EXPECT_EQ(report["configurations"][1]["settings"],
+            nlohmann::json({{"policy", "always-allocated"}}));
+  const std::size_t chosen = report["advice"]["chosen"];
+  const std::string policy = report["configurations"][chosen]["settings"]["policy"];
+  const std::string command = report["advice"]["command"];
+  EXPECT_TRUE(
+      command.ends_with(" --batch-size 2 -o TRACE, then compare or check TRACE --policy " + policy))
+      << command;
+}
+
 TEST(TuneCommand, NothingFitsIsExitOneWithTheClosest) {
   testing::BinaryResult run = RunBucketsim(Tune({"--vary", "batch-size=2,4", "--budget", "20KiB"}));
   EXPECT_EQ(run.exit_code, 1) << run.err;
@@ -142,7 +161,7 @@ TEST(TuneCommand, BadVariesAreUsageErrors) {
             "it\n");
   EXPECT_EQ(error({"--vary", "colour=red"}),
             "bucketsim: error: --vary colour: not a flag of gen program (the FSDP options, "
-            "batch-size, checkpoint, activation-dtype)\n");
+            "batch-size, checkpoint, activation-dtype) nor policy\n");
   EXPECT_EQ(error({"--vary", "optimizer-impl=foreach,fast"}).substr(0, 52),
             "bucketsim: error: --vary optimizer-impl=foreach,fast");
   EXPECT_EQ(error({"--vary", "checkpoint=Blok"}),
