@@ -61,6 +61,14 @@ int RunPreset(const Preset& preset, const std::string& output, bool output_given
 // What the what-ifs changed, one note each on stderr, as `gen program` says it.
 void PrintWhatIfChanges(const WhatIfChanges& changes, const ProgramWhatIfs& what_ifs,
                         const GenOptions& options, const std::string& model_path) {
+  if (changes.wrap) {
+    std::fprintf(stderr,
+                 "gen: wrapped: %zu instance(s) (the root and the modules of %s), not "
+                 "the program's %zu\n",
+                 changes.wrap->instances_after,
+                 what_ifs.wrap == "none" ? "no class" : what_ifs.wrap.c_str(),
+                 changes.wrap->instances_before);
+  }
   if (changes.batch) {
     std::fprintf(stderr, "gen: batch size %llu -> %llu: the program's tensors %s -> %s\n",
                  static_cast<unsigned long long>(changes.batch->from),

@@ -42,7 +42,7 @@ std::vector<std::string> GenProgramFlags() {
   GenOptions scratch;
   std::vector<std::string> names;
   for (const PresetParam& param : GenOptionParams(scratch)) names.push_back(param.name);
-  names.insert(names.end(), {"batch-size", "checkpoint", "activation-dtype"});
+  names.insert(names.end(), {"wrap", "batch-size", "checkpoint", "activation-dtype"});
   return names;
 }
 
@@ -75,7 +75,7 @@ Result<std::vector<TuneAxis>> Axes(const TuneFlags& flags, const CLI::App& comma
     const bool policy = axis->flag == kPolicyFlag;
     if (option == nullptr || (!policy && !IsGenProgramFlag(axis->flag))) {
       return InvalidArgument(fmt::format(
-          "--vary {}: not a flag of gen program (the FSDP options, batch-size, checkpoint, "
+          "--vary {}: not a flag of gen program (the FSDP options, wrap, batch-size, checkpoint, "
           "activation-dtype) nor policy",
           axis->flag));
     }

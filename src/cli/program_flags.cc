@@ -59,6 +59,14 @@ void AddParamFlag(CLI::App& command, const PresetParam& param) {
 
 void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs) {
   command
+      .add_option("--wrap", what_ifs.wrap,
+                  "FSDP units: recorded (the program's instances), none (the root alone), or "
+                  "CLASS[,CLASS...]: the root and every module of these classes, as "
+                  "ModuleWrapPolicy or fully_shard on each would wrap them, from the module calls "
+                  "tools/record_program.py records")
+      ->type_name("recorded|none|CLASS,...")
+      ->capture_default_str();
+  command
       .add_option("--batch-size", what_ifs.batch_size,
                   "The batch size to emit the model at (0: as recorded), from a program "
                   "recorded at several (tools/record_program.py --batch-sizes)")

@@ -7,6 +7,16 @@ namespace bucketsim {
 Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options,
                                    const ProgramWhatIfs& what_ifs) {
   WhatIfChanges changes;
+  if (what_ifs.wrap != "recorded") {
+    Result<std::vector<std::string>> classes = ParseWrapClasses(what_ifs.wrap);
+    if (!classes.ok()) return InvalidArgument("--wrap " + classes.status().message());
+    Result<WrapSummary> wrapped = RewrapModules(program, *classes);
+    if (!wrapped.ok()) {
+      return InvalidArgument(
+          fmt::format("--wrap {}: {}", what_ifs.wrap, wrapped.status().message()));
+    }
+    changes.wrap = *wrapped;
+  }
   if (what_ifs.batch_size != 0) {
     Result<BatchSummary> scaled = ScaleBatch(program, what_ifs.batch_size);
     if (!scaled.ok()) {

@@ -1,6 +1,7 @@
 // The what-ifs `gen program` and `tune` apply to a model program before emitting it, in one
-// order: the batch size (gen/program_batch.h), the checkpointing (gen/program_checkpoint.h), the
-// activations' dtype (gen/program_precision.h, after the options fix the compute dtype). One
+// order: the wrapping (gen/program_wrap.h), the batch size (gen/program_batch.h), the
+// checkpointing (gen/program_checkpoint.h), the activations' dtype (gen/program_precision.h,
+// after the options fix the compute dtype). One
 // place, so that a configuration `tune` reports is the trace `gen program` writes with the same
 // flags.
 #ifndef BUCKETSIM_GEN_PROGRAM_WHAT_IFS_H_
@@ -16,11 +17,13 @@
 #include "gen/program_batch.h"
 #include "gen/program_checkpoint.h"
 #include "gen/program_precision.h"
+#include "gen/program_wrap.h"
 
 namespace bucketsim {
 
 // The flags, as given.
 struct ProgramWhatIfs {
+  std::string wrap = "recorded";              // --wrap: recorded, none, CLASS,...
   std::uint64_t batch_size = 0;               // --batch-size; 0: as recorded
   std::string checkpoint = "recorded";        // --checkpoint: recorded, none, all, CLASS,...
   std::string activation_dtype = "recorded";  // --activation-dtype: recorded, param-dtype
@@ -28,6 +31,7 @@ struct ProgramWhatIfs {
 
 // What they changed (unset: that what-if was not asked for, or changed nothing).
 struct WhatIfChanges {
+  std::optional<WrapSummary> wrap;
   std::optional<BatchSummary> batch;
   std::optional<CheckpointSummary> checkpoint;
   std::optional<CastSummary> cast;

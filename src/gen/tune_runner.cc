@@ -50,9 +50,10 @@ Status SetVaried(GenOptions& options, ProgramWhatIfs& what_ifs, const std::strin
                  const std::string& value) {
   if (flag == kBatchSizeFlag) {
     what_ifs.batch_size = std::stoull(value);  // ParseTuneAxis checked it
-  } else if (flag == "checkpoint") {
-    what_ifs.checkpoint = value;
-    std::replace(what_ifs.checkpoint.begin(), what_ifs.checkpoint.end(), '+', ',');
+  } else if (flag == "checkpoint" || flag == "wrap") {
+    std::string& classes = flag == "wrap" ? what_ifs.wrap : what_ifs.checkpoint;
+    classes = value;
+    std::replace(classes.begin(), classes.end(), '+', ',');
   } else if (flag == "activation-dtype") {
     if (value != "recorded" && value != "param-dtype") {
       return InvalidArgument(fmt::format("'{}': expected recorded or param-dtype", value));

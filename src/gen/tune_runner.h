@@ -21,7 +21,8 @@ namespace bucketsim {
 // under (--vary policy=fsdp2,backward-only), parsed by ParsePolicySpec.
 inline constexpr std::string_view kPolicyFlag = "policy";
 
-// What a varied flag sets: the batch size, the checkpointing (a '+' joins classes: Block+MLP),
+// What a varied flag sets: the batch size, the checkpointing or the wrapping (a '+' joins
+// classes: Block+MLP),
 // the activation dtype, or one of the FSDP options (SetGenOption). Not the policy.
 Status SetVaried(GenOptions& options, ProgramWhatIfs& what_ifs, const std::string& flag,
                  const std::string& value);

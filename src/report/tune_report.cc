@@ -120,7 +120,7 @@ std::string TuneCommand(const TuneReport& report, std::size_t point) {
       continue;
     }
     std::string given = value;
-    if (flag == "checkpoint") std::replace(given.begin(), given.end(), '+', ',');
+    if (flag == "checkpoint" || flag == "wrap") std::replace(given.begin(), given.end(), '+', ',');
     command += fmt::format(" --{} {}", flag, given);
   }
   command += " -o TRACE";

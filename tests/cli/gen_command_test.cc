@@ -218,6 +218,25 @@ TEST(GenCommand, CheckpointPlacesTheRegionsOfThePresetsOwnCheckpointing) {
       << no_calls.err;
 }
 
+// Re-wrapping as a what-if (issue 21) places parameters by the names the model gives them, as
+// the recorder writes them; the presets name a block's views within the block, so their
+// programs are refused, saying why. (Re-wrapped recordings are held against recordings of that
+// wrapping by Tools.Oracle and against real FSDP by Tools.Torch2FsdpOracle.)
+TEST(GenCommand, WrapRefusesAProgramWhoseParametersShareNames) {
+  const std::string program = testing::WriteTempFile("wrap-preset-program.json", "");
+  ASSERT_EQ(RunBucketsim({"gen", "transformer", "--layers", "2", "--hidden", "64", "--heads", "4",
+                          "--seq", "32", "--vocab", "128", "--emit-program", program})
+                .exit_code,
+            0);
+  testing::BinaryResult run =
+      RunBucketsim({"gen", "program", program, "--wrap", "Block", "-o", "/dev/null"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("bucketsim: error: --wrap Block: parameter 'ln1.weight' is named twice "
+                         "in the program: re-wrapping places parameters by name\n"),
+            std::string::npos)
+      << run.err;
+}
+
 // The batch size as a what-if (issue 21): a program recorded at batch sizes 2, 3 and 4 (by hand
 // here; tools/record_program.py --batch-sizes writes them) emitted at 6 has every tensor at 6;
 // below the smallest size checked, or from a program recorded at one size, it is refused. The

@@ -160,7 +160,7 @@ TEST(TuneCommand, BadVariesAreUsageErrors) {
             "bucketsim: error: --vary world-size: --world-size is also given; vary it or fix "
             "it\n");
   EXPECT_EQ(error({"--vary", "colour=red"}),
-            "bucketsim: error: --vary colour: not a flag of gen program (the FSDP options, "
+            "bucketsim: error: --vary colour: not a flag of gen program (the FSDP options, wrap, "
             "batch-size, checkpoint, activation-dtype) nor policy\n");
   EXPECT_EQ(error({"--vary", "optimizer-impl=foreach,fast"}).substr(0, 52),
             "bucketsim: error: --vary optimizer-impl=foreach,fast");

@@ -11,7 +11,9 @@
 // none, all, and the first call's class) give a program that emits a valid trace, or are
 // refused for want of calls or of such a class; never a program the checks refuse. So does the
 // program at another batch size (`gen program --batch-size`: the smallest checked, and 3 more
-// than its own), or the scaling refuses it.
+// than its own), or the scaling refuses it; and so does the program re-wrapped (`--wrap`: the
+// root alone, the first call's class), or the wrapping refuses it (RewrapModules checks what it
+// made: a refusal is never a finding).
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -26,6 +28,7 @@
 #include "gen/program_batch.h"
 #include "gen/program_checkpoint.h"
 #include "gen/program_precision.h"
+#include "gen/program_wrap.h"
 #include "io/program_file.h"
 
 namespace bucketsim {
@@ -116,6 +119,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (ScaleBatch(scaled, size).ok()) {
         what_ifs.push_back({std::move(scaled), "at another batch size", runs[0]});
       }
+    }
+  }
+  // Re-wrapped (`gen program --wrap`): to the root alone and to the first call's class.
+  std::vector<std::vector<std::string>> wrappings = {{}};
+  if (!model->module_calls.empty()) wrappings.push_back({model->module_calls[0].type});
+  for (const std::vector<std::string>& classes : wrappings) {
+    FsdpModel rewrapped = *model;
+    if (RewrapModules(rewrapped, classes).ok()) {
+      what_ifs.push_back({std::move(rewrapped), "re-wrapped", runs[2]});
     }
   }
   std::vector<CheckpointChoice> checkpoints = {{}, {CheckpointChoice::Kind::kAll, {}}};

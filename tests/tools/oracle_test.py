@@ -270,6 +270,54 @@ for _case in BATCH_CASES:
     setattr(Oracle, "test_" + _case.replace("-", "_"), make_batch_test(_case))
 
 
+# `gen program --wrap` as a what-if: a program recorded with one wrapping, re-wrapped, emits the
+# trace of the same model recorded with that wrapping, event for event, under every FSDP
+# implementation (flat and unflattened parameters; to finer units, to coarser, to the root
+# alone). Held against real FSDP1 and FSDP2 wrapped that way by Tools.Torch2FsdpOracle
+# (rewrap-linear cases).
+REWRAP_CASES = [
+    # (recorded with, flags, re-wrapped to)
+    (["--wrap", "Block"], [], "Attention,MLP"),
+    (["--wrap", "Attention", "--wrap", "MLP"], [], "Block"),
+    (["--wrap", "Block"], [], "none"),
+    ([], [], "Block"),
+    (["--wrap", "Block"], ["--no-flatten"], "Attention,MLP"),
+]
+
+
+def wrap_flags(wrap):
+    return [] if wrap == "none" else [f for c in wrap.split(",") for f in ("--wrap", c)]
+
+
+class Rewrap(unittest.TestCase):
+    def test_a_rewrapped_program_is_the_recording_of_that_wrapping(self):
+        path = os.path.join(EXAMPLES, "tiny_gpt.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            def record(wrap, flags):
+                name = "-".join(wrap + flags).replace("-", "") or "root"
+                out = os.path.join(tmp, f"{name}.json")
+                run([sys.executable, os.path.join(TOOLS, "record_program.py"),
+                     f"{path}:build_model", "--batch", f"{path}:make_batch", *wrap, *flags,
+                     "--no-measure", "-o", out])
+                return out
+
+            def events(program, *flags):
+                trace = os.path.join(tmp, "trace.json")
+                run([BUCKETSIM, "gen", "program", program, "--world-size", "4", *flags,
+                     "-o", trace])
+                with open(trace) as f:
+                    return json.load(f)["events"]
+
+            for recorded_with, flags, to in REWRAP_CASES:
+                source = record(recorded_with, flags)
+                target = record(wrap_flags(to), flags)
+                for impl in ("fairscale", "fsdp1", "fsdp2"):
+                    with self.subTest(recorded=recorded_with, flags=flags, to=to, impl=impl):
+                        self.assertEqual(
+                            events(source, "--wrap", to, "--fsdp-impl", impl),
+                            events(target, "--fsdp-impl", impl))
+
+
 # Preset rows without a recorder row: tests/tools/cuda_autocast_gpt.py is the example GPT (no
 # dropout) with the casts CUDA's autocast (bf16) makes written out by hand (PyTorch 1.13's CPU
 # autocast follows other op lists), against `transformer --autocast bf16` (fp32 parameters).

@@ -95,6 +95,13 @@ CASES = {
     "fsdp2-checkpoint-block": (
         "build_model", 2, FSDP2 + ["--checkpoint-wrap", "Block"],
         ["--fsdp-impl", "fsdp2", "--checkpoint", "Block"], "fsdp2"),
+    # Re-wrapping as a what-if: the program recorded with Block units, emitted with
+    # `gen program --wrap Linear` (every Linear its own unit, the rest the root's), against the
+    # model wrapped that way (MEASURE_WRAP).
+    "fsdp1-rewrap-linear": (
+        "build_model", 2, FSDP1, ["--fsdp-impl", "fsdp1", "--wrap", "Linear"], "fsdp1"),
+    "fsdp2-rewrap-linear": (
+        "build_model", 2, FSDP2, ["--fsdp-impl", "fsdp2", "--wrap", "Linear"], "fsdp2"),
     "fsdp1-gpt-sdpa": ("build_model_sdpa", 2, FSDP1, ["--fsdp-impl", "fsdp1"], "fsdp1"),
     "fsdp2-gpt-sdpa": ("build_model_sdpa", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
     "fsdp1-gpt-sdpa-checkpointed": (
@@ -109,6 +116,9 @@ def model_of(build):
     if "sdpa" in build:
         return GPT, [TORCH2, "python"]
     return MODEL, ["/usr/bin/python3"]
+
+# The units of the measured run where they are not Block's (the program is recorded with Block).
+MEASURE_WRAP = {"fsdp1-rewrap-linear": "Linear", "fsdp2-rewrap-linear": "Linear"}
 
 # The program a case emits when it is not the measured model's own: a bf16 run computes every
 # activation in bf16, which a program recorded in fp32 does not say (resmlp.py:build_model_bf16).
@@ -181,7 +191,8 @@ class FsdpOracle(unittest.TestCase):
         model, _ = model_of(build)
         out = os.path.join(self.dir.name, f"{case}.measured.json")
         run([TORCH2, "ranks", str(ranks), os.path.join(HERE, "fsdp_measure.py"),
-             f"{model}:{build}", "--batch", f"{model}:make_batch", "--wrap", "Block",
+             f"{model}:{build}", "--batch", f"{model}:make_batch",
+             "--wrap", MEASURE_WRAP.get(case, "Block"),
              "--optimizer", "sgd", *flags, "--json", out])
         with open(out) as f:
             return json.load(f)
