@@ -15,6 +15,7 @@
 #include "backend/host/mpi_world.h"
 #include "backend/sim/sim_backend.h"
 #include "cli/progress_reporter.h"
+#include "core/comma_list.h"
 #include "core/size_format.h"
 #include "io/time_profile_io.h"
 #include "io/trace_reader.h"
@@ -205,20 +206,14 @@ Result<std::vector<std::string>> SplitListEntries(std::string_view flag,
                                                   const std::vector<std::string>& values) {
   std::vector<std::string> entries;
   for (const std::string& value : values) {
-    std::size_t start = 0;
-    while (true) {
-      const std::size_t comma = value.find(',', start);
-      std::string entry =
-          value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    for (std::string_view entry : SplitCommaList(value)) {
       if (entry.empty()) {
         return InvalidArgument(
             fmt::format("{}: '{}' has an empty entry (write numbers separated by single commas, "
                         "e.g. 1,5,25)",
                         flag, value));
       }
-      entries.push_back(std::move(entry));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
+      entries.emplace_back(entry);
     }
   }
   return entries;

@@ -6,16 +6,15 @@
 
 #include <fmt/format.h>
 
+#include "core/comma_list.h"
+
 namespace bucketsim {
 namespace {
 
 // The batch size of a point whose settings vary it; unset otherwise.
 std::optional<std::uint64_t> BatchSizeOf(const TunePoint& point) {
   for (const auto& [flag, value] : point.settings) {
-    if (flag != kBatchSizeFlag) continue;
-    std::uint64_t size = 0;
-    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), size);
-    if (error == std::errc() && end == value.data() + value.size()) return size;
+    if (flag == kBatchSizeFlag) return ParseBatchSize(value);
   }
   return std::nullopt;
 }
@@ -46,6 +45,13 @@ std::optional<std::size_t> LeastReserved(const std::vector<TunePoint>& points,
 
 }  // namespace
 
+std::optional<std::uint64_t> ParseBatchSize(std::string_view text) {
+  std::uint64_t size = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), size);
+  if (error != std::errc() || end != text.data() + text.size() || size == 0) return std::nullopt;
+  return size;
+}
+
 Result<TuneAxis> ParseTuneAxis(std::string_view spec) {
   const std::size_t equals = spec.find('=');
   std::string_view flag = spec.substr(0, equals);
@@ -55,27 +61,19 @@ Result<TuneAxis> ParseTuneAxis(std::string_view spec) {
         fmt::format("--vary '{}': expected FLAG=VALUE,VALUE,... (e.g. batch-size=2,4,8)", spec));
   }
   TuneAxis axis{std::string(flag), {}};
-  std::string_view values = spec.substr(equals + 1);
-  std::size_t start = 0;
-  while (start <= values.size()) {
-    const std::size_t comma = std::min(values.find(',', start), values.size());
-    const std::string value(values.substr(start, comma - start));
+  for (std::string_view entry : SplitCommaList(spec.substr(equals + 1))) {
+    const std::string value(entry);
     if (value.empty()) {
       return InvalidArgument(fmt::format("--vary '{}': an empty value", spec));
     }
     if (std::find(axis.values.begin(), axis.values.end(), value) != axis.values.end()) {
       return InvalidArgument(fmt::format("--vary '{}': '{}' is given twice", spec, value));
     }
-    if (axis.flag == kBatchSizeFlag) {
-      std::uint64_t size = 0;
-      const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), size);
-      if (error != std::errc() || end != value.data() + value.size() || size == 0) {
-        return InvalidArgument(fmt::format(
-            "--vary '{}': '{}' is not a batch size (an integer of at least 1)", spec, value));
-      }
+    if (axis.flag == kBatchSizeFlag && !ParseBatchSize(value)) {
+      return InvalidArgument(fmt::format(
+          "--vary '{}': '{}' is not a batch size (an integer of at least 1)", spec, value));
     }
     axis.values.push_back(value);
-    start = comma + 1;
   }
   return axis;
 }

@@ -33,6 +33,8 @@ Result<TuneAxis> ParseTuneAxis(std::string_view spec);
 
 // The flag whose values the advice reads as batch sizes (positive integers).
 inline constexpr std::string_view kBatchSizeFlag = "batch-size";
+// A batch size as --vary and --batch-size give it: an integer of at least 1; unset otherwise.
+std::optional<std::uint64_t> ParseBatchSize(std::string_view text);
 
 // One configuration: each axis's value, in the axes' order.
 using TuneSettings = std::vector<std::pair<std::string, std::string>>;

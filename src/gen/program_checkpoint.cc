@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "core/closest_name.h"
+#include "core/comma_list.h"
 
 namespace bucketsim {
 namespace {
@@ -193,16 +194,12 @@ Result<CheckpointChoice> ParseCheckpointChoice(std::string_view text) {
     return choice;
   }
   choice.kind = CheckpointChoice::Kind::kClasses;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    const std::string_view type = text.substr(start, comma - start);
+  for (std::string_view type : SplitCommaList(text)) {
     if (type.empty() || type == "none" || type == "all") {
       return InvalidArgument(fmt::format(
           "'{}': expected none, all, or module class names separated by commas (Block,MLP)", text));
     }
     choice.classes.emplace_back(type);
-    start = comma + 1;
   }
   return choice;
 }

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "core/closest_name.h"
+#include "core/comma_list.h"
 
 namespace bucketsim {
 namespace {
@@ -62,16 +63,12 @@ struct Marker {
 Result<std::vector<std::string>> ParseWrapClasses(std::string_view text) {
   if (text == "none") return std::vector<std::string>{};
   std::vector<std::string> classes;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    const std::string_view type = text.substr(start, comma - start);
+  for (std::string_view type : SplitCommaList(text)) {
     if (type.empty() || type == "none") {
       return InvalidArgument(fmt::format(
           "'{}': expected none, or module class names separated by commas (Block,MLP)", text));
     }
     classes.emplace_back(type);
-    start = comma + 1;
   }
   return classes;
 }

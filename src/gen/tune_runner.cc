@@ -49,7 +49,9 @@ Result<TunePoint> RunConfiguration(const TuneRun& run, const TuneSettings& setti
 Status SetVaried(GenOptions& options, ProgramWhatIfs& what_ifs, const std::string& flag,
                  const std::string& value) {
   if (flag == kBatchSizeFlag) {
-    what_ifs.batch_size = std::stoull(value);  // ParseTuneAxis checked it
+    const std::optional<std::uint64_t> size = ParseBatchSize(value);
+    if (!size) return InvalidArgument(fmt::format("'{}' is not a batch size", value));
+    what_ifs.batch_size = *size;
   } else if (flag == "checkpoint" || flag == "wrap") {
     std::string& classes = flag == "wrap" ? what_ifs.wrap : what_ifs.checkpoint;
     classes = value;
