@@ -205,6 +205,14 @@ bool IsFloatingDType(std::string_view dtype);
 // error message starts with the JSON pointer of the culprit ("/forward/3/inputs/0: ").
 Status ValidateProgram(const FsdpModel& model);
 
+// The classes of the program's module calls, in the order the forward first calls them.
+std::vector<std::string> CallClasses(const FsdpModel& model);
+// What a what-if on module classes (--checkpoint, --wrap) needs of the program: module calls
+// ("record the model again to WHAT here" when it has none), and a call of each class in
+// `classes` (the message names the classes there are, and the nearest to a typo).
+Status CheckCallClasses(const FsdpModel& model, const std::vector<std::string>& classes,
+                        std::string_view what);
+
 // Emits the header and every event of `options.iterations` iterations into `sink`.
 Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSink& sink);
 

@@ -12,6 +12,9 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/closest_name.h"
 
 #include "gen/param_target.h"
 
@@ -458,5 +461,34 @@ Bytes ProgramDTypeSize(std::string_view dtype) {
 bool IsFloatingDType(std::string_view dtype) { return ParseDType(dtype).has_value(); }
 
 Status ValidateProgram(const FsdpModel& model) { return ProgramChecker(model).Check(); }
+
+std::vector<std::string> CallClasses(const FsdpModel& model) {
+  std::vector<std::string> classes;
+  for (const ModuleCall& call : model.module_calls) {
+    if (std::find(classes.begin(), classes.end(), call.type) == classes.end()) {
+      classes.push_back(call.type);
+    }
+  }
+  return classes;
+}
+
+Status CheckCallClasses(const FsdpModel& model, const std::vector<std::string>& classes,
+                        std::string_view what) {
+  if (model.module_calls.empty()) {
+    return InvalidArgument(fmt::format(
+        "the program has no module calls (its \"modules\" key, which tools/record_program.py "
+        "writes): record the model again to {} here",
+        what));
+  }
+  const std::vector<std::string> known = CallClasses(model);
+  for (const std::string& type : classes) {
+    if (std::find(known.begin(), known.end(), type) == known.end()) {
+      return InvalidArgument(
+          fmt::format("no module of class '{}' runs in the program's forward{} (its classes: {})",
+                      type, DidYouMean(type, known), fmt::join(known, ", ")));
+    }
+  }
+  return Status::Ok();
+}
 
 }  // namespace bucketsim

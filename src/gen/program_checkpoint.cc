@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/closest_name.h"
 #include "core/comma_list.h"
 
 namespace bucketsim {
@@ -39,33 +38,15 @@ std::size_t RemoveRegions(FsdpModel& model) {
   return removed;
 }
 
-// The classes of the program's module calls, in the order the forward first calls them.
-std::vector<std::string> CallClasses(const FsdpModel& model) {
-  std::vector<std::string> classes;
-  for (const ModuleCall& call : model.module_calls) {
-    if (std::find(classes.begin(), classes.end(), call.type) == classes.end()) {
-      classes.push_back(call.type);
-    }
-  }
-  return classes;
-}
-
 // The classes --checkpoint names: for `all`, those of the instances but the root that are
 // module calls.
 Result<std::vector<std::string>> ChosenClasses(const FsdpModel& model,
                                                const CheckpointChoice& choice) {
-  const std::vector<std::string> known = CallClasses(model);
-  const std::string listed = fmt::format("{}", fmt::join(known, ", "));
   if (choice.kind == CheckpointChoice::Kind::kClasses) {
-    for (const std::string& type : choice.classes) {
-      if (std::find(known.begin(), known.end(), type) == known.end()) {
-        return InvalidArgument(
-            fmt::format("no module of class '{}' runs in the program's forward{} (its classes: {})",
-                        type, DidYouMean(type, known), listed));
-      }
-    }
+    BUCKETSIM_RETURN_IF_ERROR(CheckCallClasses(model, choice.classes, "checkpoint its modules"));
     return choice.classes;
   }
+  BUCKETSIM_RETURN_IF_ERROR(CheckCallClasses(model, {}, "checkpoint its modules"));
   std::vector<std::string> classes;
   for (std::size_t f = 1; f < model.instances.size(); ++f) {
     for (const ModuleCall& call : model.module_calls) {
@@ -79,7 +60,7 @@ Result<std::vector<std::string>> ChosenClasses(const FsdpModel& model,
     return InvalidArgument(fmt::format(
         "'all' checkpoints the modules FSDP wraps, and no instance but the root is a module of "
         "the program's forward: name the classes to checkpoint (its classes: {})",
-        listed));
+        fmt::join(CallClasses(model), ", ")));
   }
   return classes;
 }
@@ -206,11 +187,6 @@ Result<CheckpointChoice> ParseCheckpointChoice(std::string_view text) {
 
 Result<CheckpointSummary> CheckpointModules(FsdpModel& model, const CheckpointChoice& choice) {
   const bool places = choice.kind != CheckpointChoice::Kind::kNone;
-  if (places && model.module_calls.empty()) {
-    return InvalidArgument(
-        "the program has no module calls (its \"modules\" key, which tools/record_program.py "
-        "writes): record the model again to checkpoint its modules here");
-  }
   std::vector<std::string> classes;
   if (places) {
     Result<std::vector<std::string>> named = ChosenClasses(model, choice);

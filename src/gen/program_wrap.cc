@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/closest_name.h"
 #include "core/comma_list.h"
 
 namespace bucketsim {
@@ -75,11 +74,7 @@ Result<std::vector<std::string>> ParseWrapClasses(std::string_view text) {
 
 Result<WrapSummary> RewrapModules(FsdpModel& model, const std::vector<std::string>& classes) {
   const std::vector<ModuleCall>& calls = model.module_calls;
-  if (calls.empty()) {
-    return InvalidArgument(
-        "the program has no module calls (its \"modules\" key, which tools/record_program.py "
-        "writes): record the model again to wrap it here");
-  }
+  BUCKETSIM_RETURN_IF_ERROR(CheckCallClasses(model, classes, "wrap it"));
   for (std::size_t i = 0; i < model.forward.size(); ++i) {
     const ForwardOp& op = model.forward[i];
     if (op.kind == OpKind::kRun && !op.uses.empty() && !op.param_reads) {
@@ -87,17 +82,6 @@ Result<WrapSummary> RewrapModules(FsdpModel& model, const std::vector<std::strin
           "/forward/{}: run '{}' has no param_reads (a program recorded before them): which "
           "parameters a run reads is what re-wrapping places",
           i, op.name));
-    }
-  }
-  std::vector<std::string> known;
-  for (const ModuleCall& call : calls) {
-    if (std::find(known.begin(), known.end(), call.type) == known.end()) known.push_back(call.type);
-  }
-  for (const std::string& type : classes) {
-    if (std::find(known.begin(), known.end(), type) == known.end()) {
-      return InvalidArgument(
-          fmt::format("no module of class '{}' runs in the program's forward{} (its classes: {})",
-                      type, DidYouMean(type, known), fmt::join(known, ", ")));
     }
   }
   // The calls that become instances, in forward order (module_calls is pre-order).
