@@ -33,26 +33,6 @@ Bytes SumIf(const CategoryBytes& bytes, bool (*predicate)(Category)) {
   return total;
 }
 
-void WriteContext(JsonWriter& w, const ReportContext& context) {
-  w.Key("context");
-  w.BeginObject();
-  w.Field("tool", "bucketsim");
-  w.Field("tool_version", context.tool_version);
-  w.Field("git_sha", context.git_sha);
-  w.Field("backend", context.backend);
-  w.Field("memory_model", context.memory_model);
-  w.Field("time_profile", context.time_profile);
-  w.Key("argv");
-  w.BeginArray();
-  for (const std::string& arg : context.argv) w.String(arg);
-  w.EndArray();
-  w.Field("host", context.host);
-  w.Field("trace_path", context.trace_path);
-  w.Field("trace_name", context.trace_name);
-  w.Field("trace_digest", context.trace_digest);
-  w.EndObject();
-}
-
 void WriteTrace(JsonWriter& w, const ReportTraceInfo& trace) {
   w.Key("trace");
   w.BeginObject();
@@ -585,6 +565,26 @@ Status StreamReport(const std::string& path, const std::function<void(JsonWriter
 }
 
 }  // namespace
+
+void WriteContext(JsonWriter& w, const ReportContext& context) {
+  w.Key("context");
+  w.BeginObject();
+  w.Field("tool", "bucketsim");
+  w.Field("tool_version", context.tool_version);
+  w.Field("git_sha", context.git_sha);
+  w.Field("backend", context.backend);
+  w.Field("memory_model", context.memory_model);
+  w.Field("time_profile", context.time_profile);
+  w.Key("argv");
+  w.BeginArray();
+  for (const std::string& arg : context.argv) w.String(arg);
+  w.EndArray();
+  w.Field("host", context.host);
+  w.Field("trace_path", context.trace_path);
+  w.Field("trace_name", context.trace_name);
+  w.Field("trace_digest", context.trace_digest);
+  w.EndObject();
+}
 
 std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& context,
                            const SweepSection* sweep) {

@@ -12,6 +12,7 @@
 
 #include "engine/replay_policies.h"
 #include "engine/sweep_summary.h"
+#include "report/json_writer.h"
 #include "report/report_context.h"
 #include "report/report_document.h"
 
@@ -25,6 +26,8 @@ std::string ReportJsonText(const ReplayOutcome& outcome, const ReportContext& co
 // without holding the text.
 Status WriteReportJson(const std::string& path, const ReplayOutcome& outcome,
                        const ReportContext& context, const SweepSection* sweep = nullptr);
+// The "context" key and its block, as every JSON report of the tool writes it (`tune`'s too).
+void WriteContext(JsonWriter& w, const ReportContext& context);
 // One policy's entry of a report, exactly as WriteReportJson writes it inside `policies`: how
 // `sweep` under mpirun gathers the entries every rank replayed into one report.
 std::string RunJsonFragment(const RunResult& run);

@@ -6,6 +6,7 @@
 
 #include "core/size_format.h"
 #include "report/byte_unit.h"
+#include "report/json_report.h"
 #include "report/json_writer.h"
 #include "report/xml_escape.h"
 
@@ -178,18 +179,7 @@ std::string TuneJson(const TuneReport& report, const ReportContext& context) {
   out.BeginObject();
   out.Field("schema_version", 1);
   out.Field("kind", "tune");
-  out.Key("context");
-  out.BeginObject();
-  out.Field("tool_version", context.tool_version);
-  out.Field("git_sha", context.git_sha);
-  out.Field("memory_model", context.memory_model);
-  out.Field("time_profile", context.time_profile);
-  out.Key("argv");
-  out.BeginArray();
-  for (const std::string& arg : context.argv) out.String(arg);
-  out.EndArray();
-  out.Field("host", context.host);
-  out.EndObject();
+  WriteContext(out, context);  // its trace fields are empty: a program, not a trace, is tuned
   out.Field("program", report.program);
   out.Key("fixed");
   out.BeginArray();
