@@ -205,6 +205,20 @@ bool IsFloatingDType(std::string_view dtype);
 // error message starts with the JSON pointer of the culprit ("/forward/3/inputs/0: ").
 Status ValidateProgram(const FsdpModel& model);
 
+// Calls fn(tensor) on every tensor object the forward makes (a ProgramTensor or a NewTensor,
+// const with a const model): runs' outputs, the fresh tensors runs save for backward, and their
+// backward workspaces. What the program-wide what-ifs (precision, batch size) change.
+template <typename Model, typename Fn>
+void ForEachForwardTensor(Model& model, Fn&& fn) {
+  for (auto& op : model.forward) {
+    for (auto& output : op.outputs) fn(output);
+    for (auto& save : op.saves) {
+      if (save.tensor.empty()) fn(save.fresh);
+    }
+    for (auto& workspace : op.workspace) fn(workspace);
+  }
+}
+
 // The classes of the program's module calls, in the order the forward first calls them.
 std::vector<std::string> CallClasses(const FsdpModel& model);
 // What a what-if on module classes (--checkpoint, --wrap) needs of the program: module calls

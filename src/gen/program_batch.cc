@@ -8,20 +8,6 @@
 namespace bucketsim {
 namespace {
 
-// Calls fn(tensor) on every tensor object of the program (ProgramTensor or NewTensor): its
-// inputs, each run's outputs, fresh saves and workspace.
-template <typename Fn>
-void ForEachTensor(FsdpModel& model, Fn&& fn) {
-  for (ProgramTensor& input : model.inputs) fn(input);
-  for (ForwardOp& op : model.forward) {
-    for (ProgramTensor& output : op.outputs) fn(output);
-    for (SavedTensor& save : op.saves) {
-      if (save.tensor.empty()) fn(save.fresh);
-    }
-    for (NewTensor& workspace : op.workspace) fn(workspace);
-  }
-}
-
 // How an error names a tensor: a program tensor by its id, a saved or workspace one by its name.
 std::string Label(const ProgramTensor& tensor) { return tensor.id; }
 std::string Label(const NewTensor& tensor) {
@@ -68,7 +54,7 @@ Result<BatchSummary> ScaleBatch(FsdpModel& model, std::uint64_t size) {
   BatchSummary summary{batch.size, size, 0, 0};
   FsdpModel scaled = model;
   Status status = Status::Ok();
-  ForEachTensor(scaled, [&](auto& tensor) {
+  const auto scale = [&](auto& tensor) {
     summary.bytes_before += tensor.bytes;
     if (status.ok() && tensor.bytes_per_sample != 0) {
       Result<Bytes> bytes =
@@ -81,7 +67,9 @@ Result<BatchSummary> ScaleBatch(FsdpModel& model, std::uint64_t size) {
       }
     }
     summary.bytes_after += tensor.bytes;
-  });
+  };
+  for (ProgramTensor& input : scaled.inputs) scale(input);  // the batch as loaded
+  ForEachForwardTensor(scaled, scale);
   if (!status.ok()) return status;
   const double samples = static_cast<double>(size) - static_cast<double>(batch.size);
   for (ForwardOp& op : scaled.forward) {

@@ -8,19 +8,6 @@
 namespace bucketsim {
 namespace {
 
-// Calls fn(dtype, bytes) on every tensor the forward makes: runs' outputs, the fresh tensors
-// runs save for backward, and their backward workspaces (FsdpModel or const FsdpModel).
-template <typename Model, typename Fn>
-void ForEachForwardTensor(Model& model, Fn&& fn) {
-  for (auto& op : model.forward) {
-    for (auto& output : op.outputs) fn(output.dtype, output.bytes);
-    for (auto& save : op.saves) {
-      if (save.tensor.empty()) fn(save.fresh.dtype, save.fresh.bytes);
-    }
-    for (auto& workspace : op.workspace) fn(workspace.dtype, workspace.bytes);
-  }
-}
-
 // An fp32 tensor's storage (a size that is not a whole number of fp32 elements is left as
 // recorded).
 bool IsFp32Storage(std::string_view dtype, Bytes bytes) {
@@ -31,8 +18,8 @@ bool IsFp32Storage(std::string_view dtype, Bytes bytes) {
 
 std::size_t CountFp32Activations(const FsdpModel& model) {
   std::size_t count = 0;
-  ForEachForwardTensor(model, [&](const std::string& dtype, Bytes bytes) {
-    count += IsFp32Storage(dtype, bytes) ? 1 : 0;
+  ForEachForwardTensor(model, [&](const auto& tensor) {
+    count += IsFp32Storage(tensor.dtype, tensor.bytes) ? 1 : 0;
   });
   return count;
 }
@@ -51,13 +38,13 @@ Result<CastSummary> CastActivations(FsdpModel& model, DType to) {
         DTypeName(to)));
   }
   CastSummary summary;
-  ForEachForwardTensor(model, [&](std::string& dtype, Bytes& bytes) {
-    if (!IsFp32Storage(dtype, bytes)) return;
+  ForEachForwardTensor(model, [&](auto& tensor) {
+    if (!IsFp32Storage(tensor.dtype, tensor.bytes)) return;
     ++summary.tensors;
-    summary.bytes_before += bytes;
-    bytes = bytes / kFp32Size * ElementSize(to);  // the same element count in `to`
-    summary.bytes_after += bytes;
-    dtype = std::string(DTypeName(to));
+    summary.bytes_before += tensor.bytes;
+    tensor.bytes = tensor.bytes / kFp32Size * ElementSize(to);  // the same count in `to`
+    summary.bytes_after += tensor.bytes;
+    tensor.dtype = std::string(DTypeName(to));
   });
   return summary;
 }
