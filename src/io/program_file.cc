@@ -1,7 +1,8 @@
+// The reader of model program files (io/program_file.h); the writer is program_writer.cc, the
+// recorded settings as flags program_settings.cc.
 #include "io/program_file.h"
 
 #include <algorithm>
-#include <iostream>
 #include <map>
 #include <optional>
 #include <utility>
@@ -9,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "io/atomic_file.h"
 #include "io/json_document.h"
 
 namespace bucketsim {
@@ -19,7 +19,6 @@ using Json = JsonDocument::Json;
 using Pointer = JsonDocument::Pointer;
 
 constexpr std::string_view kKind = "model program";
-constexpr std::string_view kFormat = "bucketsim-program";
 constexpr std::string_view kNoBatch =
     "a program recorded at one batch size has no per-sample sizes (the \"batch\" key says at "
     "which sizes they were fitted)";
@@ -41,9 +40,9 @@ class ProgramReader {
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(top).status());
     std::string format;
     PROGRAM_ASSIGN(format, doc_.String(Pointer("/format")));
-    if (format != kFormat) {
+    if (format != kProgramFormat) {
       return doc_.Error(Pointer("/format"),
-                        fmt::format("expected \"{}\", got \"{}\"", kFormat, format));
+                        fmt::format("expected \"{}\", got \"{}\"", kProgramFormat, format));
     }
     BUCKETSIM_RETURN_IF_ERROR(
         doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
@@ -563,122 +562,6 @@ class ProgramReader {
 
 #undef PROGRAM_ASSIGN
 
-Json ShapeJson(const std::vector<std::uint64_t>& shape) {
-  Json array = Json::array();
-  for (std::uint64_t size : shape) array.push_back(size);
-  return array;
-}
-
-Json TensorJson(const ProgramTensor& t) {
-  Json json = {{"id", t.id}, {"bytes", t.bytes}, {"dtype", t.dtype}};
-  if (t.bytes_per_sample != 0) json["bytes_per_sample"] = t.bytes_per_sample;
-  if (t.shape) json["shape"] = ShapeJson(*t.shape);
-  if (!t.name.empty()) json["name"] = t.name;
-  if (t.requires_grad) json["requires_grad"] = *t.requires_grad;
-  if (!t.alias.empty()) json["alias"] = t.alias;
-  return json;
-}
-
-Json NewTensorJson(const NewTensor& t) {
-  Json json = {{"bytes", t.bytes}, {"dtype", t.dtype}};
-  if (t.bytes_per_sample != 0) json["bytes_per_sample"] = t.bytes_per_sample;
-  if (t.shape) json["shape"] = ShapeJson(*t.shape);
-  if (!t.name.empty()) json["name"] = t.name;
-  return json;
-}
-
-Json SavesJson(const std::vector<SavedTensor>& saves) {
-  Json array = Json::array();
-  for (const SavedTensor& save : saves) {
-    array.push_back(save.tensor.empty() ? NewTensorJson(save.fresh)
-                                        : Json{{"tensor", save.tensor}});
-  }
-  return array;
-}
-
-Json InputJson(const RunInput& input) {
-  switch (input.grad) {
-    case InputGrad::kNew:
-      return input.tensor;
-    case InputGrad::kPass:
-      return {{"tensor", input.tensor}, {"grad", "pass"}};
-    case InputGrad::kNone:
-      return {{"tensor", input.tensor}, {"grad", "none"}};
-  }
-  return input.tensor;
-}
-
-Json OpJson(const ForwardOp& op) {
-  switch (op.kind) {
-    case OpKind::kGather:
-      return {{"op", "gather"}, {"instance", op.instance}};
-    case OpKind::kEndForward:
-      return {{"op", "end_forward"}, {"instance", op.instance}};
-    case OpKind::kCheckpointBegin:
-      return {{"op", "checkpoint_begin"}, {"saves", SavesJson(op.saves)}};
-    case OpKind::kCheckpointEnd:
-      return {{"op", "checkpoint_end"}};
-    case OpKind::kRun:
-      break;
-  }
-  Json json = {{"op", "run"}, {"name", op.name}, {"flops", op.flops}};
-  if (op.backward_flops) json["backward_flops"] = *op.backward_flops;
-  if (op.flops_per_sample != 0) json["flops_per_sample"] = op.flops_per_sample;
-  if (op.backward_flops_per_sample) {
-    json["backward_flops_per_sample"] = *op.backward_flops_per_sample;
-  }
-  if (!op.uses.empty()) json["uses"] = op.uses;
-  if (!op.inputs.empty()) {
-    Json inputs = Json::array();
-    for (const RunInput& input : op.inputs) inputs.push_back(InputJson(input));
-    json["inputs"] = std::move(inputs);
-  }
-  if (!op.outputs.empty()) {
-    Json outputs = Json::array();
-    for (const ProgramTensor& t : op.outputs) outputs.push_back(TensorJson(t));
-    json["outputs"] = std::move(outputs);
-  }
-  if (!op.saves.empty()) json["saves"] = SavesJson(op.saves);
-  if (!op.workspace.empty()) {
-    Json workspace = Json::array();
-    for (const NewTensor& t : op.workspace) workspace.push_back(NewTensorJson(t));
-    json["workspace"] = std::move(workspace);
-  }
-  if (op.param_reads) json["param_reads"] = *op.param_reads;
-  if (!op.releases.empty()) json["releases"] = op.releases;
-  return json;
-}
-
-Json MeasuredJson(const Measured& m) {
-  Json json = Json::object();
-  if (m.device) json["device"] = *m.device;
-  if (m.torch_version) json["torch_version"] = *m.torch_version;
-  if (m.world_size) json["world_size"] = *m.world_size;
-  if (m.iterations) json["iterations"] = *m.iterations;
-  if (m.note) json["note"] = *m.note;
-  if (!m.marks.empty()) {
-    Json marks = Json::array();
-    for (const MeasuredMark& mark : m.marks) {
-      Json entry = {{"name", mark.name}};
-      if (mark.iteration) entry["iteration"] = *mark.iteration;
-      entry["allocated_bytes"] = mark.allocated_bytes;
-      marks.push_back(std::move(entry));
-    }
-    json["marks"] = std::move(marks);
-  }
-  if (!m.phase_peaks.empty()) {
-    Json peaks = Json::array();
-    for (const MeasuredPhasePeak& peak : m.phase_peaks) {
-      Json entry = {{"phase", peak.phase}};
-      if (peak.iteration) entry["iteration"] = *peak.iteration;
-      entry["peak_allocated_bytes"] = peak.peak_allocated_bytes;
-      peaks.push_back(std::move(entry));
-    }
-    json["phase_peaks"] = std::move(peaks);
-  }
-  return json;
-}
-
 }  // namespace
 
 Result<FsdpModel> ParseProgram(const std::string& path, std::string_view text) {
@@ -691,190 +574,6 @@ Result<FsdpModel> ReadProgramFile(const std::string& path) {
   Result<JsonDocument> doc = JsonDocument::Read(path, kKind);
   if (!doc.ok()) return doc.status();
   return ProgramReader(*doc).Read();
-}
-
-namespace {
-
-// "bfloat16" -> "bf16", "float32" -> "fp32", "float16" -> "fp16" (the recorder writes torch's
-// dtype names without "torch.").
-std::optional<std::string> FlagDType(const Json& value) {
-  if (!value.is_string()) return std::nullopt;
-  const std::string name = value.get<std::string>();
-  if (name == "bfloat16") return "bf16";
-  if (name == "float32") return "fp32";
-  if (name == "float16") return "fp16";
-  return std::nullopt;
-}
-
-std::string FlagBool(const Json& value) {
-  return value.is_boolean() && value.get<bool>() ? "true" : "false";
-}
-
-// PyTorch's MixedPrecision / MixedPrecisionPolicy fields as --param-dtype, --reduce-dtype and
-// --output-dtype; the rest noted.
-void MixedPrecisionFlags(const Json& mp, std::string_view where, ProgramFsdpFlags& out) {
-  if (!mp.is_object()) return;
-  for (const auto& [field, flag] :
-       {std::pair<std::string, std::string>{"param_dtype", "param-dtype"},
-        {"reduce_dtype", "reduce-dtype"},
-        {"output_dtype", "output-dtype"}}) {
-    if (!mp.contains(field) || mp[field].is_null()) continue;
-    if (std::optional<std::string> dtype = FlagDType(mp[field])) {
-      out.flags.emplace_back(flag, *dtype);
-    } else {
-      out.notes.push_back(fmt::format("{}.{} {} is not modelled", where, field, mp[field].dump()));
-    }
-  }
-  if (mp.contains("buffer_dtype") && !mp["buffer_dtype"].is_null()) {
-    out.notes.push_back(fmt::format(
-        "{}.buffer_dtype {}: a program has no module buffers, so it changes nothing here", where,
-        mp["buffer_dtype"].dump()));
-  }
-}
-
-}  // namespace
-
-std::vector<std::pair<std::string, std::string>> OptimizerFlagsOf(
-    const std::string& optimizer_json) {
-  const Json optimizer = Json::parse(optimizer_json, nullptr, /*allow_exceptions=*/false);
-  std::vector<std::pair<std::string, std::string>> flags;
-  if (!optimizer.is_object()) return flags;
-  if (optimizer.contains("name") && optimizer["name"].is_string()) {
-    flags.emplace_back("optimizer", optimizer["name"].get<std::string>());
-  }
-  if (optimizer.contains("impl") && optimizer["impl"].is_string()) {
-    flags.emplace_back("optimizer-impl", optimizer["impl"].get<std::string>());
-  }
-  if (optimizer.contains("weight_decay") && optimizer["weight_decay"].is_number()) {
-    flags.emplace_back("weight-decay", fmt::format("{}", optimizer["weight_decay"].get<double>()));
-  }
-  return flags;
-}
-
-Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
-  const Json fsdp = Json::parse(fsdp_json, nullptr, /*allow_exceptions=*/false);
-  if (!fsdp.is_object() || !fsdp.contains("settings") || !fsdp["settings"].is_object()) {
-    return InvalidArgument("the program's \"fsdp\" key has no settings object");
-  }
-  ProgramFsdpFlags out;
-  const std::string impl = fsdp.value("implementation", "");
-  const Json& s = fsdp["settings"];
-  out.flags.emplace_back("fsdp-impl", impl);
-  if (impl == "fsdp1") {
-    if (s.contains("sharding_strategy") && s["sharding_strategy"].is_string()) {
-      out.flags.emplace_back("sharding-strategy", s["sharding_strategy"].get<std::string>());
-    }
-    if (s.contains("backward_prefetch")) {
-      const Json& prefetch = s["backward_prefetch"];
-      out.flags.emplace_back("backward-prefetch", prefetch == "BACKWARD_PRE"    ? "pre"
-                                                  : prefetch == "BACKWARD_POST" ? "post"
-                                                                                : "none");
-    }
-    for (const auto& [field, flag] :
-         {std::pair<std::string, std::string>{"forward_prefetch", "forward-prefetch"},
-          {"limit_all_gathers", "limit-all-gathers"},
-          {"use_orig_params", "use-orig-params"}}) {
-      if (s.contains(field)) out.flags.emplace_back(flag, FlagBool(s[field]));
-    }
-    if (s.contains("mixed_precision"))
-      MixedPrecisionFlags(s["mixed_precision"], "mixed_precision", out);
-    if (s.contains("cpu_offload") && s["cpu_offload"].is_object()) {
-      out.flags.emplace_back("offload-params",
-                             FlagBool(s["cpu_offload"].value("offload_params", Json(false))));
-    }
-  } else {
-    if (s.contains("reshard_after_forward")) {
-      const Json& reshard = s["reshard_after_forward"];
-      out.flags.emplace_back("reshard-after-forward",
-                             reshard.is_number_integer() ? reshard.dump() : FlagBool(reshard));
-    }
-    if (s.contains("mp_policy")) MixedPrecisionFlags(s["mp_policy"], "mp_policy", out);
-    if (s.contains("offload_policy") && s["offload_policy"].is_object()) {
-      out.flags.emplace_back("offload-params", "true");
-    }
-  }
-  if (fsdp.contains("instances") && fsdp["instances"].is_object()) {
-    for (const auto& [name, differs] : fsdp["instances"].items()) {
-      out.notes.push_back(fmt::format(
-          "unit {} was wrapped with {}: the first unit's settings are emitted for every unit", name,
-          differs.dump()));
-    }
-  }
-  return out;
-}
-
-void WriteProgram(const FsdpModel& model, std::ostream& out) {
-  Json head = {{"format", kFormat},
-               {"schema_version", kProgramSchemaVersion},
-               {"description", model.description}};
-  if (model.autocast) head["autocast"] = std::string(DTypeName(*model.autocast));
-  Json instances = Json::array();
-  for (const GenInstance& instance : model.instances) {
-    Json params = Json::array();
-    for (const GenParam& param : instance.params) {
-      Json entry = {{"name", param.name}, {"numel", param.numel}};
-      if (!param.views.empty()) {
-        Json views = Json::array();
-        for (const ParamView& view : param.views) {
-          views.push_back({{"name", view.name}, {"numel", view.numel}});
-        }
-        entry["views"] = std::move(views);
-      }
-      params.push_back(std::move(entry));
-    }
-    Json entry = {{"name", instance.name}, {"params", std::move(params)}};
-    if (!instance.mixed_precision) entry["mixed_precision"] = false;
-    if (!instance.reshard_after_forward) entry["reshard_after_forward"] = false;
-    if (instance.own_group) entry["own_group"] = true;
-    instances.push_back(std::move(entry));
-  }
-  Json inputs = Json::array();
-  for (const ProgramTensor& t : model.inputs) inputs.push_back(TensorJson(t));
-
-  out << "{\n";
-  for (const auto& [key, value] : head.items())
-    out << "  \"" << key << "\": " << value.dump() << ",\n";
-  out << "  \"instances\": [\n";
-  for (std::size_t f = 0; f < instances.size(); ++f) {
-    out << "    " << instances[f].dump() << (f + 1 < instances.size() ? ",\n" : "\n");
-  }
-  out << "  ],\n  \"inputs\": " << inputs.dump() << ",\n  \"forward\": [\n";
-  for (std::size_t i = 0; i < model.forward.size(); ++i) {
-    out << "    " << OpJson(model.forward[i]).dump()
-        << (i + 1 < model.forward.size() ? ",\n" : "\n");
-  }
-  out << "  ],\n  \"loss\": " << Json(model.loss).dump();
-  if (!model.held.empty()) out << ",\n  \"held\": " << Json(model.held).dump();
-  if (model.fsdp) out << ",\n  \"fsdp\": " << *model.fsdp;
-  if (model.optimizer) out << ",\n  \"optimizer\": " << *model.optimizer;
-  if (model.measured) out << ",\n  \"measured\": " << MeasuredJson(*model.measured).dump();
-  if (model.batch) {
-    out << ",\n  \"batch\": "
-        << Json({{"size", model.batch->size}, {"checked", model.batch->checked}}).dump();
-  }
-  if (!model.module_calls.empty()) {
-    out << ",\n  \"modules\": [\n";
-    for (std::size_t c = 0; c < model.module_calls.size(); ++c) {
-      const ModuleCall& call = model.module_calls[c];
-      const Json entry = {
-          {"name", call.name}, {"class", call.type}, {"ops", Json::array({call.begin, call.end})}};
-      out << "    " << entry.dump() << (c + 1 < model.module_calls.size() ? ",\n" : "\n");
-    }
-    out << "  ]";
-  }
-  out << "\n}\n";
-}
-
-Status WriteProgramFile(const FsdpModel& model, const std::string& path) {
-  if (path == "-") {
-    WriteProgram(model, std::cout);
-    return std::cout ? Status::Ok() : IoError("cannot write the program to stdout");
-  }
-  // The program appears at `path` only when complete (io/atomic_file.h).
-  Result<std::unique_ptr<AtomicFile>> file = AtomicFile::Create(path);
-  if (!file.ok()) return file.status();
-  WriteProgram(model, (*file)->stream());
-  return (*file)->Commit();
 }
 
 }  // namespace bucketsim

@@ -17,6 +17,7 @@
 namespace bucketsim {
 
 inline constexpr int kProgramSchemaVersion = 1;
+inline constexpr std::string_view kProgramFormat = "bucketsim-program";  // its "format"
 
 // Reads and checks a program (structure, types, references: ValidateProgram). An unreadable
 // file is an IoError, anything wrong in it an InvalidArgument.

@@ -1,0 +1,127 @@
+// The settings a recorded program carries (its "fsdp" and "optimizer" keys: PyTorch's names and
+// values) said as `gen` flags in bucketsim's spelling (io/program_file.h).
+#include "io/program_file.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "io/json_document.h"
+
+namespace bucketsim {
+namespace {
+
+using Json = JsonDocument::Json;
+
+// "bfloat16" -> "bf16", "float32" -> "fp32", "float16" -> "fp16" (the recorder writes torch's
+// dtype names without "torch.").
+std::optional<std::string> FlagDType(const Json& value) {
+  if (!value.is_string()) return std::nullopt;
+  const std::string name = value.get<std::string>();
+  if (name == "bfloat16") return "bf16";
+  if (name == "float32") return "fp32";
+  if (name == "float16") return "fp16";
+  return std::nullopt;
+}
+
+std::string FlagBool(const Json& value) {
+  return value.is_boolean() && value.get<bool>() ? "true" : "false";
+}
+
+// PyTorch's MixedPrecision / MixedPrecisionPolicy fields as --param-dtype, --reduce-dtype and
+// --output-dtype; the rest noted.
+void MixedPrecisionFlags(const Json& mp, std::string_view where, ProgramFsdpFlags& out) {
+  if (!mp.is_object()) return;
+  for (const auto& [field, flag] :
+       {std::pair<std::string, std::string>{"param_dtype", "param-dtype"},
+        {"reduce_dtype", "reduce-dtype"},
+        {"output_dtype", "output-dtype"}}) {
+    if (!mp.contains(field) || mp[field].is_null()) continue;
+    if (std::optional<std::string> dtype = FlagDType(mp[field])) {
+      out.flags.emplace_back(flag, *dtype);
+    } else {
+      out.notes.push_back(fmt::format("{}.{} {} is not modelled", where, field, mp[field].dump()));
+    }
+  }
+  if (mp.contains("buffer_dtype") && !mp["buffer_dtype"].is_null()) {
+    out.notes.push_back(fmt::format(
+        "{}.buffer_dtype {}: a program has no module buffers, so it changes nothing here", where,
+        mp["buffer_dtype"].dump()));
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> OptimizerFlagsOf(
+    const std::string& optimizer_json) {
+  const Json optimizer = Json::parse(optimizer_json, nullptr, /*allow_exceptions=*/false);
+  std::vector<std::pair<std::string, std::string>> flags;
+  if (!optimizer.is_object()) return flags;
+  if (optimizer.contains("name") && optimizer["name"].is_string()) {
+    flags.emplace_back("optimizer", optimizer["name"].get<std::string>());
+  }
+  if (optimizer.contains("impl") && optimizer["impl"].is_string()) {
+    flags.emplace_back("optimizer-impl", optimizer["impl"].get<std::string>());
+  }
+  if (optimizer.contains("weight_decay") && optimizer["weight_decay"].is_number()) {
+    flags.emplace_back("weight-decay", fmt::format("{}", optimizer["weight_decay"].get<double>()));
+  }
+  return flags;
+}
+
+Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
+  const Json fsdp = Json::parse(fsdp_json, nullptr, /*allow_exceptions=*/false);
+  if (!fsdp.is_object() || !fsdp.contains("settings") || !fsdp["settings"].is_object()) {
+    return InvalidArgument("the program's \"fsdp\" key has no settings object");
+  }
+  ProgramFsdpFlags out;
+  const std::string impl = fsdp.value("implementation", "");
+  const Json& s = fsdp["settings"];
+  out.flags.emplace_back("fsdp-impl", impl);
+  if (impl == "fsdp1") {
+    if (s.contains("sharding_strategy") && s["sharding_strategy"].is_string()) {
+      out.flags.emplace_back("sharding-strategy", s["sharding_strategy"].get<std::string>());
+    }
+    if (s.contains("backward_prefetch")) {
+      const Json& prefetch = s["backward_prefetch"];
+      out.flags.emplace_back("backward-prefetch", prefetch == "BACKWARD_PRE"    ? "pre"
+                                                  : prefetch == "BACKWARD_POST" ? "post"
+                                                                                : "none");
+    }
+    for (const auto& [field, flag] :
+         {std::pair<std::string, std::string>{"forward_prefetch", "forward-prefetch"},
+          {"limit_all_gathers", "limit-all-gathers"},
+          {"use_orig_params", "use-orig-params"}}) {
+      if (s.contains(field)) out.flags.emplace_back(flag, FlagBool(s[field]));
+    }
+    if (s.contains("mixed_precision"))
+      MixedPrecisionFlags(s["mixed_precision"], "mixed_precision", out);
+    if (s.contains("cpu_offload") && s["cpu_offload"].is_object()) {
+      out.flags.emplace_back("offload-params",
+                             FlagBool(s["cpu_offload"].value("offload_params", Json(false))));
+    }
+  } else {
+    if (s.contains("reshard_after_forward")) {
+      const Json& reshard = s["reshard_after_forward"];
+      out.flags.emplace_back("reshard-after-forward",
+                             reshard.is_number_integer() ? reshard.dump() : FlagBool(reshard));
+    }
+    if (s.contains("mp_policy")) MixedPrecisionFlags(s["mp_policy"], "mp_policy", out);
+    if (s.contains("offload_policy") && s["offload_policy"].is_object()) {
+      out.flags.emplace_back("offload-params", "true");
+    }
+  }
+  if (fsdp.contains("instances") && fsdp["instances"].is_object()) {
+    for (const auto& [name, differs] : fsdp["instances"].items()) {
+      out.notes.push_back(fmt::format(
+          "unit {} was wrapped with {}: the first unit's settings are emitted for every unit", name,
+          differs.dump()));
+    }
+  }
+  return out;
+}
+
+}  // namespace bucketsim
