@@ -6,7 +6,6 @@
 // fastest configuration that fits, with the exact `gen program` command. Exit 0, or 1 when a
 // device or budget was given and nothing fits; 2 on bad input.
 #include <algorithm>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 

@@ -83,23 +83,18 @@ def _slots(program):
 
 def _per_sample(values, sizes, where):
     """b of a + b x size through (sizes[0], values[0]) and (sizes[1], values[1]), checked at
-    every other size; bytes are whole numbers."""
-    s0, s1 = sizes[0], sizes[1]
-    v0 = values[0]
-    slope = (values[1] - v0) / (s1 - s0)
+    every size (the second too: bytes are whole numbers, so b must be one)."""
+    s0, v0 = sizes[0], values[0]
     exact = all(isinstance(v, int) for v in values)
-    if exact:
-        if (values[1] - v0) % (s1 - s0):
-            slope = None
-        else:
-            slope = (values[1] - v0) // (s1 - s0)
-    for s, v in zip(sizes[2:], values[2:]):
-        if slope is None or slope < 0 or \
-                (v != v0 + slope * (s - s0) if exact else
-                 abs(v - (v0 + slope * (s - s0))) > 1e-9 * max(1.0, abs(v))):
-            got = ", ".join(f"{v:,} at {s}" for s, v in zip(sizes, values))
-            raise UsageError(f"--batch-sizes: {where} does not grow by the same amount with each "
-                             f"sample ({got}): it cannot be put at another batch size")
+    slope = (values[1] - v0) // (sizes[1] - s0) if exact else (values[1] - v0) / (sizes[1] - s0)
+
+    def on_line(s, v):
+        expected = v0 + slope * (s - s0)
+        return v == expected if exact else abs(v - expected) <= 1e-9 * max(1.0, abs(v))
+    if slope < 0 or not all(on_line(s, v) for s, v in zip(sizes, values)):
+        got = ", ".join(f"{v:,} at {s}" for s, v in zip(sizes, values))
+        raise UsageError(f"--batch-sizes: {where} does not grow by the same amount with each "
+                         f"sample ({got}): it cannot be put at another batch size")
     return slope
 
 

@@ -40,7 +40,7 @@ class Recorder(TorchDispatchMode):
         self.node_run = {}          # autograd node -> op index
         self.next_id = 0
         self.regions = []           # (checkpoint_begin index, function, args, kwargs)
-        self.replaying = False      # a region's function runs again (attribute_releases)
+        self.replaying = False      # the forward runs again (lifetimes.py): record nothing
         self.held = []              # tensors alive until the loss is dropped
         self.ids = {}               # TensorImpl (t._cdata) -> program tensor id
         self.latest = {}            # storage key -> its newest program tensor id
