@@ -10,6 +10,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/command.h"
 #include "cli/program_flags.h"
@@ -41,7 +42,7 @@ std::vector<std::string> GenProgramFlags() {
   GenOptions scratch;
   std::vector<std::string> names;
   for (const PresetParam& param : GenOptionParams(scratch)) names.push_back(param.name);
-  names.insert(names.end(), {"wrap", "batch-size", "checkpoint", "activation-dtype"});
+  names.insert(names.end(), kWhatIfFlags.begin(), kWhatIfFlags.end());
   return names;
 }
 
@@ -73,10 +74,9 @@ Result<std::vector<TuneAxis>> Axes(const TuneFlags& flags, const CLI::App& comma
     const CLI::Option* option = command.get_option_no_throw("--" + axis->flag);
     const bool policy = axis->flag == kPolicyFlag;
     if (option == nullptr || (!policy && !IsGenProgramFlag(axis->flag))) {
-      return InvalidArgument(fmt::format(
-          "--vary {}: not a flag of gen program (the FSDP options, wrap, batch-size, checkpoint, "
-          "activation-dtype) nor policy",
-          axis->flag));
+      return InvalidArgument(
+          fmt::format("--vary {}: not a flag of gen program (the FSDP options, {}) nor policy",
+                      axis->flag, fmt::join(kWhatIfFlags, ", ")));
     }
     if (option->count() > 0) {
       return InvalidArgument(

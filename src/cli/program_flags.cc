@@ -73,6 +73,12 @@ void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command
+      .add_option("--seq-len", what_ifs.seq_len,
+                  "The sequence length to emit the model at (0: as recorded), from a program "
+                  "recorded at several (tools/record_program.py --seq-lens)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
       .add_option("--checkpoint", what_ifs.checkpoint,
                   "Activation checkpointing: recorded (the program's own regions), none, all "
                   "(every module FSDP wraps but the root), or CLASS[,CLASS...]: every call of "

@@ -4,6 +4,9 @@
 // and "optimizer" keys), taken unless the command line gives them.
 #pragma once
 
+#include <array>
+#include <string_view>
+
 #include <CLI/CLI.hpp>
 
 #include "core/status.h"
@@ -18,7 +21,11 @@ namespace bucketsim {
 // error (CLI11 prints it with the flag and exits 2).
 void AddParamFlag(CLI::App& command, const PresetParam& param);
 
-// --batch-size, --checkpoint and --activation-dtype into `what_ifs`.
+// The what-if flags, without their dashes, in the order ApplyWhatIfs applies them.
+inline constexpr std::array<std::string_view, 5> kWhatIfFlags = {"wrap", "batch-size", "seq-len",
+                                                                 "checkpoint", "activation-dtype"};
+
+// The kWhatIfFlags into `what_ifs`.
 void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs);
 
 // A recorded model that was already wrapped (the program's "fsdp" key) is emitted as it was

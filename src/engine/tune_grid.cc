@@ -11,10 +11,10 @@
 namespace bucketsim {
 namespace {
 
-// The batch size of a point whose settings vary it; unset otherwise.
-std::optional<std::uint64_t> BatchSizeOf(const TunePoint& point) {
+// The value of a size flag (kSizeFlags) in a point whose settings vary it; unset otherwise.
+std::optional<std::uint64_t> SizeOf(const TunePoint& point, std::string_view size_flag) {
   for (const auto& [flag, value] : point.settings) {
-    if (flag == kBatchSizeFlag) return ParseBatchSize(value);
+    if (flag == size_flag) return ParseBatchSize(value);
   }
   return std::nullopt;
 }
@@ -69,9 +69,10 @@ Result<TuneAxis> ParseTuneAxis(std::string_view spec) {
     if (std::find(axis.values.begin(), axis.values.end(), value) != axis.values.end()) {
       return InvalidArgument(fmt::format("--vary '{}': '{}' is given twice", spec, value));
     }
-    if (axis.flag == kBatchSizeFlag && !ParseBatchSize(value)) {
-      return InvalidArgument(fmt::format(
-          "--vary '{}': '{}' is not a batch size (an integer of at least 1)", spec, value));
+    if ((axis.flag == kBatchSizeFlag || axis.flag == kSeqLenFlag) && !ParseBatchSize(value)) {
+      return InvalidArgument(
+          fmt::format("--vary '{}': '{}' is not a {} (an integer of at least 1)", spec, value,
+                      axis.flag == kBatchSizeFlag ? "batch size" : "sequence length"));
     }
     axis.values.push_back(value);
   }
@@ -100,8 +101,12 @@ bool TuneFits(const TunePoint& point, std::optional<Bytes> budget_bytes) {
 }
 
 void MarkTunePareto(std::vector<TunePoint>& points) {
-  const auto per_sample = [](const TunePoint& point) {
-    return point.figures.step_time_us / static_cast<double>(BatchSizeOf(point).value_or(1));
+  const auto per_sample = [](const TunePoint& point) {  // per sample and token, where varied
+    double work = 1;
+    for (std::string_view flag : kSizeFlags) {
+      work *= static_cast<double>(SizeOf(point, flag).value_or(1));
+    }
+    return point.figures.step_time_us / work;
   };
   for (TunePoint& candidate : points) {
     candidate.figures.pareto =
@@ -121,26 +126,27 @@ void MarkTunePareto(std::vector<TunePoint>& points) {
 
 TuneAdvice AdviseTune(const std::vector<TunePoint>& points, std::optional<Bytes> budget_bytes) {
   TuneAdvice advice;
-  advice.by_batch_size = !points.empty() && BatchSizeOf(points.front()).has_value();
-  std::optional<std::uint64_t> largest;  // the largest batch size that fits
-  if (advice.by_batch_size) {
+  for (std::string_view flag : kSizeFlags) {
+    if (advice.by.empty() && !points.empty() && SizeOf(points.front(), flag)) advice.by = flag;
+  }
+  const auto size = [&](const TunePoint& point) { return *SizeOf(point, advice.by); };
+  std::optional<std::uint64_t> largest;  // the largest value of `by` that fits
+  if (!advice.by.empty()) {
     for (const TunePoint& point : points) {
-      if (TuneFits(point, budget_bytes))
-        largest = std::max(largest.value_or(0), *BatchSizeOf(point));
+      if (TuneFits(point, budget_bytes)) largest = std::max(largest.value_or(0), size(point));
     }
   }
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (!TuneFits(points[i], budget_bytes)) continue;
-    if (advice.by_batch_size && BatchSizeOf(points[i]) != largest) continue;
+    if (!advice.by.empty() && size(points[i]) != largest) continue;
     if (!advice.chosen || Better(points[i], i, points[*advice.chosen], *advice.chosen)) {
       advice.chosen = i;
     }
   }
-  if (advice.chosen && advice.by_batch_size) {
+  if (advice.chosen && !advice.by.empty()) {
     for (const TunePoint& point : points) {
-      const std::uint64_t size = *BatchSizeOf(point);
-      if (size > *largest && (!advice.next_batch_size || size < *advice.next_batch_size)) {
-        advice.next_batch_size = size;
+      if (size(point) > *largest && (!advice.next || size(point) < *advice.next)) {
+        advice.next = size(point);
       }
     }
   }

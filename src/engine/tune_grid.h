@@ -6,6 +6,7 @@
 // reporters (report/tune_report.h) format it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -31,8 +32,11 @@ struct TuneAxis {
 // optional ("--batch-size=2,4" reads as "batch-size=2,4").
 Result<TuneAxis> ParseTuneAxis(std::string_view spec);
 
-// The flag whose values the advice reads as batch sizes (positive integers).
+// The flags whose values are sizes of the batch (positive integers), in the order the advice
+// asks for the largest that fits: the batch size, then the sequence length.
 inline constexpr std::string_view kBatchSizeFlag = "batch-size";
+inline constexpr std::string_view kSeqLenFlag = "seq-len";
+inline constexpr std::array<std::string_view, 2> kSizeFlags = {kBatchSizeFlag, kSeqLenFlag};
 // A batch size as --vary and --batch-size give it: an integer of at least 1; unset otherwise.
 std::optional<std::uint64_t> ParseBatchSize(std::string_view text);
 
@@ -56,24 +60,26 @@ struct TunePoint {
 bool TuneFits(const TunePoint& point, std::optional<Bytes> budget_bytes);
 
 struct TuneAdvice {
-  // The batch size is varied: the answer is the largest batch size at which a configuration fits.
-  bool by_batch_size = false;
-  // What to run: of the configurations that fit (at the largest batch size that fits, when the
-  // batch size is varied), the fastest, then the one with the least peak reserved, then the
-  // first in grid order. Unset: nothing fits.
+  // The size flag the answer is the largest fitting value of: batch-size where it is varied,
+  // else seq-len where that is; empty: neither is varied.
+  std::string by;
+  // What to run: of the configurations that fit (at the largest value of `by` that fits, when
+  // there is one), the fastest, then the one with the least peak reserved, then the first in
+  // grid order. Unset: nothing fits.
   std::optional<std::size_t> chosen;
-  // By batch size: the next larger batch size tried, at which nothing fits; unset when the
-  // chosen one is at the largest size tried.
-  std::optional<std::uint64_t> next_batch_size;
+  // By a size: the next larger value of it tried, at which nothing fits; unset when the chosen
+  // one is at the largest value tried.
+  std::optional<std::uint64_t> next;
   // Nothing fits: the configuration with the least peak reserved (one that did not run out of
   // memory first).
   std::optional<std::size_t> closest;
 };
 
 // Marks the Pareto set of the grid: no other point has both less (or the same) peak reserved
-// and less (or the same) time per sample, and one of them less. Time per sample is the step time
-// divided by the batch size where it is varied (a larger batch takes longer for more work), the
-// step time otherwise. A point that ran out of memory is in no Pareto set.
+// and less (or the same) time per unit of work, and one of them less. Time per unit of work is
+// the step time divided by the batch size and the sequence length where they are varied (a
+// larger batch takes longer for more work), the step time otherwise. A point that ran out of
+// memory is in no Pareto set.
 void MarkTunePareto(std::vector<TunePoint>& points);
 
 // The advice over `points` (one per configuration of the grid).

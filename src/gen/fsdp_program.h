@@ -10,6 +10,7 @@
 // the implementations are the one place the FSDP allocation pattern lives.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -53,6 +54,26 @@ struct GenInstance {
   bool own_group = false;
 };
 
+// How a size grows with the batch's shape (batch size b, sequence length s), as the recorder
+// fits it (tools/recorder/batch.py, --batch-sizes and --seq-lens): at (b, s) a tensor's bytes or
+// a run's FLOPs are its value at the program's own (b0, s0) plus, for each term, its
+// coefficient x (b - b0)^sample_power x (s - s0)^token_power. The terms are named by the suffix
+// of their JSON keys (bytes_per_sample, flops_per_token2, ...): degree 1 in the batch size
+// (each sample adds the same), 2 in the length (attention's s x s scores).
+struct GrowthTerm {
+  std::string_view suffix;
+  int sample_power = 0;
+  int token_power = 0;
+};
+inline constexpr std::array<GrowthTerm, 5> kGrowthTerms = {{{"per_sample", 1, 0},
+                                                            {"per_token", 0, 1},
+                                                            {"per_token2", 0, 2},
+                                                            {"per_sample_token", 1, 1},
+                                                            {"per_sample_token2", 1, 2}}};
+// The coefficients, in kGrowthTerms' order; all zero: the same at every batch shape.
+template <typename T>
+using Growth = std::array<T, kGrowthTerms.size()>;
+
 enum class OpKind {
   kGather,           // the instance's forward begins: all-gather its parameters
   kRun,              // an op or module runs: compute span, outputs, saved tensors
@@ -70,9 +91,10 @@ struct ProgramTensor {
   std::string name;
   std::optional<bool> requires_grad;  // outputs only; unset: derived (see Backward below)
   std::string alias;  // non-empty: shares that earlier tensor's storage (a view, in-place op)
-  // With the program's `batch`: how many bytes more each sample of the batch adds (the
-  // recorder's fit of bytes = a + b x batch size, b); `bytes` are at the program's size.
-  Bytes bytes_per_sample = 0;
+  // With the program's `batch` or `seq`: how its bytes grow with the batch's shape (`bytes` are
+  // at the program's own). Not negative as read; once ScaleBatch has put the program at
+  // another shape, they are its derivatives there, which can be.
+  Growth<std::int64_t> bytes_growth{};
 };
 
 // A tensor made by a run that no other run reads: a saved mask or statistic, an autocast
@@ -82,7 +104,7 @@ struct NewTensor {
   std::string dtype;
   std::optional<std::vector<std::uint64_t>> shape;
   std::string name;
-  Bytes bytes_per_sample = 0;  // as ProgramTensor's
+  Growth<std::int64_t> bytes_growth{};  // as ProgramTensor's
 };
 
 // What a run's backward gives an input that requires grad (autograd's derivative formulas):
@@ -107,10 +129,10 @@ struct ForwardOp {
   std::string name;                      // kRun: "block0" gives spans "forward block0", ...
   double flops = 0;                      // kRun: forward FLOPs
   std::optional<double> backward_flops;  // kRun: unset: twice `flops`
-  // kRun, with the program's `batch`: FLOPs each sample adds, forward and backward (unset:
-  // twice the forward's).
-  double flops_per_sample = 0;
-  std::optional<double> backward_flops_per_sample;
+  // kRun, with the program's `batch` or `seq`: how its FLOPs grow with the batch's shape,
+  // forward and backward (unset: twice the forward's).
+  Growth<double> flops_growth{};
+  std::optional<Growth<double>> backward_flops_growth;
   std::vector<std::size_t> uses;       // kRun: instances whose parameters it computes with
   std::vector<RunInput> inputs;        // kRun
   std::vector<ProgramTensor> outputs;  // kRun
@@ -158,13 +180,14 @@ struct ModuleCall {
   std::size_t end = 0;
 };
 
-// The batch sizes a recorder ran the model at (the program's "batch" key): the program's
-// tensors are at `size`, and every tensor's bytes and every run's FLOPs were a + b x batch size
-// at each of `checked` (the ops the same at each), so `gen program --batch-size N` scales them
-// to any N from the smallest checked size up (gen/program_batch.h).
-struct BatchSizes {
-  std::uint64_t size = 0;
-  std::vector<std::uint64_t> checked;  // ascending, `size` among them
+// The batch sizes (the program's "batch" key: "size") or sequence lengths ("seq": "length") a
+// recorder ran the model at: the program's tensors are at `at`, and every tensor's bytes and
+// every run's FLOPs grew as their Growth says at each of `checked` (the ops the same at each),
+// so `gen program --batch-size N --seq-len L` puts them at any N and L from the smallest
+// checked up (gen/program_batch.h).
+struct RecordedSizes {
+  std::uint64_t at = 0;
+  std::vector<std::uint64_t> checked;  // ascending, `at` among them
 };
 
 // A model program (traces/README.md, "Model programs"; traces/program-v1.schema.json).
@@ -190,8 +213,9 @@ struct FsdpModel {
   // Every module call of the forward but the root's, parents before their children (empty in
   // programs written before the recorder wrote them, and in the presets').
   std::vector<ModuleCall> module_calls;
-  // Unset: recorded at one batch size, and no tensor has bytes_per_sample.
-  std::optional<BatchSizes> batch;
+  // Unset: recorded at one batch size (one sequence length), and no growth has a term of it.
+  std::optional<RecordedSizes> batch;
+  std::optional<RecordedSizes> seq;
 };
 
 // The element size of a program dtype name ("fp32", "bool", "int64", ...); 0 if unknown.

@@ -1,5 +1,9 @@
 #include "gen/program_batch.h"
 
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -8,62 +12,160 @@
 namespace bucketsim {
 namespace {
 
+__extension__ typedef __int128 Wide;  // exact bytes: a growth term times the shape's changes
+
 // How an error names a tensor: a program tensor by its id, a saved or workspace one by its name.
 std::string Label(const ProgramTensor& tensor) { return tensor.id; }
 std::string Label(const NewTensor& tensor) {
   return tensor.name.empty() ? std::string("(a saved tensor)") : tensor.name;
 }
 
-// bytes + per_sample x (to - from), or an error naming the tensor when it would be negative or
-// beyond a sane size.
-Result<Bytes> Scaled(Bytes bytes, Bytes per_sample, std::uint64_t from, std::uint64_t to,
-                     const std::string& what) {
-  if (to >= from) {
-    const std::uint64_t more = SaturatingProduct({per_sample, to - from});
-    if (more > kMaxSaneBytes || bytes + more > kMaxSaneBytes) {
-      return InvalidArgument(
-          fmt::format("at batch size {} tensor '{}' would need more than 1 PiB", to, what));
+// A value and its growth as the Taylor coefficients of one polynomial, [sample power][token
+// power]: [0][0] is the value.
+template <typename T>
+using Coefficients = std::array<std::array<T, 3>, 2>;
+
+template <typename T, typename G>
+Coefficients<T> ToCoefficients(T value, const Growth<G>& growth) {
+  Coefficients<T> c{};
+  c[0][0] = value;
+  for (std::size_t t = 0; t < kGrowthTerms.size(); ++t) {
+    c[kGrowthTerms[t].sample_power][kGrowthTerms[t].token_power] = static_cast<T>(growth[t]);
+  }
+  return c;
+}
+
+template <typename T, typename G>
+void ToGrowth(const Coefficients<T>& c, Growth<G>& growth) {
+  for (std::size_t t = 0; t < kGrowthTerms.size(); ++t) {
+    growth[t] = static_cast<G>(c[kGrowthTerms[t].sample_power][kGrowthTerms[t].token_power]);
+  }
+}
+
+// The coefficients of the same polynomial about the point `samples` and `tokens` away (Taylor):
+// c'[k][l] = sum over i >= k, j >= l of c[i][j] C(i,k) C(j,l) samples^(i-k) tokens^(j-l).
+template <typename T>
+Coefficients<T> Shift(const Coefficients<T>& c, T samples, T tokens) {
+  static constexpr int kChoose[3][3] = {{1, 0, 0}, {1, 1, 0}, {1, 2, 1}};
+  Coefficients<T> shifted{};
+  for (int k = 0; k < 2; ++k) {
+    for (int l = 0; l < 3; ++l) {
+      for (int i = k; i < 2; ++i) {
+        for (int j = l; j < 3; ++j) {
+          T term = c[i][j] * static_cast<T>(kChoose[i][k] * kChoose[j][l]);
+          for (int p = k; p < i; ++p) term *= samples;
+          for (int p = l; p < j; ++p) term *= tokens;
+          shifted[k][l] += term;
+        }
+      }
     }
-    return bytes + more;
   }
-  const std::uint64_t less = per_sample * (from - to);  // from - to < from: no overflow here
-  if (less > bytes) {
+  return shifted;
+}
+
+// "batch size 6", "sequence length 128" or both: the shape `to` where it moves.
+std::string Where(const BatchSummary& summary) {
+  std::string where;
+  if (summary.size) where = fmt::format("batch size {}", summary.size->to);
+  if (summary.seq_len) {
+    where += fmt::format("{}sequence length {}", where.empty() ? "" : ", ", summary.seq_len->to);
+  }
+  return where;
+}
+
+std::string From(const BatchSummary& summary) {
+  std::string from;
+  if (summary.size) from = fmt::format("batch size {}", summary.size->from);
+  if (summary.seq_len) {
+    from += fmt::format("{}sequence length {}", from.empty() ? "" : ", ", summary.seq_len->from);
+  }
+  return from;
+}
+
+// The dimension's change to `to` (none where `to` is 0 or the recorded value), or why the
+// program cannot be put there.
+Result<std::optional<BatchSummary::Change>> Move(const std::optional<RecordedSizes>& recorded,
+                                                 std::uint64_t to, std::string_view what,
+                                                 std::string_view flag, std::string_view function) {
+  if (to == 0 || (recorded && to == recorded->at)) return std::optional<BatchSummary::Change>();
+  if (!recorded) {
     return InvalidArgument(fmt::format(
-        "tensor '{}' has {} B at batch size {} and {} B more per sample: none left at {}", what,
-        bytes, from, per_sample, to));
+        "the program was recorded at one {0}: record it with tools/record_program.py {1} (a "
+        "batch function that takes {2}) to emit it at another",
+        what, flag, function));
   }
-  return bytes - less;
+  if (to < recorded->checked.front()) {
+    return InvalidArgument(fmt::format(
+        "{} is below the smallest {} the recording checked ({}): the model may run other ops "
+        "there (at batch size 1 PyTorch can take a view where a larger batch copies); record at "
+        "{} too",
+        to, what, recorded->checked.front(), to));
+  }
+  return std::optional<BatchSummary::Change>(BatchSummary::Change{recorded->at, to});
+}
+
+// The change as a signed number (the shapes are at most 2^64 - 1 apart: a long double holds it
+// to within a part in 2^64, enough to bound the products; the exact one is a Wide).
+template <typename T>
+T Delta(const std::optional<BatchSummary::Change>& change) {
+  if (!change) return T{0};
+  return change->to >= change->from ? static_cast<T>(change->to - change->from)
+                                    : -static_cast<T>(change->from - change->to);
 }
 
 }  // namespace
 
-Result<BatchSummary> ScaleBatch(FsdpModel& model, std::uint64_t size) {
-  if (!model.batch) {
-    return InvalidArgument(
-        "the program was recorded at one batch size: record it with tools/record_program.py "
-        "--batch-sizes (a batch function that takes the size) to emit it at another");
-  }
-  const BatchSizes& batch = *model.batch;
-  if (size < batch.checked.front()) {
-    return InvalidArgument(fmt::format(
-        "{} is below the smallest batch size the recording checked ({}): the model may run "
-        "other ops there (at batch size 1 PyTorch can take a view where a larger batch copies); "
-        "record at {} too",
-        size, batch.checked.front(), size));
-  }
-  BatchSummary summary{batch.size, size, 0, 0};
+Result<BatchSummary> ScaleBatch(FsdpModel& model, BatchShape to) {
+  BatchSummary summary;
+  Result<std::optional<BatchSummary::Change>> size =
+      Move(model.batch, to.size, "batch size", "--batch-sizes", "the size");
+  if (!size.ok()) return size.status();
+  Result<std::optional<BatchSummary::Change>> seq_len =
+      Move(model.seq, to.seq_len, "sequence length", "--seq-lens", "seq_len=");
+  if (!seq_len.ok()) return seq_len.status();
+  summary.size = *size;
+  summary.seq_len = *seq_len;
+  const long double samples = Delta<long double>(summary.size);
+  const long double tokens = Delta<long double>(summary.seq_len);
+  const Wide wide_samples = Delta<Wide>(summary.size);
+  const Wide wide_tokens = Delta<Wide>(summary.seq_len);
+  const bool moves = summary.size || summary.seq_len;
+
   FsdpModel scaled = model;
   Status status = Status::Ok();
   const auto scale = [&](auto& tensor) {
     summary.bytes_before += tensor.bytes;
-    if (status.ok() && tensor.bytes_per_sample != 0) {
-      Result<Bytes> bytes =
-          Scaled(tensor.bytes, tensor.bytes_per_sample, batch.size, size, Label(tensor));
-      if (bytes.ok()) {
-        tensor.bytes = *bytes;
-        tensor.shape.reset();
+    const bool grows = std::any_of(tensor.bytes_growth.begin(), tensor.bytes_growth.end(),
+                                   [](std::int64_t c) { return c != 0; });
+    if (status.ok() && moves && grows) {
+      // A bound on every product first (the magnitudes' sums): beyond 2^100 none is sane and
+      // the exact sum could overflow.
+      Coefficients<long double> bound =
+          ToCoefficients(static_cast<long double>(tensor.bytes), tensor.bytes_growth);
+      for (auto& row : bound) {
+        for (long double& c : row) c = std::fabs(c);
+      }
+      bound = Shift(bound, std::fabs(samples), std::fabs(tokens));
+      const Coefficients<Wide> exact =
+          bound[0][0] > std::ldexp(1.0L, 100)
+              ? Coefficients<Wide>{}
+              : Shift(ToCoefficients(static_cast<Wide>(tensor.bytes), tensor.bytes_growth),
+                      wide_samples, wide_tokens);
+      bool sane = bound[0][0] <= std::ldexp(1.0L, 100) && exact[0][0] <= Wide{kMaxSaneBytes};
+      for (const auto& row : exact) {
+        for (Wide c : row) sane = sane && c <= Wide{kMaxSaneBytes} && -c <= Wide{kMaxSaneBytes};
+      }
+      if (sane && exact[0][0] < 0) {
+        status = InvalidArgument(
+            fmt::format("tensor '{}' has {} B at {} and would have less than none at {}",
+                        Label(tensor), tensor.bytes, From(summary), Where(summary)));
+      } else if (!sane) {
+        status = InvalidArgument(fmt::format("at {} tensor '{}' would need more than 1 PiB",
+                                             Where(summary), Label(tensor)));
       } else {
-        status = bytes.status();
+        tensor.bytes = static_cast<Bytes>(exact[0][0]);
+        ToGrowth(exact, tensor.bytes_growth);
+        tensor.shape.reset();
       }
     }
     summary.bytes_after += tensor.bytes;
@@ -71,18 +173,32 @@ Result<BatchSummary> ScaleBatch(FsdpModel& model, std::uint64_t size) {
   for (ProgramTensor& input : scaled.inputs) scale(input);  // the batch as loaded
   ForEachForwardTensor(scaled, scale);
   if (!status.ok()) return status;
-  const double samples = static_cast<double>(size) - static_cast<double>(batch.size);
+  if (!moves) {
+    summary.bytes_after = summary.bytes_before;
+    return summary;
+  }
+  const double samples_d = static_cast<double>(samples);
+  const double tokens_d = static_cast<double>(tokens);
   for (ForwardOp& op : scaled.forward) {
     if (op.kind != OpKind::kRun) continue;
     if (op.backward_flops) {
-      *op.backward_flops +=
-          op.backward_flops_per_sample.value_or(2 * op.flops_per_sample) * samples;
+      Growth<double> backward = op.backward_flops_growth.value_or(op.flops_growth);
+      if (!op.backward_flops_growth) {
+        for (double& c : backward) c *= 2;
+      }
+      const Coefficients<double> c =
+          Shift(ToCoefficients(*op.backward_flops, backward), samples_d, tokens_d);
+      op.backward_flops = std::max(0.0, c[0][0]);
+      if (op.backward_flops_growth) ToGrowth(c, *op.backward_flops_growth);
     }
-    op.flops += op.flops_per_sample * samples;
+    const Coefficients<double> c =
+        Shift(ToCoefficients(op.flops, op.flops_growth), samples_d, tokens_d);
+    op.flops = std::max(0.0, c[0][0]);
+    ToGrowth(c, op.flops_growth);
   }
-  scaled.batch->size = size;
-  scaled.description +=
-      fmt::format("{}batch size {}", scaled.description.empty() ? "" : "; ", size);
+  if (summary.size) scaled.batch->at = summary.size->to;
+  if (summary.seq_len) scaled.seq->at = summary.seq_len->to;
+  scaled.description += fmt::format("{}{}", scaled.description.empty() ? "" : "; ", Where(summary));
   model = std::move(scaled);
   return summary;
 }

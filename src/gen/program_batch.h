@@ -1,11 +1,13 @@
-// The batch size as a what-if on a model program (`gen program --batch-size N`): a program
-// recorded at several batch sizes (tools/record_program.py --batch-sizes) carries, for every
-// tensor and run, how much each sample adds (bytes_per_sample, flops_per_sample), checked by
-// the recorder to be exact at each size it ran; this puts the program at another size.
+// The batch's shape as a what-if on a model program (`gen program --batch-size N --seq-len L`):
+// a program recorded at several batch sizes or sequence lengths (tools/record_program.py
+// --batch-sizes, --seq-lens) carries, for every tensor and run, how it grows with the batch size
+// and the length (Growth, gen/fsdp_program.h), checked by the recorder to be exact at every
+// shape it ran; this puts the program at another shape.
 #ifndef BUCKETSIM_GEN_PROGRAM_BATCH_H_
 #define BUCKETSIM_GEN_PROGRAM_BATCH_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "core/status.h"
 #include "core/units.h"
@@ -13,23 +15,36 @@
 
 namespace bucketsim {
 
-// What ScaleBatch changed: the bytes of every tensor the program has (its inputs, what the
-// forward makes and saves, backward workspaces), before and after.
+// The batch's shape: samples (the batch size) and tokens per sample (the sequence length);
+// 0: as the program has it.
+struct BatchShape {
+  std::uint64_t size = 0;
+  std::uint64_t seq_len = 0;
+};
+
+// What ScaleBatch changed: each dimension it moved (from, to), and the bytes of every tensor
+// the program has (its inputs, what the forward makes and saves, backward workspaces), before
+// and after.
 struct BatchSummary {
-  std::uint64_t from = 0;
-  std::uint64_t to = 0;
+  struct Change {
+    std::uint64_t from = 0;
+    std::uint64_t to = 0;
+  };
+  std::optional<Change> size;
+  std::optional<Change> seq_len;
   Bytes bytes_before = 0;
   Bytes bytes_after = 0;
 };
 
-// Every tensor's bytes become bytes + bytes_per_sample x (size - the program's size), and every
-// run's FLOPs likewise (backward FLOPs given explicitly scale by backward_flops_per_sample, by
-// twice flops_per_sample without it); a tensor that grows loses its shape (which dimension is the
-// batch is not recorded). Refused, changing nothing, for a program recorded at one batch size,
-// for a size below the smallest one checked (the model may run other ops there: at batch size 1
-// PyTorch can make a view where a larger batch copies), and where a tensor would need more than
-// a sane size.
-Result<BatchSummary> ScaleBatch(FsdpModel& model, std::uint64_t size);
+// Puts every tensor's bytes and every run's FLOPs at the shape `to` by their growth (backward
+// FLOPs given explicitly by their own growth, by twice the forward's without it), and re-centres
+// each growth there (its derivatives at the new shape), so that the program can be put at yet
+// another shape; a tensor that grows loses its shape (which dimension grew is not recorded).
+// Refused, changing nothing, for a dimension the program was recorded at one value of, for a
+// value below the smallest one checked (the model may run other ops there: at batch size 1
+// PyTorch can make a view where a larger batch copies), and where a tensor would need a negative
+// or more than a sane number of bytes.
+Result<BatchSummary> ScaleBatch(FsdpModel& model, BatchShape to);
 
 }  // namespace bucketsim
 

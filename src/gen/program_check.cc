@@ -306,12 +306,16 @@ class ProgramChecker {
   Status CheckRun(const std::string& pointer, const ForwardOp& op) {
     if (op.name.empty())
       return InvalidArgument(fmt::format("{}/name: a run needs a name", pointer));
-    for (double flops : {op.flops, op.BackwardFlops(), op.flops_per_sample,
-                         op.backward_flops_per_sample.value_or(0)}) {
+    std::vector<double> all = {op.flops, op.BackwardFlops()};
+    all.insert(all.end(), op.flops_growth.begin(), op.flops_growth.end());
+    if (op.backward_flops_growth) {
+      all.insert(all.end(), op.backward_flops_growth->begin(), op.backward_flops_growth->end());
+    }
+    for (double flops : all) {
       if (!std::isfinite(flops) || flops < 0) {
         return InvalidArgument(fmt::format(
-            "{}: flops, backward_flops and their per-sample parts must be finite and not "
-            "negative",
+            "{}: flops, backward_flops and their growth with the batch (per sample, per token) "
+            "must be finite and not negative",
             pointer));
       }
     }

@@ -17,13 +17,18 @@ Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options
     }
     changes.wrap = *wrapped;
   }
-  if (what_ifs.batch_size != 0) {
-    Result<BatchSummary> scaled = ScaleBatch(program, what_ifs.batch_size);
+  if (what_ifs.batch_size != 0 || what_ifs.seq_len != 0) {
+    Result<BatchSummary> scaled =
+        ScaleBatch(program, BatchShape{what_ifs.batch_size, what_ifs.seq_len});
     if (!scaled.ok()) {
-      return InvalidArgument(
-          fmt::format("--batch-size {}: {}", what_ifs.batch_size, scaled.status().message()));
+      std::string flags;
+      if (what_ifs.batch_size != 0) flags = fmt::format("--batch-size {}", what_ifs.batch_size);
+      if (what_ifs.seq_len != 0) {
+        flags += fmt::format("{}--seq-len {}", flags.empty() ? "" : " ", what_ifs.seq_len);
+      }
+      return InvalidArgument(fmt::format("{}: {}", flags, scaled.status().message()));
     }
-    changes.batch = *scaled;
+    if (scaled->size || scaled->seq_len) changes.batch = *scaled;
   }
   if (what_ifs.checkpoint != "recorded") {
     Result<CheckpointChoice> choice = ParseCheckpointChoice(what_ifs.checkpoint);

@@ -1,5 +1,5 @@
 // The what-ifs `gen program` and `tune` apply to a model program before emitting it, in one
-// order: the wrapping (gen/program_wrap.h), the batch size (gen/program_batch.h), the
+// order: the wrapping (gen/program_wrap.h), the batch's shape (gen/program_batch.h), the
 // checkpointing (gen/program_checkpoint.h), the activations' dtype (gen/program_precision.h,
 // after the options fix the compute dtype). One
 // place, so that a configuration `tune` reports is the trace `gen program` writes with the same
@@ -25,6 +25,7 @@ namespace bucketsim {
 struct ProgramWhatIfs {
   std::string wrap = "recorded";              // --wrap: recorded, none, CLASS,...
   std::uint64_t batch_size = 0;               // --batch-size; 0: as recorded
+  std::uint64_t seq_len = 0;                  // --seq-len; 0: as recorded
   std::string checkpoint = "recorded";        // --checkpoint: recorded, none, all, CLASS,...
   std::string activation_dtype = "recorded";  // --activation-dtype: recorded, param-dtype
 };

@@ -48,10 +48,14 @@ Result<TunePoint> RunConfiguration(const TuneRun& run, const TuneSettings& setti
 
 Status SetVaried(GenOptions& options, ProgramWhatIfs& what_ifs, const std::string& flag,
                  const std::string& value) {
-  if (flag == kBatchSizeFlag) {
+  if (flag == kBatchSizeFlag || flag == kSeqLenFlag) {
     const std::optional<std::uint64_t> size = ParseBatchSize(value);
-    if (!size) return InvalidArgument(fmt::format("'{}' is not a batch size", value));
-    what_ifs.batch_size = *size;
+    const bool batch = flag == kBatchSizeFlag;
+    if (!size) {
+      return InvalidArgument(
+          fmt::format("'{}' is not a {}", value, batch ? "batch size" : "sequence length"));
+    }
+    (batch ? what_ifs.batch_size : what_ifs.seq_len) = *size;
   } else if (flag == "checkpoint" || flag == "wrap") {
     std::string& classes = flag == "wrap" ? what_ifs.wrap : what_ifs.checkpoint;
     classes = value;

@@ -22,6 +22,14 @@ constexpr std::string_view kKind = "model program";
 constexpr std::string_view kNoBatch =
     "a program recorded at one batch size has no per-sample sizes (the \"batch\" key says at "
     "which sizes they were fitted)";
+constexpr std::string_view kNoSeq =
+    "a program recorded at one sequence length has no per-token sizes (the \"seq\" key says "
+    "at which lengths they were fitted)";
+
+// A growth term's JSON key: "bytes" and per_token2 give "bytes_per_token2".
+std::string GrowthKey(std::string_view what, const GrowthTerm& term) {
+  return fmt::format("{}_{}", what, term.suffix);
+}
 
 // Assigns the value of a Result expression or returns its error.
 #define PROGRAM_ASSIGN(lhs, expr)               \
@@ -46,9 +54,9 @@ class ProgramReader {
     }
     BUCKETSIM_RETURN_IF_ERROR(
         doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
-    BUCKETSIM_RETURN_IF_ERROR(Keys(
-        top, {"format", "schema_version", "description", "autocast", "instances", "inputs",
-              "forward", "loss", "held", "fsdp", "optimizer", "measured", "modules", "batch"}));
+    BUCKETSIM_RETURN_IF_ERROR(Keys(top, {"format", "schema_version", "description", "autocast",
+                                         "instances", "inputs", "forward", "loss", "held", "fsdp",
+                                         "optimizer", "measured", "modules", "batch", "seq"}));
     if (doc_.Has(Pointer("/description"))) {
       PROGRAM_ASSIGN(model_.description, doc_.String(Pointer("/description")));
     }
@@ -94,7 +102,10 @@ class ProgramReader {
       model_.measured = std::move(measured);
     }
     if (doc_.Has(Pointer("/batch"))) {
-      PROGRAM_ASSIGN(model_.batch, ReadBatch(Pointer("/batch")));
+      PROGRAM_ASSIGN(model_.batch, ReadSizes(Pointer("/batch"), "size", "batch sizes"));
+    }
+    if (doc_.Has(Pointer("/seq"))) {
+      PROGRAM_ASSIGN(model_.seq, ReadSizes(Pointer("/seq"), "length", "sequence lengths"));
     }
     BUCKETSIM_RETURN_IF_ERROR(List(Pointer("/modules"), model_.module_calls,
                                    [&](const Pointer& p) { return ReadModuleCall(p); }));
@@ -106,13 +117,20 @@ class ProgramReader {
 
  private:
   // Every key of the object at `at` must be one of `known`.
-  Status Keys(const Pointer& at, std::initializer_list<std::string_view> known) const {
+  // Refuses a key that is neither in `known` nor a growth key of one of `grows` ("bytes" allows
+  // bytes_per_sample, bytes_per_token, ...: kGrowthTerms).
+  Status Keys(const Pointer& at, std::initializer_list<std::string_view> known,
+              std::initializer_list<std::string_view> grows = {}) const {
     for (const auto& [key, value] : doc_.root().at(at).items()) {
       bool ok = false;
       for (std::string_view k : known) ok = ok || key == k;
+      for (std::string_view what : grows) {
+        for (const GrowthTerm& term : kGrowthTerms) ok = ok || key == GrowthKey(what, term);
+      }
       if (!ok) {
         std::string names;
         for (std::string_view k : known) names += fmt::format("{}{}", names.empty() ? "" : ", ", k);
+        for (std::string_view what : grows) names += fmt::format(", {}_per_...", what);
         return doc_.Error(at / key, fmt::format("unknown key (known here: {})", names));
       }
     }
@@ -282,23 +300,46 @@ class ProgramReader {
     return doc_.String(at);
   }
 
-  // bytes_per_sample: an integer >= 0, only in a program with a "batch" key; 0 when absent.
-  Result<Bytes> PerSample(const Pointer& at) const {
-    if (!doc_.Has(at)) return Bytes{0};
-    if (!doc_.Has(Pointer("/batch"))) {
-      return doc_.Error(at, std::string(kNoBatch));
+  // <what>_per_...: each term a number (Unsigned or Number: `read`), 0 when absent; a term of
+  // the batch size needs the program's "batch" key, one of the length its "seq" key.
+  template <typename T, typename Read>
+  Result<Growth<T>> ReadGrowth(const Pointer& at, std::string_view what, Read read) const {
+    Growth<T> growth{};
+    for (std::size_t t = 0; t < kGrowthTerms.size(); ++t) {
+      const Pointer key = at / GrowthKey(what, kGrowthTerms[t]);
+      if (!doc_.Has(key)) continue;
+      if (kGrowthTerms[t].sample_power > 0 && !doc_.Has(Pointer("/batch"))) {
+        return doc_.Error(key, std::string(kNoBatch));
+      }
+      if (kGrowthTerms[t].token_power > 0 && !doc_.Has(Pointer("/seq"))) {
+        return doc_.Error(key, std::string(kNoSeq));
+      }
+      PROGRAM_ASSIGN(growth[t], (doc_.*read)(key));
     }
-    return doc_.Unsigned(at);
+    return growth;
+  }
+  // A tensor's: whole numbers of bytes, not negative, at most 1 PiB each.
+  Result<Growth<std::int64_t>> BytesGrowth(const Pointer& at) const {
+    Growth<Bytes> read{};
+    PROGRAM_ASSIGN(read, ReadGrowth<Bytes>(at, "bytes", &JsonDocument::Unsigned));
+    Growth<std::int64_t> growth{};
+    for (std::size_t t = 0; t < kGrowthTerms.size(); ++t) {
+      if (read[t] > kMaxSaneBytes) {
+        return doc_.Error(at / GrowthKey("bytes", kGrowthTerms[t]), "more than 1 PiB");
+      }
+      growth[t] = static_cast<std::int64_t>(read[t]);
+    }
+    return growth;
   }
 
   Result<ProgramTensor> ReadTensor(const Pointer& at) const {
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
-    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"id", "bytes", "bytes_per_sample", "dtype", "shape", "name",
-                                        "requires_grad", "alias"}));
+    BUCKETSIM_RETURN_IF_ERROR(
+        Keys(at, {"id", "bytes", "dtype", "shape", "name", "requires_grad", "alias"}, {"bytes"}));
     ProgramTensor tensor;
     PROGRAM_ASSIGN(tensor.id, doc_.String(at / "id"));
     PROGRAM_ASSIGN(tensor.bytes, doc_.Unsigned(at / "bytes"));
-    PROGRAM_ASSIGN(tensor.bytes_per_sample, PerSample(at / "bytes_per_sample"));
+    PROGRAM_ASSIGN(tensor.bytes_growth, BytesGrowth(at));
     PROGRAM_ASSIGN(tensor.dtype, doc_.String(at / "dtype"));
     PROGRAM_ASSIGN(tensor.shape, Shape(at / "shape"));
     PROGRAM_ASSIGN(tensor.name, OptionalString(at / "name"));
@@ -316,10 +357,10 @@ class ProgramReader {
 
   Result<NewTensor> ReadNewTensor(const Pointer& at) const {
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
-    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"bytes", "bytes_per_sample", "dtype", "shape", "name"}));
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"bytes", "dtype", "shape", "name"}, {"bytes"}));
     NewTensor tensor;
     PROGRAM_ASSIGN(tensor.bytes, doc_.Unsigned(at / "bytes"));
-    PROGRAM_ASSIGN(tensor.bytes_per_sample, PerSample(at / "bytes_per_sample"));
+    PROGRAM_ASSIGN(tensor.bytes_growth, BytesGrowth(at));
     PROGRAM_ASSIGN(tensor.dtype, doc_.String(at / "dtype"));
     PROGRAM_ASSIGN(tensor.shape, Shape(at / "shape"));
     PROGRAM_ASSIGN(tensor.name, OptionalString(at / "name"));
@@ -411,9 +452,10 @@ class ProgramReader {
                                                kind));
     }
     op.kind = OpKind::kRun;
-    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op", "name", "flops", "backward_flops", "flops_per_sample",
-                                        "backward_flops_per_sample", "uses", "inputs", "outputs",
-                                        "saves", "workspace", "param_reads", "releases"}));
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at,
+                                   {"op", "name", "flops", "backward_flops", "uses", "inputs",
+                                    "outputs", "saves", "workspace", "param_reads", "releases"},
+                                   {"flops", "backward_flops"}));
     PROGRAM_ASSIGN(op.name, doc_.String(at / "name"));
     if (doc_.Has(at / "flops")) PROGRAM_ASSIGN(op.flops, doc_.Number(at / "flops"));
     if (doc_.Has(at / "backward_flops")) {
@@ -421,18 +463,11 @@ class ProgramReader {
       PROGRAM_ASSIGN(flops, doc_.Number(at / "backward_flops"));
       op.backward_flops = flops;
     }
-    for (const char* key : {"flops_per_sample", "backward_flops_per_sample"}) {
-      if (!doc_.Has(at / key)) continue;
-      if (!doc_.Has(Pointer("/batch"))) {
-        return doc_.Error(at / key, std::string(kNoBatch));
-      }
-      double flops = 0;
-      PROGRAM_ASSIGN(flops, doc_.Number(at / key));
-      if (key == std::string_view("flops_per_sample")) {
-        op.flops_per_sample = flops;
-      } else {
-        op.backward_flops_per_sample = flops;
-      }
+    PROGRAM_ASSIGN(op.flops_growth, ReadGrowth<double>(at, "flops", &JsonDocument::Number));
+    Growth<double> backward{};
+    PROGRAM_ASSIGN(backward, ReadGrowth<double>(at, "backward_flops", &JsonDocument::Number));
+    for (const GrowthTerm& term : kGrowthTerms) {
+      if (doc_.Has(at / GrowthKey("backward_flops", term))) op.backward_flops_growth = backward;
     }
     BUCKETSIM_RETURN_IF_ERROR(
         List(at / "uses", op.uses, [&](const Pointer& p) { return InstanceRef(p); }));
@@ -486,23 +521,27 @@ class ProgramReader {
     return measured;
   }
 
-  // {"size", "checked": [...]}: sizes >= 1, ascending, `size` among them.
-  Result<std::optional<BatchSizes>> ReadBatch(const Pointer& at) const {
+  // {KEY, "checked": [...]}: sizes >= 1, ascending, the one at KEY among them (KEY: "size" for
+  // the batch, "length" for the sequence).
+  Result<std::optional<RecordedSizes>> ReadSizes(const Pointer& at, std::string_view key,
+                                                 std::string_view what) const {
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
-    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"size", "checked"}));
-    BatchSizes batch;
-    PROGRAM_ASSIGN(batch.size, doc_.Unsigned(at / "size"));
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {key, "checked"}));
+    RecordedSizes sizes;
+    PROGRAM_ASSIGN(sizes.at, doc_.Unsigned(at / std::string(key)));
     BUCKETSIM_RETURN_IF_ERROR(
-        List(at / "checked", batch.checked, [&](const Pointer& p) { return doc_.Unsigned(p); }));
-    for (std::size_t k = 0; k < batch.checked.size(); ++k) {
-      if (batch.checked[k] == 0 || (k > 0 && batch.checked[k] <= batch.checked[k - 1])) {
-        return doc_.Error(at / "checked" / k, "batch sizes are at least 1, in ascending order");
+        List(at / "checked", sizes.checked, [&](const Pointer& p) { return doc_.Unsigned(p); }));
+    for (std::size_t k = 0; k < sizes.checked.size(); ++k) {
+      if (sizes.checked[k] == 0 || (k > 0 && sizes.checked[k] <= sizes.checked[k - 1])) {
+        return doc_.Error(at / "checked" / k,
+                          fmt::format("{} are at least 1, in ascending order", what));
       }
     }
-    if (std::find(batch.checked.begin(), batch.checked.end(), batch.size) == batch.checked.end()) {
-      return doc_.Error(at / "size", fmt::format("{} is not among the checked sizes", batch.size));
+    if (std::find(sizes.checked.begin(), sizes.checked.end(), sizes.at) == sizes.checked.end()) {
+      return doc_.Error(at / std::string(key),
+                        fmt::format("{} is not among the checked {}", sizes.at, what));
     }
-    return std::optional<BatchSizes>(std::move(batch));
+    return std::optional<RecordedSizes>(std::move(sizes));
   }
 
   // {"name", "class", "ops": [BEGIN, END]}; the range is checked by ValidateProgram.

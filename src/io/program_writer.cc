@@ -4,6 +4,9 @@
 
 #include <iostream>
 #include <memory>
+#include <string_view>
+
+#include <fmt/format.h>
 
 #include "io/atomic_file.h"
 #include "io/json_document.h"
@@ -19,9 +22,26 @@ Json ShapeJson(const std::vector<std::uint64_t>& shape) {
   return array;
 }
 
-Json TensorJson(const ProgramTensor& t) {
+// Whether a growth term's dimensions are those the program was recorded over.
+bool Applies(const GrowthTerm& term, const FsdpModel& model) {
+  return (term.sample_power == 0 || model.batch) && (term.token_power == 0 || model.seq);
+}
+
+// Writes `growth`'s terms as <what>_per_... keys: those that are not 0, or (`every`) every one
+// that applies to the program, so that a growth given explicitly reads back as given.
+template <typename T>
+void PutGrowth(Json& json, std::string_view what, const Growth<T>& growth, const FsdpModel& model,
+               bool every = false) {
+  for (std::size_t t = 0; t < kGrowthTerms.size(); ++t) {
+    if (growth[t] != T{} || (every && Applies(kGrowthTerms[t], model))) {
+      json[fmt::format("{}_{}", what, kGrowthTerms[t].suffix)] = growth[t];
+    }
+  }
+}
+
+Json TensorJson(const ProgramTensor& t, const FsdpModel& model) {
   Json json = {{"id", t.id}, {"bytes", t.bytes}, {"dtype", t.dtype}};
-  if (t.bytes_per_sample != 0) json["bytes_per_sample"] = t.bytes_per_sample;
+  PutGrowth(json, "bytes", t.bytes_growth, model);
   if (t.shape) json["shape"] = ShapeJson(*t.shape);
   if (!t.name.empty()) json["name"] = t.name;
   if (t.requires_grad) json["requires_grad"] = *t.requires_grad;
@@ -29,18 +49,18 @@ Json TensorJson(const ProgramTensor& t) {
   return json;
 }
 
-Json NewTensorJson(const NewTensor& t) {
+Json NewTensorJson(const NewTensor& t, const FsdpModel& model) {
   Json json = {{"bytes", t.bytes}, {"dtype", t.dtype}};
-  if (t.bytes_per_sample != 0) json["bytes_per_sample"] = t.bytes_per_sample;
+  PutGrowth(json, "bytes", t.bytes_growth, model);
   if (t.shape) json["shape"] = ShapeJson(*t.shape);
   if (!t.name.empty()) json["name"] = t.name;
   return json;
 }
 
-Json SavesJson(const std::vector<SavedTensor>& saves) {
+Json SavesJson(const std::vector<SavedTensor>& saves, const FsdpModel& model) {
   Json array = Json::array();
   for (const SavedTensor& save : saves) {
-    array.push_back(save.tensor.empty() ? NewTensorJson(save.fresh)
+    array.push_back(save.tensor.empty() ? NewTensorJson(save.fresh, model)
                                         : Json{{"tensor", save.tensor}});
   }
   return array;
@@ -58,14 +78,14 @@ Json InputJson(const RunInput& input) {
   return input.tensor;
 }
 
-Json OpJson(const ForwardOp& op) {
+Json OpJson(const ForwardOp& op, const FsdpModel& model) {
   switch (op.kind) {
     case OpKind::kGather:
       return {{"op", "gather"}, {"instance", op.instance}};
     case OpKind::kEndForward:
       return {{"op", "end_forward"}, {"instance", op.instance}};
     case OpKind::kCheckpointBegin:
-      return {{"op", "checkpoint_begin"}, {"saves", SavesJson(op.saves)}};
+      return {{"op", "checkpoint_begin"}, {"saves", SavesJson(op.saves, model)}};
     case OpKind::kCheckpointEnd:
       return {{"op", "checkpoint_end"}};
     case OpKind::kRun:
@@ -73,9 +93,9 @@ Json OpJson(const ForwardOp& op) {
   }
   Json json = {{"op", "run"}, {"name", op.name}, {"flops", op.flops}};
   if (op.backward_flops) json["backward_flops"] = *op.backward_flops;
-  if (op.flops_per_sample != 0) json["flops_per_sample"] = op.flops_per_sample;
-  if (op.backward_flops_per_sample) {
-    json["backward_flops_per_sample"] = *op.backward_flops_per_sample;
+  PutGrowth(json, "flops", op.flops_growth, model);
+  if (op.backward_flops_growth) {
+    PutGrowth(json, "backward_flops", *op.backward_flops_growth, model, /*every=*/true);
   }
   if (!op.uses.empty()) json["uses"] = op.uses;
   if (!op.inputs.empty()) {
@@ -85,13 +105,13 @@ Json OpJson(const ForwardOp& op) {
   }
   if (!op.outputs.empty()) {
     Json outputs = Json::array();
-    for (const ProgramTensor& t : op.outputs) outputs.push_back(TensorJson(t));
+    for (const ProgramTensor& t : op.outputs) outputs.push_back(TensorJson(t, model));
     json["outputs"] = std::move(outputs);
   }
-  if (!op.saves.empty()) json["saves"] = SavesJson(op.saves);
+  if (!op.saves.empty()) json["saves"] = SavesJson(op.saves, model);
   if (!op.workspace.empty()) {
     Json workspace = Json::array();
-    for (const NewTensor& t : op.workspace) workspace.push_back(NewTensorJson(t));
+    for (const NewTensor& t : op.workspace) workspace.push_back(NewTensorJson(t, model));
     json["workspace"] = std::move(workspace);
   }
   if (op.param_reads) json["param_reads"] = *op.param_reads;
@@ -157,7 +177,7 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
     instances.push_back(std::move(entry));
   }
   Json inputs = Json::array();
-  for (const ProgramTensor& t : model.inputs) inputs.push_back(TensorJson(t));
+  for (const ProgramTensor& t : model.inputs) inputs.push_back(TensorJson(t, model));
 
   out << "{\n";
   for (const auto& [key, value] : head.items())
@@ -168,7 +188,7 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   }
   out << "  ],\n  \"inputs\": " << inputs.dump() << ",\n  \"forward\": [\n";
   for (std::size_t i = 0; i < model.forward.size(); ++i) {
-    out << "    " << OpJson(model.forward[i]).dump()
+    out << "    " << OpJson(model.forward[i], model).dump()
         << (i + 1 < model.forward.size() ? ",\n" : "\n");
   }
   out << "  ],\n  \"loss\": " << Json(model.loss).dump();
@@ -178,7 +198,11 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   if (model.measured) out << ",\n  \"measured\": " << MeasuredJson(*model.measured).dump();
   if (model.batch) {
     out << ",\n  \"batch\": "
-        << Json({{"size", model.batch->size}, {"checked", model.batch->checked}}).dump();
+        << Json({{"size", model.batch->at}, {"checked", model.batch->checked}}).dump();
+  }
+  if (model.seq) {
+    out << ",\n  \"seq\": "
+        << Json({{"length", model.seq->at}, {"checked", model.seq->checked}}).dump();
   }
   if (!model.module_calls.empty()) {
     out << ",\n  \"modules\": [\n";

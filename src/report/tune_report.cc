@@ -70,7 +70,8 @@ Table BuildTuneTable(const TuneReport& report) {
   Table table;
   for (const TuneAxis& axis : report.axes) {
     table.headers.push_back(axis.flag);
-    table.right_aligned.push_back(axis.flag == kBatchSizeFlag);
+    table.right_aligned.push_back(std::find(kSizeFlags.begin(), kSizeFlags.end(), axis.flag) !=
+                                  kSizeFlags.end());
   }
   Bytes smallest = 0;
   for (const TunePoint& point : report.points) {
@@ -135,15 +136,14 @@ std::string TuneAdviceText(const TuneReport& report) {
   if (advice.chosen) {
     const TunePoint& chosen = report.points[*advice.chosen];
     std::string text;
-    if (advice.by_batch_size) {
+    if (!advice.by.empty()) {
+      const std::string what = advice.by == kBatchSizeFlag ? "batch size" : "sequence length";
       const auto size = std::find_if(chosen.settings.begin(), chosen.settings.end(),
-                                     [](const auto& s) { return s.first == kBatchSizeFlag; });
-      text = fmt::format("The largest batch size that fits {} is {}: {} ({}).",
+                                     [&](const auto& s) { return s.first == advice.by; });
+      text = fmt::format("The largest {} that fits {} is {}: {} ({}).", what,
                          limit.empty() ? "(no --device-memory or --budget: every one does)" : limit,
                          size->second, SettingsText(chosen.settings), FiguresText(report, chosen));
-      if (advice.next_batch_size) {
-        text += fmt::format(" At batch size {} nothing fits.", *advice.next_batch_size);
-      }
+      if (advice.next) text += fmt::format(" At {} {} nothing fits.", what, *advice.next);
     } else {
       text = fmt::format("The fastest configuration that fits{}: {} ({}).",
                          limit.empty() ? "" : " " + limit, SettingsText(chosen.settings),
@@ -224,14 +224,12 @@ std::string TuneJson(const TuneReport& report, const ReportContext& context) {
   out.EndArray();
   out.Key("advice");
   out.BeginObject();
-  out.Field("by_batch_size", report.advice.by_batch_size);
+  if (!report.advice.by.empty()) out.Field("by", report.advice.by);
   const auto index = [&](std::string_view key, const std::optional<std::size_t>& i) {
     if (i) out.Field(key, *i);
   };
   index("chosen", report.advice.chosen);
-  if (report.advice.next_batch_size) {
-    out.Field("next_batch_size", *report.advice.next_batch_size);
-  }
+  if (report.advice.next) out.Field("next", *report.advice.next);
   index("closest", report.advice.closest);
   if (const auto shown = report.advice.chosen ? report.advice.chosen : report.advice.closest) {
     out.Field("command", TuneCommand(report, *shown));

@@ -293,6 +293,66 @@ TEST(GenCommand, BatchSizeEmitsAProgramRecordedAtSeveralSizesAtAnother) {
       << unscalable.err;
 }
 
+// The sequence length as a what-if: a program recorded at lengths 16, 24, 32 and 40 and batch
+// sizes 2, 3 and 4 (by hand here; tools/record_program.py --seq-lens --batch-sizes writes them):
+// tokens of 8 B x b x s and a causal mask of s x s bools, emitted at batch size 3 and length 64;
+// `tune` varies the length and answers with the largest that fits.
+TEST(GenCommand, SeqLenEmitsAProgramRecordedAtSeveralLengthsAtAnother) {
+  const std::string program = testing::WriteTempFile("shaped-program.json", R"({
+  "format": "bucketsim-program", "schema_version": 1, "description": "shaped",
+  "instances": [{"name": "root", "params": [{"name": "w", "numel": 4}]}],
+  "inputs": [{"id": "x", "bytes": 256, "bytes_per_sample": 128, "bytes_per_token": 16,
+              "bytes_per_sample_token": 8, "dtype": "int64"}],
+  "forward": [
+    {"op": "gather", "instance": "root"},
+    {"op": "run", "name": "mask", "inputs": [{"tensor": "x", "grad": "none"}],
+     "outputs": [{"id": "m", "bytes": 256, "bytes_per_token": 32, "bytes_per_token2": 1,
+                  "dtype": "bool"}]},
+    {"op": "run", "name": "mm", "uses": ["root"], "inputs": [{"tensor": "m", "grad": "none"}],
+     "outputs": [{"id": "y", "bytes": 4, "dtype": "fp32", "shape": []}]},
+    {"op": "end_forward", "instance": "root"}
+  ],
+  "loss": "y", "batch": {"size": 2, "checked": [2, 3, 4]},
+  "seq": {"length": 16, "checked": [16, 24, 32, 40]}
+})");
+  const std::string trace = testing::WriteTempFile("shaped-3-64.json", "");
+  testing::BinaryResult run =
+      RunBucketsim({"gen", "program", program, "--world-size", "2", "--iterations", "1",
+                    "--param-dtype", "fp32", "--batch-size", "3", "--seq-len", "64", "-o", trace});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("gen: batch size 2 -> 3, sequence length 16 -> 64: the program's "
+                         "tensors 516 B -> 5.50 KiB\n"),
+            std::string::npos)
+      << run.err;
+  const nlohmann::json doc = nlohmann::json::parse(testing::ReadFile(trace));
+  std::vector<std::uint64_t> activations;
+  for (const nlohmann::json& event : doc.at("events")) {
+    if (event.value("cat", "") == "activation" && event.value("ev", "") == "alloc") {
+      activations.push_back(event.at("bytes").get<std::uint64_t>());
+    }
+  }
+  EXPECT_EQ(activations, (std::vector<std::uint64_t>{8 * 3 * 64, 64 * 64, 4}));
+
+  testing::BinaryResult below =
+      RunBucketsim({"gen", "program", program, "--seq-len", "8", "-o", "/dev/null"});
+  EXPECT_EQ(below.exit_code, 2);
+  EXPECT_NE(below.err.find("bucketsim: error: --seq-len 8: 8 is below the smallest sequence "
+                           "length the recording checked (16)"),
+            std::string::npos)
+      << below.err;
+
+  const std::string json = testing::WriteTempFile("shaped-tune.json", "");
+  testing::BinaryResult tune =
+      RunBucketsim({"tune", program, "--world-size", "2", "--param-dtype", "fp32", "--fsdp-impl",
+                    "fsdp2", "--vary", "seq-len=64,1024,4096", "--budget", "8MiB", "--json", json});
+  EXPECT_EQ(tune.exit_code, 0) << tune.err;
+  const nlohmann::json report = nlohmann::json::parse(testing::ReadFile(json));
+  EXPECT_EQ(report["advice"]["by"], "seq-len");
+  EXPECT_EQ(report["advice"]["chosen"], 1);
+  EXPECT_EQ(report["advice"]["next"], 4096);  // its 16 MiB mask does not fit
+  EXPECT_NE(tune.out.find("The largest sequence length that fits"), std::string::npos) << tune.out;
+}
+
 // Precision as a what-if (issue 21): a preset's program made at fp32 (fp32 activations, as a
 // model recorded on the CPU) emitted with --param-dtype bf16 --activation-dtype param-dtype has
 // every fp32 tensor of its forward halved (the sum is exact); without the flag the activations

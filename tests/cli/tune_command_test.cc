@@ -83,7 +83,8 @@ TEST(TuneCommand, TheLargestBatchSizeThatFitsAsDerivedByHand) {
   EXPECT_EQ(report["configurations"][2]["settings"],
             nlohmann::json({{"batch-size", "2"}, {"checkpoint", "none"}}));
   EXPECT_EQ(report["advice"]["chosen"], 2);
-  EXPECT_EQ(report["advice"]["next_batch_size"], 4);
+  EXPECT_EQ(report["advice"]["by"], "batch-size");
+  EXPECT_EQ(report["advice"]["next"], 4);
   EXPECT_EQ(report["budget_bytes"], 40960);
   EXPECT_NE(testing::ReadFile(html).find("<p>The largest batch size that fits a budget of 40.00 "
                                          "KiB of peak reserved memory is 2"),
@@ -109,7 +110,7 @@ TEST(TuneCommand, WithoutTheBatchSizeTheFastestThatFits) {
                          "40KiB", "--format", "json"}));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json report = nlohmann::json::parse(run.out);
-  EXPECT_FALSE(report["advice"]["by_batch_size"]);
+  EXPECT_FALSE(report["advice"].contains("by"));
   EXPECT_EQ(report["advice"]["chosen"], 1);  // the same time: the least peak reserved, none
   EXPECT_EQ(report["fixed"],
             nlohmann::json({"--world-size 1", "--iterations 1", "--param-dtype fp32",
@@ -161,7 +162,7 @@ TEST(TuneCommand, BadVariesAreUsageErrors) {
             "it\n");
   EXPECT_EQ(error({"--vary", "colour=red"}),
             "bucketsim: error: --vary colour: not a flag of gen program (the FSDP options, wrap, "
-            "batch-size, checkpoint, activation-dtype) nor policy\n");
+            "batch-size, seq-len, checkpoint, activation-dtype) nor policy\n");
   EXPECT_EQ(error({"--vary", "optimizer-impl=foreach,fast"}).substr(0, 52),
             "bucketsim: error: --vary optimizer-impl=foreach,fast");
   EXPECT_EQ(error({"--vary", "checkpoint=Blok"}),

@@ -1,6 +1,6 @@
 // The grid of `tune` and its advice (engine/tune_grid.h): the combinations in order, the
-// largest batch size that fits, the fastest that fits, what comes closest when nothing does,
-// and the Pareto set over peak reserved and time per sample.
+// largest batch size (or sequence length) that fits, the fastest that fits, what comes closest when
+// nothing does, and the Pareto set over peak reserved and time per sample.
 #include "engine/tune_grid.h"
 
 #include <gtest/gtest.h>
@@ -50,14 +50,14 @@ TEST(TuneAdvice, TheLargestBatchSizeThatFits) {
                                          Point("8", "none", 200, 80), Point("8", "all", 150, 100),
                                          Point("2", "none", 60, 20),  Point("2", "all", 45, 25)};
   TuneAdvice advice = AdviseTune(points, Bytes{100});
-  EXPECT_TRUE(advice.by_batch_size);
+  EXPECT_EQ(advice.by, "batch-size");
   EXPECT_EQ(advice.chosen, 1u);
-  EXPECT_EQ(advice.next_batch_size, 8u);
+  EXPECT_EQ(advice.next, 8u);
   EXPECT_FALSE(advice.closest);
   // With a larger budget 8 fits checkpointed; at the largest size nothing is larger.
   advice = AdviseTune(points, Bytes{160});
   EXPECT_EQ(advice.chosen, 3u);
-  EXPECT_FALSE(advice.next_batch_size);
+  EXPECT_FALSE(advice.next);
   // Without a budget everything fits: the largest batch, the faster of its two.
   EXPECT_EQ(AdviseTune(points, std::nullopt).chosen, 2u);
 }
@@ -67,9 +67,37 @@ TEST(TuneAdvice, WithoutTheBatchSizeTheFastestThatFitsThenTheLeastMemory) {
                                    Point("", "Block", 40, 10)};
   for (TunePoint& point : points) point.settings.erase(point.settings.begin());
   TuneAdvice advice = AdviseTune(points, Bytes{90});
-  EXPECT_FALSE(advice.by_batch_size);
+  EXPECT_EQ(advice.by, "");
   EXPECT_EQ(advice.chosen, 2u);  // as fast as the first, less memory
   EXPECT_EQ(AdviseTune(points, Bytes{45}).chosen, 2u);
+}
+
+// The sequence length where the batch size is not varied: the largest length that fits; where
+// both are, the batch size decides and the Pareto set counts tokens (samples x length).
+TEST(TuneAdvice, TheLargestSequenceLengthThatFits) {
+  std::vector<TunePoint> points = {Point("2", "none", 60, 20), Point("2", "all", 50, 25),
+                                   Point("2", "none", 90, 40), Point("2", "all", 70, 50)};
+  const char* lengths[] = {"512", "512", "1024", "1024"};
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    points[i].settings[0] = {"seq-len", lengths[i]};
+  }
+  TuneAdvice advice = AdviseTune(points, Bytes{80});
+  EXPECT_EQ(advice.by, "seq-len");
+  EXPECT_EQ(advice.chosen, 3u);
+  EXPECT_FALSE(advice.next);
+  advice = AdviseTune(points, Bytes{55});
+  EXPECT_EQ(advice.chosen, 1u);
+  EXPECT_EQ(advice.next, 1024u);
+  EXPECT_EQ(ParseTuneAxis("seq-len=512,0").status().message(),
+            "--vary 'seq-len=512,0': '0' is not a sequence length (an integer of at least 1)");
+
+  for (TunePoint& point : points) point.settings.push_back({"batch-size", "4"});
+  points[0].settings.back().second = "8";  // 8 x 512 tokens in 20: the fastest per token
+  EXPECT_EQ(AdviseTune(points, Bytes{80}).by, "batch-size");
+  MarkTunePareto(points);
+  EXPECT_TRUE(points[0].figures.pareto);
+  EXPECT_TRUE(points[1].figures.pareto);   // less memory
+  EXPECT_FALSE(points[2].figures.pareto);  // 40 for 4 x 1024: slower per token than the first
 }
 
 TEST(TuneAdvice, NothingFitsGivesTheClosestThatRan) {

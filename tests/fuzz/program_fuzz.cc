@@ -34,6 +34,15 @@
 namespace bucketsim {
 namespace {
 
+// Every tensor's bytes, the inputs then the forward's in ForEachForwardTensor's order.
+std::vector<Bytes> AllBytes(const FsdpModel& model) {
+  std::vector<Bytes> bytes;
+  const auto add = [&](const auto& tensor) { bytes.push_back(tensor.bytes); };
+  for (const ProgramTensor& input : model.inputs) add(input);
+  ForEachForwardTensor(model, add);
+  return bytes;
+}
+
 // Forwards to the checker and remembers whether it was the checker that refused.
 class CheckedSink final : public EventSink {
  public:
@@ -113,11 +122,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (CastActivations(cast, DType::kBFloat16).ok()) {
     what_ifs.push_back({std::move(cast), "its activations cast to bf16", runs[3]});
   }
-  if (model->batch) {
-    for (std::uint64_t size : {model->batch->checked.front(), model->batch->size + 3}) {
+  // At another batch shape: the smallest checked, and beyond the recorded one (each dimension
+  // recorded; 0 keeps one that is not), then back to where it was recorded from there.
+  if (model->batch || model->seq) {
+    const auto at = [](const std::optional<RecordedSizes>& sizes, bool smallest) {
+      if (!sizes) return std::uint64_t{0};
+      return smallest ? sizes->checked.front() : sizes->at + 3;
+    };
+    for (bool smallest : {true, false}) {
       FsdpModel scaled = *model;
-      if (ScaleBatch(scaled, size).ok()) {
-        what_ifs.push_back({std::move(scaled), "at another batch size", runs[0]});
+      if (ScaleBatch(scaled, {at(model->batch, smallest), at(model->seq, smallest)}).ok()) {
+        what_ifs.push_back({scaled, "at another batch shape", runs[0]});
+        const BatchShape back = {model->batch ? model->batch->at : 0,
+                                 model->seq ? model->seq->at : 0};
+        // The round trip gives every tensor its bytes back (exact integers; FLOPs are not).
+        if (ScaleBatch(scaled, back).ok() && AllBytes(scaled) != AllBytes(*model)) {
+          Finding("a program put at another batch shape and back has other tensor sizes");
+        }
       }
     }
   }

@@ -160,7 +160,7 @@ TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
   EXPECT_EQ(ErrorOf(std::string("{") + kHead + R"(, "forward": [], "loss": "l", "extra": 1})"),
             "m.json: /extra: unknown key (known here: format, schema_version, description, "
             "autocast, instances, inputs, forward, loss, held, fsdp, optimizer, measured, "
-            "modules, batch)");
+            "modules, batch, seq)");
   EXPECT_EQ(ErrorOf(std::string("{") + kHead +
                     R"(, "forward": [{"op": "gather", "instance": "q"}], "loss": "l"})"),
             "m.json: /forward/0/instance: no instance is named 'q'");
@@ -283,14 +283,15 @@ TEST(ProgramFile, BatchSizesRoundTrip) {
       ParseProgram("m.json", WithBatch(R"(, "batch": {"size": 2, "checked": [2, 3, 4]})"));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_TRUE(model->batch);
-  EXPECT_EQ(model->batch->size, 2u);
+  EXPECT_EQ(model->batch->at, 2u);
   EXPECT_EQ(model->batch->checked, (std::vector<std::uint64_t>{2, 3, 4}));
-  EXPECT_EQ(model->inputs[0].bytes_per_sample, 16u);
-  EXPECT_EQ(model->forward[1].flops_per_sample, 50);
-  EXPECT_EQ(model->forward[1].backward_flops_per_sample, 100);
-  EXPECT_EQ(model->forward[1].outputs[0].bytes_per_sample, 32u);
-  EXPECT_EQ(model->forward[1].saves[0].fresh.bytes_per_sample, 4u);
-  EXPECT_EQ(model->forward[1].workspace[0].bytes_per_sample, 1u);
+  EXPECT_EQ(model->inputs[0].bytes_growth[0], 16);
+  EXPECT_EQ(model->forward[1].flops_growth[0], 50);
+  ASSERT_TRUE(model->forward[1].backward_flops_growth);
+  EXPECT_EQ((*model->forward[1].backward_flops_growth)[0], 100);
+  EXPECT_EQ(model->forward[1].outputs[0].bytes_growth[0], 32);
+  EXPECT_EQ(model->forward[1].saves[0].fresh.bytes_growth[0], 4);
+  EXPECT_EQ(model->forward[1].workspace[0].bytes_growth[0], 1);
   const std::string written = ProgramText(*model);
   EXPECT_NE(written.find("\"batch\": {\"size\":2,\"checked\":[2,3,4]}"), std::string::npos)
       << written;
@@ -306,15 +307,64 @@ TEST(ProgramFile, BatchSizesErrors) {
   EXPECT_EQ(ErrorOf(WithBatch(R"(, "batch": {"size": 2, "checked": [2, 2, 4]})")),
             "m.json: /batch/checked/1: batch sizes are at least 1, in ascending order");
   EXPECT_EQ(ErrorOf(WithBatch(R"(, "batch": {"size": 5, "checked": [2, 3, 4]})")),
-            "m.json: /batch/size: 5 is not among the checked sizes");
+            "m.json: /batch/size: 5 is not among the checked batch sizes");
   EXPECT_EQ(ErrorOf(WithBatch(R"(, "batch": {"size": 2, "checked": [0, 2]})")),
             "m.json: /batch/checked/0: batch sizes are at least 1, in ascending order");
   std::string negative = WithBatch(R"(, "batch": {"size": 2, "checked": [2, 3]})");
   const std::string fifty = "\"flops_per_sample\": 50";
   negative.replace(negative.find(fifty), fifty.size(), "\"flops_per_sample\": -5");
   EXPECT_EQ(ErrorOf(negative),
-            "m.json: /forward/1: flops, backward_flops and their per-sample parts must be "
-            "finite and not negative");
+            "m.json: /forward/1: flops, backward_flops and their growth with the batch (per "
+            "sample, per token) must be finite and not negative");
+}
+
+// A program recorded at several sequence lengths too: the "seq" key and the per-token terms,
+// written back as read; per-token terms need the key, cross terms both keys.
+TEST(ProgramFile, SequenceLengthsRoundTrip) {
+  std::string text = WithBatch(R"(, "batch": {"size": 2, "checked": [2, 3, 4]},
+                   "seq": {"length": 16, "checked": [16, 24, 32, 40]})");
+  const std::string y = R"("bytes_per_sample": 32,)";
+  text.replace(text.find(y), y.size(),
+               R"("bytes_per_sample": 32, "bytes_per_token": 4, "bytes_per_token2": 1,
+                  "bytes_per_sample_token": 2, "bytes_per_sample_token2": 3,)");
+  const std::string fifty = R"("flops_per_sample": 50,)";
+  text.replace(text.find(fifty), fifty.size(), R"("flops_per_sample": 50, "flops_per_token2": 7,)");
+  Result<FsdpModel> model = ParseProgram("m.json", text);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_TRUE(model->seq);
+  EXPECT_EQ(model->seq->at, 16u);
+  EXPECT_EQ(model->seq->checked, (std::vector<std::uint64_t>{16, 24, 32, 40}));
+  EXPECT_EQ(model->forward[1].outputs[0].bytes_growth, (Growth<std::int64_t>{32, 4, 1, 2, 3}));
+  EXPECT_EQ(model->forward[1].flops_growth, (Growth<double>{50, 0, 7, 0, 0}));
+  const std::string written = ProgramText(*model);
+  EXPECT_NE(written.find("\"seq\": {\"length\":16,\"checked\":[16,24,32,40]}"), std::string::npos)
+      << written;
+  // The explicit backward growth keeps every term the program's dimensions have, zeros too.
+  EXPECT_NE(written.find("\"backward_flops_per_sample_token2\":0.0"), std::string::npos) << written;
+  Result<FsdpModel> again = ParseProgram("m.json", written);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ProgramText(*again), written);
+
+  std::string no_seq = WithBatch(R"(, "batch": {"size": 2, "checked": [2, 3, 4]})");
+  no_seq.replace(no_seq.find(y), y.size(), R"("bytes_per_sample_token": 2,)");
+  EXPECT_EQ(ErrorOf(no_seq),
+            "m.json: /forward/1/outputs/0/bytes_per_sample_token: a program recorded at one "
+            "sequence length has no per-token sizes (the \"seq\" key says at which lengths they "
+            "were fitted)");
+  EXPECT_EQ(ErrorOf(WithBatch(R"(, "batch": {"size": 2, "checked": [2, 3]},
+                                 "seq": {"length": 9, "checked": [8, 16]})")),
+            "m.json: /seq/length: 9 is not among the checked sequence lengths");
+  EXPECT_EQ(ErrorOf(WithBatch(R"(, "batch": {"size": 2, "checked": [2, 3]},
+                                 "seq": {"length": 8, "checked": [16, 8]})")),
+            "m.json: /seq/checked/1: sequence lengths are at least 1, in ascending order");
+  std::string huge = WithBatch(R"(, "batch": {"size": 2, "checked": [2, 3]})");
+  huge.replace(huge.find(y), y.size(), R"("bytes_per_sample": 1125899906842625,)");
+  EXPECT_EQ(ErrorOf(huge), "m.json: /forward/1/outputs/0/bytes_per_sample: more than 1 PiB");
+  std::string unknown = WithBatch(R"(, "batch": {"size": 2, "checked": [2, 3]})");
+  unknown.replace(unknown.find(y), y.size(), R"("bytes_per_batch": 1,)");
+  EXPECT_EQ(ErrorOf(unknown),
+            "m.json: /forward/1/outputs/0/bytes_per_batch: unknown key (known here: id, bytes, "
+            "dtype, shape, name, requires_grad, alias, bytes_per_...)");
 }
 
 TEST(ProgramFile, FsdpSettingsErrors) {
