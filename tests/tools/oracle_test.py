@@ -237,31 +237,53 @@ for _case in CHECKPOINT_CASES:
     setattr(Oracle, "test_" + _case.replace("-", "_"), make_checkpoint_test(_case))
 
 
-# `gen program --batch-size` as a what-if: a program recorded at batch sizes 2, 3 and 4
-# (tools/record_program.py --batch-sizes, make_batch_sized), emitted at a size not recorded,
-# against the real run at that size. Case: (model file, build, wrap flags, batch size).
+# `gen program --batch-size` and `--seq-len` as what-ifs: a program recorded at batch sizes 2, 3
+# and 4 (tools/record_program.py --batch-sizes; make_batch_sized takes the size), or at sequence
+# lengths 16, 24, 32 and 40 (--seq-lens; make_batch_shaped and make_batch_causal_lm_shaped take
+# seq_len=), or on the grid of both, emitted at a shape not recorded, against the real run at
+# that shape. Case: (build, batch function, recorder flags, (batch size, length): None where
+# the recording's own).
+SIZES = ["--batch-sizes", "2,3,4"]
+LENGTHS = ["--seq-lens", "16,24,32,40"]
 BATCH_CASES = {
-    "gpt-batch-6": ("tiny_gpt.py", "build_model", ["--wrap", "Block"], 6),
-    "gpt-ckpt-batch-8": ("tiny_gpt.py", "build_model_checkpointed", ["--wrap", "Block"], 8),
+    "gpt-batch-6": ("build_model", "make_batch_sized", SIZES, (6, None)),
+    "gpt-ckpt-batch-8": ("build_model_checkpointed", "make_batch_sized", SIZES, (8, None)),
+    # The length alone, beyond the lengths recorded (the positions go to 64).
+    "gpt-seq-64": ("build_model", "make_batch_shaped", LENGTHS, (None, 64)),
+    # Both: the s x s scores grow with batch x length^2, the causal mask with length^2 alone.
+    "gpt-batch-5-seq-56": ("build_model", "make_batch_shaped", SIZES + LENGTHS, (5, 56)),
+    "causal-lm-batch-3-seq-64": ("build_model_causal_lm", "make_batch_causal_lm_shaped",
+                                 SIZES + LENGTHS, (3, 64)),
 }
+
+
+def shaped_call(function, size, length):
+    """The batch function at a shape, called as the recorder calls it (make_batch(n),
+    make_batch(seq_len=L) or make_batch(n, seq_len=L))."""
+    if length is None:
+        return lambda: function(size)
+    if size is None:
+        return lambda: function(seq_len=length)
+    return lambda: function(size, seq_len=length)
 
 
 def make_batch_test(case):
     def test(self):
         from recorder.load import load_function
         from recorder.measure import measure_step
-        file, build, wrap, size = BATCH_CASES[case]
-        path = os.path.join(EXAMPLES, file)
+        build, batch, record_flags, (size, length) = BATCH_CASES[case]
+        path = os.path.join(EXAMPLES, "tiny_gpt.py")
         program = os.path.join(self.dir.name, f"{case}.program.json")
         run([sys.executable, os.path.join(TOOLS, "record_program.py"), f"{path}:{build}",
-             "--batch", f"{path}:make_batch_sized", "--batch-sizes", "2,3,4", *wrap,
+             "--batch", f"{path}:{batch}", *record_flags, "--wrap", "Block",
              "--no-flatten", "--no-measure", "-o", program])
-        sized = load_function(f"{path}:make_batch_sized", "--batch")
+        shaped = load_function(f"{path}:{batch}", "--batch")
         measured, _ = measure_step(load_function(f"{path}:{build}", "model"),
-                                   lambda: sized(size), OPTIMIZER)
+                                   shaped_call(shaped, size, length), OPTIMIZER)
+        flags = (["--batch-size", str(size)] if size else []) + \
+            (["--seq-len", str(length)] if length else [])
         trace = os.path.join(self.dir.name, f"{case}.trace.json")
-        run([BUCKETSIM, "gen", "program", program, *COMMON, "--batch-size", str(size),
-             "-o", trace])
+        run([BUCKETSIM, "gen", "program", program, *COMMON, *flags, "-o", trace])
         self.check(case, "what-if", trace, measured)
     return test
 

@@ -429,6 +429,40 @@ class Program(RecorderCase):
         self.assertEqual(arange["outputs"][0]["bytes"], 64 * 8)
         self.assertNotIn("bytes_per_sample", arange["outputs"][0])
 
+    def test_seq_lens(self):
+        # The example GPT at batch sizes 2, 3, 4 by lengths 16, 24, 32, 40 (twelve recordings on
+        # meta): one program at (2, 16) with each tensor's growth (Tools.Oracle holds it against
+        # real runs at shapes not recorded). The tokens grow with b x s, the causal mask with
+        # s^2 alone, the attention scores with b x s^2.
+        gpt = os.path.join(EXAMPLES, "tiny_gpt.py")
+        out = os.path.join(self.dir.name, "shaped.json")
+        run = subprocess.run([*RECORDER, f"{gpt}:build_model", "--batch",
+                              f"{gpt}:make_batch_shaped", "--batch-sizes", "2,3,4", "--seq-lens",
+                              "16,24,32,40", "--device", "meta", "-o", out],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(out) as f:
+            p = json.load(f)
+        self.assertEqual(p["seq"], {"length": 16, "checked": [16, 24, 32, 40]})
+        self.assertTrue(p["description"].endswith(", batch size 2, sequence length 16"))
+        self.assertEqual([(i["bytes"], i["bytes_per_sample"], i["bytes_per_token"],
+                           i["bytes_per_sample_token"]) for i in p["inputs"]],
+                         [(2 * 16 * 8, 16 * 8, 2 * 8, 8)] * 2)
+        outputs = {op["name"]: op["outputs"][0] for op in p["forward"] if op["op"] == "run"}
+        mask = outputs["blocks.0.attn:ones"]
+        self.assertEqual((mask["bytes_per_token"], mask["bytes_per_token2"]), (2 * 16, 1))
+        self.assertNotIn("bytes_per_sample", mask)
+        scores = next(t for op in p["forward"] for t in op.get("outputs", [])
+                      if t.get("shape") == [2 * 4, 16, 16] and t["dtype"] == "fp32")
+        self.assertEqual(scores["bytes_per_sample_token2"], 4 * 4)  # 4 heads of fp32
+        # Fewer than four lengths: refused before anything is recorded.
+        run = subprocess.run([*RECORDER, f"{gpt}:build_model", "--batch",
+                              f"{gpt}:make_batch_shaped", "--seq-lens", "16,24,32", "--device",
+                              "meta", "-o", out], capture_output=True, text=True)
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("record_program: error: --seq-lens 16,24,32: expected at least 4 distinct "
+                      "sequence lengths >= 1", run.stderr)
+
     def test_examples_validate_against_the_schema(self):
         try:
             import jsonschema

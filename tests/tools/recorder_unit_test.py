@@ -577,6 +577,97 @@ def sized_program(size, extra=0):
             "loss": "t1"}
 
 
+def shaped_program(size, length, scores=None):
+    """A program as the recorder writes it at batch size `size` and sequence length `length`:
+    tokens of 8 b s B, a causal mask of s x s bools, and scores of 16 b s^2 B (or `scores`) from
+    a run of 10 b s^2 FLOPs."""
+    b, s = size, length
+    return {"format": "bucketsim-program", "schema_version": 1,
+            "instances": [{"name": "root", "params": []}],
+            "inputs": [{"id": "t0", "bytes": 8 * b * s, "dtype": "int64", "shape": [b, s]}],
+            "forward": [{"op": "run", "name": "root:mask", "flops": 0.0, "inputs": ["t0"],
+                         "outputs": [{"id": "t1", "bytes": s * s, "dtype": "bool"}]},
+                        {"op": "run", "name": "root:bmm", "flops": 10.0 * b * s * s,
+                         "inputs": ["t1"],
+                         "outputs": [{"id": "t2", "dtype": "fp32",
+                                      "bytes": 16 * b * s * s if scores is None else scores}]}],
+            "loss": "t2"}
+
+
+class SeqLens(unittest.TestCase):
+    def test_lengths(self):
+        self.assertEqual(batch.parse_lengths("64,16,24,32"), [64, 16, 24, 32])
+        for bad in ("16,24,32", "16,16,24,32", "0,16,24,32", "a,b,c,d"):
+            with self.assertRaises(UsageError) as e:
+                batch.parse_lengths(bad)
+            self.assertIn(f"--seq-lens {bad}: expected at least 4 distinct sequence lengths >= 1",
+                          str(e.exception))
+
+    def test_the_length_alone_a_quadratic(self):
+        programs = {(None, s): shaped_program(2, s) for s in (16, 24, 32, 40)}
+        p = batch.fit(programs, None, [24, 16, 32, 40])
+        self.assertEqual(p["seq"], {"length": 24, "checked": [16, 24, 32, 40]})
+        self.assertNotIn("batch", p)
+        # About s0 = 24: 8 b s = 384 + 16 (s - 24); s^2 = 576 + 48 (s - 24) + (s - 24)^2.
+        self.assertEqual(p["inputs"][0], {"id": "t0", "bytes": 384, "dtype": "int64",
+                                          "shape": [2, 24], "bytes_per_token": 16})
+        mask, scores = (op["outputs"][0] for op in p["forward"])
+        self.assertEqual((mask["bytes_per_token"], mask["bytes_per_token2"]), (48, 1))
+        self.assertEqual((scores["bytes_per_token"], scores["bytes_per_token2"]), (1536, 32))
+        self.assertEqual(p["forward"][1]["flops_per_token2"], 20.0)
+
+    def test_the_grid_of_both_gives_the_cross_terms(self):
+        programs = {(b, s): shaped_program(b, s) for b in (2, 3, 4) for s in (16, 24, 32, 40)}
+        p = batch.fit(programs, [2, 3, 4], [16, 24, 32, 40])
+        self.assertEqual(p["batch"], {"size": 2, "checked": [2, 3, 4]})
+        tokens = p["inputs"][0]
+        self.assertEqual((tokens["bytes_per_sample"], tokens["bytes_per_token"],
+                          tokens["bytes_per_sample_token"]), (128, 16, 8))
+        self.assertNotIn("bytes_per_sample_token2", tokens)
+        scores = p["forward"][1]["outputs"][0]
+        self.assertEqual([scores[f"bytes_{t}"] for t, _, _ in batch.TERMS],
+                         [16 * 256, 32 * 2 * 16, 16 * 2, 32 * 16, 16])
+        self.assertNotIn("bytes_per_sample", p["forward"][0]["outputs"][0])  # the mask
+
+    def test_what_is_not_such_a_polynomial_is_refused(self):
+        programs = {(None, s): shaped_program(2, s, scores=s ** 3) for s in (16, 24, 32, 40)}
+        with self.assertRaises(UsageError) as e:
+            batch.fit(programs, None, [16, 24, 32, 40])
+        self.assertEqual(str(e.exception),
+                         "--seq-lens: tensor t2 of op 1 (root:bmm) does not grow as a polynomial "
+                         "of the sequence length (quadratic) with whole, non-negative "
+                         "coefficients (4,096 at 16, 13,824 at 24, 32,768 at 32, 64,000 at 40): "
+                         "it cannot be put at another batch shape")
+        # A tensor that shrinks as the batch grows: a negative coefficient.
+        programs = {(b, s): shaped_program(b, s, scores=100 - b) for b in (2, 3)
+                    for s in (16, 24, 32, 40)}
+        with self.assertRaises(UsageError) as e:
+            batch.fit(programs, [2, 3], [16, 24, 32, 40])
+        self.assertIn("--batch-sizes and --seq-lens: tensor t2 of op 1 (root:bmm) does not grow "
+                      "as a polynomial of the batch size (linear) and the sequence length "
+                      "(quadratic) with whole, non-negative coefficients (98 at (2, 16), ",
+                      str(e.exception))
+
+    def test_other_ops_at_a_point_are_refused(self):
+        programs = {(b, s): shaped_program(b, s) for b in (2, 3) for s in (16, 24, 32, 40)}
+        programs[(3, 24)]["forward"][1]["name"] = "root:baddbmm"
+        with self.assertRaises(UsageError) as e:
+            batch.fit(programs, [2, 3], [16, 24, 32, 40])
+        self.assertIn("--batch-sizes and --seq-lens: at batch size 3, sequence length 24 the "
+                      "forward is not the one at batch size 2, sequence length 16 (op 1: "
+                      "'root:baddbmm' where batch size 2, sequence length 16 has 'root:bmm')",
+                      str(e.exception))
+
+    def test_the_batch_function_is_called_as_the_flags_say(self):
+        calls = []
+
+        def make_batch(*args, **kwargs):
+            calls.append((args, kwargs))
+        for size, length in ((3, None), (None, 16), (3, 16)):
+            batch.sized(make_batch, size, length)()
+        self.assertEqual(calls, [((3,), {}), ((), {"seq_len": 16}), ((3,), {"seq_len": 16})])
+
+
 class InDtype(unittest.TestCase):
     def test_the_model_and_the_floating_point_batch_are_converted(self):
         def build_model():

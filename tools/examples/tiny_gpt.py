@@ -145,6 +145,12 @@ def make_batch_sized(size):
     return make_batch(batch=size)
 
 
+def make_batch_shaped(size=CONFIG["batch"], seq_len=CONFIG["seq"]):
+    """make_batch at a batch size and a sequence length (up to CONFIG's 64 positions): the
+    batch function of record_program.py --batch-sizes and --seq-lens."""
+    return make_batch(batch=size, seq=seq_len)
+
+
 def build_model_causal_lm():
     """CausalLM: the loss inside forward, on shifted logits; batch: make_batch_causal_lm."""
     torch.manual_seed(0)
@@ -161,6 +167,12 @@ def make_batch_causal_lm():
     """The tokens alone (CausalLM shifts them itself)."""
     g = torch.Generator().manual_seed(1)
     return torch.randint(CONFIG["vocab"], (CONFIG["batch"], CONFIG["seq"]), generator=g)
+
+
+def make_batch_causal_lm_shaped(size=CONFIG["batch"], seq_len=CONFIG["seq"]):
+    """make_batch_causal_lm at a batch size and a sequence length (--batch-sizes, --seq-lens)."""
+    g = torch.Generator().manual_seed(1)
+    return torch.randint(CONFIG["vocab"], (size, seq_len), generator=g)
 
 
 def build_model_checkpointed():

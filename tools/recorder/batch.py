@@ -1,45 +1,72 @@
-"""One program for every batch size (--batch-sizes): the model recorded at each size, the
-recordings found to run the same ops, and each tensor's bytes and each run's FLOPs fitted as
-a + b x size from the two smallest sizes and checked exact at every other one. The program is
-the first size's, with each b as `bytes_per_sample` / `flops_per_sample` and the sizes in its
-`batch` key, so that `bucketsim gen program --batch-size N` emits the model at any N from the
-smallest size up (src/gen/program_batch.h).
+"""One program for every batch shape (--batch-sizes, --seq-lens): the model recorded at each
+batch size, each sequence length, or each pair of the two, the recordings found to run the same
+ops, and each tensor's bytes and each run's FLOPs fitted as a polynomial of degree 1 in the batch
+size b and 2 in the length s (attention's scores are s x s): from the two smallest sizes and the
+three smallest lengths, and checked exact at every other point. The program is the one at the
+first size and length given, (b0, s0); the polynomial's other coefficients, Taylor's about (b0,
+s0), are its growth terms (TERMS: `bytes_per_sample`, `flops_per_token2`, ...), and the sizes
+and lengths are its `batch` and `seq` keys, so that `bucketsim gen program --batch-size N
+--seq-len L` emits the model at any N and L from the smallest recorded up
+(src/gen/program_batch.h).
 
-Why not from the smallest size down: a model can run other ops at another size (at batch size 1
+Why not from the smallest down: a model can run other ops at another size (at batch size 1
 PyTorch 1.13 takes a view where a reshape of a larger batch copies: measured on the example
 GPT's attention), which the recordings show as different programs and this refuses."""
 
 import functools
+import itertools
+from fractions import Fraction
 
 from .errors import UsageError
 
-# The numbers that may differ between the recordings of one model at two batch sizes.
+# The numbers that may differ between the recordings of one model at two batch shapes.
 SIZES = ("bytes", "shape", "flops", "backward_flops")
+
+# The growth terms: (key suffix, power of b - b0, power of s - s0), as the program's reader
+# names them (src/gen/fsdp_program.h, kGrowthTerms).
+TERMS = (("per_sample", 1, 0), ("per_token", 0, 1), ("per_token2", 0, 2),
+         ("per_sample_token", 1, 1), ("per_sample_token2", 1, 2))
+
+
+def _parse(text, flag, least, what, example, why):
+    try:
+        values = [int(s) for s in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) < least or len(set(values)) != len(values) or min(values) < 1:
+        raise UsageError(f"{flag} {text}: expected at least {least} distinct {what} >= 1, "
+                         f"separated by commas ({example}): {why}")
+    return values
 
 
 def parse_sizes(text):
     """[sizes] from "2,4,8": at least 3 distinct integers >= 1 (two fit, the others check)."""
-    try:
-        sizes = [int(s) for s in text.split(",")]
-    except ValueError:
-        sizes = []
-    if len(sizes) < 3 or len(set(sizes)) != len(sizes) or min(sizes) < 1:
-        raise UsageError(f"--batch-sizes {text}: expected at least 3 distinct batch sizes >= 1, "
-                         "separated by commas (2,4,8): two fit each tensor's bytes as "
-                         "a + b x size, the others check the fit")
-    return sizes
+    return _parse(text, "--batch-sizes", 3, "batch sizes", "2,4,8",
+                  "two fit each tensor's bytes as a + b x size, the others check the fit")
 
 
-def sized(make_batch, size):
-    """The batch function at one size: make_batch(size)."""
+def parse_lengths(text):
+    """[lengths] from "32,48,64,80": at least 4 distinct integers >= 1 (three fit a quadratic,
+    the others check)."""
+    return _parse(text, "--seq-lens", 4, "sequence lengths", "32,48,64,80",
+                  "three fit each tensor's bytes as a quadratic of the length, the others check "
+                  "the fit")
+
+
+def sized(make_batch, size=None, length=None):
+    """The batch function at one shape, called as --batch-sizes and --seq-lens say:
+    make_batch(size), make_batch(seq_len=length) or make_batch(size, seq_len=length)."""
+    args = () if size is None else (size,)
+    kwargs = {} if length is None else {"seq_len": length}
+
     @functools.wraps(make_batch)  # errors name the user's function (load.function_name)
     def call():
-        return make_batch(size)
+        return make_batch(*args, **kwargs)
     return call
 
 
 def skeleton(value):
-    """The program without its sizes: what must be the same at every batch size."""
+    """The program without its sizes: what must be the same at every batch shape."""
     if isinstance(value, dict):
         return {k: skeleton(v) for k, v in value.items() if k not in SIZES}
     if isinstance(value, list):
@@ -47,18 +74,60 @@ def skeleton(value):
     return value
 
 
-def _different_ops(programs, first, size):
-    """The message for a recording at `size` that runs other ops than at `first`."""
-    ops = {s: programs[s]["forward"] for s in (first, size)}
-    for k, (a, b) in enumerate(zip(ops[first], ops[size])):
+class Shape:
+    """The dimensions recorded: the sizes and lengths as given (None: that one not recorded),
+    how a point is named in messages, and which growth terms exist."""
+
+    def __init__(self, sizes, lengths):
+        self.sizes, self.lengths = sizes, lengths
+        self.first = (sizes[0] if sizes else None, lengths[0] if lengths else None)
+        self.flags = " and ".join(f for f, v in (("--batch-sizes", sizes),
+                                                 ("--seq-lens", lengths)) if v)
+
+    def points(self):
+        """Every (size, length) recorded, ascending (None for a dimension not recorded)."""
+        return list(itertools.product(sorted(self.sizes) if self.sizes else [None],
+                                      sorted(self.lengths) if self.lengths else [None]))
+
+    def fitting_points(self):
+        """The points that determine the polynomial: the two smallest sizes by the three
+        smallest lengths."""
+        return list(itertools.product(sorted(self.sizes)[:2] if self.sizes else [None],
+                                      sorted(self.lengths)[:3] if self.lengths else [None]))
+
+    def terms(self):
+        """[(suffix, i, j)] of the growth terms of the dimensions recorded."""
+        return [t for t in TERMS if (self.sizes or not t[1]) and (self.lengths or not t[2])]
+
+    def name(self, point, bare=False):
+        """"batch size 3", "sequence length 24", both; `bare`: the batch size alone as a number
+        (the batch-only messages' "the one at 2")."""
+        size, length = point
+        if bare and length is None:
+            return str(size)
+        return ", ".join(s for s in ((f"batch size {size}" if size is not None else ""),
+                                     (f"sequence length {length}" if length is not None else ""))
+                         if s)
+
+    def label(self, point):
+        """A point in a list of values: "2", "16" or "(2, 16)"."""
+        values = [v for v in point if v is not None]
+        return str(values[0]) if len(values) == 1 else f"({values[0]}, {values[1]})"
+
+
+def _different_ops(programs, shape, point):
+    """The message for a recording at `point` that runs other ops than at the first."""
+    first = shape.first
+    at, base = shape.name(point), shape.name(first, bare=True)
+    ops = {p: programs[p]["forward"] for p in (first, point)}
+    for k, (a, b) in enumerate(zip(ops[first], ops[point])):
         if skeleton(a) != skeleton(b):
-            return (f"--batch-sizes: at batch size {size} the forward is not the one at {first} "
-                    f"(op {k}: {b.get('name', b['op'])!r} where {first} has "
-                    f"{a.get('name', a['op'])!r}): the model runs other ops there; give sizes "
-                    "that run the same ones (at batch size 1 PyTorch can take a view where a "
-                    "larger batch copies: start from 2)")
-    return (f"--batch-sizes: at batch size {size} the program is not the one at {first} (its "
-            f"instances, inputs, {len(ops[size])} ops against {len(ops[first])}, or its loss)")
+            return (f"{shape.flags}: at {at} the forward is not the one at {base} (op {k}: "
+                    f"{b.get('name', b['op'])!r} where {base} has {a.get('name', a['op'])!r}): "
+                    "the model runs other ops there; give sizes that run the same ones (at batch "
+                    "size 1 PyTorch can take a view where a larger batch copies: start from 2)")
+    return (f"{shape.flags}: at {at} the program is not the one at {base} (its instances, "
+            f"inputs, {len(ops[point])} ops against {len(ops[first])}, or its loss)")
 
 
 def _slots(program):
@@ -81,40 +150,84 @@ def _slots(program):
     return slots
 
 
-def _per_sample(values, sizes, where):
-    """b of a + b x size through (sizes[0], values[0]) and (sizes[1], values[1]), checked at
-    every size (the second too: bytes are whole numbers, so b must be one)."""
-    s0, v0 = sizes[0], values[0]
-    exact = all(isinstance(v, int) for v in values)
-    slope = (values[1] - v0) // (sizes[1] - s0) if exact else (values[1] - v0) / (sizes[1] - s0)
-
-    def on_line(s, v):
-        expected = v0 + slope * (s - s0)
-        return v == expected if exact else abs(v - expected) <= 1e-9 * max(1.0, abs(v))
-    if slope < 0 or not all(on_line(s, v) for s, v in zip(sizes, values)):
-        got = ", ".join(f"{v:,} at {s}" for s, v in zip(sizes, values))
-        raise UsageError(f"--batch-sizes: {where} does not grow by the same amount with each "
-                         f"sample ({got}): it cannot be put at another batch size")
-    return slope
+def _solve(rows, values):
+    """x of rows x = values, exactly (Fractions; the rows of a tensor-product Vandermonde
+    matrix over distinct points, so one solution)."""
+    n = len(rows)
+    m = [list(r) + [v] for r, v in zip(rows, values)]
+    for c in range(n):
+        pivot = next(r for r in range(c, n) if m[r][c] != 0)
+        m[c], m[pivot] = m[pivot], m[c]
+        for r in range(n):
+            if r != c and m[r][c] != 0:
+                f = m[r][c] / m[c][c]
+                m[r] = [a - f * b for a, b in zip(m[r], m[c])]
+    return [m[r][n] / m[r][r] for r in range(n)]
 
 
-def fit(programs, order):
-    """The program at order[0] (the first size given) with its per-sample parts fitted from
-    `programs` (size -> program, every size of `order`) and its `batch` key."""
-    first = order[0]
-    sizes = sorted(order)
-    base = programs[first]
-    shape = skeleton({k: v for k, v in base.items() if k not in ("measured", "description")})
-    for size in sizes:
-        other = skeleton({k: v for k, v in programs[size].items()
+def _growth(values, shape, where):
+    """{suffix: coefficient} of the polynomial through `values` ({point: value}) about the
+    first point, checked at every point: exact for whole numbers (bytes: the coefficients whole
+    and not negative), to a part in 10^9 otherwise (FLOPs: not negative)."""
+    b0, s0 = shape.first
+    monomials = [("", 0, 0)] + shape.terms()
+
+    def row(point):
+        b, s = point
+        return [Fraction((b - b0) ** i if i else 1) * ((s - s0) ** j if j else 1)
+                for _, i, j in monomials]
+    fitting = shape.fitting_points()
+    coefficients = _solve([row(p) for p in fitting], [Fraction(values[p]) for p in fitting])
+    exact = all(isinstance(v, int) for v in values.values())
+    scale = max(1.0, max(abs(v) for v in values.values()))
+
+    def fits(point):
+        predicted = sum(c * r for c, r in zip(coefficients, row(point)))
+        v = values[point]
+        return predicted == v if exact else abs(float(predicted) - v) <= 1e-9 * scale
+    good = all(fits(p) for p in values)
+    if exact:
+        good = good and all(c.denominator == 1 and c >= 0 for c in coefficients[1:])
+    else:
+        coefficients = [Fraction(0) if c < 0 and abs(c) <= 1e-9 * scale else c
+                        for c in coefficients]
+        good = good and all(c >= 0 for c in coefficients[1:])
+    if not good:
+        got = ", ".join(f"{values[p]:,} at {shape.label(p)}" for p in shape.points())
+        if not shape.lengths:
+            raise UsageError(f"--batch-sizes: {where} does not grow by the same amount with each "
+                             f"sample ({got}): it cannot be put at another batch size")
+        what = ("the sequence length (quadratic)" if not shape.sizes else
+                "the batch size (linear) and the sequence length (quadratic)")
+        raise UsageError(f"{shape.flags}: {where} does not grow as a polynomial of {what} with "
+                         f"{'whole, ' if exact else ''}non-negative coefficients ({got}): it "
+                         "cannot be put at another batch shape")
+    return {suffix: (int(c) if exact else float(c))
+            for (suffix, _, _), c in zip(monomials[1:], coefficients[1:]) if c != 0}
+
+
+def fit(programs, sizes, lengths=None):
+    """The program at the first size and length given with its growth terms fitted from
+    `programs` ({(size, length): program}, every point of the grid; a dimension not recorded is
+    None in the key and its list) and its `batch` and `seq` keys. `fit({size: program}, sizes)`
+    is the batch sizes alone."""
+    if lengths is None and all(not isinstance(k, tuple) for k in programs):
+        programs = {(size, None): p for size, p in programs.items()}
+    shape = Shape(sizes, lengths)
+    base = programs[shape.first]
+    head = skeleton({k: v for k, v in base.items() if k not in ("measured", "description")})
+    for point in shape.points():
+        other = skeleton({k: v for k, v in programs[point].items()
                           if k not in ("measured", "description")})
-        if other != shape:
-            raise UsageError(_different_ops(programs, first, size))
-    slots = {size: _slots(programs[size]) for size in sizes}
+        if other != head:
+            raise UsageError(_different_ops(programs, shape, point))
+    slots = {p: _slots(programs[p]) for p in shape.points()}
     for n, (where, container, key) in enumerate(_slots(base)):
-        values = [slots[size][n][1].get(key, 0) for size in sizes]  # a run's flops: 0 absent
-        slope = _per_sample(values, sizes, where)
-        if slope:
-            container[f"{key}_per_sample"] = slope
-    base["batch"] = {"size": first, "checked": sizes}
+        values = {p: slots[p][n][1].get(key, 0) for p in slots}  # a run's flops: 0 absent
+        for suffix, coefficient in _growth(values, shape, where).items():
+            container[f"{key}_{suffix}"] = coefficient
+    if sizes:
+        base["batch"] = {"size": shape.first[0], "checked": sorted(sizes)}
+    if lengths:
+        base["seq"] = {"length": shape.first[1], "checked": sorted(lengths)}
     return base

@@ -4,11 +4,12 @@ status 0), or "record_program: error: ..." on stderr (exit status 2)."""
 
 import argparse
 import difflib
+import itertools
 import sys
 
 import torch
 
-from .batch import fit, parse_sizes, sized
+from .batch import fit, parse_lengths, parse_sizes, sized
 from .step import in_dtype
 from .errors import UsageError
 from .load import load_function
@@ -58,6 +59,14 @@ def make_parser():
                              "program at the first with what each sample adds, so that "
                              "`gen program --batch-size` emits it at any size from the "
                              "smallest up")
+    parser.add_argument("--seq-lens", metavar="L,L,L,L",
+                        help="record at each of these sequence lengths (at least 4; --batch's "
+                             "function then takes the length: make_batch(seq_len=L), or "
+                             "make_batch(n, seq_len=L) with --batch-sizes, every pair recorded) "
+                             "and write the program at the first with how each tensor grows "
+                             "with the length (a quadratic: attention's s x s scores), so that "
+                             "`gen program --seq-len` emits it at any length from the shortest "
+                             "up")
     parser.add_argument("--no-measure", action="store_true",
                         help="do not run the measured step (cpu, cuda)")
     parser.add_argument("-o", "--output", required=True)
@@ -94,16 +103,22 @@ def run(args):
         build, make_batch = in_dtype(build, make_batch, DTYPES[args.dtype])
         description += f", in {args.dtype}"
     sizes = parse_sizes(args.batch_sizes) if args.batch_sizes else None
-    batch = sized(make_batch, sizes[0]) if sizes else make_batch
+    lengths = parse_lengths(args.seq_lens) if args.seq_lens else None
+    first = (sizes[0] if sizes else None, lengths[0] if lengths else None)
+    batch = sized(make_batch, *first) if sizes or lengths else make_batch
     program, rec = record(build, batch, args.wrap, policy, args.device, description,
                           flatten=not args.no_flatten)
-    if sizes:
-        programs = {sizes[0]: program}
-        for size in sizes[1:]:
-            programs[size], _ = record(build, sized(make_batch, size), args.wrap, policy,
-                                       args.device, description, flatten=not args.no_flatten)
-        program = fit(programs, sizes)
-        program["description"] += f", batch size {sizes[0]}"
+    if sizes or lengths:
+        programs = {first: program}
+        for point in itertools.product(sizes or [None], lengths or [None]):
+            if point not in programs:
+                programs[point], _ = record(build, sized(make_batch, *point), args.wrap, policy,
+                                           args.device, description, flatten=not args.no_flatten)
+        program = fit(programs, sizes, lengths)
+        if sizes:
+            program["description"] += f", batch size {sizes[0]}"
+        if lengths:
+            program["description"] += f", sequence length {lengths[0]}"
     if rec.fallback_ops:
         ops = ", ".join(sorted(rec.fallback_ops))
         program["description"] += f"; run on CPU for want of a meta kernel: {ops}"
