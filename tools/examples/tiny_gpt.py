@@ -204,6 +204,12 @@ def make_batch_7b_sized(size):
     return make_batch(**dict(CONFIG_7B, batch=size))
 
 
+def make_batch_7b_shaped(size=CONFIG_7B["batch"], seq_len=CONFIG_7B["seq"]):
+    """make_batch_7b at a batch size and a sequence length up to its 4096 positions
+    (record_program.py --batch-sizes, --seq-lens)."""
+    return make_batch(**dict(CONFIG_7B, batch=size, seq=seq_len))
+
+
 def build_model_sdpa():
     """Attention through torch 2.x's scaled_dot_product_attention, no dropout (the torch 2.6
     FSDP oracle's GPT, tests/tools/torch2/fsdp_oracle_test.py; record it under torch 2.x)."""
