@@ -116,6 +116,9 @@ class FsdpTrace final : public TraceEmitter {
     bool region_output = false;       // made in a region, needed after it
     bool held = false;                // the loss or a `held` tensor
     bool released_later = false;      // a later run's `releases` names it
+    // ... a run after its checkpointed region: a cache holds it (autocast's weight copies) past
+    // the region's end in forward; in a recompute, until the recompute ends.
+    bool released_after_region = false;
   };
   struct Storage {
     std::uint64_t alloc_id = 0;
@@ -206,10 +209,15 @@ class FsdpTrace final : public TraceEmitter {
       }
     }
     releases_of_.resize(model_.forward.size());
+    std::size_t region_of_run = kNone;
     for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      const OpKind kind = model_.forward[i].kind;
+      if (kind == OpKind::kCheckpointBegin) region_of_run = i;
+      if (kind == OpKind::kCheckpointEnd) region_of_run = kNone;
       for (const std::string& id : model_.forward[i].releases) {
         const std::size_t t = index_.at(id);
         tensors_[t].released_later = true;
+        tensors_[t].released_after_region = region_of[t] != region_of_run;
         releases_of_[i].push_back(t);
       }
     }
@@ -365,8 +373,10 @@ class FsdpTrace final : public TraceEmitter {
         region_holds_.push_back(storage);
         region_grads_.insert(t);
       }
-      // The model's code holds it (a Python variable) until the run that releases it.
+      // The model's code holds it (a Python variable) until the run that releases it; what a
+      // cache holds past its region, a recompute holds until it ends.
       if (info.released_later) Acquire(storage);
+      if (recompute && info.released_after_region) recompute_holds_.push_back(storage);
       made.push_back(storage);
     }
     // Under no_grad nothing is saved: the new tensors die with the run, references keep nothing.
@@ -380,7 +390,11 @@ class FsdpTrace final : public TraceEmitter {
     BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].inputs));
     BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].save_reads));
     for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
-    for (std::size_t t : releases_of_[i]) BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
+    for (std::size_t t : releases_of_[i]) {
+      // A recompute releases only what its own region made (the rest went at its end).
+      if (mode == RunMode::kRecompute && tensors_[t].released_after_region) continue;
+      BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
+    }
     return Status::Ok();
   }
 
@@ -546,7 +560,8 @@ class FsdpTrace final : public TraceEmitter {
         BUCKETSIM_RETURN_IF_ERROR(impl_->PostForward(op.instance, Pass::kRecompute));
       }
     }
-    return Status::Ok();
+    // The recompute's autocast exits: its cache lets go of what it held.
+    return ReleaseAll(recompute_holds_);
   }
 
   // CheckpointFunction.backward returns: the gradients of the region's outputs, its recomputed
@@ -762,6 +777,7 @@ class FsdpTrace final : public TraceEmitter {
   std::uint64_t epoch_ = 0;
   std::vector<std::size_t> iteration_holds_;  // the loop's references, released after zero_grad
   std::vector<std::size_t> region_holds_;     // a region backward's recomputed outputs
+  std::vector<std::size_t> recompute_holds_;  // what a cache holds until a recompute ends
   std::set<std::size_t> region_grads_;        // ... and the gradients of its outputs it keeps
   bool per_param_ = false;                    // the program has param_reads
   // [instance][param]: the tensor index of each gradient target (its views, or itself)

@@ -284,17 +284,19 @@ class ProgramChecker {
   }
 
   // A tensor a run releases: made by this run or an earlier one of the same checkpointed
-  // region (or, outside regions, outside them), so that a recompute makes and releases it too;
-  // released by one run only.
+  // region (or, outside regions, outside them), so that a recompute makes and releases it too,
+  // or made in a region that has ended (a cache, autocast's, holds it past the region: a
+  // recompute holds it until it ends); released by one run only.
   Status CheckRelease(const std::string& pointer, const std::string& id) {
     const auto it = tensors_.find(id);
     if (it == tensors_.end() || it->second.is_input) {
       return InvalidArgument(
           fmt::format("{}: tensor '{}' is not made by this run or an earlier one", pointer, id));
     }
-    if (it->second.region != region_begin_) {
+    if (!it->second.region && region_begin_) {
       return InvalidArgument(fmt::format(
-          "{}: tensor '{}' is made in another checkpointed region than this run, or in none",
+          "{}: tensor '{}' is made outside checkpointed regions and released in one (whose "
+          "recompute would release it again)",
           pointer, id));
     }
     if (!released_.insert(id).second) {

@@ -163,8 +163,8 @@ TEST(Releases, ValidationNamesTheJsonPointer) {
   FsdpModel model = RegionWithALocal();
   model.forward[6].releases = {"h"};  // made before the region
   EXPECT_EQ(error(model),
-            "/forward/6/releases/0: tensor 'h' is made in another checkpointed region than this "
-            "run, or in none");
+            "/forward/6/releases/0: tensor 'h' is made outside checkpointed regions and released "
+            "in one (whose recompute would release it again)");
   model.forward[6].releases = {"x"};
   EXPECT_EQ(error(model),
             "/forward/6/releases/0: tensor 'x' is not made by this run or an "
@@ -172,11 +172,39 @@ TEST(Releases, ValidationNamesTheJsonPointer) {
   model.forward[6].releases = {"a"};
   model.forward[5].releases = {"a"};
   EXPECT_EQ(error(model), "/forward/6/releases/0: tensor 'a' is released twice");
-  model = RegionWithALocal();
-  model.forward[8].releases = {"c"};  // the loss run, after the region
-  EXPECT_EQ(error(model),
-            "/forward/8/releases/0: tensor 'c' is made in another checkpointed region than this "
-            "run, or in none");
+}
+
+// Autocast's cache holds the weight copies a checkpointed region makes until the forward's
+// autocast exits (the recorder's second run sees them die after the last run): a release by a
+// run after the region. The forward holds b until the loss has run; the recompute holds it until
+// the recompute ends (its own autocast exits), not until its backward returns.
+TEST(Releases, ACacheHoldsATensorPastItsRegion) {
+  FsdpModel model = RegionWithALocal();
+  model.forward[8].releases = {"b"};  // the loss run, after the region
+  ASSERT_TRUE(ValidateProgram(model).ok()) << ValidateProgram(model).message();
+  const std::vector<std::string> events = Emit(model);
+  const std::vector<std::string> forward = {
+      "compute forward c",
+      "alloc 7 200 s0 activation",  // c
+      "free 5",                     // a: c released it; b stays, held past the region
+      "compute forward loss",
+      "alloc 8 4 s0 activation",
+      "free 7",
+      "free 6",  // b: the loss released it
+      "mark after fwd"};
+  EXPECT_NE(std::search(events.begin(), events.end(), forward.begin(), forward.end()),
+            events.end())
+      << ::testing::PrintToString(events);
+  const std::vector<std::string> recompute = {
+      "compute recompute c",
+      "alloc 13 200 s0 activation",  // c, held by the region's backward
+      "free 12",                     // b: the recompute has ended
+      "compute backward c"};
+  EXPECT_NE(std::search(events.begin(), events.end(), recompute.begin(), recompute.end()),
+            events.end())
+      << ::testing::PrintToString(events);
+  // Every storage is freed by the end (the trace checker), none twice.
+  EXPECT_EQ(std::count(events.begin(), events.end(), "free 12"), 1);
 }
 
 TEST(Releases, ProgramFileRoundTripsThem) {

@@ -292,6 +292,45 @@ for _case in BATCH_CASES:
     setattr(Oracle, "test_" + _case.replace("-", "_"), make_batch_test(_case))
 
 
+# Recorded under autocast (tools/record_program.py --autocast bf16): the forward and the loss in
+# it run under torch.autocast("cpu", bfloat16), whose casts (the CPU's op lists) and bf16
+# activations the program carries; emitted at fp32 parameters, against a real run under the
+# same autocast measured apart from the recorder (tools/recorder/step.py: under_autocast).
+# Case: (build, batch function).
+AUTOCAST_RECORDED_CASES = {
+    "gpt-under-autocast": ("build_model", "make_batch"),
+    "gpt-ckpt-under-autocast": ("build_model_checkpointed", "make_batch"),
+    "causal-lm-under-autocast": ("build_model_causal_lm", "make_batch_causal_lm"),
+}
+
+
+def make_autocast_recorded_test(case):
+    def test(self):
+        import torch
+        from recorder.load import load_function
+        from recorder.measure import measure_step
+        from recorder.step import under_autocast
+        build, batch = AUTOCAST_RECORDED_CASES[case]
+        path = os.path.join(EXAMPLES, "tiny_gpt.py")
+        program = os.path.join(self.dir.name, f"{case}.program.json")
+        run([sys.executable, os.path.join(TOOLS, "record_program.py"), f"{path}:{build}",
+             "--batch", f"{path}:{batch}", "--wrap", "Block", "--no-flatten", "--autocast",
+             "bf16", "--no-measure", "-o", program])
+        with open(program) as f:
+            self.assertEqual(json.load(f)["autocast"], "bf16")
+        measured, _ = measure_step(
+            under_autocast(load_function(f"{path}:{build}", "model"), torch.bfloat16, "cpu"),
+            load_function(f"{path}:{batch}", "--batch"), OPTIMIZER)
+        trace = os.path.join(self.dir.name, f"{case}.trace.json")
+        run([BUCKETSIM, "gen", "program", program, *COMMON, "-o", trace])
+        self.check(case, "recorder", trace, measured)
+    return test
+
+
+for _case in AUTOCAST_RECORDED_CASES:
+    setattr(Oracle, "test_" + _case.replace("-", "_"), make_autocast_recorded_test(_case))
+
+
 # `gen program --wrap` as a what-if: a program recorded with one wrapping, re-wrapped, emits the
 # trace of the same model recorded with that wrapping, event for event, under every FSDP
 # implementation (flat and unflattened parameters; to finer units, to coarser, to the root

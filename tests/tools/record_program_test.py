@@ -463,6 +463,30 @@ class Program(RecorderCase):
         self.assertIn("record_program: error: --seq-lens 16,24,32: expected at least 4 distinct "
                       "sequence lengths >= 1", run.stderr)
 
+    def test_autocast(self):
+        # The example GPT's forward under CPU autocast (bf16): its linear layers' weights and
+        # inputs cast (_to_copy) and computed in bf16, the program's `autocast` key set
+        # (Tools.Oracle holds it against real runs under autocast). Not on meta.
+        gpt = os.path.join(EXAMPLES, "tiny_gpt.py")
+        out = os.path.join(self.dir.name, "autocast.json")
+        run = subprocess.run([*RECORDER, f"{gpt}:build_model", "--batch", f"{gpt}:make_batch",
+                              "--wrap", "Block", "--autocast", "bf16", "--no-measure", "-o", out],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(out) as f:
+            p = json.load(f)
+        self.assertEqual(p["autocast"], "bf16")
+        self.assertIn(", under cpu autocast bf16", p["description"])
+        runs = {op["name"]: op for op in p["forward"] if op["op"] == "run"}
+        self.assertEqual(runs["blocks.0.attn.q:addmm"]["outputs"][0]["dtype"], "bf16")
+        self.assertIn("blocks.0.attn.q:_to_copy", runs)
+        run = subprocess.run([*RECORDER, f"{gpt}:build_model", "--batch", f"{gpt}:make_batch",
+                              "--autocast", "bf16", "--device", "meta", "-o", out],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("record_program: error: --autocast: autocast does not apply to meta "
+                      "tensors", run.stderr)
+
     def test_examples_validate_against_the_schema(self):
         try:
             import jsonschema

@@ -10,7 +10,7 @@ import sys
 import torch
 
 from .batch import fit, parse_lengths, parse_sizes, sized
-from .step import in_dtype
+from .step import in_dtype, under_autocast
 from .errors import UsageError
 from .load import load_function
 from .measure import measured_block
@@ -53,6 +53,13 @@ def make_parser():
                         help="record the model converted to this dtype (model.to(dtype), and the "
                              "batch's floating-point tensors), as a run in that precision "
                              "computes; default: as build_model() makes it")
+    parser.add_argument("--autocast", choices=["bf16", "fp16"],
+                        help="record the forward (and the loss computed in it) under "
+                             "torch.autocast(device, dtype) as an AMP training loop runs it, the "
+                             "parameters kept in their dtype; the program's `autocast` key says "
+                             "so. autocast casts by the device's own op lists: on --device cpu "
+                             "they are the CPU's, not CUDA's (record on cuda for a GPU run); not "
+                             "on meta")
     parser.add_argument("--batch-sizes", metavar="N,N,N",
                         help="record at each of these batch sizes (at least 3; --batch's "
                              "function then takes the size: make_batch(n)) and write the "
@@ -102,18 +109,33 @@ def run(args):
     if args.dtype:
         build, make_batch = in_dtype(build, make_batch, DTYPES[args.dtype])
         description += f", in {args.dtype}"
+    autocast = None
+    if args.autocast:
+        if args.device == "meta":
+            raise UsageError("--autocast: autocast does not apply to meta tensors; record on "
+                             "cpu or cuda (or on meta in fp32 and emit with gen program "
+                             "--activation-dtype param-dtype)")
+        autocast = DTYPES[args.autocast]
+        try:  # torch 2.6's CPU autocast takes bf16 alone (1.13's takes fp16 too)
+            with torch.autocast(args.device, dtype=autocast):
+                pass
+        except RuntimeError as e:
+            raise UsageError(f"--autocast {args.autocast}: torch {torch.__version__} refuses it "
+                             f"on {args.device}: {e}")
+        description += f", under {args.device} autocast {args.autocast}"
     sizes = parse_sizes(args.batch_sizes) if args.batch_sizes else None
     lengths = parse_lengths(args.seq_lens) if args.seq_lens else None
     first = (sizes[0] if sizes else None, lengths[0] if lengths else None)
     batch = sized(make_batch, *first) if sizes or lengths else make_batch
     program, rec = record(build, batch, args.wrap, policy, args.device, description,
-                          flatten=not args.no_flatten)
+                          flatten=not args.no_flatten, autocast=autocast)
     if sizes or lengths:
         programs = {first: program}
         for point in itertools.product(sizes or [None], lengths or [None]):
             if point not in programs:
                 programs[point], _ = record(build, sized(make_batch, *point), args.wrap, policy,
-                                           args.device, description, flatten=not args.no_flatten)
+                                           args.device, description, flatten=not args.no_flatten,
+                                           autocast=autocast)
         program = fit(programs, sizes, lengths)
         if sizes:
             program["description"] += f", batch size {sizes[0]}"
@@ -130,9 +152,13 @@ def run(args):
         # A wrapped model's step is measured on the model unwrapped, as the program is.
         unwrapped = build if "fsdp" not in program else \
             (lambda: unwrap_fsdp(build(), fill=rec.own_group)[0])
+        if autocast is not None:
+            unwrapped = under_autocast(unwrapped, autocast, args.device)
         program["measured"] = measured_block(unwrapped, batch, optimizer, args.device)
     if optimizer:
         program["optimizer"] = optimizer
+    if autocast is not None:
+        program["autocast"] = args.autocast
     return program
 
 

@@ -50,9 +50,12 @@ def _regions(ops):
 def _attribute(rec, begin, end, call):
     """Runs call() under no_grad and attributes the deaths of the storages it makes to the runs
     of ops[begin:end] that make storages, in order; a release goes to a run of the same
-    checkpointed region as the tensor's maker (or of none, where the maker is in none: what the
-    program format allows, and where a recompute can repeat it). Returns False (and changes
-    nothing) when call() raises or makes other ops than the recording."""
+    checkpointed region as the tensor's maker (or of none, where the maker is in none), or to a
+    run after the maker's region, where something holds it past the region: autocast's cache
+    its weight copies, until the forward's autocast exits (a recompute holds such a tensor
+    until it ends). Not to a region's run for a tensor made outside regions: the recompute would
+    release it again. Returns False (and changes nothing) when call() raises or makes other ops
+    than the recording."""
     ops = rec.program_ops
     # The runs that make a storage (a view or in-place op only makes a tensor on one: grad
     # mode adds some, a detach, that no_grad does not).
@@ -86,7 +89,8 @@ def _attribute(rec, begin, end, call):
         maker, releaser = runs[position], runs[died]
         tid = [e["id"] for e in ops[maker]["outputs"] if "alias" not in e][m]
         if died > last_use.get(rec.id_storage[tid], position) and \
-                region[maker] == region[releaser] and tid not in released:
+                (region[maker] == region[releaser] or region[maker] is not None) and \
+                tid not in released:
             ops[releaser].setdefault("releases", []).append(tid)
             released.add(tid)
     return True

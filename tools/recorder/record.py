@@ -15,16 +15,17 @@ from .load import call_user, function_name, user_frame
 from .meta import OnMeta
 from .modules import check_shared_params, check_wrapped, choose_instances
 from .program import program_of
-from .step import BatchError, LossError, as_call, batch_on, to_loss
+from .step import BatchError, LossError, as_call, autocast_forward, batch_on, to_loss
 from .tensors import storage_bytes, storage_key
 from .wrapped_fsdp import UnwrapError, start_process_group, unwrap_fsdp
 
 
-def record(build_model, make_batch, wrap, policy, device, description, flatten=True):
+def record(build_model, make_batch, wrap, policy, device, description, flatten=True,
+           autocast=None):
     """(the program, the Recorder) of build_model() on make_batch() on `device`: the instances
     from `wrap` (class names) and `policy` (FN(module, name) -> bool, or None), each owning one
     flat parameter with `flatten`. Warnings and notes go to stderr; what cannot be recorded is
-    a UsageError."""
+    a UsageError. `autocast`: a dtype to run the forward under torch.autocast in (cpu, cuda)."""
     meta = device == "meta"
     own_group = start_process_group()
     mode = OnMeta() if meta else None
@@ -49,6 +50,8 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
         raise UsageError(str(e))
     if fsdp is not None:
         flatten = check_wrapped(fsdp, wrap, policy, flatten)
+    if autocast is not None:  # on the model unwrapped: its forward is the one that runs
+        autocast_forward(model, autocast, device)
     if not meta:
         model = model.to(device)
         args, kwargs = batch_on((args, kwargs), device)

@@ -100,9 +100,32 @@ def in_dtype(build_model, make_batch, dtype):
         return build_model().to(dtype)
 
     @functools.wraps(make_batch)
-    def batch(*args):
-        return cast(make_batch(*args))
+    def batch(*args, **kwargs):
+        return cast(make_batch(*args, **kwargs))
     return build, batch
+
+
+def autocast_forward(model, dtype, device_type):
+    """`model` with its forward run under torch.autocast(device_type, dtype), as a training loop
+    that wraps its forward and loss in autocast runs it (the backward outside, as PyTorch's AMP
+    recipe does). autocast picks the ops to cast by the device's own lists: the CPU's are not
+    CUDA's."""
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def under_autocast(*args, **kwargs):
+        with torch.autocast(device_type, dtype=dtype):
+            return forward(*args, **kwargs)
+    model.forward = under_autocast
+    return model
+
+
+def under_autocast(build_model, dtype, device_type):
+    """build_model with its model's forward under autocast (autocast_forward)."""
+    @functools.wraps(build_model)  # errors name the user's function (load.function_name)
+    def build():
+        return autocast_forward(build_model(), dtype, device_type)
+    return build
 
 
 def run_step(build_model, make_batch, optimizer, device, mark, iterations=1, impl=None,
