@@ -30,6 +30,9 @@ namespace bucketsim {
 struct ParamView {
   std::string name;  // "layers.0.fc1.weight"
   Numel numel = 0;
+  // Its size in dim 0 (shape[0]), which FSDP2 shards (torch.chunk along dim 0); 0: not
+  // recorded, taken as 1-D (numel).
+  Numel dim0 = 0;
 };
 
 struct GenParam {
@@ -38,6 +41,7 @@ struct GenParam {
   // The original parameters of a flat parameter, their numels summing to `numel`; empty for
   // a parameter of its own (flatten_parameters=False) or one whose views are not known.
   std::vector<ParamView> views = {};
+  Numel dim0 = 0;  // a parameter of its own: as ParamView's
 };
 
 struct GenInstance {

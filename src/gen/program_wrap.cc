@@ -14,11 +14,6 @@ namespace bucketsim {
 namespace {
 
 // One parameter as the model names it: a view of a flat parameter, or a parameter of its own.
-struct NamedParam {
-  std::string name;
-  Numel numel = 0;
-};
-
 // Whether `name` is `module` or inside it ("blocks.0.attn.q.weight" is inside "blocks.0").
 bool Inside(std::string_view name, std::string_view module) {
   return name.size() > module.size() && name.starts_with(module) && name[module.size()] == '.';
@@ -102,12 +97,12 @@ Result<WrapSummary> RewrapModules(FsdpModel& model, const std::vector<std::strin
   // Every parameter, with its owner (the innermost wrapped module around it) and its order (the
   // first call of the innermost module around it; the root's own first).
   bool flat = false;
-  std::vector<NamedParam> params;
+  std::vector<ParamView> params;  // every original parameter
   for (const GenInstance& instance : model.instances) {
     for (const GenParam& param : instance.params) {
       flat = flat || !param.views.empty();
-      if (param.views.empty()) params.push_back({param.name, param.numel});
-      for (const ParamView& view : param.views) params.push_back({view.name, view.numel});
+      if (param.views.empty()) params.push_back({param.name, param.numel, param.dim0});
+      for (const ParamView& view : param.views) params.push_back(view);
     }
   }
   std::map<std::string, std::size_t, std::less<>> owner;   // parameter name -> new instance
@@ -149,12 +144,12 @@ Result<WrapSummary> RewrapModules(FsdpModel& model, const std::vector<std::strin
   for (const auto& [module, p] : order) {
     GenInstance& instance = instances[owner.at(params[p].name)];
     if (!flat) {
-      instance.params.push_back({params[p].name, params[p].numel});
+      instance.params.push_back({params[p].name, params[p].numel, {}, params[p].dim0});
       continue;
     }
     if (instance.params.empty()) instance.params.push_back({"flat_param_0", 0});
     instance.params.front().numel += params[p].numel;
-    instance.params.front().views.push_back({params[p].name, params[p].numel});
+    instance.params.front().views.push_back(params[p]);
   }
 
   // The forward: the gathers and end_forwards placed anew around the kept ops.

@@ -42,10 +42,10 @@ class TorchFsdp2 final : public FsdpImplementation {
     for (std::size_t f = 0; f < model.instances.size(); ++f) {
       for (const GenParam& param : model.instances[f].params) {
         if (param.views.empty()) {
-          units_[f].params.push_back(MakeParam(param.numel));
+          units_[f].params.push_back(MakeParam(param.numel, param.dim0));
         } else {
           for (const ParamView& view : param.views)
-            units_[f].params.push_back(MakeParam(view.numel));
+            units_[f].params.push_back(MakeParam(view.numel, view.dim0));
         }
       }
     }
@@ -200,12 +200,16 @@ class TorchFsdp2 final : public FsdpImplementation {
     std::vector<std::size_t> post_forward_indices;
   };
 
-  // _chunk_with_empty(param, ws, dim=0): torch.chunk's chunks of ceil(dim0 / ws) rows, the
-  // last ones short or empty. Rows are elements here: the program has no shapes (1-D).
-  Fsdp2Param MakeParam(Numel numel) const {
-    const Numel chunk = (numel + ws_ - 1) / ws_;
-    const Numel start = std::min(numel, chunk * shard_rank_);
-    return {numel, chunk, std::min(chunk, numel - start)};
+  // _init_sharded_param, _chunk_with_empty(param, ws, dim=0): torch.chunk's chunks of
+  // ceil(dim0 / ws) rows each, the last short or, past the end, empty; the padded shard is
+  // chunk 0's (_get_dim0_padded_size). Without the program's dim0 the parameter is 1-D.
+  Fsdp2Param MakeParam(Numel numel, Numel dim0) const {
+    if (numel == 0) return {0, 0, 0};
+    if (dim0 == 0) dim0 = numel;
+    const Numel row = numel / dim0;
+    const Numel rows = (dim0 + ws_ - 1) / ws_;
+    const Numel start = std::min(dim0, rows * shard_rank_);
+    return {numel, rows * row, std::min(rows, dim0 - start) * row};
   }
 
   // FSDPParamGroup.lazy_init at the root's first forward (before any unit's pre-forward):

@@ -221,10 +221,15 @@ class ProgramReader {
       for (std::size_t p = 0; p < params; ++p) {
         const Pointer param_at = here / "params" / p;
         BUCKETSIM_RETURN_IF_ERROR(doc_.Object(param_at).status());
-        BUCKETSIM_RETURN_IF_ERROR(Keys(param_at, {"name", "numel", "views"}));
+        BUCKETSIM_RETURN_IF_ERROR(Keys(param_at, {"name", "numel", "dim0", "views"}));
         GenParam param;
         PROGRAM_ASSIGN(param.name, doc_.String(param_at / "name"));
         PROGRAM_ASSIGN(param.numel, doc_.Unsigned(param_at / "numel"));
+        PROGRAM_ASSIGN(param.dim0, Dim0(param_at / "dim0", param.numel));
+        if (param.dim0 != 0 && doc_.Has(param_at / "views")) {
+          return doc_.Error(param_at / "dim0",
+                            "a flat parameter has no dim 0 of its own: give each view its own");
+        }
         BUCKETSIM_RETURN_IF_ERROR(
             List(param_at / "views", param.views, [&](const Pointer& v) { return ReadView(v); }));
         if (doc_.Has(param_at / "views") && param.views.empty()) {
@@ -246,11 +251,25 @@ class ProgramReader {
 
   Result<ParamView> ReadView(const Pointer& at) const {
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
-    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"name", "numel"}));
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"name", "numel", "dim0"}));
     ParamView view;
     PROGRAM_ASSIGN(view.name, doc_.String(at / "name"));
     PROGRAM_ASSIGN(view.numel, doc_.Unsigned(at / "numel"));
+    PROGRAM_ASSIGN(view.dim0, Dim0(at / "dim0", view.numel));
     return view;
+  }
+
+  // dim0: a parameter's size in dim 0, at least 1 and dividing its numel; 0 when absent.
+  Result<Numel> Dim0(const Pointer& at, Numel numel) const {
+    if (!doc_.Has(at)) return Numel{0};
+    Numel dim0 = 0;
+    PROGRAM_ASSIGN(dim0, doc_.Unsigned(at));
+    if (dim0 == 0 || numel % dim0 != 0) {
+      return doc_.Error(at, fmt::format("{} is not a size in dim 0 of a parameter of {} "
+                                        "elements (at least 1, dividing it)",
+                                        dim0, numel));
+    }
+    return dim0;
   }
 
   Status OptionalBool(const Pointer& at, bool& value) const {

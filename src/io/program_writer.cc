@@ -161,10 +161,13 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
     Json params = Json::array();
     for (const GenParam& param : instance.params) {
       Json entry = {{"name", param.name}, {"numel", param.numel}};
+      if (param.dim0 != 0) entry["dim0"] = param.dim0;
       if (!param.views.empty()) {
         Json views = Json::array();
         for (const ParamView& view : param.views) {
-          views.push_back({{"name", view.name}, {"numel", view.numel}});
+          Json json = {{"name", view.name}, {"numel", view.numel}};
+          if (view.dim0 != 0) json["dim0"] = view.dim0;
+          views.push_back(std::move(json));
         }
         entry["views"] = std::move(views);
       }

@@ -367,6 +367,40 @@ TEST(ProgramFile, SequenceLengthsRoundTrip) {
             "dtype, shape, name, requires_grad, alias, bytes_per_...)");
 }
 
+// A parameter's size in dim 0 (FSDP2 shards along it): on a parameter of its own or on a flat
+// parameter's views, written back as read; at least 1, dividing the numel, never on the flat
+// parameter itself.
+TEST(ProgramFile, Dim0RoundTripsAndIsChecked) {
+  const auto with_params = [](const std::string& params) {
+    return std::string("{") +
+           R"("format": "bucketsim-program", "schema_version": 1,
+              "instances": [{"name": "root", "params": )" +
+           params + R"(}], "forward": [{"op": "gather", "instance": "root"},
+              {"op": "run", "name": "r", "uses": ["root"], "outputs": [{"id": "y",
+              "bytes": 4, "dtype": "fp32"}]}], "loss": "y"})";
+  };
+  Result<FsdpModel> model =
+      ParseProgram("m.json", with_params(R"([{"name": "pos", "numel": 6, "dim0": 1},
+                                {"name": "flat_param_0", "numel": 10, "views": [
+                                  {"name": "w", "numel": 8, "dim0": 4}, {"name": "b", "numel": 2}]}])"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(model->instances[0].params[0].dim0, 1u);
+  EXPECT_EQ(model->instances[0].params[1].views[0].dim0, 4u);
+  EXPECT_EQ(model->instances[0].params[1].views[1].dim0, 0u);
+  const std::string written = ProgramText(*model);
+  EXPECT_NE(written.find(R"({"name":"pos","numel":6,"dim0":1})"), std::string::npos) << written;
+  Result<FsdpModel> again = ParseProgram("m.json", written);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(ProgramText(*again), written);
+  EXPECT_EQ(ErrorOf(with_params(R"([{"name": "w", "numel": 6, "dim0": 4}])")),
+            "m.json: /instances/0/params/0/dim0: 4 is not a size in dim 0 of a parameter of 6 "
+            "elements (at least 1, dividing it)");
+  EXPECT_EQ(ErrorOf(with_params(R"([{"name": "flat_param_0", "numel": 2, "dim0": 1,
+                                     "views": [{"name": "b", "numel": 2}]}])")),
+            "m.json: /instances/0/params/0/dim0: a flat parameter has no dim 0 of its own: give "
+            "each view its own");
+}
+
 TEST(ProgramFile, FsdpSettingsErrors) {
   const std::string head = std::string("{") + kHead +
                            R"(, "forward": [{"op": "run", "name": "r", "outputs": [{"id": "y",

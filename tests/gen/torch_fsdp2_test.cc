@@ -669,5 +669,31 @@ TEST(TorchFsdp2, OffloadedShardsAreCopiedToTheDeviceForEachAllGather) {
                                             "free 2", "free 3", "alloc 5 24 s0 all_gather"}));
 }
 
+// Dim-0 sharding (the program's dim0): l1.w is 1 x 6 (a ViT-style position embedding), so
+// torch.chunk gives rank 0 its one row, all 6 elements, and rank 1 nothing; both ranks keep a
+// padded shard of chunk 0's 6 (24 bytes), and the all-gather output is 2 x (6 + 1) x 4 = 56
+// bytes. Taken as 1-D it would be chunks of 3 (12 bytes, a 32-byte output).
+TEST(TorchFsdp2, ShardsEachParameterAlongDimZero) {
+  FsdpModel model = TwoUnits();
+  model.instances[1].params = {{"flat_param_0", 8, {{"l1.w", 6, 1}, {"l1.b", 2}}}};
+  for (int rank : {0, 1}) {
+    GenOptions options = Fsdp2Options(2);
+    options.rank = rank;
+    const std::vector<std::string> events = Emit(model, options);
+    ASSERT_GE(events.size(), 8u);
+    EXPECT_EQ(events[0], "alloc 1 24 s0 param") << "rank " << rank;
+    EXPECT_EQ(events[1], "alloc 2 4 s0 param");
+    // Rank 1 re-pads its shorter shards at lazy init first (the ids after them shift).
+    EXPECT_NE(std::find_if(events.begin(), events.end(),
+                           [](const std::string& e) { return e.ends_with(" 56 s1 all_gather"); }),
+              events.end())
+        << ::testing::PrintToString(events);
+  }
+  FsdpModel flat = model;
+  flat.instances[1].params[0].views[0].dim0 = 0;  // not recorded: 1-D
+  const std::vector<std::string> events = Emit(flat, Fsdp2Options(2));
+  EXPECT_EQ(events[0], "alloc 1 12 s0 param");
+}
+
 }  // namespace
 }  // namespace bucketsim

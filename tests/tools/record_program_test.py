@@ -214,12 +214,15 @@ class Program(RecorderCase):
         p = self.record("build_model", "--wrap", "Head", "--no-measure")
         self.assertEqual(p["format"], "bucketsim-program")
         # root owns fc (8*16 + 16 = 144), the Head instance its fc (16*4 + 4 = 68); each flat
-        # parameter's views are the original parameters, named as the model names them.
+        # parameter's views are the original parameters, named as the model names them, each
+        # weight with its size in dim 0 (its output features).
         self.assertEqual(p["instances"], [
             {"name": "root", "params": [{"name": "flat_param_0", "numel": 144, "views": [
-                {"name": "fc.weight", "numel": 128}, {"name": "fc.bias", "numel": 16}]}]},
+                {"name": "fc.weight", "numel": 128, "dim0": 16},
+                {"name": "fc.bias", "numel": 16}]}]},
             {"name": "head", "params": [{"name": "flat_param_0", "numel": 68, "views": [
-                {"name": "head.fc.weight", "numel": 64}, {"name": "head.fc.bias", "numel": 4}]}]}])
+                {"name": "head.fc.weight", "numel": 64, "dim0": 4},
+                {"name": "head.fc.bias", "numel": 4}]}]}])
         self.assertEqual(p["inputs"], [{"id": "t0", "bytes": 64, "dtype": "fp32",
                                         "shape": [2, 8], "name": "batch[0]"}])
         self.assertEqual(p["forward"], [
@@ -260,7 +263,8 @@ class Program(RecorderCase):
             with self.subTest(device):
                 p = self.record("build_twice", "--no-flatten", "--no-measure", "--device", device)
                 self.assertEqual(p["instances"], [{"name": "root", "params": [
-                    {"name": "fc.weight", "numel": 64}, {"name": "fc.bias", "numel": 8}]}])
+                    {"name": "fc.weight", "numel": 64, "dim0": 8},
+                    {"name": "fc.bias", "numel": 8}]}])
                 reads = [(op["name"], op.get("param_reads")) for op in p["forward"]
                          if op["op"] == "run" and op.get("uses")]
                 self.assertEqual(reads, [("fc:addmm", ["fc.weight", "fc.bias"])] * 2)

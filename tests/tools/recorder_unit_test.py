@@ -514,7 +514,7 @@ class Program(unittest.TestCase):
                "param_reads": ["fc.weight"], "inputs": ["t0"],
                "outputs": [{"id": "t1", "bytes": 8, "dtype": "fp32", "shape": [2]}],
                "saves": []}
-        return program.program_of("tiny", [("root", [("fc.weight", 4)])],
+        return program.program_of("tiny", [("root", [("fc.weight", 4, 4)])],
                                   [{"id": "t0", "bytes": 8, "dtype": "fp32", "shape": [2]}],
                                   [run], "t1", flatten=False, **extra)
 
@@ -533,12 +533,14 @@ class Program(unittest.TestCase):
         self.assertNotIn("held", self.tiny(held=[]))
 
     def test_an_instance_flattens_its_parameters_into_one(self):
-        params = [("fc.weight", 4), ("fc.bias", 2)]
+        # (name, numel, size in dim 0): a 2 x 2 weight says its dim 0, a 1-D bias need not.
+        params = [("fc.weight", 4, 2), ("fc.bias", 2, 2)]
         self.assertEqual(program.instance_params(params, True), [
-            {"name": "flat_param_0", "numel": 6, "views": [{"name": "fc.weight", "numel": 4},
-                                                           {"name": "fc.bias", "numel": 2}]}])
+            {"name": "flat_param_0", "numel": 6,
+             "views": [{"name": "fc.weight", "numel": 4, "dim0": 2},
+                       {"name": "fc.bias", "numel": 2}]}])
         self.assertEqual(program.instance_params(params, False), [
-            {"name": "fc.weight", "numel": 4}, {"name": "fc.bias", "numel": 2}])
+            {"name": "fc.weight", "numel": 4, "dim0": 2}, {"name": "fc.bias", "numel": 2}])
         self.assertEqual(program.instance_params([], True), [])
 
     def test_empty_lists_are_dropped_but_outputs_and_param_reads(self):
@@ -740,7 +742,7 @@ class Record(unittest.TestCase):
             import torch.distributed as dist
             self.addCleanup(dist.destroy_process_group)
         self.assertEqual(p["instances"], [{"name": "root", "params": [
-            {"name": "weight", "numel": 8}, {"name": "bias", "numel": 2}]}])
+            {"name": "weight", "numel": 8, "dim0": 2}, {"name": "bias", "numel": 2}]}])
         self.assertEqual(p["inputs"], [{"id": "t0", "bytes": 48, "dtype": "fp32",
                                         "shape": [3, 4], "name": "batch[0]"}])
         self.assertEqual([(op["op"], op.get("name")) for op in p["forward"]], [

@@ -41,16 +41,21 @@ class Block(nn.Module):
 
 
 class ResMLP(nn.Module):
-    def __init__(self, checkpointing=False):
+    def __init__(self, checkpointing=False, positions=False):
         super().__init__()
         self.checkpointing = checkpointing
         self.embed = nn.Embedding(VOCAB, WIDTH)
+        # A learned position embedding as ViT's pos_embed: shape (1, SEQ, WIDTH), whose dim 0
+        # (1) is smaller than any world size: FSDP2 gives all of it to rank 0.
+        self.pos = nn.Parameter(torch.zeros(1, SEQ, WIDTH)) if positions else None
         self.blocks = nn.ModuleList(Block() for _ in range(DEPTH))
         self.norm = nn.LayerNorm(WIDTH)
         self.head = nn.Linear(WIDTH, VOCAB)
 
     def forward(self, tokens):
         x = self.embed(tokens)
+        if self.pos is not None:
+            x = x + self.pos
         for block in self.blocks:
             x = checkpoint(block, x, use_reentrant=False) if self.checkpointing else block(x)
         logits = self.head(self.norm(x))
@@ -65,6 +70,13 @@ def build_model():
 def build_model_checkpointed():
     torch.manual_seed(0)
     return ResMLP(checkpointing=True)
+
+
+def build_model_positions():
+    """With the (1, SEQ, WIDTH) position embedding: FSDP2's dim-0 sharding (torch.chunk) puts
+    it whole on rank 0 and pads every rank's shard to it."""
+    torch.manual_seed(0)
+    return ResMLP(positions=True)
 
 
 def make_batch():

@@ -54,10 +54,11 @@ class Recorder(TorchDispatchMode):
         for name, module in model.named_modules():
             module.register_forward_pre_hook(self._enter(name or "root"))
             module.register_forward_hook(self._leave())
-        self.instance_params = [[] for _ in instance_modules]  # (name, numel) per instance
+        # (name, numel, size in dim 0) per instance
+        self.instance_params = [[] for _ in instance_modules]
         self.param_name = {}        # storage key of a parameter -> its name
         for f, name, p in owned_params(model, instance_modules):
-            self.instance_params[f].append((name, p.numel()))
+            self.instance_params[f].append((name, p.numel(), p.shape[0] if p.dim() else 1))
             self.param_instance[storage_key(p)] = f
             self.param_name[storage_key(p)] = name
             self.keep.append(p)

@@ -8,16 +8,22 @@ from .errors import UsageError
 
 
 def instance_params(params, flatten):
-    """An instance's parameters, from its (name, numel) pairs: fairscale's
+    """An instance's parameters, from its (name, numel, size in dim 0) triples: fairscale's
     flatten_parameters=True (its default) gives one flat parameter, whose views are the original
     parameters (FlattenParamsWrapper's split + view, in this order); else the module's own, each
-    its own allocation."""
+    its own allocation. Each original parameter says its `dim0` where it is not 1-D (FSDP2
+    shards dim 0: torch.chunk)."""
+    def original(name, numel, dim0):
+        entry = {"name": name, "numel": numel}
+        if dim0 != numel and numel:
+            entry["dim0"] = dim0
+        return entry
     if not params:
         return []
     if flatten:
-        return [{"name": "flat_param_0", "numel": sum(numel for _, numel in params),
-                 "views": [{"name": name, "numel": numel} for name, numel in params]}]
-    return [{"name": name, "numel": numel} for name, numel in params]
+        return [{"name": "flat_param_0", "numel": sum(numel for _, numel, _ in params),
+                 "views": [original(*p) for p in params]}]
+    return [original(*p) for p in params]
 
 
 def prune(op):
@@ -29,7 +35,7 @@ def prune(op):
 
 def program_of(description, instances, inputs, forward, loss, flatten, held=(), fsdp=None,
                modules=()):
-    """The program document: `instances` as (name, [(parameter name, numel)]) pairs, the
+    """The program document: `instances` as (name, [(parameter name, numel, dim0)]) pairs, the
     forward's ops pruned of empty lists; `held`, `fsdp` and `modules` (the module calls) only
     where there are any. The recorder adds `measured` and `optimizer` after."""
     program = {

@@ -102,6 +102,11 @@ CASES = {
         "build_model", 2, FSDP1, ["--fsdp-impl", "fsdp1", "--wrap", "Linear"], "fsdp1"),
     "fsdp2-rewrap-linear": (
         "build_model", 2, FSDP2, ["--fsdp-impl", "fsdp2", "--wrap", "Linear"], "fsdp2"),
+    # FSDP2 shards each parameter along dim 0 (torch.chunk): the (1, 128, 256) position
+    # embedding is rank 0's whole, rank 1 holds none of it, and both ranks' padded shards are
+    # its size (the program's dim0; a 1-D split would give each rank half).
+    "fsdp2-dim0-padding": (
+        "build_model_positions", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
     "fsdp1-gpt-sdpa": ("build_model_sdpa", 2, FSDP1, ["--fsdp-impl", "fsdp1"], "fsdp1"),
     "fsdp2-gpt-sdpa": ("build_model_sdpa", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
     "fsdp1-gpt-sdpa-checkpointed": (
