@@ -467,6 +467,38 @@ class Program(RecorderCase):
         self.assertIn("record_program: error: --seq-lens 16,24,32: expected at least 4 distinct "
                       "sequence lengths >= 1", run.stderr)
 
+    def test_seq_lens_alone(self):
+        # The causal LM at lengths 32, 16, 24 and 40 alone: the program at 32, its tensors and
+        # runs grown by the length only. At length 1 its attention takes a view where 2 copies:
+        # refused, with the op.
+        gpt = os.path.join(EXAMPLES, "tiny_gpt.py")
+        out = os.path.join(self.dir.name, "long.json")
+
+        def record(lengths):
+            return subprocess.run([*RECORDER, f"{gpt}:build_model_causal_lm", "--batch",
+                                   f"{gpt}:make_batch_causal_lm_shaped", "--seq-lens", lengths,
+                                   "--device", "meta", "-o", out], capture_output=True, text=True)
+        run = record("1,2,3,4")
+        self.assertEqual(run.returncode, 2, run.stderr)
+        # torch 1.13 names the view _reshape_alias, torch 2.6 view.
+        self.assertRegex(run.stderr, r"record_program: error: --seq-lens: at sequence length 2 the "
+                         r"forward is not the one at sequence length 1 \(op \d+: "
+                         r"'[\w.]+:clone' where sequence length 1 has "
+                         r"'[\w.]+:(_reshape_alias|view)'\): the model runs other ops there; "
+                         r"give lengths that run the same ones")
+        run = record("32,16,24,40")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(out) as f:
+            text = f.read()
+        p = json.loads(text)
+        self.assertEqual(p["seq"], {"length": 32, "checked": [16, 24, 32, 40]})
+        self.assertNotIn("batch", p)
+        self.assertTrue(p["description"].endswith(", sequence length 32"))
+        self.assertNotIn("_per_sample", text)
+        self.assertEqual(p["inputs"][0]["bytes_per_token"], 2 * 8)  # batch 2 of int64 tokens
+        self.assertNotIn("bytes_per_token2", p["inputs"][0])
+        self.assertIn("flops_per_token2", text)  # the scores' matmuls
+
     def test_autocast(self):
         # The example GPT's forward under CPU autocast (bf16): its linear layers' weights and
         # inputs cast (_to_copy) and computed in bf16, the program's `autocast` key set

@@ -639,7 +639,7 @@ class SeqLens(unittest.TestCase):
                          "--seq-lens: tensor t2 of op 1 (root:bmm) does not grow as a polynomial "
                          "of the sequence length (quadratic) with whole, non-negative "
                          "coefficients (4,096 at 16, 13,824 at 24, 32,768 at 32, 64,000 at 40): "
-                         "it cannot be put at another batch shape")
+                         "it cannot be put at another sequence length")
         # A tensor that shrinks as the batch grows: a negative coefficient.
         programs = {(b, s): shaped_program(b, s, scores=100 - b) for b in (2, 3)
                     for s in (16, 24, 32, 40)}
@@ -650,6 +650,49 @@ class SeqLens(unittest.TestCase):
                       "(quadratic) with whole, non-negative coefficients (98 at (2, 16), ",
                       str(e.exception))
 
+    def test_every_point_is_checked_not_only_those_fitted(self):
+        # (2, 3) x (16, 24, 32) fit; (4, 40) is one byte off the polynomial.
+        points = [(b, s) for b in (2, 3, 4) for s in (16, 24, 32, 40)]
+        programs = {(b, s): shaped_program(b, s, scores=16 * b * s * s + ((b, s) == (4, 40)))
+                    for b, s in points}
+        with self.assertRaises(UsageError) as e:
+            batch.fit(programs, [2, 3, 4], [16, 24, 32, 40])
+        message = str(e.exception)
+        self.assertTrue(message.startswith("--batch-sizes and --seq-lens: tensor t2 of op 1 "
+                                           "(root:bmm) does not grow as a polynomial of the "
+                                           "batch size (linear) and the sequence length "
+                                           "(quadratic) with whole, non-negative coefficients "
+                                           "(8,192 at (2, 16), 18,432 at (2, 24), "), message)
+        self.assertTrue(message.endswith(", 102,401 at (4, 40)): it cannot be put at another "
+                                         "batch size or sequence length"), message)
+
+    def test_flops_need_not_grow_by_whole_numbers(self):
+        # s (s + 1) / 2 FLOPs (whole at every length) about s0 = 16: 136 + 16.5 (s - 16)
+        # + 0.5 (s - 16)^2; bytes so grown would be refused.
+        programs = {(None, s): shaped_program(2, s) for s in (16, 24, 32, 40)}
+        for (_, s), p in programs.items():
+            p["forward"][1]["flops"] = s * (s + 1) // 2
+        p = batch.fit(programs, None, [16, 24, 32, 40])
+        self.assertEqual((p["forward"][1]["flops_per_token"], p["forward"][1]["flops_per_token2"]),
+                         (16.5, 0.5))
+        programs = {(None, s): shaped_program(2, s, scores=s * (s + 1) // 2)
+                    for s in (16, 24, 32, 40)}
+        with self.assertRaises(UsageError) as e:
+            batch.fit(programs, None, [16, 24, 32, 40])
+        self.assertIn("with whole, non-negative coefficients (136 at 16, ", str(e.exception))
+
+    def test_flops_that_shrink_are_refused(self):
+        programs = {(None, s): shaped_program(2, s) for s in (16, 24, 32, 40)}
+        for (_, s), p in programs.items():
+            p["forward"][1]["flops"] = 1000.0 - s
+        with self.assertRaises(UsageError) as e:
+            batch.fit(programs, None, [16, 24, 32, 40])
+        self.assertEqual(str(e.exception),
+                         "--seq-lens: the FLOPs of op 1 (root:bmm) does not grow as a polynomial "
+                         "of the sequence length (quadratic) with non-negative coefficients "
+                         "(984.0 at 16, 976.0 at 24, 968.0 at 32, 960.0 at 40): it cannot be put "
+                         "at another sequence length")
+
     def test_other_ops_at_a_point_are_refused(self):
         programs = {(b, s): shaped_program(b, s) for b in (2, 3) for s in (16, 24, 32, 40)}
         programs[(3, 24)]["forward"][1]["name"] = "root:baddbmm"
@@ -659,6 +702,17 @@ class SeqLens(unittest.TestCase):
                       "forward is not the one at batch size 2, sequence length 16 (op 1: "
                       "'root:baddbmm' where batch size 2, sequence length 16 has 'root:bmm')",
                       str(e.exception))
+        # The length alone: its points named by the length, the hint by the length.
+        programs = {(None, s): shaped_program(2, s) for s in (1, 2, 3, 4)}
+        programs[(None, 2)]["forward"][1]["name"] = "root:baddbmm"
+        with self.assertRaises(UsageError) as e:
+            batch.fit(programs, None, [1, 2, 3, 4])
+        self.assertEqual(str(e.exception),
+                         "--seq-lens: at sequence length 2 the forward is not the one at sequence "
+                         "length 1 (op 1: 'root:baddbmm' where sequence length 1 has 'root:bmm'): "
+                         "the model runs other ops there; give lengths that run the same ones (at "
+                         "length 1 PyTorch can take a view where a longer sequence copies: start "
+                         "from 2)")
 
     def test_the_batch_function_is_called_as_the_flags_say(self):
         calls = []

@@ -2,16 +2,18 @@
 batch size, each sequence length, or each pair of the two, the recordings found to run the same
 ops, and each tensor's bytes and each run's FLOPs fitted as a polynomial of degree 1 in the batch
 size b and 2 in the length s (attention's scores are s x s): from the two smallest sizes and the
-three smallest lengths, and checked exact at every other point. The program is the one at the
-first size and length given, (b0, s0); the polynomial's other coefficients, Taylor's about (b0,
-s0), are its growth terms (TERMS: `bytes_per_sample`, `flops_per_token2`, ...), and the sizes
-and lengths are its `batch` and `seq` keys, so that `bucketsim gen program --batch-size N
---seq-len L` emits the model at any N and L from the smallest recorded up
-(src/gen/program_batch.h).
+three smallest lengths, and checked at every other point (bytes exactly, FLOPs to a part in
+10^9). The program is the one at the first size and length given, (b0, s0); the polynomial's
+other coefficients, Taylor's about (b0, s0) and none negative (whole numbers of bytes), are its
+growth terms (TERMS: `bytes_per_sample`, `flops_per_token2`, ...), and the sizes and lengths
+are its `batch` and `seq` keys, so that `bucketsim gen program --batch-size N --seq-len L` emits
+the model at any N and L from the smallest recorded up (src/gen/program_batch.h).
 
-Why not from the smallest down: a model can run other ops at another size (at batch size 1
-PyTorch 1.13 takes a view where a reshape of a larger batch copies: measured on the example
-GPT's attention), which the recordings show as different programs and this refuses."""
+Why not from the smallest down: a model can run other ops at another shape (at batch size 1,
+or length 1, PyTorch 1.13 takes a view where a reshape of a larger one copies: measured on the
+example GPT's attention), which the recordings show as different programs and this refuses;
+below the smallest size or length recorded no recording shows it, so the program's reader
+refuses a size or length below the smallest checked."""
 
 import functools
 import itertools
@@ -115,6 +117,18 @@ class Shape:
         return str(values[0]) if len(values) == 1 else f"({values[0]}, {values[1]})"
 
 
+# What to give instead when a recording runs other ops than the first, by Shape.flags.
+OTHER_OPS_HINTS = {
+    "--batch-sizes": "give sizes that run the same ones (at batch size 1 PyTorch can take a view "
+                     "where a larger batch copies: start from 2)",
+    "--seq-lens": "give lengths that run the same ones (at length 1 PyTorch can take a view "
+                  "where a longer sequence copies: start from 2)",
+    "--batch-sizes and --seq-lens": "give sizes and lengths that run the same ones (at batch "
+                                    "size or length 1 PyTorch can take a view where a larger "
+                                    "one copies: start from 2)",
+}
+
+
 def _different_ops(programs, shape, point):
     """The message for a recording at `point` that runs other ops than at the first."""
     first = shape.first
@@ -124,8 +138,7 @@ def _different_ops(programs, shape, point):
         if skeleton(a) != skeleton(b):
             return (f"{shape.flags}: at {at} the forward is not the one at {base} (op {k}: "
                     f"{b.get('name', b['op'])!r} where {base} has {a.get('name', a['op'])!r}): "
-                    "the model runs other ops there; give sizes that run the same ones (at batch "
-                    "size 1 PyTorch can take a view where a larger batch copies: start from 2)")
+                    f"the model runs other ops there; {OTHER_OPS_HINTS[shape.flags]}")
     return (f"{shape.flags}: at {at} the program is not the one at {base} (its instances, "
             f"inputs, {len(ops[point])} ops against {len(ops[first])}, or its loss)")
 
@@ -165,10 +178,10 @@ def _solve(rows, values):
     return [m[r][n] / m[r][r] for r in range(n)]
 
 
-def _growth(values, shape, where):
+def _growth(values, shape, where, whole):
     """{suffix: coefficient} of the polynomial through `values` ({point: value}) about the
-    first point, checked at every point: exact for whole numbers (bytes: the coefficients whole
-    and not negative), to a part in 10^9 otherwise (FLOPs: not negative)."""
+    first point, checked at every point: exact for whole numbers, to a part in 10^9 otherwise
+    (FLOPs). The coefficients must not be negative, and with `whole` (bytes) be whole numbers."""
     b0, s0 = shape.first
     monomials = [("", 0, 0)] + shape.terms()
 
@@ -185,24 +198,23 @@ def _growth(values, shape, where):
         predicted = sum(c * r for c, r in zip(coefficients, row(point)))
         v = values[point]
         return predicted == v if exact else abs(float(predicted) - v) <= 1e-9 * scale
-    good = all(fits(p) for p in values)
-    if exact:
-        good = good and all(c.denominator == 1 and c >= 0 for c in coefficients[1:])
-    else:
+    if not exact:  # a coefficient a rounding error below 0 is 0
         coefficients = [Fraction(0) if c < 0 and abs(c) <= 1e-9 * scale else c
                         for c in coefficients]
-        good = good and all(c >= 0 for c in coefficients[1:])
+    good = all(fits(p) for p in values) and \
+        all(c >= 0 and (c.denominator == 1 or not whole) for c in coefficients[1:])
     if not good:
         got = ", ".join(f"{values[p]:,} at {shape.label(p)}" for p in shape.points())
         if not shape.lengths:
             raise UsageError(f"--batch-sizes: {where} does not grow by the same amount with each "
                              f"sample ({got}): it cannot be put at another batch size")
-        what = ("the sequence length (quadratic)" if not shape.sizes else
-                "the batch size (linear) and the sequence length (quadratic)")
+        what, other = (("the sequence length (quadratic)", "sequence length") if not shape.sizes
+                       else ("the batch size (linear) and the sequence length (quadratic)",
+                             "batch size or sequence length"))
         raise UsageError(f"{shape.flags}: {where} does not grow as a polynomial of {what} with "
-                         f"{'whole, ' if exact else ''}non-negative coefficients ({got}): it "
-                         "cannot be put at another batch shape")
-    return {suffix: (int(c) if exact else float(c))
+                         f"{'whole, ' if whole else ''}non-negative coefficients ({got}): it "
+                         f"cannot be put at another {other}")
+    return {suffix: (int(c) if exact and c.denominator == 1 else float(c))
             for (suffix, _, _), c in zip(monomials[1:], coefficients[1:]) if c != 0}
 
 
@@ -224,7 +236,7 @@ def fit(programs, sizes, lengths=None):
     slots = {p: _slots(programs[p]) for p in shape.points()}
     for n, (where, container, key) in enumerate(_slots(base)):
         values = {p: slots[p][n][1].get(key, 0) for p in slots}  # a run's flops: 0 absent
-        for suffix, coefficient in _growth(values, shape, where).items():
+        for suffix, coefficient in _growth(values, shape, where, key == "bytes").items():
             container[f"{key}_{suffix}"] = coefficient
     if sizes:
         base["batch"] = {"size": shape.first[0], "checked": sorted(sizes)}
