@@ -141,7 +141,10 @@ struct ForwardOp {
   std::vector<RunInput> inputs;        // kRun
   std::vector<ProgramTensor> outputs;  // kRun
   std::vector<SavedTensor> saves;      // kRun, kCheckpointBegin (what the region keeps)
-  std::vector<NewTensor> workspace;    // kRun: made in its backward, freed at its end
+  // kCheckpointBegin: torch.utils.checkpoint's use_reentrant. False: the non-reentrant
+  // implementation as torch 2.x runs it (the recompute stops early, see the emitter).
+  bool reentrant = true;
+  std::vector<NewTensor> workspace;  // kRun: made in its backward, freed at its end
   // kRun: the parameters (a view's name, or a parameter without views) whose gradient this
   // run's backward makes, of instances in `uses`. Unset: the whole gradient of every instance
   // it uses is made at its backward if none is yet (programs without param_reads).

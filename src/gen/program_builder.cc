@@ -50,9 +50,10 @@ void ProgramBuilder::Push(OpKind kind, std::size_t instance) {
 void ProgramBuilder::Gather(std::size_t instance) { Push(OpKind::kGather, instance); }
 void ProgramBuilder::EndForward(std::size_t instance) { Push(OpKind::kEndForward, instance); }
 
-void ProgramBuilder::CheckpointBegin(std::vector<SavedTensor> saves) {
+void ProgramBuilder::CheckpointBegin(std::vector<SavedTensor> saves, bool reentrant) {
   Push(OpKind::kCheckpointBegin, 0);
   model_.forward.back().saves = std::move(saves);
+  model_.forward.back().reentrant = reentrant;
 }
 void ProgramBuilder::CheckpointEnd() { Push(OpKind::kCheckpointEnd, 0); }
 

@@ -28,7 +28,7 @@ class ProgramBuilder {
   void AddInput(ProgramTensor tensor);
   void Gather(std::size_t instance);
   void EndForward(std::size_t instance);
-  void CheckpointBegin(std::vector<SavedTensor> saves);
+  void CheckpointBegin(std::vector<SavedTensor> saves, bool reentrant = true);
   void CheckpointEnd();
   // A module's forward begins (the program's module calls: what gen program --checkpoint
   // checkpoints) and ends; calls nest.

@@ -455,9 +455,10 @@ class ProgramReader {
     }
     if (kind == "checkpoint_begin") {
       op.kind = OpKind::kCheckpointBegin;
-      BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op", "saves"}));
+      BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op", "saves", "reentrant"}));
       BUCKETSIM_RETURN_IF_ERROR(
           List(at / "saves", op.saves, [&](const Pointer& p) { return ReadSave(p); }));
+      BUCKETSIM_RETURN_IF_ERROR(OptionalBool(at / "reentrant", op.reentrant));
       return op;
     }
     if (kind == "checkpoint_end") {

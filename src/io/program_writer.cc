@@ -84,8 +84,11 @@ Json OpJson(const ForwardOp& op, const FsdpModel& model) {
       return {{"op", "gather"}, {"instance", op.instance}};
     case OpKind::kEndForward:
       return {{"op", "end_forward"}, {"instance", op.instance}};
-    case OpKind::kCheckpointBegin:
-      return {{"op", "checkpoint_begin"}, {"saves", SavesJson(op.saves, model)}};
+    case OpKind::kCheckpointBegin: {
+      Json json = {{"op", "checkpoint_begin"}, {"saves", SavesJson(op.saves, model)}};
+      if (!op.reentrant) json["reentrant"] = false;
+      return json;
+    }
     case OpKind::kCheckpointEnd:
       return {{"op", "checkpoint_end"}};
     case OpKind::kRun:

@@ -112,6 +112,51 @@ TEST(Releases, ALocalOutlivesItsLastReaderInTheRegionAndItsRecompute) {
   EXPECT_EQ(Emit(RegionWithALocal()), expected);
 }
 
+// The same region non-reentrant (torch 2.x's use_reentrant=False): its recompute waits for the
+// backward of a, its last run that saves anything (the first to unpack a saved tensor), and
+// stops after it: b and c are not recomputed, and nothing holds their outputs or the gradient
+// of c past their own use.
+TEST(Releases, ANonReentrantRegionRecomputesUpToItsLastSaveWhenItIsUnpacked) {
+  FsdpModel model = RegionWithALocal();
+  model.forward[3].reentrant = false;
+  const std::vector<std::string> events = Emit(model);
+  const std::vector<std::string> backward = {
+      "phase backward",
+      "alloc 9 4 s0 grad",
+      "compute backward loss",
+      "alloc 10 200 s0 grad",  // grad c
+      "free 9",
+      "compute backward c",    // c's and b's backward first: they save nothing
+      "alloc 11 200 s0 grad",  // grad b
+      "free 10",               // grad c: c's backward has run
+      "compute backward b",
+      "alloc 12 200 s0 grad",  // grad a
+      "free 11",
+      "compute recompute a",  // a's backward unpacks its save: the recompute, a alone
+      "alloc 13 200 s0 activation",
+      "compute backward a",
+      "alloc 14 200 s0 grad",  // grad h
+      "free 12",
+      "free 13",  // a's save goes with its backward
+      "free 4",   // the region's saves (h) at its begin
+  };
+  EXPECT_NE(std::search(events.begin(), events.end(), backward.begin(), backward.end()),
+            events.end())
+      << ::testing::PrintToString(events);
+  EXPECT_EQ(std::count(events.begin(), events.end(), "compute recompute b"), 0);
+  // The program file says it ("reentrant": false, absent when true) and reads it back.
+  std::ostringstream out;
+  WriteProgram(model, out);
+  EXPECT_NE(
+      out.str().find(R"({"op":"checkpoint_begin","saves":[{"tensor":"h"}],"reentrant":false})"),
+      std::string::npos)
+      << out.str();
+  Result<FsdpModel> back = ParseProgram("m.json", out.str());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_FALSE(back->forward[3].reentrant);
+  EXPECT_EQ(Emit(*back), events);
+}
+
 // lin (4 parameters): t = lin(x); u = b(t); a checkpointed region whose begin keeps t and u, and
 // whose one run reads u: v = c(u); loss: a mean of v. t's last reader (b) runs before the region
 // begins: the begin's save keeps it alive all the same (until the region's backward), as it does
@@ -192,8 +237,7 @@ TEST(Releases, ACacheHoldsATensorPastItsRegion) {
       "free 7",
       "free 6",  // b: the loss released it
       "mark after fwd"};
-  EXPECT_NE(std::search(events.begin(), events.end(), forward.begin(), forward.end()),
-            events.end())
+  EXPECT_NE(std::search(events.begin(), events.end(), forward.begin(), forward.end()), events.end())
       << ::testing::PrintToString(events);
   const std::vector<std::string> recompute = {
       "compute recompute c",

@@ -344,6 +344,22 @@ class Program(RecorderCase):
         self.assertEqual(p["forward"][4]["saves"], [{"tensor": "t2"}])
         self.assertEqual(p["forward"][6]["saves"], [{"tensor": "t2"}])
 
+    def test_a_non_reentrant_region_says_so(self):
+        # resmlp checkpoints each Block with use_reentrant=False: every checkpoint_begin says
+        # "reentrant": false (the emitter then stops the recompute early, as torch 2.x does);
+        # the default (reentrant) leaves the key out.
+        resmlp = os.path.join(EXAMPLES, "resmlp.py")
+        out = os.path.join(self.dir.name, "resmlp-ckpt.json")
+        run = subprocess.run([*RECORDER, f"{resmlp}:build_model_checkpointed", "--batch",
+                              f"{resmlp}:make_batch", "--wrap", "Block", "--device", "meta",
+                              "-o", out], capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(out) as f:
+            begins = [op for op in json.load(f)["forward"] if op["op"] == "checkpoint_begin"]
+        self.assertEqual([op.get("reentrant") for op in begins], [False] * 4)
+        p = self.record("build_checkpointed", "--wrap", "Head", "--no-measure")
+        self.assertNotIn("reentrant", p["forward"][4])
+
     def test_module_calls(self):
         # Every module call but the root's, parents first: the ops its forward ran, without its
         # own instance's gather and end_forward (head: ops 4..5, between gather 3 and

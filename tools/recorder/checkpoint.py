@@ -40,17 +40,22 @@ def recording(rec):
 
 def region(rec, function, args, kwargs):
     """A checkpoint(function, *args, **kwargs) call in the recorded forward: checkpoint_begin
-    (saves: the region's tensor arguments), the function's runs, checkpoint_end. The function
+    (saves: the region's tensor arguments; reentrant: False for use_reentrant=False), the
+    function's runs, checkpoint_end. The function
     runs with grad enabled, so that its saves (what the recompute keeps) are seen."""
     rec.settle()
     saves = []
     for a in args:
         if isinstance(a, torch.Tensor) and storage_key(a) in rec.tensors:
             saves.append({"tensor": rec.id_of(a)})
-    # torch.utils.checkpoint keeps torch.get_rng_state() (a CPU uint8 tensor) on its ctx
-    # for the recompute unless preserve_rng_state=False. It is a Python attribute, not a
-    # saved variable: it lives as long as the graph, i.e. until the loss is dropped (held).
-    # Device memory only when recording on CPU: the CUDA generators' states are CPU
+    # use_reentrant: torch 1.13's default is True; torch 2.x's None warns and means True.
+    reentrant = kwargs.get("use_reentrant", True) is not False
+    # torch.utils.checkpoint keeps torch.get_rng_state() (a CPU uint8 tensor) for the
+    # recompute unless preserve_rng_state=False. Reentrant: on its ctx, a Python attribute,
+    # not a saved variable: it lives as long as the graph, i.e. until the loss is dropped
+    # (held). Non-reentrant: in the recompute function's closure, which the saved tensors'
+    # holders keep: it goes when the region's backward has released them (the region's
+    # saves). Device memory only when recording on CPU: the CUDA generators' states are CPU
     # tensors too.
     if kwargs.get("preserve_rng_state", True) and rec.device == "cpu":
         state = torch.get_rng_state()
@@ -61,10 +66,16 @@ def region(rec, function, args, kwargs):
                                              "dtype": "uint8", "shape": list(state.shape),
                                              "name": "cpu rng state",
                                              "requires_grad": False}]})
-        rec.held.append(tid)
+        if reentrant:
+            rec.held.append(tid)
+        else:
+            saves.append({"tensor": tid})
     kwargs = {k: v for k, v in kwargs.items()
               if k not in ("use_reentrant", "preserve_rng_state")}
-    rec.program_ops.append({"op": "checkpoint_begin", "saves": saves})
+    begin_op = {"op": "checkpoint_begin", "saves": saves}
+    if not reentrant:
+        begin_op["reentrant"] = False
+    rec.program_ops.append(begin_op)
     begin = len(rec.program_ops) - 1
     out = function(*args, **kwargs)
     rec.settle()
