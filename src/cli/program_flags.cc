@@ -87,6 +87,14 @@ void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs) {
       ->type_name("recorded|none|all|CLASS,...")
       ->capture_default_str();
   command
+      .add_option("--checkpoint-impl", what_ifs.checkpoint_impl,
+                  "The regions --checkpoint places: reentrant (torch.utils.checkpoint's "
+                  "use_reentrant=True, CheckpointImpl.REENTRANT) or no-reentrant "
+                  "(use_reentrant=False, apply_activation_checkpointing's default in torch "
+                  "2.x: the recompute stops after the last op that saves a tensor)")
+      ->check(CLI::IsMember({"reentrant", "no-reentrant"}))
+      ->capture_default_str();
+  command
       .add_option("--activation-dtype", what_ifs.activation_dtype,
                   "recorded: the activations' dtypes as in the program; param-dtype: its fp32 "
                   "activations (a model recorded in fp32, without autocast) in --param-dtype's "

@@ -22,8 +22,8 @@ namespace bucketsim {
 void AddParamFlag(CLI::App& command, const PresetParam& param);
 
 // The what-if flags, without their dashes, in the order ApplyWhatIfs applies them.
-inline constexpr std::array<std::string_view, 5> kWhatIfFlags = {"wrap", "batch-size", "seq-len",
-                                                                 "checkpoint", "activation-dtype"};
+inline constexpr std::array<std::string_view, 6> kWhatIfFlags = {
+    "wrap", "batch-size", "seq-len", "checkpoint", "checkpoint-impl", "activation-dtype"};
 
 // The kWhatIfFlags into `what_ifs`.
 void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs);

@@ -185,6 +185,13 @@ Result<CheckpointChoice> ParseCheckpointChoice(std::string_view text) {
   return choice;
 }
 
+Result<bool> ParseCheckpointReentrant(std::string_view text) {
+  if (text == "reentrant") return true;
+  if (text == "no-reentrant") return false;
+  return InvalidArgument(
+      fmt::format("'{}': expected reentrant or no-reentrant (PyTorch's CheckpointImpl)", text));
+}
+
 Result<CheckpointSummary> CheckpointModules(FsdpModel& model, const CheckpointChoice& choice) {
   const bool places = choice.kind != CheckpointChoice::Kind::kNone;
   std::vector<std::string> classes;
@@ -218,6 +225,7 @@ Result<CheckpointSummary> CheckpointModules(FsdpModel& model, const CheckpointCh
     if (i == checkpointed.forward.size()) break;
     if (next != chosen.end() && next->begin == i) {
       forward.push_back(RegionBegin(checkpointed, next->begin, next->end));
+      forward.back().reentrant = choice.reentrant;
       open = true;
       open_until = next->end;
       ++next;

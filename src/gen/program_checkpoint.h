@@ -1,6 +1,6 @@
 // Activation checkpointing as a what-if on a model program (`gen program --checkpoint`): the
 // program's own checkpointed regions taken out, and each call of the named module classes made a
-// region of its own, as `torch.utils.checkpoint` (reentrant, PyTorch's default through 2.x)
+// region of its own, as `torch.utils.checkpoint` (reentrant by default, or non-reentrant)
 // around that module's forward makes it: the forward under no_grad keeping only the call's
 // inputs, the module's forward recomputed at the start of its backward. The calls are the
 // program's module calls (its "modules" key, written by tools/record_program.py).
@@ -25,10 +25,18 @@ struct CheckpointChoice {
   enum class Kind { kNone, kAll, kClasses };
   Kind kind = Kind::kNone;
   std::vector<std::string> classes;  // kClasses
+  // The regions' checkpoint implementation (--checkpoint-impl): torch.utils.checkpoint's
+  // use_reentrant=True (CheckpointImpl.REENTRANT), or False (NO_REENTRANT, the default of
+  // apply_activation_checkpointing's checkpoint_wrapper in torch 2.x), run as the emitter runs a
+  // non-reentrant region (fsdp_program.cc: the recompute stops early).
+  bool reentrant = true;
 };
 
 // "none", "all" or "CLASS[,CLASS...]" (class names as type(module).__name__ gives them).
 Result<CheckpointChoice> ParseCheckpointChoice(std::string_view text);
+
+// --checkpoint-impl: "reentrant" or "no-reentrant"; the error lists them.
+Result<bool> ParseCheckpointReentrant(std::string_view text);
 
 // What CheckpointModules changed.
 struct CheckpointSummary {
@@ -51,9 +59,9 @@ struct CheckpointSummary {
 // recompute repeats it): a tensor made before a region and released inside it is one the
 // region keeps when it reads it; a tensor made inside and released after the region (a variable
 // holding the module's output past its last reader) is freed after its last reader instead.
-// What is not modelled: torch.utils.checkpoint's RNG state (preserve_rng_state=True keeps
-// torch.get_rng_state(), and on CUDA the CUDA generator's: host memory, 5,056 B on the CPU)
-// and use_reentrant=False's early stop of the recompute.
+// Each region is reentrant or not as `choice` says. What is not modelled: torch.utils.
+// checkpoint's RNG state (preserve_rng_state=True keeps torch.get_rng_state(), and on CUDA the
+// CUDA generator's: host memory, 5,056 B on the CPU).
 // The module calls are dropped from the program (they name ops of the program as read); its
 // description says "checkpointed: CLASS, ..." or "not checkpointed" where anything changed.
 // Fails, changing nothing, when the program has no module calls, or a class is not among its

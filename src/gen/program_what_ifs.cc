@@ -30,9 +30,17 @@ Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options
     }
     if (scaled->size || scaled->seq_len) changes.batch = *scaled;
   }
+  Result<bool> reentrant = ParseCheckpointReentrant(what_ifs.checkpoint_impl);
+  if (!reentrant.ok()) return InvalidArgument("--checkpoint-impl " + reentrant.status().message());
+  if (what_ifs.checkpoint == "recorded" && !*reentrant) {
+    return InvalidArgument(
+        "--checkpoint-impl no-reentrant: the regions it makes are those --checkpoint places "
+        "(CLASS,... or all); a recorded program's regions are as recorded");
+  }
   if (what_ifs.checkpoint != "recorded") {
     Result<CheckpointChoice> choice = ParseCheckpointChoice(what_ifs.checkpoint);
     if (!choice.ok()) return InvalidArgument("--checkpoint " + choice.status().message());
+    choice->reentrant = *reentrant;
     Result<CheckpointSummary> placed = CheckpointModules(program, *choice);
     if (!placed.ok()) {
       return InvalidArgument(

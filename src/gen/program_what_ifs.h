@@ -27,6 +27,7 @@ struct ProgramWhatIfs {
   std::uint64_t batch_size = 0;               // --batch-size; 0: as recorded
   std::uint64_t seq_len = 0;                  // --seq-len; 0: as recorded
   std::string checkpoint = "recorded";        // --checkpoint: recorded, none, all, CLASS,...
+  std::string checkpoint_impl = "reentrant";  // --checkpoint-impl: reentrant, no-reentrant
   std::string activation_dtype = "recorded";  // --activation-dtype: recorded, param-dtype
 };
 

@@ -60,6 +60,10 @@ Status SetVaried(GenOptions& options, ProgramWhatIfs& what_ifs, const std::strin
     std::string& classes = flag == "wrap" ? what_ifs.wrap : what_ifs.checkpoint;
     classes = value;
     std::replace(classes.begin(), classes.end(), '+', ',');
+  } else if (flag == "checkpoint-impl") {
+    Result<bool> reentrant = ParseCheckpointReentrant(value);
+    if (!reentrant.ok()) return reentrant.status();
+    what_ifs.checkpoint_impl = value;
   } else if (flag == "activation-dtype") {
     if (value != "recorded" && value != "param-dtype") {
       return InvalidArgument(fmt::format("'{}': expected recorded or param-dtype", value));

@@ -293,6 +293,25 @@ TEST(GenCommand, BatchSizeEmitsAProgramRecordedAtSeveralSizesAtAnother) {
       << unscalable.err;
 }
 
+// --checkpoint-impl applies to the regions --checkpoint places: alone it is refused, with why.
+TEST(GenCommand, CheckpointImplNeedsRegionsToPlace) {
+  const std::string program = testing::WriteTempFile("ckpt-impl-program.json", "");
+  ASSERT_EQ(
+      RunBucketsim({"gen", "transformer", "--layers", "2", "--emit-program", program}).exit_code,
+      0);
+  testing::BinaryResult alone = RunBucketsim(
+      {"gen", "program", program, "--checkpoint-impl", "no-reentrant", "-o", "/dev/null"});
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("bucketsim: error: --checkpoint-impl no-reentrant: the regions it "
+                           "makes are those --checkpoint places"),
+            std::string::npos)
+      << alone.err;
+  testing::BinaryResult placed =
+      RunBucketsim({"gen", "program", program, "--checkpoint", "Block", "--checkpoint-impl",
+                    "no-reentrant", "-o", "/dev/null"});
+  EXPECT_EQ(placed.exit_code, 0) << placed.err;
+}
+
 // The sequence length as a what-if: a program recorded at lengths 16, 24, 32 and 40 and batch
 // sizes 2, 3 and 4 (by hand here; tools/record_program.py --seq-lens --batch-sizes writes them):
 // tokens of 8 B x b x s and a causal mask of s x s bools, emitted at batch size 3 and length 64;

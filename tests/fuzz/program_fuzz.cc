@@ -154,6 +154,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<CheckpointChoice> checkpoints = {{}, {CheckpointChoice::Kind::kAll, {}}};
   if (!model->module_calls.empty()) {
     checkpoints.push_back({CheckpointChoice::Kind::kClasses, {model->module_calls[0].type}});
+    // ... and non-reentrant (--checkpoint-impl no-reentrant): the recompute stops early.
+    checkpoints.push_back(checkpoints.back());
+    checkpoints.back().reentrant = false;
   }
   for (const CheckpointChoice& choice : checkpoints) {
     FsdpModel checkpointed = *model;

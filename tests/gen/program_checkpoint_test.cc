@@ -92,6 +92,34 @@ TEST(CheckpointModules, ARegionPerCallIsTheRegionOfAModelCheckpointedByHand) {
   EXPECT_TRUE(model.module_calls.empty());
 }
 
+// --checkpoint-impl no-reentrant: the same regions, non-reentrant (apply_activation_
+// checkpointing's NO_REENTRANT): the model checkpointed by hand with use_reentrant=False.
+TEST(CheckpointModules, NoReentrantRegionsAreTheModelsCheckpointedSo) {
+  FsdpModel model = TwoBlocks(/*regions=*/false);
+  CheckpointChoice choice = Classes({"Block"});
+  choice.reentrant = false;
+  ASSERT_TRUE(CheckpointModules(model, choice).ok());
+  FsdpModel by_hand = TwoBlocks(/*regions=*/true);
+  std::size_t regions = 0;
+  for (ForwardOp& op : by_hand.forward) {
+    if (op.kind != OpKind::kCheckpointBegin) continue;
+    op.reentrant = false;
+    ++regions;
+  }
+  EXPECT_EQ(regions, 2u);
+  for (const ForwardOp& op : model.forward) {
+    if (op.kind == OpKind::kCheckpointBegin) {
+      EXPECT_FALSE(op.reentrant);
+    }
+  }
+  EXPECT_EQ(Emit(model), Emit(by_hand));
+  EXPECT_NE(Emit(model), Emit(TwoBlocks(/*regions=*/true)));
+  ASSERT_TRUE(ParseCheckpointReentrant("no-reentrant").ok());
+  EXPECT_FALSE(*ParseCheckpointReentrant("no-reentrant"));
+  EXPECT_EQ(ParseCheckpointReentrant("NO_REENTRANT").status().message(),
+            "'NO_REENTRANT': expected reentrant or no-reentrant (PyTorch's CheckpointImpl)");
+}
+
 TEST(CheckpointModules, NoneTakesTheProgramsOwnRegionsOut) {
   FsdpModel model = TwoBlocks(/*regions=*/true);
   Result<CheckpointSummary> placed = CheckpointModules(model, CheckpointChoice{});

@@ -125,8 +125,13 @@ def parse_args(argv=None):
     p.add_argument("--iterations", type=int, default=1)
     p.add_argument("--checkpoint-wrap", action="append", default=[], metavar="CLASS",
                    help="checkpoint every module of this class (repeat) as "
-                        "apply_activation_checkpointing does with a REENTRANT checkpoint_wrapper, "
-                        "inside its FSDP unit: FSDP1 wraps first, FSDP2 shards the wrapper")
+                        "apply_activation_checkpointing does with a checkpoint_wrapper of "
+                        "--checkpoint-impl, inside its FSDP unit: FSDP1 wraps first, FSDP2 "
+                        "shards the wrapper")
+    p.add_argument("--checkpoint-impl", default="reentrant",
+                   choices=["reentrant", "no-reentrant"],
+                   help="the checkpoint_wrapper's CheckpointImpl: REENTRANT (default here) or "
+                        "NO_REENTRANT (apply_activation_checkpointing's own default)")
     p.add_argument("--hsdp-shape", help="R,S: a (replicate, shard) device mesh (HYBRID_SHARD "
                                         "for fsdp1, HSDP for fsdp2)")
     g = p.add_argument_group("fsdp1")
@@ -167,7 +172,7 @@ def config_of(args, world_size):
     common = {"impl": args.impl, "world_size": world_size, "model": args.model,
               "batch": args.batch, "wrap": args.wrap, "optimizer": args.optimizer,
               "iterations": args.iterations, "hsdp_shape": args.hsdp_shape,
-              "checkpoint_wrap": args.checkpoint_wrap,
+              "checkpoint_wrap": args.checkpoint_wrap, "checkpoint_impl": args.checkpoint_impl,
               "settle": args.settle == "on"}
     if args.impl == "fsdp1":
         return dict(common, sharding_strategy=args.sharding_strategy,
@@ -200,18 +205,20 @@ def _unit_classes(model, names):
     return classes
 
 
-def checkpoint_wrap(model, names):
-    """apply_activation_checkpointing with a REENTRANT checkpoint_wrapper around each module of
-    the classes `names` (torch.distributed.algorithms._checkpoint.checkpoint_wrapper, as
-    PyTorch's FSDP tutorial applies it); the model, changed in place."""
+def checkpoint_wrap(model, names, impl="reentrant"):
+    """apply_activation_checkpointing with a checkpoint_wrapper (CheckpointImpl.REENTRANT, or
+    NO_REENTRANT for impl "no-reentrant") around each module of the classes `names`
+    (torch.distributed.algorithms._checkpoint.checkpoint_wrapper, as PyTorch's FSDP tutorial
+    applies it); the model, changed in place."""
     import functools
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
         CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)
     classes = _unit_classes(model, names)
     apply_activation_checkpointing(
         model, check_fn=lambda m: isinstance(m, tuple(classes)),
-        checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper,
-                                                checkpoint_impl=CheckpointImpl.REENTRANT))
+        checkpoint_wrapper_fn=functools.partial(
+            checkpoint_wrapper, checkpoint_impl=CheckpointImpl.REENTRANT
+            if impl == "reentrant" else CheckpointImpl.NO_REENTRANT))
     return model
 
 
@@ -234,7 +241,8 @@ def wrap_fsdp1(model, args, world_size):
         use_orig_params=args.use_orig_params, mixed_precision=mp, device_id=torch.device("cpu"),
         device_mesh=mesh)
     # After wrapping: each checkpoint wrapper lands inside its FSDP unit.
-    return checkpoint_wrap(fsdp, args.checkpoint_wrap) if args.checkpoint_wrap else fsdp
+    return checkpoint_wrap(fsdp, args.checkpoint_wrap, args.checkpoint_impl) \
+        if args.checkpoint_wrap else fsdp
 
 
 def wrap_fsdp2(model, args, world_size):
@@ -252,7 +260,7 @@ def wrap_fsdp2(model, args, world_size):
     if args.checkpoint_wrap:
         # Before sharding, and the wrapper of a unit sharded in its place (as torchtitan does):
         # FSDP2's hooks then run around the checkpoint, as FSDP1's do.
-        checkpoint_wrap(model, args.checkpoint_wrap)
+        checkpoint_wrap(model, args.checkpoint_wrap, args.checkpoint_impl)
         wrapper = {m._checkpoint_wrapped_module: m for m in model.modules()
                    if hasattr(m, "_checkpoint_wrapped_module")}
         units = [wrapper.get(m, m) for m in units]

@@ -95,6 +95,18 @@ CASES = {
     "fsdp2-checkpoint-block": (
         "build_model", 2, FSDP2 + ["--checkpoint-wrap", "Block"],
         ["--fsdp-impl", "fsdp2", "--checkpoint", "Block"], "fsdp2"),
+    # ... with NO_REENTRANT wrappers, apply_activation_checkpointing's default:
+    # `--checkpoint-impl no-reentrant`.
+    "fsdp1-checkpoint-block-no-reentrant": (
+        "build_model", 2, FSDP1 + ["--checkpoint-wrap", "Block", "--checkpoint-impl",
+                                   "no-reentrant"],
+        ["--fsdp-impl", "fsdp1", "--checkpoint", "Block", "--checkpoint-impl", "no-reentrant"],
+        "fsdp1"),
+    "fsdp2-checkpoint-block-no-reentrant": (
+        "build_model", 2, FSDP2 + ["--checkpoint-wrap", "Block", "--checkpoint-impl",
+                                   "no-reentrant"],
+        ["--fsdp-impl", "fsdp2", "--checkpoint", "Block", "--checkpoint-impl", "no-reentrant"],
+        "fsdp2"),
     # Re-wrapping as a what-if: the program recorded with Block units, emitted with
     # `gen program --wrap Linear` (every Linear its own unit, the rest the root's), against the
     # model wrapped that way (MEASURE_WRAP).
