@@ -85,9 +85,9 @@ MODEL = textwrap.dedent('''
 
 # Each block's unit: one flat parameter, its views the block's parameters (FSDP1).
 BLOCK_FLAT = [[{"name": "flat_param_0", "numel": 1072, "views": [
-    {"name": f"blocks.{k}.fc1.weight", "numel": 512},
+    {"name": f"blocks.{k}.fc1.weight", "numel": 512, "dim0": 32},
     {"name": f"blocks.{k}.fc1.bias", "numel": 32},
-    {"name": f"blocks.{k}.fc2.weight", "numel": 512},
+    {"name": f"blocks.{k}.fc2.weight", "numel": 512, "dim0": 16},
     {"name": f"blocks.{k}.fc2.bias", "numel": 16}]}] for k in range(3)]
 
 FSDP1_SETTINGS = {
