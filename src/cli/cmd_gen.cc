@@ -70,15 +70,8 @@ void PrintWhatIfChanges(const WhatIfChanges& changes, const ProgramWhatIfs& what
                  changes.wrap->instances_before);
   }
   if (changes.batch) {
-    std::string moved;
-    for (const auto& [what, change] : {std::pair("batch size", changes.batch->size),
-                                       std::pair("sequence length", changes.batch->seq_len)}) {
-      if (change) {
-        moved +=
-            fmt::format("{}{} {} -> {}", moved.empty() ? "" : ", ", what, change->from, change->to);
-      }
-    }
-    std::fprintf(stderr, "gen: %s: the program's tensors %s -> %s\n", moved.c_str(),
+    std::fprintf(stderr, "gen: %s: the program's tensors %s -> %s\n",
+                 ShapeText(*changes.batch, ShapeSide::kChange).c_str(),
                  FormatBytes(changes.batch->bytes_before).c_str(),
                  FormatBytes(changes.batch->bytes_after).c_str());
   }

@@ -63,25 +63,6 @@ Coefficients<T> Shift(const Coefficients<T>& c, T samples, T tokens) {
   return shifted;
 }
 
-// "batch size 6", "sequence length 128" or both: the shape `to` where it moves.
-std::string Where(const BatchSummary& summary) {
-  std::string where;
-  if (summary.size) where = fmt::format("batch size {}", summary.size->to);
-  if (summary.seq_len) {
-    where += fmt::format("{}sequence length {}", where.empty() ? "" : ", ", summary.seq_len->to);
-  }
-  return where;
-}
-
-std::string From(const BatchSummary& summary) {
-  std::string from;
-  if (summary.size) from = fmt::format("batch size {}", summary.size->from);
-  if (summary.seq_len) {
-    from += fmt::format("{}sequence length {}", from.empty() ? "" : ", ", summary.seq_len->from);
-  }
-  return from;
-}
-
 // The dimension's change to `to` (none where `to` is 0 or the recorded value), or why the
 // program cannot be put there.
 Result<std::optional<BatchSummary::Change>> Move(const std::optional<RecordedSizes>& recorded,
@@ -104,16 +85,69 @@ Result<std::optional<BatchSummary::Change>> Move(const std::optional<RecordedSiz
   return std::optional<BatchSummary::Change>(BatchSummary::Change{recorded->at, to});
 }
 
-// The change as a signed number (the shapes are at most 2^64 - 1 apart: a long double holds it
-// to within a part in 2^64, enough to bound the products; the exact one is a Wide).
-template <typename T>
-T Delta(const std::optional<BatchSummary::Change>& change) {
-  if (!change) return T{0};
-  return change->to >= change->from ? static_cast<T>(change->to - change->from)
-                                    : -static_cast<T>(change->from - change->to);
+// The change as a signed number (the shapes are at most 2^64 - 1 apart).
+Wide Delta(const std::optional<BatchSummary::Change>& change) {
+  if (!change) return 0;
+  return static_cast<Wide>(change->to) - static_cast<Wide>(change->from);
+}
+
+// A tensor's bytes and growth at the shape `samples` and `tokens` away, exactly: first a bound
+// on every product (the magnitudes' sums; beyond 2^100 none is sane and the exact sum could
+// overflow), then the Wide sums. Changes nothing where it fails.
+template <typename Tensor>
+Status ScaleBytes(Tensor& tensor, const BatchSummary& summary, Wide samples, Wide tokens) {
+  const auto magnitude = [](Wide v) { return static_cast<long double>(v < 0 ? -v : v); };
+  Coefficients<long double> bound =
+      ToCoefficients(static_cast<long double>(tensor.bytes), tensor.bytes_growth);
+  for (auto& row : bound) {
+    for (long double& c : row) c = std::fabs(c);
+  }
+  bound = Shift(bound, magnitude(samples), magnitude(tokens));
+  const auto too_big = [&] {
+    return InvalidArgument(fmt::format("at {} tensor '{}' would need more than 1 PiB",
+                                       ShapeText(summary, ShapeSide::kTo), Label(tensor)));
+  };
+  if (bound[0][0] > std::ldexp(1.0L, 100)) return too_big();
+  const Coefficients<Wide> exact =
+      Shift(ToCoefficients(static_cast<Wide>(tensor.bytes), tensor.bytes_growth), samples, tokens);
+  for (const auto& row : exact) {
+    for (Wide c : row) {
+      if (c > Wide{kMaxSaneBytes} || -c > Wide{kMaxSaneBytes}) return too_big();
+    }
+  }
+  if (exact[0][0] < 0) {
+    return InvalidArgument(fmt::format(
+        "tensor '{}' has {} B at {} and would have less than none at {}", Label(tensor),
+        tensor.bytes, ShapeText(summary, ShapeSide::kFrom), ShapeText(summary, ShapeSide::kTo)));
+  }
+  tensor.bytes = static_cast<Bytes>(exact[0][0]);
+  ToGrowth(exact, tensor.bytes_growth);
+  tensor.shape.reset();
+  return Status::Ok();
 }
 
 }  // namespace
+
+std::string ShapeText(const BatchSummary& summary, ShapeSide side) {
+  std::string text;
+  for (const auto& [what, change] :
+       {std::pair("batch size", summary.size), std::pair("sequence length", summary.seq_len)}) {
+    if (!change) continue;
+    text += fmt::format("{}{} ", text.empty() ? "" : ", ", what);
+    switch (side) {
+      case ShapeSide::kFrom:
+        text += std::to_string(change->from);
+        break;
+      case ShapeSide::kTo:
+        text += std::to_string(change->to);
+        break;
+      case ShapeSide::kChange:
+        text += fmt::format("{} -> {}", change->from, change->to);
+        break;
+    }
+  }
+  return text;
+}
 
 Result<BatchSummary> ScaleBatch(FsdpModel& model, BatchShape to) {
   BatchSummary summary;
@@ -125,60 +159,26 @@ Result<BatchSummary> ScaleBatch(FsdpModel& model, BatchShape to) {
   if (!seq_len.ok()) return seq_len.status();
   summary.size = *size;
   summary.seq_len = *seq_len;
-  const long double samples = Delta<long double>(summary.size);
-  const long double tokens = Delta<long double>(summary.seq_len);
-  const Wide wide_samples = Delta<Wide>(summary.size);
-  const Wide wide_tokens = Delta<Wide>(summary.seq_len);
-  const bool moves = summary.size || summary.seq_len;
+  const Wide samples = Delta(summary.size);
+  const Wide tokens = Delta(summary.seq_len);
+
+  if (!summary.size && !summary.seq_len) return summary;  // as recorded: nothing moves
 
   FsdpModel scaled = model;
   Status status = Status::Ok();
   const auto scale = [&](auto& tensor) {
     summary.bytes_before += tensor.bytes;
-    const bool grows = std::any_of(tensor.bytes_growth.begin(), tensor.bytes_growth.end(),
-                                   [](std::int64_t c) { return c != 0; });
-    if (status.ok() && moves && grows) {
-      // A bound on every product first (the magnitudes' sums): beyond 2^100 none is sane and
-      // the exact sum could overflow.
-      Coefficients<long double> bound =
-          ToCoefficients(static_cast<long double>(tensor.bytes), tensor.bytes_growth);
-      for (auto& row : bound) {
-        for (long double& c : row) c = std::fabs(c);
-      }
-      bound = Shift(bound, std::fabs(samples), std::fabs(tokens));
-      const Coefficients<Wide> exact =
-          bound[0][0] > std::ldexp(1.0L, 100)
-              ? Coefficients<Wide>{}
-              : Shift(ToCoefficients(static_cast<Wide>(tensor.bytes), tensor.bytes_growth),
-                      wide_samples, wide_tokens);
-      bool sane = bound[0][0] <= std::ldexp(1.0L, 100) && exact[0][0] <= Wide{kMaxSaneBytes};
-      for (const auto& row : exact) {
-        for (Wide c : row) sane = sane && c <= Wide{kMaxSaneBytes} && -c <= Wide{kMaxSaneBytes};
-      }
-      if (sane && exact[0][0] < 0) {
-        status = InvalidArgument(
-            fmt::format("tensor '{}' has {} B at {} and would have less than none at {}",
-                        Label(tensor), tensor.bytes, From(summary), Where(summary)));
-      } else if (!sane) {
-        status = InvalidArgument(fmt::format("at {} tensor '{}' would need more than 1 PiB",
-                                             Where(summary), Label(tensor)));
-      } else {
-        tensor.bytes = static_cast<Bytes>(exact[0][0]);
-        ToGrowth(exact, tensor.bytes_growth);
-        tensor.shape.reset();
-      }
+    if (status.ok() && std::any_of(tensor.bytes_growth.begin(), tensor.bytes_growth.end(),
+                                   [](std::int64_t c) { return c != 0; })) {
+      status = ScaleBytes(tensor, summary, samples, tokens);
     }
     summary.bytes_after += tensor.bytes;
   };
   for (ProgramTensor& input : scaled.inputs) scale(input);  // the batch as loaded
   ForEachForwardTensor(scaled, scale);
   if (!status.ok()) return status;
-  if (!moves) {
-    summary.bytes_after = summary.bytes_before;
-    return summary;
-  }
-  const double samples_d = static_cast<double>(samples);
-  const double tokens_d = static_cast<double>(tokens);
+  const auto samples_d = static_cast<double>(samples);
+  const auto tokens_d = static_cast<double>(tokens);
   for (ForwardOp& op : scaled.forward) {
     if (op.kind != OpKind::kRun) continue;
     if (op.backward_flops) {
@@ -198,7 +198,8 @@ Result<BatchSummary> ScaleBatch(FsdpModel& model, BatchShape to) {
   }
   if (summary.size) scaled.batch->at = summary.size->to;
   if (summary.seq_len) scaled.seq->at = summary.seq_len->to;
-  scaled.description += fmt::format("{}{}", scaled.description.empty() ? "" : "; ", Where(summary));
+  scaled.description += fmt::format("{}{}", scaled.description.empty() ? "" : "; ",
+                                    ShapeText(summary, ShapeSide::kTo));
   model = std::move(scaled);
   return summary;
 }

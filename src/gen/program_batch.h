@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "core/status.h"
 #include "core/units.h"
@@ -32,9 +33,14 @@ struct BatchSummary {
   };
   std::optional<Change> size;
   std::optional<Change> seq_len;
-  Bytes bytes_before = 0;
+  Bytes bytes_before = 0;  // counted only where a dimension moves
   Bytes bytes_after = 0;
 };
+
+// The dimensions that move, each as `side` says it: "batch size 6, sequence length 128" (kTo),
+// their values before (kFrom), or "batch size 2 -> 6, ..." (kChange).
+enum class ShapeSide { kFrom, kTo, kChange };
+std::string ShapeText(const BatchSummary& summary, ShapeSide side);
 
 // Puts every tensor's bytes and every run's FLOPs at the shape `to` by their growth (backward
 // FLOPs given explicitly by their own growth, by twice the forward's without it), and re-centres
