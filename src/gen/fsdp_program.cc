@@ -15,6 +15,7 @@
 #include "gen/fairscale_fsdp.h"
 #include "gen/fsdp_implementation.h"
 #include "gen/param_target.h"
+#include "gen/program_regions.h"
 #include "gen/torch_fsdp1.h"
 #include "gen/torch_fsdp2.h"
 
@@ -71,7 +72,8 @@ class FsdpTrace final : public TraceEmitter {
         grad_ids_(model.instances.size()),
         saved_(model.forward.size()),
         op_tensors_(model.forward.size()),
-        span_names_(model.forward.size(), {kUninterned, kUninterned, kUninterned}) {
+        span_names_(model.forward.size(), {kUninterned, kUninterned, kUninterned}),
+        regions_(FindCheckpointRegions(model)) {
     IndexTensors();
     IndexParamTargets();
   }
@@ -143,46 +145,14 @@ class FsdpTrace final : public TraceEmitter {
   enum Span { kForwardSpan, kBackwardSpan, kRecomputeSpan };
   static constexpr std::uint32_t kUninterned = std::numeric_limits<std::uint32_t>::max();
 
-  // Where each checkpointed region's recompute stops (recompute_stop_, per checkpoint_begin)
-  // and what starts it (recompute_of_, per run). A reentrant region (CheckpointFunction.
-  // backward) reruns its whole forward at the start of its backward. A non-reentrant one
-  // (torch 2.x's _checkpoint_without_reentrant_generator) reruns it when the backward first
-  // unpacks one of its saved tensors, the backward of its last run that saves any, and stops
-  // (_StopRecomputationError, early_stop=True) once every saved tensor has been packed again:
-  // after that run. Its later runs save nothing and are not rerun.
-  void FindRecomputes() {
-    recompute_stop_.assign(model_.forward.size(), kNone);
-    recompute_of_.assign(model_.forward.size(), kNone);
-    std::size_t begin = kNone;
-    for (std::size_t i = 0; i < model_.forward.size(); ++i) {
-      const ForwardOp& op = model_.forward[i];
-      if (op.kind == OpKind::kCheckpointBegin) {
-        begin = i;
-        recompute_stop_[begin] = begin;  // nothing to rerun yet
-      } else if (op.kind == OpKind::kCheckpointEnd) {
-        if (model_.forward[begin].reentrant) {
-          recompute_stop_[begin] = i - 1;
-        } else if (recompute_stop_[begin] != begin) {
-          recompute_of_[recompute_stop_[begin]] = i;
-        }
-        begin = kNone;
-      } else if (begin != kNone && op.kind == OpKind::kRun && !op.saves.empty()) {
-        recompute_stop_[begin] = i;
-      }
-    }
-  }
-
   // Tensor indexes: the inputs, then every run's outputs in order; the static facts of each.
   void IndexTensors() {
-    FindRecomputes();
     for (const ProgramTensor& t : model_.inputs) AddTensor(t, false);
-    std::size_t region = kNone;
     std::vector<std::size_t> region_of;  // per tensor: the region's begin, or kNone
     region_of.assign(model_.inputs.size(), kNone);
     for (std::size_t i = 0; i < model_.forward.size(); ++i) {
       const ForwardOp& op = model_.forward[i];
-      if (op.kind == OpKind::kCheckpointBegin) region = i;
-      if (op.kind == OpKind::kCheckpointEnd) region = kNone;
+      const std::size_t region = regions_.region[i];
       OpTensors& indexes = op_tensors_[i];
       // A run may save its own outputs: saves are looked up once they are defined. A save of a
       // tensor made in another region makes it that region's output; a save of one the op
@@ -202,7 +172,7 @@ class FsdpTrace final : public TraceEmitter {
           }
           indexes.save_reads.push_back(t);
           ++tensors_[t].forward_reads;
-          if (Reruns(region, i) && region_of[t] == region) ++tensors_[t].recompute_reads;
+          if (regions_.Reruns(i) && region_of[t] == region) ++tensors_[t].recompute_reads;
         }
       };
       if (op.kind != OpKind::kRun) {
@@ -218,7 +188,7 @@ class FsdpTrace final : public TraceEmitter {
         }
         indexes.inputs.push_back(t);
         ++tensors_[t].forward_reads;
-        if (Reruns(region, i) && region_of[t] == region) ++tensors_[t].recompute_reads;
+        if (regions_.Reruns(i) && region_of[t] == region) ++tensors_[t].recompute_reads;
         if (region_of[t] != kNone && region_of[t] != region) {
           tensors_[t].region_output = true;
         }
@@ -240,15 +210,11 @@ class FsdpTrace final : public TraceEmitter {
       }
     }
     releases_of_.resize(model_.forward.size());
-    std::size_t region_of_run = kNone;
     for (std::size_t i = 0; i < model_.forward.size(); ++i) {
-      const OpKind kind = model_.forward[i].kind;
-      if (kind == OpKind::kCheckpointBegin) region_of_run = i;
-      if (kind == OpKind::kCheckpointEnd) region_of_run = kNone;
       for (const std::string& id : model_.forward[i].releases) {
         const std::size_t t = index_.at(id);
         tensors_[t].released_later = true;
-        tensors_[t].released_after_region = region_of[t] != region_of_run;
+        tensors_[t].released_after_region = region_of[t] != regions_.region[i];
         tensors_[t].releaser = i;
         releases_of_[i].push_back(t);
       }
@@ -373,11 +339,6 @@ class FsdpTrace final : public TraceEmitter {
 
   enum class RunMode { kForward, kNoGrad, kRecompute };
 
-  // Whether op i of the region that begins at `begin` (kNone: none) is rerun by its recompute.
-  bool Reruns(std::size_t begin, std::size_t i) const {
-    return begin != kNone && i <= recompute_stop_[begin];
-  }
-
   // A run's new saves and outputs, in order, then its saves by reference (of its own outputs
   // too); then what it was the last to read is released.
   Status RunForward(std::size_t i, RunMode mode) {
@@ -405,7 +366,7 @@ class FsdpTrace final : public TraceEmitter {
         Acquire(storage);
         iteration_holds_.push_back(storage);
       }
-      if (recompute && info.region_output && recompute_reentrant_) {
+      if (recompute && info.region_output && model_.forward[recomputing_].reentrant) {
         Acquire(storage);
         region_holds_.push_back(storage);
         region_grads_.insert(t);
@@ -416,7 +377,7 @@ class FsdpTrace final : public TraceEmitter {
       // A recompute that stops before the releaser (non-reentrant: the function is abandoned
       // there) drops it at its end as well.
       if (recompute && info.released_later &&
-          (info.released_after_region || info.releaser > recompute_stop_now_)) {
+          (info.released_after_region || info.releaser > regions_.stop[recomputing_])) {
         recompute_holds_.push_back(storage);
       }
       made.push_back(storage);
@@ -488,9 +449,9 @@ class FsdpTrace final : public TraceEmitter {
       case OpKind::kEndForward:
         return impl_->PreBackward(op.instance);
       case OpKind::kCheckpointEnd:
-        return model_.forward[RegionBegin(i)].reentrant ? Recompute(i) : Status::Ok();
+        return model_.forward[regions_.region[i]].reentrant ? Recompute(i) : Status::Ok();
       case OpKind::kRun:
-        if (recompute_of_[i] != kNone) BUCKETSIM_RETURN_IF_ERROR(Recompute(recompute_of_[i]));
+        if (regions_.trigger[i] != kNone) BUCKETSIM_RETURN_IF_ERROR(Recompute(regions_.trigger[i]));
         return RunBackward(i);
       case OpKind::kCheckpointBegin:
         return EndRegionBackward(i);
@@ -585,23 +546,12 @@ class FsdpTrace final : public TraceEmitter {
   // The region that ends at `end` rerun forward, its saves kept this time (torch.utils.
   // checkpoint's CheckpointFunction.backward: run_function under enable_grad, then
   // torch.autograd.backward(outputs, args), holding both until it returns).
-  std::size_t RegionBegin(std::size_t end) const {
-    std::size_t begin = end;
-    while (model_.forward[begin].kind != OpKind::kCheckpointBegin) {
-      BUCKETSIM_CHECK(begin > 0);
-      --begin;
-    }
-    return begin;
-  }
-
-  // A non-reentrant region reruns only up to its stop (FindRecomputes), and nothing holds its
-  // outputs: autograd's own graph runs its backward, node by node.
+  // A non-reentrant region reruns only up to its stop (gen/program_regions.h), and nothing holds
+  // its outputs: autograd's own graph runs its backward, node by node.
   Status Recompute(std::size_t end) {
-    const std::size_t begin = RegionBegin(end);
-    recompute_reentrant_ = model_.forward[begin].reentrant;
-    recompute_stop_now_ = recompute_stop_[begin];
+    recomputing_ = regions_.region[end];
     ++epoch_;
-    for (std::size_t i = begin + 1; i <= recompute_stop_[begin]; ++i) {
+    for (std::size_t i = recomputing_ + 1; i <= regions_.stop[recomputing_]; ++i) {
       const ForwardOp& op = model_.forward[i];
       if (op.kind == OpKind::kRun) {
         BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kRecomputeSpan), op.flops));
@@ -826,15 +776,13 @@ class FsdpTrace final : public TraceEmitter {
   std::vector<std::uint64_t> epoch_of_;     // per tensor: the forward or recompute that made it
   std::vector<OpTensors> op_tensors_;       // per forward op
   std::vector<std::array<std::uint32_t, 3>> span_names_;  // per forward op and Span
+  const CheckpointRegions regions_;
   std::uint64_t epoch_ = 0;
   std::vector<std::size_t> iteration_holds_;  // the loop's references, released after zero_grad
   std::vector<std::size_t> region_holds_;     // a region backward's recomputed outputs
-  std::vector<std::size_t> recompute_holds_;  // what a cache holds until a recompute ends
-  std::vector<std::size_t> recompute_stop_;   // per checkpoint_begin: the last op rerun
-  std::vector<std::size_t> recompute_of_;     // per run: the end of the region it reruns
-  bool recompute_reentrant_ = true;           // the recompute under way is a reentrant one
-  std::size_t recompute_stop_now_ = 0;        // ... and the last op it reruns
   std::set<std::size_t> region_grads_;        // ... and the gradients of its outputs it keeps
+  std::size_t recomputing_ = 0;               // the checkpoint_begin of the latest recompute
+  std::vector<std::size_t> recompute_holds_;  // what a cache holds until a recompute ends
   bool per_param_ = false;                    // the program has param_reads
   // [instance][param]: the tensor index of each gradient target (its views, or itself)
   std::vector<std::vector<std::vector<std::size_t>>> target_tensor_;

@@ -12,6 +12,7 @@
 #include "engine/trace_checker.h"
 #include "gen/fsdp_program.h"
 #include "gen/program_builder.h"
+#include "gen/program_regions.h"
 #include "io/program_file.h"
 #include "testing/recording_sink.h"
 #include "tiny_fsdp.h"
@@ -155,6 +156,27 @@ TEST(Releases, ANonReentrantRegionRecomputesUpToItsLastSaveWhenItIsUnpacked) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_FALSE(back->forward[3].reentrant);
   EXPECT_EQ(Emit(*back), events);
+}
+
+// The region's plan (gen/program_regions.h): ops 3..7 are the region (begin 3, runs a b c,
+// end 7); reentrant, the recompute reruns a..c at the region's end; non-reentrant, it reruns
+// a alone (the last run that saves), started by a's backward.
+TEST(Releases, TheRegionsPlanSaysWhereEachRecomputeStartsAndStops) {
+  constexpr std::size_t kNone = CheckpointRegions::kNone;
+  FsdpModel model = RegionWithALocal();
+  CheckpointRegions regions = FindCheckpointRegions(model);
+  EXPECT_EQ(regions.region,
+            (std::vector<std::size_t>{kNone, kNone, kNone, 3, 3, 3, 3, 3, kNone}));
+  EXPECT_EQ(regions.stop[3], 6u);
+  EXPECT_EQ(regions.trigger, std::vector<std::size_t>(9, kNone));
+  EXPECT_TRUE(regions.Reruns(6));
+  EXPECT_FALSE(regions.Reruns(7));
+  model.forward[3].reentrant = false;
+  regions = FindCheckpointRegions(model);
+  EXPECT_EQ(regions.stop[3], 4u);
+  EXPECT_EQ(regions.trigger[4], 7u);
+  EXPECT_TRUE(regions.Reruns(4));
+  EXPECT_FALSE(regions.Reruns(5));
 }
 
 // lin (4 parameters): t = lin(x); u = b(t); a checkpointed region whose begin keeps t and u, and

@@ -1,0 +1,33 @@
+#include "gen/program_regions.h"
+
+namespace bucketsim {
+
+CheckpointRegions FindCheckpointRegions(const FsdpModel& model) {
+  const std::size_t ops = model.forward.size();
+  CheckpointRegions regions{std::vector<std::size_t>(ops, CheckpointRegions::kNone),
+                            std::vector<std::size_t>(ops, CheckpointRegions::kNone),
+                            std::vector<std::size_t>(ops, CheckpointRegions::kNone)};
+  std::size_t begin = CheckpointRegions::kNone;
+  for (std::size_t i = 0; i < ops; ++i) {
+    const ForwardOp& op = model.forward[i];
+    if (op.kind == OpKind::kCheckpointBegin) {
+      begin = i;
+      regions.stop[begin] = begin;  // nothing to rerun yet
+    }
+    regions.region[i] = begin;
+    if (begin == CheckpointRegions::kNone) continue;
+    if (op.kind == OpKind::kCheckpointEnd) {
+      if (model.forward[begin].reentrant) {
+        regions.stop[begin] = i - 1;
+      } else if (regions.stop[begin] != begin) {
+        regions.trigger[regions.stop[begin]] = i;
+      }
+      begin = CheckpointRegions::kNone;
+    } else if (op.kind == OpKind::kRun && !op.saves.empty()) {
+      regions.stop[begin] = i;
+    }
+  }
+  return regions;
+}
+
+}  // namespace bucketsim
