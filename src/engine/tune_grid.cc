@@ -69,7 +69,7 @@ Result<TuneAxis> ParseTuneAxis(std::string_view spec) {
     if (std::find(axis.values.begin(), axis.values.end(), value) != axis.values.end()) {
       return InvalidArgument(fmt::format("--vary '{}': '{}' is given twice", spec, value));
     }
-    if ((axis.flag == kBatchSizeFlag || axis.flag == kSeqLenFlag) && !ParseBatchSize(value)) {
+    if (IsSizeFlag(axis.flag) && !ParseBatchSize(value)) {
       return InvalidArgument(
           fmt::format("--vary '{}': '{}' is not a {} (an integer of at least 1)", spec, value,
                       axis.flag == kBatchSizeFlag ? "batch size" : "sequence length"));

@@ -37,6 +37,9 @@ Result<TuneAxis> ParseTuneAxis(std::string_view spec);
 inline constexpr std::string_view kBatchSizeFlag = "batch-size";
 inline constexpr std::string_view kSeqLenFlag = "seq-len";
 inline constexpr std::array<std::string_view, 2> kSizeFlags = {kBatchSizeFlag, kSeqLenFlag};
+inline bool IsSizeFlag(std::string_view flag) {
+  return flag == kBatchSizeFlag || flag == kSeqLenFlag;
+}
 // A batch size as --vary and --batch-size give it: an integer of at least 1; unset otherwise.
 std::optional<std::uint64_t> ParseBatchSize(std::string_view text);
 

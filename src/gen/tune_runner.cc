@@ -48,7 +48,7 @@ Result<TunePoint> RunConfiguration(const TuneRun& run, const TuneSettings& setti
 
 Status SetVaried(GenOptions& options, ProgramWhatIfs& what_ifs, const std::string& flag,
                  const std::string& value) {
-  if (flag == kBatchSizeFlag || flag == kSeqLenFlag) {
+  if (IsSizeFlag(flag)) {
     const std::optional<std::uint64_t> size = ParseBatchSize(value);
     const bool batch = flag == kBatchSizeFlag;
     if (!size) {

@@ -70,8 +70,7 @@ Table BuildTuneTable(const TuneReport& report) {
   Table table;
   for (const TuneAxis& axis : report.axes) {
     table.headers.push_back(axis.flag);
-    table.right_aligned.push_back(std::find(kSizeFlags.begin(), kSizeFlags.end(), axis.flag) !=
-                                  kSizeFlags.end());
+    table.right_aligned.push_back(IsSizeFlag(axis.flag));
   }
   Bytes smallest = 0;
   for (const TunePoint& point : report.points) {
