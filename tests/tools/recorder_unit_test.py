@@ -597,6 +597,12 @@ def shaped_program(size, length, scores=None):
 
 
 class SeqLens(unittest.TestCase):
+    def refused(self, *fit_args):
+        """The message of the UsageError batch.fit(*fit_args) raises."""
+        with self.assertRaises(UsageError) as e:
+            batch.fit(*fit_args)
+        return str(e.exception)
+
     def test_lengths(self):
         self.assertEqual(batch.parse_lengths("64,16,24,32"), [64, 16, 24, 32])
         for bad in ("16,24,32", "16,16,24,32", "0,16,24,32", "a,b,c,d"):
@@ -633,9 +639,8 @@ class SeqLens(unittest.TestCase):
 
     def test_what_is_not_such_a_polynomial_is_refused(self):
         programs = {(None, s): shaped_program(2, s, scores=s ** 3) for s in (16, 24, 32, 40)}
-        with self.assertRaises(UsageError) as e:
-            batch.fit(programs, None, [16, 24, 32, 40])
-        self.assertEqual(str(e.exception),
+        message = self.refused(programs, None, [16, 24, 32, 40])
+        self.assertEqual(message,
                          "--seq-lens: tensor t2 of op 1 (root:bmm) does not grow as a polynomial "
                          "of the sequence length (quadratic) with whole, non-negative "
                          "coefficients (4,096 at 16, 13,824 at 24, 32,768 at 32, 64,000 at 40): "
@@ -643,21 +648,18 @@ class SeqLens(unittest.TestCase):
         # A tensor that shrinks as the batch grows: a negative coefficient.
         programs = {(b, s): shaped_program(b, s, scores=100 - b) for b in (2, 3)
                     for s in (16, 24, 32, 40)}
-        with self.assertRaises(UsageError) as e:
-            batch.fit(programs, [2, 3], [16, 24, 32, 40])
+        message = self.refused(programs, [2, 3], [16, 24, 32, 40])
         self.assertIn("--batch-sizes and --seq-lens: tensor t2 of op 1 (root:bmm) does not grow "
                       "as a polynomial of the batch size (linear) and the sequence length "
                       "(quadratic) with whole, non-negative coefficients (98 at (2, 16), ",
-                      str(e.exception))
+                      message)
 
     def test_every_point_is_checked_not_only_those_fitted(self):
         # (2, 3) x (16, 24, 32) fit; (4, 40) is one byte off the polynomial.
         points = [(b, s) for b in (2, 3, 4) for s in (16, 24, 32, 40)]
         programs = {(b, s): shaped_program(b, s, scores=16 * b * s * s + ((b, s) == (4, 40)))
                     for b, s in points}
-        with self.assertRaises(UsageError) as e:
-            batch.fit(programs, [2, 3, 4], [16, 24, 32, 40])
-        message = str(e.exception)
+        message = self.refused(programs, [2, 3, 4], [16, 24, 32, 40])
         self.assertTrue(message.startswith("--batch-sizes and --seq-lens: tensor t2 of op 1 "
                                            "(root:bmm) does not grow as a polynomial of the "
                                            "batch size (linear) and the sequence length "
@@ -677,17 +679,15 @@ class SeqLens(unittest.TestCase):
                          (16.5, 0.5))
         programs = {(None, s): shaped_program(2, s, scores=s * (s + 1) // 2)
                     for s in (16, 24, 32, 40)}
-        with self.assertRaises(UsageError) as e:
-            batch.fit(programs, None, [16, 24, 32, 40])
-        self.assertIn("with whole, non-negative coefficients (136 at 16, ", str(e.exception))
+        message = self.refused(programs, None, [16, 24, 32, 40])
+        self.assertIn("with whole, non-negative coefficients (136 at 16, ", message)
 
     def test_flops_that_shrink_are_refused(self):
         programs = {(None, s): shaped_program(2, s) for s in (16, 24, 32, 40)}
         for (_, s), p in programs.items():
             p["forward"][1]["flops"] = 1000.0 - s
-        with self.assertRaises(UsageError) as e:
-            batch.fit(programs, None, [16, 24, 32, 40])
-        self.assertEqual(str(e.exception),
+        message = self.refused(programs, None, [16, 24, 32, 40])
+        self.assertEqual(message,
                          "--seq-lens: the FLOPs of op 1 (root:bmm) does not grow as a polynomial "
                          "of the sequence length (quadratic) with non-negative coefficients "
                          "(984.0 at 16, 976.0 at 24, 968.0 at 32, 960.0 at 40): it cannot be put "
@@ -696,18 +696,16 @@ class SeqLens(unittest.TestCase):
     def test_other_ops_at_a_point_are_refused(self):
         programs = {(b, s): shaped_program(b, s) for b in (2, 3) for s in (16, 24, 32, 40)}
         programs[(3, 24)]["forward"][1]["name"] = "root:baddbmm"
-        with self.assertRaises(UsageError) as e:
-            batch.fit(programs, [2, 3], [16, 24, 32, 40])
+        message = self.refused(programs, [2, 3], [16, 24, 32, 40])
         self.assertIn("--batch-sizes and --seq-lens: at batch size 3, sequence length 24 the "
                       "forward is not the one at batch size 2, sequence length 16 (op 1: "
                       "'root:baddbmm' where batch size 2, sequence length 16 has 'root:bmm')",
-                      str(e.exception))
+                      message)
         # The length alone: its points named by the length, the hint by the length.
         programs = {(None, s): shaped_program(2, s) for s in (1, 2, 3, 4)}
         programs[(None, 2)]["forward"][1]["name"] = "root:baddbmm"
-        with self.assertRaises(UsageError) as e:
-            batch.fit(programs, None, [1, 2, 3, 4])
-        self.assertEqual(str(e.exception),
+        message = self.refused(programs, None, [1, 2, 3, 4])
+        self.assertEqual(message,
                          "--seq-lens: at sequence length 2 the forward is not the one at sequence "
                          "length 1 (op 1: 'root:baddbmm' where sequence length 1 has 'root:bmm'): "
                          "the model runs other ops there; give lengths that run the same ones (at "
