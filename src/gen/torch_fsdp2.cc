@@ -303,8 +303,12 @@ class TorchFsdp2 final : public FsdpImplementation {
   Status WaitForUnshard(std::size_t f, bool forward) {
     Unit& unit = units_[f];
     if (unit.all_gather_output == 0) return Status::Ok();
-    // In forward the previous group's all-gather result is freed before this copy-out.
-    if (forward) BUCKETSIM_RETURN_IF_ERROR(FreeAllGatherState());
+    // In forward the previous group's all-gather result leaves comm_ctx.all_gather_state
+    // before this copy-out, but wait_for_unshard's local `prev_all_gather_state` (bound by
+    // `if prev_all_gather_state := self.comm_ctx.all_gather_state:`) keeps it alive until the
+    // function returns: it is freed after the copy-out (torch 2.6 _fsdp_param_group.py; the
+    // profiler shows the free after FSDP::all_gather_copy_out, in FSDP::pre_forward).
+    const std::uint64_t previous = forward ? std::exchange(all_gather_state_, 0) : 0;
     // foreach_all_gather_copy_out: init_all_gather_outputs / alloc_all_gather_outputs, one
     // unsharded (padded) tensor per parameter, on the current stream.
     const Bytes element = ElementSize(ParamDType(f));
@@ -324,9 +328,10 @@ class TorchFsdp2 final : public FsdpImplementation {
     // freed at once.
     if (forward) {
       all_gather_state_ = output;
-      return Status::Ok();
+    } else {
+      BUCKETSIM_RETURN_IF_ERROR(trace_.Free(output));
     }
-    return trace_.Free(output);
+    return previous == 0 ? Status::Ok() : trace_.Free(previous);
   }
 
   Status FreeAllGatherState() {

@@ -166,12 +166,11 @@ RECORD_AS = {"fsdp1-bf16-fp32-reduce": "build_model_bf16",
 #         compared are those of the training loop's thread (fsdp_measure.py's caller_thread);
 #         with gloo's buffers the GPT's backward peaks are 259,584 B (FSDP1) and 268,288 B
 #         (FSDP2) higher, and its FSDP1 checkpointed forward peak 137,728 B; resmlp's are not.
-#   CKPTFWD the GPT's FSDP2 checkpointed forward peak is 138,240 B above the prediction on the
-#         caller's thread too (FSDP1's is exact, and so is FSDP2's without checkpointing). Not
-#         yet identified.
-TOLERANCES = {
-    "fsdp2-gpt-sdpa-checkpointed": {"forward": 0.034},  # CKPTFWD
-}
+#   (FSDP2's wait_for_unshard keeps the previous unit's all-gather output alive until it
+#         returns, past this unit's copy-out: its walrus-bound local `prev_all_gather_state`
+#         holds it. Modelled since 2026-12-05; before, it was freed before the copy-out, and the
+#         GPT's FSDP2 checkpointed forward peak, which falls in a copy-out, was -3.32%.)
+TOLERANCES = {}
 
 
 def run(cmd, **kwargs):
