@@ -468,7 +468,7 @@ class FsdpTrace final : public TraceEmitter {
     bool reached = false;
     for (std::size_t t : indexes.outputs) reached = reached || grad_of_[t] != kNone;
     // The engine never runs a node no gradient reaches; its saved tensors go with the graph.
-    if (!reached) return ReleaseAll(saved_[i]);
+    if (!reached) return ReleaseSaves(i);
 
     BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kBackwardSpan), op.BackwardFlops()));
     std::vector<std::pair<std::size_t, std::size_t>> produced;  // (tensor, gradient storage)
@@ -502,7 +502,7 @@ class FsdpTrace final : public TraceEmitter {
     for (std::size_t t : indexes.outputs) {
       if (!region_grads_.contains(t)) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad_of_[t]));
     }
-    BUCKETSIM_RETURN_IF_ERROR(ReleaseAll(saved_[i]));
+    BUCKETSIM_RETURN_IF_ERROR(ReleaseSaves(i));
     BUCKETSIM_RETURN_IF_ERROR(Deliver(produced));
     // The cast nodes (ToCopyBackward, nodes of their own that run next, after this one has
     // returned, its output gradients freed and its saves released) consume the workspace
@@ -514,6 +514,14 @@ class FsdpTrace final : public TraceEmitter {
       BUCKETSIM_RETURN_IF_ERROR(Deliver(produced));
     }
     return ReleaseAll(workspace);
+  }
+
+  // Node i releases its saved tensors (release_variables, before its outputs reach the next
+  // input buffers); with the last of a non-reentrant region's, the region's own go.
+  Status ReleaseSaves(std::size_t i) {
+    BUCKETSIM_RETURN_IF_ERROR(ReleaseAll(saved_[i]));
+    const std::size_t frame = regions_.frame_release[i];
+    return frame == kNone ? Status::Ok() : ReleaseAll(saved_[frame]);
   }
 
   // A gradient for each parameter run i reads (param_reads).
@@ -567,7 +575,8 @@ class FsdpTrace final : public TraceEmitter {
   }
 
   // CheckpointFunction.backward returns: the gradients of the region's outputs, its recomputed
-  // outputs and what the region kept (its inputs) go.
+  // outputs and what the region kept (its inputs) go. A non-reentrant region's kept tensors
+  // went earlier, with its frame (ReleaseSaves).
   Status EndRegionBackward(std::size_t begin) {
     for (std::size_t t : region_grads_) BUCKETSIM_RETURN_IF_ERROR(ReleaseGrad(grad_of_[t]));
     region_grads_.clear();

@@ -6,13 +6,16 @@ CheckpointRegions FindCheckpointRegions(const FsdpModel& model) {
   const std::size_t ops = model.forward.size();
   CheckpointRegions regions{std::vector<std::size_t>(ops, CheckpointRegions::kNone),
                             std::vector<std::size_t>(ops, CheckpointRegions::kNone),
+                            std::vector<std::size_t>(ops, CheckpointRegions::kNone),
                             std::vector<std::size_t>(ops, CheckpointRegions::kNone)};
+  std::size_t first_saving = CheckpointRegions::kNone;
   std::size_t begin = CheckpointRegions::kNone;
   for (std::size_t i = 0; i < ops; ++i) {
     const ForwardOp& op = model.forward[i];
     if (op.kind == OpKind::kCheckpointBegin) {
       begin = i;
       regions.stop[begin] = begin;  // nothing to rerun yet
+      first_saving = CheckpointRegions::kNone;
     }
     regions.region[i] = begin;
     if (begin == CheckpointRegions::kNone) continue;
@@ -21,10 +24,12 @@ CheckpointRegions FindCheckpointRegions(const FsdpModel& model) {
         regions.stop[begin] = i - 1;
       } else if (regions.stop[begin] != begin) {
         regions.trigger[regions.stop[begin]] = i;
+        regions.frame_release[first_saving] = begin;
       }
       begin = CheckpointRegions::kNone;
     } else if (op.kind == OpKind::kRun && !op.saves.empty()) {
       regions.stop[begin] = i;
+      if (first_saving == CheckpointRegions::kNone) first_saving = i;
     }
   }
   return regions;

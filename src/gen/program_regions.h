@@ -25,6 +25,13 @@ struct CheckpointRegions {
   // Per run: the checkpoint_end of the non-reentrant region whose recompute its backward starts
   // (the region's stop), or kNone.
   std::vector<std::size_t> trigger;
+  // Per run: the checkpoint_begin of the non-reentrant region whose own saves (its inputs, the
+  // RNG state) go when this run's backward releases its saved tensors, or kNone. They belong to
+  // the region's _CheckpointFrame, which the pack hooks' holders in the region's nodes keep
+  // alive: it dies with the last of them, the backward of the region's first run that saves
+  // any (torch 2.6 torch/utils/checkpoint.py, _checkpoint_hook). A reentrant region keeps them
+  // in CheckpointFunction's ctx until its one backward node returns (its checkpoint_begin).
+  std::vector<std::size_t> frame_release;
 
   // Whether op i is rerun by its region's recompute.
   bool Reruns(std::size_t i) const { return region[i] != kNone && i <= stop[region[i]]; }

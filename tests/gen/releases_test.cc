@@ -160,21 +160,25 @@ TEST(Releases, ANonReentrantRegionRecomputesUpToItsLastSaveWhenItIsUnpacked) {
 
 // The region's plan (gen/program_regions.h): ops 3..7 are the region (begin 3, runs a b c,
 // end 7); reentrant, the recompute reruns a..c at the region's end; non-reentrant, it reruns
-// a alone (the last run that saves), started by a's backward.
+// a alone (the last run that saves), started by a's backward, whose release of its saves also
+// lets go of the region's own (the frame's).
 TEST(Releases, TheRegionsPlanSaysWhereEachRecomputeStartsAndStops) {
   constexpr std::size_t kNone = CheckpointRegions::kNone;
   FsdpModel model = RegionWithALocal();
   CheckpointRegions regions = FindCheckpointRegions(model);
-  EXPECT_EQ(regions.region,
-            (std::vector<std::size_t>{kNone, kNone, kNone, 3, 3, 3, 3, 3, kNone}));
+  EXPECT_EQ(regions.region, (std::vector<std::size_t>{kNone, kNone, kNone, 3, 3, 3, 3, 3, kNone}));
   EXPECT_EQ(regions.stop[3], 6u);
   EXPECT_EQ(regions.trigger, std::vector<std::size_t>(9, kNone));
+  EXPECT_EQ(regions.frame_release, std::vector<std::size_t>(9, kNone));
   EXPECT_TRUE(regions.Reruns(6));
   EXPECT_FALSE(regions.Reruns(7));
   model.forward[3].reentrant = false;
   regions = FindCheckpointRegions(model);
   EXPECT_EQ(regions.stop[3], 4u);
   EXPECT_EQ(regions.trigger[4], 7u);
+  // a is also its first run that saves: its backward lets go of the region's frame.
+  EXPECT_EQ(regions.frame_release[4], 3u);
+  EXPECT_EQ(std::count(regions.frame_release.begin(), regions.frame_release.end(), kNone), 8);
   EXPECT_TRUE(regions.Reruns(4));
   EXPECT_FALSE(regions.Reruns(5));
 }

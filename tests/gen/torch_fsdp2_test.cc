@@ -634,6 +634,39 @@ TEST(TorchFsdp2, CheckpointedUnitGathersInItsPreBackwardBeforeTheRecompute) {
   EXPECT_EQ(Emit(TwoUnits(/*checkpoint=*/true), options), expected);
 }
 
+// The same region non-reentrant: what it keeps (h, 9) belongs to its _CheckpointFrame, which
+// dies with the last saved-tensor holder of its nodes, l2's backward: before l2's post_backward
+// and its reduce-scatters, where the reentrant region's ctx keeps h until its backward node
+// returns, after them.
+TEST(TorchFsdp2, ANonReentrantRegionsKeptInputsGoWithItsLastSavingNode) {
+  const GenOptions options = Fsdp2Options(2);
+  FsdpModel model = TwoUnits(/*checkpoint=*/true);
+  const auto at = [](const std::vector<std::string>& events, const std::string& event) {
+    return std::find(events.begin(), events.end(), event) - events.begin();
+  };
+  const std::vector<std::string> reentrant = Emit(model, options);
+  EXPECT_GT(at(reentrant, "free 9"), at(reentrant, "rs 2.1 g1 fp32 1 view"));
+  for (ForwardOp& op : model.forward) {
+    if (op.kind == OpKind::kCheckpointBegin) op.reentrant = false;
+  }
+  const std::vector<std::string> events = Emit(model, options);
+  const std::vector<std::string> backward = {
+      "compute backward l2",
+      "alloc 22 20 s0 grad",
+      "alloc 23 8 s0 grad",
+      "alloc 24 200 s0 grad",  // grad h
+      "free 16",               // grad y, l2's incoming gradient
+      "free 9",                // h: l2's save, and the frame's
+      "free 18",               // post_backward: reshard, then reduce-scatter
+      "free 19",
+      "rs 2.0 g1 fp32 3 view",
+  };
+  EXPECT_NE(std::search(events.begin(), events.end(), backward.begin(), backward.end()),
+            events.end())
+      << ::testing::PrintToString(
+             std::vector<std::string>(events.begin() + at(events, "phase backward"), events.end()));
+}
+
 // Adam at rank 1: torch.optim's state (zeros_like of the sharded parameter) is this rank's
 // chunk without padding, two fp32 tensors per parameter: w's 2 elements, b's 1 (the step's
 // temporaries, freed within it, are optimizer_step_test's).

@@ -158,8 +158,11 @@ RECORD_AS = {"fsdp1-bf16-fp32-reduce": "build_model_bf16",
 #         starts at the backward of the region's last run that saves anything and stops there
 #         (_StopRecomputationError), so fc2's output and the residual add's are not recomputed;
 #         before, the whole region was (+3.3% FSDP1, +3.1% FSDP2 at the backward peak, +3.9%
-#         for the GPT). The FSDP1 GPT's backward peak is still +1.35% (70,144 B), within the
-#         target: not yet identified.
+#         for the GPT). What the region keeps (its inputs, the RNG state) belongs to its
+#         _CheckpointFrame and goes with the last of its nodes' saved tensors, the backward of
+#         its first saving run: before the unit's post-backward (FSDP1's FlatParameter gradient,
+#         SplitWithSizesBackward0's cat, is the GPT's backward peak). Until 2026-12-05 it went
+#         at the region's begin, after the post-backward: the FSDP1 GPT was +1.35% (70,144 B).
 #   GLOO  (not a tolerance: how the peaks are measured) gloo's all-gather on the CPU stages the
 #         output in a buffer its worker thread allocates and frees inside the collective, the
 #         unit's unsharded size (793,088 B for a GPT Block); NCCL on a GPU makes none. The peaks
