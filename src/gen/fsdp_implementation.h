@@ -73,8 +73,14 @@ class FsdpImplementation {
   virtual Status BuildHeader(TraceHeader& header) const = 0;
   // Model construction: what each rank keeps of every parameter for the whole run.
   virtual Status Init() = 0;
+  // The root's pre-forward hook begins, before anything of the forward (its input casts, its
+  // all-gather): lazy init, and what the root does once per forward.
+  virtual Status ForwardBegins() { return Status::Ok(); }
   virtual Status PreForward(std::size_t f, Pass pass) = 0;
   virtual Status PostForward(std::size_t f, Pass pass) = 0;
+  // The forward's post-forward hook of unit f returns, after the runs it made (FSDP2's output
+  // casts): what its locals held goes.
+  virtual Status PostForwardReturns(std::size_t /*f*/) { return Status::Ok(); }
   virtual Status PreBackward(std::size_t f) = 0;
   virtual Status PostBackward(std::size_t f) = 0;
   virtual Status EndBackward() = 0;

@@ -15,6 +15,7 @@
 #include "gen/fairscale_fsdp.h"
 #include "gen/fsdp_implementation.h"
 #include "gen/param_target.h"
+#include "gen/program_boundary_casts.h"
 #include "gen/program_regions.h"
 #include "gen/torch_fsdp1.h"
 #include "gen/torch_fsdp2.h"
@@ -284,11 +285,19 @@ class FsdpTrace final : public TraceEmitter {
     BUCKETSIM_RETURN_IF_ERROR(Emit(IterationEvent(static_cast<std::uint64_t>(iteration))));
 
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kForward));
+    BUCKETSIM_RETURN_IF_ERROR(impl_->ForwardBegins());
     ++epoch_;
     bool in_checkpoint = false;
+    std::size_t returning = kNone;  // the unit whose post-forward hook has yet to return
     for (std::size_t i = 0; i < model_.forward.size(); ++i) {
+      const ForwardOp& op = model_.forward[i];
+      if (returning != kNone && !op.in_post_forward_hook) {
+        BUCKETSIM_RETURN_IF_ERROR(PostForwardReturns(std::exchange(returning, kNone)));
+      }
       BUCKETSIM_RETURN_IF_ERROR(Forward(i, in_checkpoint));
+      if (op.kind == OpKind::kEndForward) returning = op.instance;
     }
+    if (returning != kNone) BUCKETSIM_RETURN_IF_ERROR(PostForwardReturns(returning));
     BUCKETSIM_RETURN_IF_ERROR(Mark("after fwd"));
 
     BUCKETSIM_RETURN_IF_ERROR(EnterPhase(Phase::kBackward));
@@ -338,6 +347,13 @@ class FsdpTrace final : public TraceEmitter {
   }
 
   enum class RunMode { kForward, kNoGrad, kRecompute };
+
+  // Unit f's post-forward hook returns (after the runs it made), then _call_impl lets go of
+  // the module's output those runs read.
+  Status PostForwardReturns(std::size_t f) {
+    BUCKETSIM_RETURN_IF_ERROR(impl_->PostForwardReturns(f));
+    return ReleaseReads(std::exchange(hook_reads_, {}));
+  }
 
   // A run's new saves and outputs, in order, then its saves by reference (of its own outputs
   // too); then what it was the last to read is released.
@@ -390,7 +406,14 @@ class FsdpTrace final : public TraceEmitter {
     } else {
       SaveReferences(i, saved);
     }
-    BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].inputs));
+    if (op.in_post_forward_hook) {
+      // What a post-forward hook reads is the module's output: nn.Module._call_impl holds it
+      // (`result`) until the hook has returned.
+      const std::vector<std::size_t>& reads = op_tensors_[i].inputs;
+      hook_reads_.insert(hook_reads_.end(), reads.begin(), reads.end());
+    } else {
+      BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].inputs));
+    }
     BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].save_reads));
     for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
     for (std::size_t t : releases_of_[i]) {
@@ -792,6 +815,7 @@ class FsdpTrace final : public TraceEmitter {
   std::set<std::size_t> region_grads_;        // ... and the gradients of its outputs it keeps
   std::size_t recomputing_ = 0;               // the checkpoint_begin of the latest recompute
   std::vector<std::size_t> recompute_holds_;  // what a cache holds until a recompute ends
+  std::vector<std::size_t> hook_reads_;       // what post-forward hook runs read, until it returns
   bool per_param_ = false;                    // the program has param_reads
   // [instance][param]: the tensor index of each gradient target (its views, or itself)
   std::vector<std::vector<std::vector<std::size_t>>> target_tensor_;
@@ -799,11 +823,8 @@ class FsdpTrace final : public TraceEmitter {
   std::vector<std::vector<std::size_t>> releases_of_;  // per forward op: the tensors it releases
 };
 
-}  // namespace
-
-Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSink& sink) {
-  BUCKETSIM_RETURN_IF_ERROR(ValidateGenOptions(options));
-  BUCKETSIM_RETURN_IF_ERROR(ValidateProgram(model));
+// The trace of a valid program (with FSDP2's boundary casts already in it).
+Status EmitValidTrace(const FsdpModel& model, const GenOptions& options, EventSink& sink) {
   // Sinks keep a pointer to the header and names are interned while events stream, so it
   // lives here until OnEnd has returned.
   TraceHeader header;
@@ -812,6 +833,38 @@ Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSin
   BUCKETSIM_RETURN_IF_ERROR(sink.OnHeader(header));
   BUCKETSIM_RETURN_IF_ERROR(trace.Run());
   return sink.OnEnd();
+}
+
+}  // namespace
+
+Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSink& sink) {
+  BUCKETSIM_RETURN_IF_ERROR(ValidateGenOptions(options));
+  BUCKETSIM_RETURN_IF_ERROR(ValidateProgram(model));
+  // FSDP's hooks cast at the units' boundaries: runs of their own, in a copy of the program.
+  // FSDP2: every unit's inputs (cast_forward_inputs) and the root's outputs (output_dtype);
+  // FSDP1: the root's inputs (cast_root_forward_inputs), with a param_dtype.
+  if (options.fsdp_impl != FsdpImpl::kFairscale) {
+    const bool fsdp2 = options.fsdp_impl == FsdpImpl::kFsdp2;
+    BoundaryCasts casts;
+    if (options.compute_dtype != DType::kFloat32 && (!fsdp2 || options.cast_forward_inputs)) {
+      casts.inputs = options.compute_dtype;  // (MixedPrecision / MixedPrecisionPolicy).param_dtype
+    }
+    casts.inputs_root_only = !fsdp2;
+    casts.root_outputs = options.output_dtype;
+    if (casts.inputs || casts.root_outputs) {
+      FsdpModel cast = model;
+      Result<BoundaryCastSummary> added = InsertBoundaryCasts(cast, casts);
+      if (!added.ok()) {
+        return InvalidArgument(fmt::format(
+            "{} with {}: {}", FsdpImplName(options.fsdp_impl),
+            casts.root_outputs ? fmt::format("--output-dtype {}", DTypeName(*casts.root_outputs))
+                               : fmt::format("--param-dtype {}", DTypeName(*casts.inputs)),
+            added.status().message()));
+      }
+      if (added->casts > 0) return EmitValidTrace(cast, options, sink);
+    }
+  }
+  return EmitValidTrace(model, options, sink);
 }
 
 }  // namespace bucketsim

@@ -153,6 +153,10 @@ struct ForwardOp {
   // run: each stays alive at least until then, past its last reader. What matters is a
   // checkpointed region's forward under no_grad, where nothing else keeps a tensor.
   std::vector<std::string> releases;
+  // kRun: made by the post-forward hook of the end_forward before it (FSDP2's output casts,
+  // gen/program_boundary_casts.h): the hook's own locals die after it. Set by the emitter's
+  // rewrite of a program; a program file never carries it.
+  bool in_post_forward_hook = false;
 
   double BackwardFlops() const { return backward_flops.value_or(2 * flops); }
 };

@@ -117,6 +117,7 @@ Status ValidateImplOptions(const GenOptions& o) {
   BUCKETSIM_RETURN_IF_ERROR(
       only(o.reshard_after_forward_ranks != 0, "reshard-after-forward=N", FsdpImpl::kFsdp2));
   BUCKETSIM_RETURN_IF_ERROR(only(o.output_dtype.has_value(), "output-dtype", FsdpImpl::kFsdp2));
+  BUCKETSIM_RETURN_IF_ERROR(only(!o.cast_forward_inputs, "cast-forward-inputs", FsdpImpl::kFsdp2));
   if (o.fp32_reduce_scatter && o.fsdp_impl != FsdpImpl::kFairscale) {
     return InvalidArgument(fmt::format(
         "--fp32-reduce-scatter is fairscale's; with --fsdp-impl {} say --reduce-dtype fp32",
@@ -284,7 +285,6 @@ std::string MixedPrecisionArgs(const GenOptions& o) {
   // reduce_dtype=None reduces in param_dtype (FSDP1 MixedPrecision, FSDP2 MixedPrecisionPolicy).
   if (o.compute_dtype != DType::kFloat32) add("param_dtype", o.compute_dtype);
   if (o.reduce_dtype && *o.reduce_dtype != o.compute_dtype) add("reduce_dtype", *o.reduce_dtype);
-  if (o.output_dtype) add("output_dtype", *o.output_dtype);
   return args;
 }
 
@@ -300,6 +300,7 @@ std::string TorchFsdpSetting(const GenOptions& o) {
     case FsdpImpl::kFairscale:
       return "";
     case FsdpImpl::kFsdp1: {
+      // (--output-dtype is FSDP2's: ValidateGenOptions refuses it here.)
       std::string s = fmt::format(
           "FullyShardedDataParallel(module, sharding_strategy=ShardingStrategy.{}, "
           "backward_prefetch={}, forward_prefetch={}, limit_all_gathers={}, use_orig_params={}",
@@ -315,15 +316,33 @@ std::string TorchFsdpSetting(const GenOptions& o) {
       return s + ")";
     }
     case FsdpImpl::kFsdp2: {
-      std::string s = fmt::format("fully_shard(module, reshard_after_forward={}",
-                                  o.reshard_after_forward_ranks > 0
-                                      ? fmt::format("{}", o.reshard_after_forward_ranks)
-                                  : o.reshard_after_forward ? std::string("True")
-                                                            : std::string("False"));
-      if (!mp.empty()) s += fmt::format(", mp_policy=MixedPrecisionPolicy({})", mp);
-      if (o.offload_params) s += ", offload_policy=CPUOffloadPolicy()";
-      if (!mesh.empty()) s += ", mesh=" + mesh;
-      return s + ")";
+      const std::string reshard = fmt::format("reshard_after_forward={}",
+                                              o.reshard_after_forward_ranks > 0
+                                                  ? fmt::format("{}", o.reshard_after_forward_ranks)
+                                              : o.reshard_after_forward ? std::string("True")
+                                                                        : std::string("False"));
+      std::string s = "fully_shard(module, " + reshard;
+      // cast_forward_inputs=False matters only with a param_dtype (_fsdp_state.py _pre_forward).
+      std::string policy = mp;
+      if (o.compute_dtype != DType::kFloat32 && !o.cast_forward_inputs) {
+        policy += ", cast_forward_inputs=False";
+      }
+      std::string rest;
+      if (o.offload_params) rest += ", offload_policy=CPUOffloadPolicy()";
+      if (!mesh.empty()) rest += ", mesh=" + mesh;
+      const auto with_policy = [&](const std::string& args) {
+        return args.empty() ? std::string()
+                            : fmt::format(", mp_policy=MixedPrecisionPolicy({})", args);
+      };
+      s += with_policy(policy) + rest + ")";
+      // output_dtype is the root's alone (gen/program_boundary_casts.h).
+      if (o.output_dtype) {
+        const std::string root_policy = fmt::format(
+            "{}{}output_dtype={}", policy, policy.empty() ? "" : ", ", TorchDType(*o.output_dtype));
+        s += fmt::format(", and on the root fully_shard(model, {}{}{})", reshard,
+                         with_policy(root_policy), rest);
+      }
+      return s;
     }
   }
   return "";
@@ -491,11 +510,18 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                                "sharded parameters, gradients and optimizer state in host memory",
                                o.offload_params));
   params.push_back(ChoiceParam(
-      "output-dtype", "fsdp2 MixedPrecisionPolicy.output_dtype (none: no cast)", o.output_dtype,
+      "output-dtype",
+      "fsdp2 the root's MixedPrecisionPolicy.output_dtype: the model's floating outputs cast to "
+      "it (none: no cast)",
+      o.output_dtype,
       {{"none", std::nullopt},
        {"fp32", DType::kFloat32},
        {"bf16", DType::kBFloat16},
        {"fp16", DType::kFloat16}}));
+  params.push_back(SwitchParam("cast-forward-inputs",
+                               "fsdp2 MixedPrecisionPolicy.cast_forward_inputs (on|off): each "
+                               "unit's floating inputs cast to the param dtype",
+                               o.cast_forward_inputs));
   params.push_back(NumberParam("bucket-cap-mb",
                                "The run's bucket_cap_mb, recorded in the trace header (the cap "
                                "compare/check use without --bucket-cap-mb)",

@@ -101,8 +101,12 @@ struct GenOptions {
   // FSDP2: reshard_after_forward=N (an int): after forward, keep the parameters sharded over
   // N ranks instead of freeing them; 0: the bool reshard_after_forward decides.
   int reshard_after_forward_ranks = 0;
-  // FSDP2 MixedPrecisionPolicy.output_dtype: the root's forward outputs cast to it (unset: none).
+  // FSDP2 MixedPrecisionPolicy: the root's output_dtype, the model's floating outputs cast to
+  // it (unset: none), and every unit's cast_forward_inputs, its floating forward inputs cast to
+  // param_dtype (PyTorch's default, true; only with a param_dtype).
+  // gen/program_boundary_casts.h.
   std::optional<DType> output_dtype;
+  bool cast_forward_inputs = true;
   double bucket_cap_mb = 25.0;   // recorded in the header: the run's default cap
   double device_tflops = 400.0;  // sustained FLOP/s of one device, for compute spans
 

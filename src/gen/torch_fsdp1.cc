@@ -118,7 +118,6 @@ class TorchFsdp1 final : public FsdpImplementation {
     // saved tensor), so the hook returns at once. The emitter recomputes before calling
     // PreBackward: run the pre-backward hook here, where the real one has already run.
     if (pass == Pass::kRecompute) return PreBackward(f);
-    if (f == root_) BUCKETSIM_RETURN_IF_ERROR(RootPreForward());
     Unit& unit = units_[f];
     if (unit.flat_numel == 0) return Status::Ok();
     // eo record_pre_forward: the order is recorded in the first iteration only.
@@ -318,8 +317,9 @@ class TorchFsdp1 final : public FsdpImplementation {
 
   // rt _root_pre_forward: the first one runs _lazy_init; with forward_prefetch every handle
   // needs its pre-forward unshard again; _reset_flat_param_grad_info_if_needed drops the
-  // shards use_orig_params kept.
-  Status RootPreForward() {
+  // shards use_orig_params kept. Before the root's input cast (_root_cast_forward_input, at its
+  // end) and its unshard.
+  Status ForwardBegins() override {
     if (!lazy_initialized_) BUCKETSIM_RETURN_IF_ERROR(LazyInit());
     lazy_initialized_ = true;
     if (options_.forward_prefetch) {

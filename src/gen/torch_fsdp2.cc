@@ -99,7 +99,6 @@ class TorchFsdp2 final : public FsdpImplementation {
     // recomputation (non-reentrant checkpoint): it runs here then.
     if (units_[f].state_pre_backward) return Status::Ok();
     if (pass == Pass::kRecompute) return PreBackward(f);
-    if (!lazy_initialized_) BUCKETSIM_RETURN_IF_ERROR(LazyInit());
     // FSDPParamGroup.pre_forward: unshard, then wait_for_unshard in state FORWARD.
     BUCKETSIM_RETURN_IF_ERROR(Unshard(f));
     return WaitForUnshard(f, /*forward=*/true);
@@ -111,11 +110,16 @@ class TorchFsdp2 final : public FsdpImplementation {
     BUCKETSIM_RETURN_IF_ERROR(ReshardAfterForward(f));
     units_[f].post_forward_indices.push_back(post_forward_order_.size());
     post_forward_order_.push_back(f);
-    // FSDPState._post_forward of the iteration's forward root frees the last all-gather
-    // result ([Note: Overlapping all-gather copy-in and all-gather]). A root without
-    // parameters is not in the program: its post-forward is then the last unit's.
-    if (f == last_to_end_) BUCKETSIM_RETURN_IF_ERROR(FreeAllGatherState());
     return Status::Ok();
+  }
+
+  // FSDPState._post_forward of the iteration's forward root frees the last all-gather result
+  // ([Note: Overlapping all-gather copy-in and all-gather]) when it returns: its local
+  // `all_gather_state` (bound by `if all_gather_state := self._comm_ctx.all_gather_state:`)
+  // holds it past its output casts (output_dtype). A root without parameters is not in the
+  // program: its post-forward is then the last unit's.
+  Status PostForwardReturns(std::size_t f) override {
+    return f == last_to_end_ ? FreeAllGatherState() : Status::Ok();
   }
 
   // FSDPState._pre_backward sets PRE_BACKWARD, then FSDPParamGroup.pre_backward (no-op if the
@@ -212,9 +216,12 @@ class TorchFsdp2 final : public FsdpImplementation {
     return {numel, rows * row, std::min(rows, dim0 - start) * row};
   }
 
-  // FSDPParamGroup.lazy_init at the root's first forward (before any unit's pre-forward):
-  // reset_sharded_param re-pads a shard whose local tensor is shorter than chunk 0
-  // (new_zeros(padded_sharded_size), the old padded storage then dropped).
+  // FSDPState._root_pre_forward -> _lazy_init, at the root's first forward, before its input
+  // casts (_pre_forward casts after it) and any unit's pre-forward.
+  Status ForwardBegins() override { return lazy_initialized_ ? Status::Ok() : LazyInit(); }
+
+  // FSDPParamGroup.lazy_init: reset_sharded_param re-pads a shard whose local tensor is
+  // shorter than chunk 0 (new_zeros(padded_sharded_size), the old padded storage then dropped).
   Status LazyInit() {
     lazy_initialized_ = true;
     for (Unit& unit : units_) {

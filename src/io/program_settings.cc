@@ -46,6 +46,24 @@ void MixedPrecisionFlags(const Json& mp, std::string_view where, ProgramFsdpFlag
       out.notes.push_back(fmt::format("{}.{} {} is not modelled", where, field, mp[field].dump()));
     }
   }
+  // FSDP2's cast_forward_inputs (default true) as --cast-forward-inputs; FSDP1's casts are its
+  // defaults' (the root's inputs alone), other settings noted.
+  if (where == "mp_policy" && mp.contains("cast_forward_inputs") &&
+      mp["cast_forward_inputs"].is_boolean() && !mp["cast_forward_inputs"].get<bool>()) {
+    out.flags.emplace_back("cast-forward-inputs", "off");
+  }
+  if (where == "mixed_precision") {
+    for (const auto& [field, fallback] :
+         {std::pair<std::string, bool>{"cast_forward_inputs", false},
+          {"cast_root_forward_inputs", true}}) {
+      if (mp.contains(field) && mp[field].is_boolean() && mp[field].get<bool>() != fallback) {
+        out.notes.push_back(
+            fmt::format("mixed_precision.{} {} is not modelled (FSDP1 casts the "
+                        "root's inputs alone, PyTorch's default)",
+                        field, mp[field].dump()));
+      }
+    }
+  }
   if (mp.contains("buffer_dtype") && !mp["buffer_dtype"].is_null()) {
     out.notes.push_back(fmt::format(
         "{}.buffer_dtype {}: a program has no module buffers, so it changes nothing here", where,

@@ -1,19 +1,20 @@
 // The model program of `bucketsim gen program` (a preset's --emit-program, the recorder's
 // output). Three promises are checked on every input the reader accepts: the writer's output
 // reads back to the same program (written again, byte for byte the same text: program_file.h);
-// the emitter, under each FSDP implementation (fairscale's, PyTorch's FSDP1 and FSDP2, and
-// FSDP1 with SHARD_GRAD_OP and post-backward prefetch), either refuses the program with an
-// error or emits a trace; and what it emits is a valid trace, since ValidateProgram accepted
-// its program (the trace checker rejecting an event is a finding, not bad input). A recorded
-// model's "fsdp" key either maps to gen flags or is refused with an error. The program with its
-// fp32 activations cast to bf16 (`gen program --activation-dtype param-dtype`) emits a valid
-// trace too, or the cast refuses it. Its module calls checkpointed (`gen program --checkpoint`
-// none, all, and the first call's class) give a program that emits a valid trace, or are
-// refused for want of calls or of such a class; never a program the checks refuse. So does the
-// program at another batch size (`gen program --batch-size`: the smallest checked, and 3 more
-// than its own), or the scaling refuses it; and so does the program re-wrapped (`--wrap`: the
-// root alone, the first call's class), or the wrapping refuses it (RewrapModules checks what it
-// made: a refusal is never a finding).
+// the emitter, under each FSDP implementation (fairscale's, PyTorch's FSDP1 and FSDP2, FSDP1
+// with SHARD_GRAD_OP and post-backward prefetch, and FSDP2 in bf16 with the root's output in
+// fp32, whose casts at the units' boundaries are runs added to the program), either refuses the
+// program with an error (never the casts' "internal error") or emits a trace; and what it emits is
+// a valid trace, since ValidateProgram accepted its program (the trace checker rejecting an event
+// is a finding, not bad input). A recorded model's "fsdp" key either maps to gen flags or is
+// refused with an error. The program with its fp32 activations cast to bf16 (`gen program
+// --activation-dtype param-dtype`) emits a valid trace too, or the cast refuses it. Its module
+// calls checkpointed (`gen program --checkpoint` none, all, and the first call's class) give a
+// program that emits a valid trace, or are refused for want of calls or of such a class; never a
+// program the checks refuse. So does the program at another batch size (`gen program --batch-size`:
+// the smallest checked, and 3 more than its own), or the scaling refuses it; and so does the
+// program re-wrapped (`--wrap`: the root alone, the first call's class), or the wrapping refuses it
+// (RewrapModules checks what it made: a refusal is never a finding).
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -86,12 +87,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   GenOptions base;
   base.world_size = 2;
   base.iterations = 2;  // the second iteration has the optimizer state and zero_grad behind it
-  std::vector<GenOptions> runs(4, base);
+  std::vector<GenOptions> runs(5, base);
   for (std::size_t i = 1; i < runs.size(); ++i) {
-    runs[i].fsdp_impl = i == 2 ? FsdpImpl::kFsdp2 : FsdpImpl::kFsdp1;
+    runs[i].fsdp_impl = i == 2 || i == 4 ? FsdpImpl::kFsdp2 : FsdpImpl::kFsdp1;
     runs[i].group_layout = GroupLayout::kShared;
     runs[i].compute_dtype = DType::kFloat32;
   }
+  // FSDP2 with bf16 parameters casts the units' fp32 inputs and the root's outputs to fp32
+  // (gen/program_boundary_casts.h): runs it adds to the program.
+  runs[4].compute_dtype = DType::kBFloat16;
+  runs[4].output_dtype = DType::kFloat32;
   runs[3].sharding_strategy = ShardingStrategy::kShardGradOp;
   runs[3].backward_prefetch = BackwardPrefetch::kPost;
   runs[3].compute_dtype = DType::kBFloat16;
@@ -180,7 +185,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
               (what_if ? " (" + what_if->what + "): " : std::string(": ")) +
               sink.refusal().message());
     }
-    (void)emitted;
+    // The boundary casts check the program they make: a refusal of theirs is a bug.
+    if (emitted.message().find("internal error") != std::string::npos) {
+      Finding(std::string(FsdpImplName(options.fsdp_impl)) + ": " + emitted.message());
+    }
   }
   return 0;
 }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <sstream>
 #include <string>
 
@@ -140,6 +142,33 @@ TEST(ProgramFile, FsdpSettingsRoundTrip) {
   Result<FsdpModel> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ProgramText(*again), written);
+}
+
+// A recorded model's mixed precision as gen flags: FSDP2's output_dtype and a
+// cast_forward_inputs off become flags; FSDP1's casts other than its defaults are noted.
+TEST(ProgramFile, RecordedMixedPrecisionCastsAsFlags) {
+  Result<ProgramFsdpFlags> fsdp2 = FsdpFlagsOf(R"({"implementation": "fsdp2", "settings": {
+      "reshard_after_forward": true, "offload_policy": null,
+      "mp_policy": {"param_dtype": "bfloat16", "reduce_dtype": "float32",
+                    "output_dtype": "float32", "cast_forward_inputs": false}}})");
+  ASSERT_TRUE(fsdp2.ok()) << fsdp2.status().ToString();
+  const auto has = [](const ProgramFsdpFlags& flags, const std::string& flag,
+                      const std::string& value) {
+    return std::find(flags.flags.begin(), flags.flags.end(), std::pair{flag, value}) !=
+           flags.flags.end();
+  };
+  EXPECT_TRUE(has(*fsdp2, "output-dtype", "fp32"));
+  EXPECT_TRUE(has(*fsdp2, "cast-forward-inputs", "off"));
+  Result<ProgramFsdpFlags> fsdp1 = FsdpFlagsOf(R"({"implementation": "fsdp1", "settings": {
+      "sharding_strategy": "FULL_SHARD",
+      "mixed_precision": {"param_dtype": "bfloat16", "cast_forward_inputs": true,
+                          "cast_root_forward_inputs": true}}})");
+  ASSERT_TRUE(fsdp1.ok()) << fsdp1.status().ToString();
+  EXPECT_FALSE(has(*fsdp1, "cast-forward-inputs", "off"));
+  ASSERT_EQ(fsdp1->notes.size(), 1u) << ::testing::PrintToString(fsdp1->notes);
+  EXPECT_EQ(fsdp1->notes[0],
+            "mixed_precision.cast_forward_inputs true is not modelled (FSDP1 casts the root's "
+            "inputs alone, PyTorch's default)");
 }
 
 std::string ErrorOf(const std::string& text) {

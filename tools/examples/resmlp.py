@@ -41,9 +41,10 @@ class Block(nn.Module):
 
 
 class ResMLP(nn.Module):
-    def __init__(self, checkpointing=False, positions=False):
+    def __init__(self, checkpointing=False, positions=False, logits=False):
         super().__init__()
         self.checkpointing = checkpointing
+        self.logits = logits
         self.embed = nn.Embedding(VOCAB, WIDTH)
         # A learned position embedding as ViT's pos_embed: shape (1, SEQ, WIDTH), whose dim 0
         # (1) is smaller than any world size: FSDP2 gives all of it to rank 0.
@@ -59,6 +60,8 @@ class ResMLP(nn.Module):
         for block in self.blocks:
             x = checkpoint(block, x, use_reentrant=False) if self.checkpointing else block(x)
         logits = self.head(self.norm(x))
+        if self.logits:
+            return logits  # the step's loss is their mean (tools/recorder/step.py: to_loss)
         return F.cross_entropy(logits.view(-1, VOCAB), tokens.view(-1))
 
 
@@ -77,6 +80,18 @@ def build_model_positions():
     it whole on rank 0 and pads every rank's shard to it."""
     torch.manual_seed(0)
     return ResMLP(positions=True)
+
+
+def build_model_logits():
+    """Forward returns the logits, the loss made outside it: what FSDP2's root output_dtype
+    casts (MixedPrecisionPolicy(output_dtype=torch.float32), a copy of all the logits)."""
+    torch.manual_seed(0)
+    return ResMLP(logits=True)
+
+
+def build_model_logits_bf16():
+    """build_model_logits as a bf16 param_dtype computes it (see build_model_bf16)."""
+    return build_model_logits().to(torch.bfloat16)
 
 
 def make_batch():

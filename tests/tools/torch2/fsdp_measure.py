@@ -148,7 +148,8 @@ def parse_args(argv=None):
     g.add_argument("--reshard-after-forward", default="true", help="true, false or N")
     g.add_argument("--mp-param-dtype", choices=sorted(DTYPES))
     g.add_argument("--mp-reduce-dtype", choices=sorted(DTYPES))
-    g.add_argument("--mp-output-dtype", choices=sorted(DTYPES))
+    g.add_argument("--mp-output-dtype", choices=sorted(DTYPES),
+                   help="the root's MixedPrecisionPolicy.output_dtype (the units' have none)")
     p.add_argument("--settle", default="on", choices=["on", "off"],
                    help="wait for gloo's thread to let go of each collective's tensors "
                         "(module docstring); off measures the race")
@@ -252,8 +253,11 @@ def wrap_fsdp2(model, args, world_size):
     raf = args.reshard_after_forward.lower()
     reshard = {"true": True, "false": False}[raf] if raf in ("true", "false") else int(raf)
     mp = MixedPrecisionPolicy(param_dtype=_dtype(args.mp_param_dtype),
-                              reduce_dtype=_dtype(args.mp_reduce_dtype),
-                              output_dtype=_dtype(args.mp_output_dtype))
+                              reduce_dtype=_dtype(args.mp_reduce_dtype))
+    # output_dtype on the root alone (the model's outputs, as `gen --output-dtype`): on every
+    # unit, the root's own ops after the last unit would get its outputs in that dtype.
+    root_mp = MixedPrecisionPolicy(param_dtype=mp.param_dtype, reduce_dtype=mp.reduce_dtype,
+                                   output_dtype=_dtype(args.mp_output_dtype))
     mesh = _mesh(args, world_size)
     classes = _unit_classes(model, args.wrap)
     units = [m for m in model.modules() if type(m) in classes and m is not model]
@@ -266,7 +270,7 @@ def wrap_fsdp2(model, args, world_size):
         units = [wrapper.get(m, m) for m in units]
     for module in units:
         fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
-    return fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
+    return fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=root_mp)
 
 
 class CollectiveLog:

@@ -84,6 +84,14 @@ CASES = {
     "fsdp2-bf16-fp32-reduce": (
         "build_model", 2, FSDP2 + ["--mp-param-dtype", "bf16", "--mp-reduce-dtype", "fp32"],
         ["--fsdp-impl", "fsdp2", "--param-dtype", "bf16", "--reduce-dtype", "fp32"], "fsdp2"),
+    # The root's MixedPrecisionPolicy(output_dtype=fp32): the model's output, the logits of a
+    # forward that returns them, cast to fp32 after the root's post-forward, a copy beside the
+    # bf16 ones (gen/program_boundary_casts.h).
+    "fsdp2-bf16-output-fp32": (
+        "build_model_logits", 2, FSDP2 + ["--mp-param-dtype", "bf16", "--mp-reduce-dtype", "fp32",
+                                   "--mp-output-dtype", "fp32"],
+        ["--fsdp-impl", "fsdp2", "--param-dtype", "bf16", "--reduce-dtype", "fp32",
+         "--output-dtype", "fp32"], "fsdp2"),
     "fsdp2-checkpointed": (
         "build_model_checkpointed", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
     # Checkpointing as a what-if: the program recorded without it, emitted with
@@ -140,7 +148,8 @@ MEASURE_WRAP = {"fsdp1-rewrap-linear": "Linear", "fsdp2-rewrap-linear": "Linear"
 # The program a case emits when it is not the measured model's own: a bf16 run computes every
 # activation in bf16, which a program recorded in fp32 does not say (resmlp.py:build_model_bf16).
 RECORD_AS = {"fsdp1-bf16-fp32-reduce": "build_model_bf16",
-             "fsdp2-bf16-fp32-reduce": "build_model_bf16"}
+             "fsdp2-bf16-fp32-reduce": "build_model_bf16",
+             "fsdp2-bf16-output-fp32": "build_model_logits_bf16"}
 
 # What each case meets where it is not the target (measured gap, rounded up), with the cause.
 # Measured 2026-12-02, torch 2.6.0+debian on the CPU, 2 ranks (4 for HYBRID_SHARD), SGD; the
