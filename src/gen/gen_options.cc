@@ -118,6 +118,18 @@ Status ValidateImplOptions(const GenOptions& o) {
       only(o.reshard_after_forward_ranks != 0, "reshard-after-forward=N", FsdpImpl::kFsdp2));
   BUCKETSIM_RETURN_IF_ERROR(only(o.output_dtype.has_value(), "output-dtype", FsdpImpl::kFsdp2));
   BUCKETSIM_RETURN_IF_ERROR(only(!o.cast_forward_inputs, "cast-forward-inputs", FsdpImpl::kFsdp2));
+  BUCKETSIM_RETURN_IF_ERROR(
+      only(o.forward_prefetch_modules != 0, "modules-to-forward-prefetch", FsdpImpl::kFsdp2));
+  BUCKETSIM_RETURN_IF_ERROR(
+      only(o.backward_prefetch_modules != 0, "modules-to-backward-prefetch", FsdpImpl::kFsdp2));
+  for (const auto& [flag, count] :
+       {std::pair<std::string_view, int>{"modules-to-forward-prefetch", o.forward_prefetch_modules},
+        {"modules-to-backward-prefetch", o.backward_prefetch_modules}}) {
+    if (count < 0) {
+      return InvalidArgument(
+          fmt::format("--{} {}: expected a count of units, 0 or more", flag, count));
+    }
+  }
   if (o.fp32_reduce_scatter && o.fsdp_impl != FsdpImpl::kFairscale) {
     return InvalidArgument(fmt::format(
         "--fp32-reduce-scatter is fairscale's; with --fsdp-impl {} say --reduce-dtype fp32",
@@ -335,6 +347,20 @@ std::string TorchFsdpSetting(const GenOptions& o) {
                             : fmt::format(", mp_policy=MixedPrecisionPolicy({})", args);
       };
       s += with_policy(policy) + rest + ")";
+      // The explicit prefetch of PyTorch's FSDP2 example (examples/distributed/FSDP2), over
+      // the units in forward order.
+      if (o.forward_prefetch_modules > 0) {
+        s += fmt::format(
+            ", then set_modules_to_forward_prefetch as PyTorch's FSDP2 example "
+            "(num_to_forward_prefetch={})",
+            o.forward_prefetch_modules);
+      }
+      if (o.backward_prefetch_modules > 0) {
+        s += fmt::format(
+            ", then set_modules_to_backward_prefetch as PyTorch's FSDP2 example "
+            "(num_to_backward_prefetch={})",
+            o.backward_prefetch_modules);
+      }
       // output_dtype is the root's alone (gen/program_boundary_casts.h).
       if (o.output_dtype) {
         const std::string root_policy = fmt::format(
@@ -518,6 +544,14 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
        {"fp32", DType::kFloat32},
        {"bf16", DType::kBFloat16},
        {"fp16", DType::kFloat16}}));
+  params.push_back(IntParam("modules-to-forward-prefetch",
+                            "fsdp2: each unit set_modules_to_forward_prefetch(the next N units), "
+                            "as PyTorch's FSDP2 example (0: none)",
+                            o.forward_prefetch_modules));
+  params.push_back(IntParam("modules-to-backward-prefetch",
+                            "fsdp2: each unit set_modules_to_backward_prefetch(the N before it), "
+                            "as PyTorch's FSDP2 example (0: the implicit prefetch)",
+                            o.backward_prefetch_modules));
   params.push_back(SwitchParam("cast-forward-inputs",
                                "fsdp2 MixedPrecisionPolicy.cast_forward_inputs (on|off): each "
                                "unit's floating inputs cast to the param dtype",

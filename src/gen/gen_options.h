@@ -107,6 +107,12 @@ struct GenOptions {
   // gen/program_boundary_casts.h.
   std::optional<DType> output_dtype;
   bool cast_forward_inputs = true;
+  // FSDP2 explicit prefetch as PyTorch's FSDP2 example sets it: each unit but the root, in
+  // forward order, set_modules_to_forward_prefetch(the next N units) (0: none, the default)
+  // and set_modules_to_backward_prefetch(the N before it), from the N+1-th on (0: the implicit
+  // prefetch of the unit before it in post-forward order).
+  int forward_prefetch_modules = 0;
+  int backward_prefetch_modules = 0;
   double bucket_cap_mb = 25.0;   // recorded in the header: the run's default cap
   double device_tflops = 400.0;  // sustained FLOP/s of one device, for compute spans
 

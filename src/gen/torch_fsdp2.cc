@@ -1,6 +1,7 @@
 #include "gen/torch_fsdp2.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,7 @@ class TorchFsdp2 final : public FsdpImplementation {
     for (const ForwardOp& op : model.forward) {
       if (op.kind == OpKind::kEndForward) last_to_end_ = op.instance;
     }
+    SetExplicitPrefetch();
   }
 
   Status BuildHeader(TraceHeader& header) const override {
@@ -99,9 +101,12 @@ class TorchFsdp2 final : public FsdpImplementation {
     // recomputation (non-reentrant checkpoint): it runs here then.
     if (units_[f].state_pre_backward) return Status::Ok();
     if (pass == Pass::kRecompute) return PreBackward(f);
-    // FSDPParamGroup.pre_forward: unshard, then wait_for_unshard in state FORWARD.
+    // FSDPParamGroup.pre_forward: unshard (no-op if prefetched), then wait_for_unshard in
+    // state FORWARD; then FSDPState._pre_forward's explicit prefetch
+    // (_states_to_forward_prefetch: _prefetch_unshard of each).
     BUCKETSIM_RETURN_IF_ERROR(Unshard(f));
-    return WaitForUnshard(f, /*forward=*/true);
+    BUCKETSIM_RETURN_IF_ERROR(WaitForUnshard(f, /*forward=*/true));
+    return UnshardAll(forward_prefetch_[f]);
   }
 
   Status PostForward(std::size_t f, Pass pass) override {
@@ -124,7 +129,10 @@ class TorchFsdp2 final : public FsdpImplementation {
 
   // FSDPState._pre_backward sets PRE_BACKWARD, then FSDPParamGroup.pre_backward (no-op if the
   // group is already in PRE_BACKWARD): unshard (no-op if prefetched), wait_for_unshard, and
-  // the default prefetch (_backward_prefetch: the group before it in post-forward order).
+  // the default prefetch (_backward_prefetch: the group before it in post-forward order) unless
+  // the unit has an explicit list (_states_to_backward_prefetch), whose groups it then
+  // unshards (_prefetch_unshard). The emitter calls it once per unit and backward: the list's
+  // prefetch with it (the real hook fires once per output, re-prefetching what is pending).
   Status PreBackward(std::size_t f) override {
     Unit& unit = units_[f];
     unit.state_pre_backward = true;
@@ -132,11 +140,14 @@ class TorchFsdp2 final : public FsdpImplementation {
     unit.group_pre_backward = true;
     BUCKETSIM_RETURN_IF_ERROR(Unshard(f));
     BUCKETSIM_RETURN_IF_ERROR(WaitForUnshard(f, /*forward=*/false));
-    if (unit.post_forward_indices.empty()) return Status::Ok();
-    const std::size_t index = unit.post_forward_indices.back();
-    unit.post_forward_indices.pop_back();
-    if (index == 0) return Status::Ok();
-    return Unshard(post_forward_order_[index - 1]);
+    std::optional<std::size_t> index;
+    if (!unit.post_forward_indices.empty()) {
+      index = unit.post_forward_indices.back();
+      unit.post_forward_indices.pop_back();
+    }
+    if (!backward_prefetch_[f].empty()) return UnshardAll(backward_prefetch_[f]);
+    if (!index || *index == 0) return Status::Ok();
+    return Unshard(post_forward_order_[*index - 1]);
   }
 
   // FSDPParamGroup.post_backward: the unsharded gradients are collected (and .grad set to
@@ -219,6 +230,38 @@ class TorchFsdp2 final : public FsdpImplementation {
   // FSDPState._root_pre_forward -> _lazy_init, at the root's first forward, before its input
   // casts (_pre_forward casts after it) and any unit's pre-forward.
   Status ForwardBegins() override { return lazy_initialized_ ? Status::Ok() : LazyInit(); }
+
+  // The explicit prefetch lists of PyTorch's FSDP2 example (pytorch/examples
+  // distributed/FSDP2/example.py: set_modules_to_forward_prefetch / _backward_prefetch) over
+  // the units but the root, in the order the forward gathers them: unit i prefetches units
+  // i+1..i+N in forward (none for the last N), units i-1..i-N in backward (none for the first N,
+  // which keep the implicit prefetch).
+  void SetExplicitPrefetch() {
+    forward_prefetch_.assign(units_.size(), {});
+    backward_prefetch_.assign(units_.size(), {});
+    std::vector<std::size_t> layers;
+    for (const ForwardOp& op : model_.forward) {
+      if (op.kind == OpKind::kGather && op.instance != root_ &&
+          std::find(layers.begin(), layers.end(), op.instance) == layers.end()) {
+        layers.push_back(op.instance);
+      }
+    }
+    const std::size_t ahead = static_cast<std::size_t>(options_.forward_prefetch_modules);
+    const std::size_t behind = static_cast<std::size_t>(options_.backward_prefetch_modules);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      for (std::size_t j = 1; j <= ahead && i + ahead < layers.size(); ++j) {
+        forward_prefetch_[layers[i]].push_back(layers[i + j]);
+      }
+      for (std::size_t j = 1; j <= behind && i >= behind; ++j) {
+        backward_prefetch_[layers[i]].push_back(layers[i - j]);
+      }
+    }
+  }
+
+  Status UnshardAll(const std::vector<std::size_t>& targets) {
+    for (std::size_t target : targets) BUCKETSIM_RETURN_IF_ERROR(Unshard(target));
+    return Status::Ok();
+  }
 
   // FSDPParamGroup.lazy_init: reset_sharded_param re-pads a shard whose local tensor is
   // shorter than chunk 0 (new_zeros(padded_sharded_size), the old padded storage then dropped).
@@ -419,6 +462,8 @@ class TorchFsdp2 final : public FsdpImplementation {
   bool lazy_initialized_ = false;
   std::uint64_t all_gather_state_ = 0;           // comm_ctx.all_gather_state's all-gather output
   std::vector<std::size_t> post_forward_order_;  // comm_ctx.post_forward_order
+  // Per unit: the units it prefetches explicitly in forward and in backward.
+  std::vector<std::vector<std::size_t>> forward_prefetch_, backward_prefetch_;
 };
 
 }  // namespace

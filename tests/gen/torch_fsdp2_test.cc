@@ -669,6 +669,44 @@ TEST(TorchFsdp2, ANonReentrantRegionsKeptInputsGoWithItsLastSavingNode) {
              std::vector<std::string>(events.begin() + at(events, "phase backward"), events.end()));
 }
 
+// set_modules_to_forward_prefetch([l2]) on l1 and set_modules_to_backward_prefetch([l1]) on
+// l2 (--modules-to-forward-prefetch 1 --modules-to-backward-prefetch 1): l1's pre-forward
+// all-gathers l2 after its own copy-out, before l1 computes; in backward l2's explicit list
+// stands in for the implicit prefetch (the same unit here: the events are the implicit run's).
+TEST(TorchFsdp2, ExplicitPrefetchGathersTheListedUnitsAfterTheCopyOut) {
+  GenOptions options = Fsdp2Options(2);
+  options.forward_prefetch_modules = 1;
+  const std::vector<std::string> events = Emit(TwoUnits(), options);
+  const std::vector<std::string> forward = {
+      "phase forward",
+      "alloc 6 32 s1 all_gather",  // l1 all_gather_copy_in
+      "alloc 7 24 s0 all_gather",  // l1 copy-out
+      "alloc 8 8 s0 all_gather",
+      "alloc 9 32 s1 all_gather",  // l2 prefetched: its all-gather output, no copy-out yet
+      "compute forward l1",
+      "alloc 10 200 s0 activation",
+      "free 7",  // l1 post_forward
+      "free 8",
+      "alloc 11 24 s0 all_gather",  // l2 pre_forward: unshard is a no-op, wait_for_unshard
+      "alloc 12 8 s0 all_gather",   // copies out
+      "free 6",                     // l1's all-gather output, the previous all_gather_state
+      "compute forward l2",
+  };
+  EXPECT_NE(std::search(events.begin(), events.end(), forward.begin(), forward.end()), events.end())
+      << ::testing::PrintToString(events);
+  options.forward_prefetch_modules = 0;
+  options.backward_prefetch_modules = 1;
+  EXPECT_EQ(Emit(TwoUnits(), options), Emit(TwoUnits(), Fsdp2Options(2)));
+  // The setting says how to get it.
+  options.forward_prefetch_modules = 2;
+  EXPECT_NE(TorchFsdpSetting(options).find(
+                "then set_modules_to_forward_prefetch as PyTorch's FSDP2 example "
+                "(num_to_forward_prefetch=2), then set_modules_to_backward_prefetch as PyTorch's "
+                "FSDP2 example (num_to_backward_prefetch=1)"),
+            std::string::npos)
+      << TorchFsdpSetting(options);
+}
+
 // Adam at rank 1: torch.optim's state (zeros_like of the sharded parameter) is this rank's
 // chunk without padding, two fp32 tensors per parameter: w's 2 elements, b's 1 (the step's
 // temporaries, freed within it, are optimizer_step_test's).

@@ -98,6 +98,12 @@ def make_batch():
     return torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
 
 
+def make_batch_one():
+    """One sequence: activations small beside a Block's parameters (2 MiB in fp32), so that
+    the all-gathers an FSDP prefetch issues early set the peaks."""
+    return make_batch()[:1]
+
+
 def build_model_bf16():
     """The model as MixedPrecision(param_dtype=torch.bfloat16) (FSDP1) or
     MixedPrecisionPolicy(param_dtype=torch.bfloat16) (FSDP2) computes it, every activation in

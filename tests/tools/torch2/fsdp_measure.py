@@ -148,6 +148,11 @@ def parse_args(argv=None):
     g.add_argument("--reshard-after-forward", default="true", help="true, false or N")
     g.add_argument("--mp-param-dtype", choices=sorted(DTYPES))
     g.add_argument("--mp-reduce-dtype", choices=sorted(DTYPES))
+    g.add_argument("--modules-to-forward-prefetch", type=int, default=0, metavar="N",
+                   help="each unit set_modules_to_forward_prefetch(the next N), as PyTorch's "
+                        "FSDP2 example")
+    g.add_argument("--modules-to-backward-prefetch", type=int, default=0, metavar="N",
+                   help="each unit set_modules_to_backward_prefetch(the N before it)")
     g.add_argument("--mp-output-dtype", choices=sorted(DTYPES),
                    help="the root's MixedPrecisionPolicy.output_dtype (the units' have none)")
     p.add_argument("--settle", default="on", choices=["on", "off"],
@@ -270,7 +275,16 @@ def wrap_fsdp2(model, args, world_size):
         units = [wrapper.get(m, m) for m in units]
     for module in units:
         fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
-    return fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=root_mp)
+    root = fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=root_mp)
+    # Explicit prefetch as pytorch/examples distributed/FSDP2/example.py sets it, over the units
+    # in the order the forward calls them (model.modules()'s, for the example models).
+    ahead, behind = args.modules_to_forward_prefetch, args.modules_to_backward_prefetch
+    for i, unit in enumerate(units):
+        if ahead and i < len(units) - ahead:
+            unit.set_modules_to_forward_prefetch([units[i + j] for j in range(1, ahead + 1)])
+        if behind and i >= behind:
+            unit.set_modules_to_backward_prefetch([units[i - j] for j in range(1, behind + 1)])
+    return root
 
 
 class CollectiveLog:

@@ -92,6 +92,13 @@ CASES = {
                                    "--mp-output-dtype", "fp32"],
         ["--fsdp-impl", "fsdp2", "--param-dtype", "bf16", "--reduce-dtype", "fp32",
          "--output-dtype", "fp32"], "fsdp2"),
+    # Explicit prefetch as PyTorch's FSDP2 example sets it: each Block all-gathers the next two
+    # in forward (set_modules_to_forward_prefetch) and the two before it in backward.
+    "fsdp2-explicit-prefetch-2": (
+        "build_model", 2, FSDP2 + ["--modules-to-forward-prefetch", "2",
+                                   "--modules-to-backward-prefetch", "2"],
+        ["--fsdp-impl", "fsdp2", "--modules-to-forward-prefetch", "2",
+         "--modules-to-backward-prefetch", "2"], "fsdp2"),
     "fsdp2-checkpointed": (
         "build_model_checkpointed", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
     # Checkpointing as a what-if: the program recorded without it, emitted with
@@ -144,6 +151,10 @@ def model_of(build):
 
 # The units of the measured run where they are not Block's (the program is recorded with Block).
 MEASURE_WRAP = {"fsdp1-rewrap-linear": "Linear", "fsdp2-rewrap-linear": "Linear"}
+
+# The batch function where it is not make_batch: one sequence, whose activations are small
+# beside a Block's parameters, so that what a prefetch gathers early sets the peaks.
+BATCH = {"fsdp2-explicit-prefetch-2": "make_batch_one"}
 
 # The program a case emits when it is not the measured model's own: a bf16 run computes every
 # activation in bf16, which a program recorded in fp32 does not say (resmlp.py:build_model_bf16).
@@ -202,22 +213,22 @@ class FsdpOracle(unittest.TestCase):
     def tearDownClass(cls):
         cls.dir.cleanup()
 
-    def program(self, build):
-        if build not in self.programs:
-            path = os.path.join(self.dir.name, f"{build}.program.json")
+    def program(self, build, batch="make_batch"):
+        if (build, batch) not in self.programs:
+            path = os.path.join(self.dir.name, f"{build}.{batch}.program.json")
             model, python = model_of(build)
             run([*python, os.path.join(TOOLS, "record_program.py"), f"{model}:{build}",
-                 "--batch", f"{model}:make_batch", "--wrap", "Block", "--optimizer", "sgd",
+                 "--batch", f"{model}:{batch}", "--wrap", "Block", "--optimizer", "sgd",
                  "--no-measure", "-o", path])
-            self.programs[build] = path
-        return self.programs[build]
+            self.programs[(build, batch)] = path
+        return self.programs[(build, batch)]
 
     def measure(self, case):
         build, ranks, flags, _, _ = CASES[case]
         model, _ = model_of(build)
         out = os.path.join(self.dir.name, f"{case}.measured.json")
         run([TORCH2, "ranks", str(ranks), os.path.join(HERE, "fsdp_measure.py"),
-             f"{model}:{build}", "--batch", f"{model}:make_batch",
+             f"{model}:{build}", "--batch", f"{model}:{BATCH.get(case, 'make_batch')}",
              "--wrap", MEASURE_WRAP.get(case, "Block"),
              "--optimizer", "sgd", *flags, "--json", out])
         with open(out) as f:
@@ -227,7 +238,8 @@ class FsdpOracle(unittest.TestCase):
         build, _, _, gen_flags, policy = CASES[case]
         build = RECORD_AS.get(case, build)
         trace = os.path.join(self.dir.name, f"{case}.rank{rank}.trace.json")
-        run([BUCKETSIM, "gen", "program", self.program(build), *gen_flags, "--world-size",
+        program = self.program(build, BATCH.get(case, "make_batch"))
+        run([BUCKETSIM, "gen", "program", program, *gen_flags, "--world-size",
              str(ranks), "--rank", str(rank), "--iterations", "1", "--optimizer", "sgd",
              "-o", trace])
         return pvm.predicted_figures(trace, BUCKETSIM, policy)
