@@ -13,7 +13,8 @@ names=(trace_reader replay memory_viz budget_file report_reader time_profile all
 
 seeds() {
   case "$1" in
-    trace_reader | replay | memory_viz) echo traces/*.json tests/schema/trace-bad-category.json ;;
+    trace_reader | replay | memory_viz)
+      echo traces/*.json tests/schema/trace-bad-category.json tests/fuzz/seeds/trace/* ;;
     budget_file) echo reports/budget-example.json tests/schema/budget-bad.json ;;
     report_reader) echo tests/golden/compare-tiny-ws2*.json tests/schema/report-*.json ;;
     time_profile) echo traces/profiles/*.json ;;

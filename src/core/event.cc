@@ -129,7 +129,8 @@ std::string_view PhaseName(Phase phase) {
 }
 
 std::string_view ShardModeName(ShardMode mode) {
-  static constexpr std::array<std::string_view, 3> kNames = {"view", "cast", "accumulate"};
+  static constexpr std::array<std::string_view, 4> kNames = {"view", "cast", "accumulate",
+                                                             "offload"};
   return kNames[static_cast<int>(mode)];
 }
 

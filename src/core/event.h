@@ -77,6 +77,9 @@ enum class ShardMode : std::uint8_t {
   kView,        // kept as the gradient: a view that keeps its whole buffer alive until zero_grad
   kCast,        // .to(cast_dtype): a new tensor is the gradient, the reduced buffer is let go
   kAccumulate,  // += into an existing gradient shard: no allocation, the buffer is let go
+  // .to("cpu"): copied to host memory (FSDP2's CPUOffloadPolicy); the device keeps nothing of
+  // it and the buffer is let go (format v4)
+  kOffload,
 };
 
 struct Event {

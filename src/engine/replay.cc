@@ -375,6 +375,9 @@ void Replay::Deliver(const ReduceScatterCall& call, BufferId reduced) {
     case ShardMode::kAccumulate:
       // _saved_grad_shard += reduced: nothing new is kept.
       return;
+    case ShardMode::kOffload:
+      // reduced.to("cpu"): the gradient is in host memory, nothing of it on the device.
+      return;
   }
   BUCKETSIM_CHECK(held_grad_[param] == kNoBuffer);  // TraceChecker guarantees it
   held_grad_[param] = reduced;

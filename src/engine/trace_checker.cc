@@ -291,7 +291,8 @@ Status TraceChecker::CheckReduceScatter(const Event& event) {
                   InvalidTrace(fmt::format("event {}: rs outside backward (phase is '{}')",
                                            event.index, PhaseName(phase_))));
   }
-  if (event.shard_mode != ShardMode::kAccumulate) {
+  // An offloaded shard leaves nothing on the device to accumulate into.
+  if (event.shard_mode != ShardMode::kAccumulate && event.shard_mode != ShardMode::kOffload) {
     std::uint32_t param = header_->ParamIndex(event.fsdp, event.param);
     if (holds_grad_[param]) {
       last_broken_ = Inconsistency::kRsOnHeldGradient;

@@ -427,17 +427,21 @@ class TorchFsdp2 final : public FsdpImplementation {
   // the output at its last, so the unsharded gradients are freed between them, as 2.6 frees
   // them (unsharded_grads.clear()) after the chunk_cat copy-in and before reduce_output. A
   // reduce dtype other than fp32 is cast back (_to_dtype_if_needed(reduce_output,
-  // orig_dtype)); an fp32 output is viewed (as_strided) by the sharded gradients.
+  // orig_dtype)); an fp32 output is viewed (as_strided) by the sharded gradients. With
+  // CPUOffloadPolicy each sharded gradient is copied to the CPU (.to("cpu")) instead, and
+  // nothing of the output stays on the device.
   Status Reduce(std::size_t f, const std::vector<std::uint64_t>& grads) {
     const std::vector<Fsdp2Param>& params = units_[f].params;
     const DType reduce_dtype = ReduceDType(f);
-    const bool view = reduce_dtype == DType::kFloat32;
+    const ShardMode mode = options_.offload_params           ? ShardMode::kOffload
+                           : reduce_dtype == DType::kFloat32 ? ShardMode::kView
+                                                             : ShardMode::kCast;
     for (std::size_t k = 0; k < params.size(); ++k) {
       // One request alone (a group of one parameter) cannot bracket the frees: they follow it.
       if (k + 1 == params.size() && k > 0) BUCKETSIM_RETURN_IF_ERROR(FreeAll(grads));
       BUCKETSIM_RETURN_IF_ERROR(trace_.Emit(ReduceScatterEvent(
           static_cast<std::uint32_t>(f), static_cast<std::uint32_t>(k), kShardGroup, reduce_dtype,
-          params[k].padded_shard, view ? ShardMode::kView : ShardMode::kCast, DType::kFloat32)));
+          params[k].padded_shard, mode, DType::kFloat32)));
     }
     if (params.size() == 1) BUCKETSIM_RETURN_IF_ERROR(FreeAll(grads));
     return Status::Ok();

@@ -214,7 +214,7 @@ class NameTable {
 
 const NameTable<EventKind, kNumEventKinds> kEventKinds(EventKindName);
 const NameTable<Phase, kNumPhases> kPhases(PhaseName);
-const NameTable<ShardMode, 3> kShardModes(ShardModeName);
+const NameTable<ShardMode, 4> kShardModes(ShardModeName);
 const NameTable<Category, kNumCategories> kCategories(CategoryName);
 
 // The fields of the event being read. Reused from event to event: the strings keep their
@@ -425,10 +425,14 @@ Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Eve
   BUCKETSIM_RETURN_IF_ERROR(f.Text(Field::kShard, shard));
   std::optional<ShardMode> mode = kShardModes.Parse(shard);
   if (!mode) {
-    return InvalidTrace(
-        fmt::format("shard '{}' is not a shard mode (expected view, cast or accumulate)", shard));
+    return InvalidTrace(fmt::format(
+        "shard '{}' is not a shard mode (expected view, cast, accumulate or offload)", shard));
   }
   e.shard_mode = *mode;
+  if (e.shard_mode == ShardMode::kOffload && header.schema_version < kImplSchemaVersion) {
+    return InvalidTrace(fmt::format("shard 'offload' needs schema_version {} (this trace has {})",
+                                    kImplSchemaVersion, header.schema_version));
+  }
   if (e.shard_mode == ShardMode::kCast) {
     BUCKETSIM_RETURN_IF_ERROR(f.DTypeOf(Field::kCastDType, e.cast_dtype));
   } else if (f.Has(Field::kCastDType)) {

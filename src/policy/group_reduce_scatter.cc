@@ -84,7 +84,16 @@ Status GroupReduceScatter::ReduceGroup(Group& group, PolicyHost& host) {
     return call.event.shard_mode == ShardMode::kCast &&
            call.event.cast_dtype == first.event.cast_dtype;
   });
-  if (cast) {
+  const bool offload = std::all_of(group.calls.begin(), group.calls.end(), [](const auto& call) {
+    return call.event.shard_mode == ShardMode::kOffload;
+  });
+  if (offload) {
+    // new_sharded_grad.to("cpu") per parameter: nothing holds the output once foreach_reduce
+    // returns (torch 2.6 _fsdp_collectives.py; the non-fp32 reduce dtype's cast of the whole
+    // output back to fp32 before the copies, transient, is not modelled).
+    for (const ReduceScatterCall& call : group.calls) host.Deliver(call, output);
+    host.Release(output);
+  } else if (cast) {
     // reduce_output.to(orig_dtype): one tensor the sharded gradients view; the output has no
     // reference left and goes at once.
     const BufferId grads = host.Allocate(group.columns * ElementSize(first.event.cast_dtype),

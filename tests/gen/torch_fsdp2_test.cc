@@ -742,6 +742,15 @@ TEST(TorchFsdp2, OffloadedShardsAreCopiedToTheDeviceForEachAllGather) {
                                             "phase forward", "alloc 2 12 s1 all_gather",
                                             "alloc 3 4 s1 all_gather", "alloc 4 32 s1 all_gather",
                                             "free 2", "free 3", "alloc 5 24 s0 all_gather"}));
+  // The reduced gradients go to the CPU (shard "offload"): no view of the output is kept.
+  const auto count = [&](const std::string& suffix) {
+    return std::count_if(events.begin(), events.end(), [&](const std::string& e) {
+      return e.rfind("rs ", 0) == 0 && e.size() > suffix.size() &&
+             e.compare(e.size() - suffix.size(), suffix.size(), suffix) == 0;
+    });
+  };
+  EXPECT_EQ(count(" offload"), 4);
+  EXPECT_EQ(count(" view"), 0);
 }
 
 // Dim-0 sharding (the program's dim0): l1.w is 1 x 6 (a ViT-style position embedding), so

@@ -673,7 +673,23 @@ TEST(ReadTraceErrors, BadCategory) {
 TEST(ReadTraceErrors, BadShardMode) {
   ExpectEventError(
       R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "bf16", "numel": 20, "shard": "copy"})",
-      "event 2: rs: shard 'copy' is not a shard mode (expected view, cast or accumulate)");
+      "event 2: rs: shard 'copy' is not a shard mode (expected view, cast, accumulate or "
+      "offload)");
+  // "offload" (FSDP2's CPUOffloadPolicy) came with format v4.
+  ExpectEventError(
+      R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "fp32", "numel": 20, "shard": "offload"})",
+      "event 2: rs: shard 'offload' needs schema_version 4 (this trace has 1)");
+}
+
+TEST(ReadTrace, OffloadShardInAVersion4Trace) {
+  std::string json = Trace(
+      R"({"ev": "iteration", "index": 0}, {"ev": "phase", "phase": "backward"},
+         {"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "fp32", "numel": 20, "shard": "offload"})");
+  json.replace(json.find("\"schema_version\": 1"), 19, "\"schema_version\": 4");
+  ReadResult r = Read(json);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_EQ(r.sink.events.size(), 3u);
+  EXPECT_EQ(r.sink.events[2].shard_mode, ShardMode::kOffload);
 }
 
 TEST(ReadTraceErrors, CastWithoutCastDType) {

@@ -132,5 +132,27 @@ TEST_F(GroupReduceScatterTest, CastOutputIsOneFp32TensorAndTheOutputGoesAtOnce) 
   EXPECT_EQ(host.TakeLog(), (Log{"free bucket_data 800 #0"}));
 }
 
+// CPUOffloadPolicy: each sharded gradient is copied to the CPU (new_sharded_grad.to("cpu")),
+// so nothing views the output, which goes once delivered instead of at the end of backward.
+TEST_F(GroupReduceScatterTest, OffloadedGradientsLeaveNothingOfTheOutputOnTheDevice) {
+  GroupReduceScatter fsdp2(/*inflight=*/1);
+  ASSERT_TRUE(fsdp2.Start(header_).ok());
+  RecordingHost host;
+  const ProcessGroup& group = header_.groups[0];
+  for (std::uint32_t p : {0u, 1u}) {
+    ASSERT_TRUE(fsdp2
+                    .ReduceScatter(MakeCall(group, p == 0 ? 150 : 50, DType::kFloat32,
+                                            ShardMode::kOffload, p, 0, p + 1),
+                                   host)
+                    .ok());
+  }
+  EXPECT_EQ(host.TakeLog(), (Log{"alloc bucket_data 1600 #0", "alloc bucket_output 800 #1",
+                                 "collective bucket_flush group 1 in 400 out 200 requests 2",
+                                 "deliver param 0 from #1", "deliver param 1 from #1",
+                                 "free bucket_output 800 #1"}));
+  ASSERT_TRUE(fsdp2.EndBackward(host).ok());
+  EXPECT_EQ(host.TakeLog(), (Log{"free bucket_data 1600 #0"}));
+}
+
 }  // namespace
 }  // namespace bucketsim
