@@ -99,6 +99,11 @@ CASES = {
                                    "--modules-to-backward-prefetch", "2"],
         ["--fsdp-impl", "fsdp2", "--modules-to-forward-prefetch", "2",
          "--modules-to-backward-prefetch", "2"], "fsdp2"),
+    # HSDP: a 2-D mesh (2 replicas of 2 shards), each group's reduce-scatter over its shard
+    # group then an in-place all-reduce of the output over the replicas.
+    "fsdp2-hsdp-2x2": (
+        "build_model", 4, FSDP2 + ["--hsdp-shape", "2,2"],
+        ["--fsdp-impl", "fsdp2", "--hsdp-shape", "2,2"], "fsdp2"),
     "fsdp2-checkpointed": (
         "build_model_checkpointed", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
     # Checkpointing as a what-if: the program recorded without it, emitted with
