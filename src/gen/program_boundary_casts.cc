@@ -125,11 +125,42 @@ bool NeedsCast(const ProgramTensor& tensor, DType to) {
 
 Status RefuseInRegion(const FsdpModel& model, std::size_t instance, std::string_view which) {
   return InvalidArgument(fmt::format(
-      "unit '{}' is inside a checkpointed region and its {} would need a cast: FSDP2 skips its "
-      "casts when the region is recomputed (the module then runs on the uncast tensors), which "
-      "is not modelled; record the model with its inputs/outputs already in that dtype, or "
-      "without checkpointing that unit",
+      "unit '{}' is inside a checkpointed region and its {} would need a cast: FSDP's hooks "
+      "skip their casts when the region is recomputed (the module then runs on the uncast "
+      "tensors), which is not modelled; record the model with its inputs/outputs already in "
+      "that dtype, or without checkpointing that unit",
       model.instances[instance].name, which));
+}
+
+// A checkpointed region inside the unit that reads a model input now reads its copy, an
+// activation, which its checkpoint_begin must keep (the checkpoint holds its inputs) as it need
+// not keep a model input (the loop holds those). An activation it read was kept already, and
+// is renamed in the begin's saves with the rest.
+void KeepCopiesInRegions(FsdpModel& model, std::size_t g, std::size_t e,
+                         const std::unordered_map<std::string, Made>& made,
+                         const std::unordered_map<std::string, std::string>& renamed) {
+  std::unordered_set<std::string> model_input_copies;
+  for (const auto& [source, copy] : renamed) {
+    if (made.at(source).op == kModelInput) model_input_copies.insert(copy);
+  }
+  if (model_input_copies.empty()) return;
+  std::size_t begin = kModelInput;  // the open region's checkpoint_begin, if any
+  for (std::size_t i = g + 1; i < e; ++i) {
+    ForwardOp& op = model.forward[i];
+    if (op.kind == OpKind::kCheckpointBegin) begin = i;
+    if (op.kind == OpKind::kCheckpointEnd) begin = kModelInput;
+    if (op.kind != OpKind::kRun || begin == kModelInput) continue;
+    std::vector<SavedTensor>& kept = model.forward[begin].saves;
+    const auto keep = [&](const std::string& tensor) {
+      if (model_input_copies.contains(tensor) &&
+          std::none_of(kept.begin(), kept.end(),
+                       [&](const SavedTensor& save) { return save.tensor == tensor; })) {
+        kept.push_back({tensor, {}});
+      }
+    };
+    for (const RunInput& input : op.inputs) keep(input.tensor);
+    for (const SavedTensor& save : op.saves) keep(save.tensor);
+  }
 }
 
 // The casts of one unit, gathered at forward[g] and ended at forward[e].
@@ -163,6 +194,7 @@ Status CastUnit(FsdpModel& model, std::size_t g, std::size_t e, std::size_t root
         if (auto it = renamed.find(id); it != renamed.end()) id = it->second;
       });
     }
+    KeepCopiesInRegions(model, g, e, made, renamed);
     model.forward.insert(model.forward.begin() + static_cast<std::ptrdiff_t>(g),
                          std::make_move_iterator(runs.begin()),
                          std::make_move_iterator(runs.end()));

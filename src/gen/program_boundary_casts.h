@@ -49,8 +49,8 @@ struct BoundaryCastSummary {
 // saves and releases) of an input, and every later reference to an output, then name the copy.
 // A unit's inputs are the tensors its runs read that were made before it: the program does not
 // say which were its forward's arguments. Refused for a unit inside a checkpointed region that
-// would need a cast (FSDP2 skips its casts when the region is recomputed, which the emitter's
-// recompute would not).
+// would need a cast (FSDP's hooks skip their casts when the region is recomputed, which the
+// emitter's recompute would not).
 Result<BoundaryCastSummary> InsertBoundaryCasts(FsdpModel& model, const BoundaryCasts& casts);
 
 }  // namespace bucketsim

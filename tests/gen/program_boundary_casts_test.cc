@@ -124,6 +124,32 @@ TEST(BoundaryCasts, Fsdp2CastsEveryUnitsInputsFsdp1TheRootsAlone) {
   EXPECT_EQ(fsdp1.forward[4].inputs[0].tensor, "a");
 }
 
+// A checkpointed region inside the root that reads the model's input (which its begin need not
+// keep: the loop holds it) reads the copy after the root's cast, and its begin keeps that
+// (found by the program fuzzer: the rewrite made a program the checks refuse).
+TEST(BoundaryCasts, ARegionThatReadsTheInputKeepsItsCopy) {
+  ProgramBuilder program("region reads the input");
+  const std::size_t root = program.AddInstance({"root", {{"flat_param_0", 8}}, true, true});
+  program.AddInput(Tensor("x", 64, "fp32"));
+  program.Gather(root);
+  program.Run("fc", 0, {root}, {In("x")}, {Tensor("h", 128, "fp32")}, {Keep("x")});
+  program.CheckpointBegin({Keep("h")});
+  program.Run("relu", 0, {}, {In("x")}, {Tensor("y", 64, "fp32")}, {Keep("h")});
+  program.CheckpointEnd();
+  program.EndForward(root);
+  program.Run("mean", 0, {}, {In("y")}, {Tensor("loss", 4, "fp32")});
+  program.SetLoss("loss");
+  FsdpModel model = program.Take();
+  Result<BoundaryCastSummary> added =
+      InsertBoundaryCasts(model, {.inputs = DType::kBFloat16, .inputs_root_only = true});
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  const ForwardOp& begin = model.forward[3];
+  ASSERT_EQ(begin.kind, OpKind::kCheckpointBegin);
+  ASSERT_EQ(begin.saves.size(), 2u);
+  EXPECT_EQ(begin.saves[1].tensor, "x.to_bf16");
+  EXPECT_EQ(model.forward[4].inputs[0].tensor, "x.to_bf16");
+}
+
 TEST(BoundaryCasts, NothingToCastChangesNothing) {
   FsdpModel model = ImageModel();
   const std::vector<std::string> before = OpNames(model);
