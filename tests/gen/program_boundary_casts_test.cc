@@ -10,6 +10,7 @@
 
 #include "gen/fsdp_program.h"
 #include "gen/program_builder.h"
+#include "program_render.h"
 #include "tiny_fsdp.h"
 
 namespace bucketsim {
@@ -46,26 +47,6 @@ FsdpModel ImageModel(bool fp32_a = false, bool checkpoint_b1 = false) {
   return program.Take();
 }
 
-std::vector<std::string> OpNames(const FsdpModel& model) {
-  std::vector<std::string> names;
-  for (const ForwardOp& op : model.forward) {
-    switch (op.kind) {
-      case OpKind::kGather:
-        names.push_back("gather " + model.instances[op.instance].name);
-        break;
-      case OpKind::kEndForward:
-        names.push_back("end " + model.instances[op.instance].name);
-        break;
-      case OpKind::kRun:
-        names.push_back(op.name);
-        break;
-      default:
-        names.push_back("checkpoint");
-    }
-  }
-  return names;
-}
-
 // param_dtype bf16 (cast_forward_inputs) and the root's output_dtype fp32: the root casts the
 // fp32 image before its all-gather (b1's and b2's bf16 inputs pass), and the bf16 logits after
 // its end_forward; what read the originals now reads the copies.
@@ -76,10 +57,11 @@ TEST(BoundaryCasts, TheRootCastsTheImageInAndTheLogitsOut) {
   ASSERT_TRUE(added.ok()) << added.status().ToString();
   EXPECT_EQ(added->casts, 2u);
   EXPECT_EQ(added->bytes, 200u + 600u);  // the image's 100 elements in bf16, 150 logits in fp32
-  EXPECT_EQ(OpNames(model),
-            (std::vector<std::string>{"root:cast_forward_inputs", "gather root", "stem",
-                                      "gather b1", "b1", "end b1", "gather b2", "b2", "end b2",
-                                      "head", "end root", "root:cast_forward_outputs", "loss"}));
+  EXPECT_EQ(testing::RenderShape(model),
+            (std::vector<std::string>{"root:cast_forward_inputs", "gather root", "stem uses root",
+                                      "gather b1", "b1 uses b1", "end b1", "gather b2",
+                                      "b2 uses b2", "end b2", "head uses root", "end root",
+                                      "root:cast_forward_outputs", "loss"}));
   const ForwardOp& in = model.forward[0];
   ASSERT_EQ(in.outputs.size(), 1u);
   EXPECT_EQ(in.outputs[0].id, "img.to_bf16");
@@ -107,10 +89,11 @@ TEST(BoundaryCasts, Fsdp2CastsEveryUnitsInputsFsdp1TheRootsAlone) {
   Result<BoundaryCastSummary> added = InsertBoundaryCasts(model, {.inputs = DType::kBFloat16});
   ASSERT_TRUE(added.ok()) << added.status().ToString();
   EXPECT_EQ(added->casts, 2u);
-  EXPECT_EQ(OpNames(model),
-            (std::vector<std::string>{"root:cast_forward_inputs", "gather root", "stem",
-                                      "b1:cast_forward_inputs", "gather b1", "b1", "end b1",
-                                      "gather b2", "b2", "end b2", "head", "end root", "loss"}));
+  EXPECT_EQ(testing::RenderShape(model),
+            (std::vector<std::string>{"root:cast_forward_inputs", "gather root", "stem uses root",
+                                      "b1:cast_forward_inputs", "gather b1", "b1 uses b1", "end b1",
+                                      "gather b2", "b2 uses b2", "end b2", "head uses root",
+                                      "end root", "loss"}));
   EXPECT_EQ(model.forward[3].outputs[0].id, "a.to_bf16");
   EXPECT_EQ(model.forward[5].inputs[0].tensor, "a.to_bf16");
   EXPECT_EQ(model.forward[5].saves[0].tensor, "a.to_bf16");
@@ -152,12 +135,12 @@ TEST(BoundaryCasts, ARegionThatReadsTheInputKeepsItsCopy) {
 
 TEST(BoundaryCasts, NothingToCastChangesNothing) {
   FsdpModel model = ImageModel();
-  const std::vector<std::string> before = OpNames(model);
+  const std::vector<std::string> before = testing::RenderShape(model);
   Result<BoundaryCastSummary> added =
       InsertBoundaryCasts(model, {.root_outputs = DType::kBFloat16});
   ASSERT_TRUE(added.ok());
   EXPECT_EQ(added->casts, 0u);  // the logits are bf16 already
-  EXPECT_EQ(OpNames(model), before);
+  EXPECT_EQ(testing::RenderShape(model), before);
 }
 
 TEST(BoundaryCasts, RefusesWhatItCannotPlace) {

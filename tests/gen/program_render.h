@@ -70,6 +70,31 @@ inline std::vector<std::string> RenderProgram(const FsdpModel& model) {
   return lines;
 }
 
+// The program's ops by name: "gather NAME", "end NAME", "RUN uses A B", "region".
+inline std::vector<std::string> RenderShape(const FsdpModel& model) {
+  std::vector<std::string> ops;
+  for (const ForwardOp& op : model.forward) {
+    const std::string& instance = model.instances[op.instance].name;
+    switch (op.kind) {
+      case OpKind::kGather:
+        ops.push_back("gather " + instance);
+        break;
+      case OpKind::kEndForward:
+        ops.push_back("end " + instance);
+        break;
+      case OpKind::kRun: {
+        std::string uses;
+        for (std::size_t f : op.uses) uses += " " + model.instances[f].name;
+        ops.push_back(op.name + (uses.empty() ? "" : " uses" + uses));
+        break;
+      }
+      default:
+        ops.push_back("region");
+    }
+  }
+  return ops;
+}
+
 // The bytes of every allocation of `category` on `stream` in the backward of iteration 0.
 inline std::vector<Bytes> BackwardAllocs(const std::vector<Event>& events, Category category,
                                          StreamId stream) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "gen/program_builder.h"
+#include "program_render.h"
 #include "tiny_fsdp.h"
 
 namespace bucketsim {
@@ -40,30 +41,6 @@ FsdpModel Recorded() {
   return model;
 }
 
-std::vector<std::string> Shape(const FsdpModel& model) {
-  std::vector<std::string> ops;
-  for (const ForwardOp& op : model.forward) {
-    const std::string& instance = model.instances[op.instance].name;
-    switch (op.kind) {
-      case OpKind::kGather:
-        ops.push_back("gather " + instance);
-        break;
-      case OpKind::kEndForward:
-        ops.push_back("end " + instance);
-        break;
-      case OpKind::kRun: {
-        std::string uses;
-        for (std::size_t f : op.uses) uses += " " + model.instances[f].name;
-        ops.push_back(op.name + (uses.empty() ? "" : " uses" + uses));
-        break;
-      }
-      default:
-        ops.push_back("region");
-    }
-  }
-  return ops;
-}
-
 TEST(RewrapModules, EachModuleOfTheClassesItsOwnUnit) {
   FsdpModel model = Recorded();
   Result<WrapSummary> wrapped = RewrapModules(model, {"Linear", "Embedding"});
@@ -76,10 +53,11 @@ TEST(RewrapModules, EachModuleOfTheClassesItsOwnUnit) {
   EXPECT_TRUE(model.instances[0].params.empty());  // the root owns nothing now
   EXPECT_EQ(model.instances[2].params[0].numel, 10u);
   EXPECT_EQ(model.instances[2].params[0].views[1].name, "blocks.0.fc.bias");
-  EXPECT_EQ(Shape(model), (std::vector<std::string>{
-                              "gather root", "gather emb", "emb:embedding uses emb", "end emb",
-                              "gather blocks.0.fc", "blocks.0.fc:addmm uses blocks.0.fc",
-                              "end blocks.0.fc", "end root", "root:mean"}));
+  EXPECT_EQ(
+      testing::RenderShape(model),
+      (std::vector<std::string>{"gather root", "gather emb", "emb:embedding uses emb", "end emb",
+                                "gather blocks.0.fc", "blocks.0.fc:addmm uses blocks.0.fc",
+                                "end blocks.0.fc", "end root", "root:mean"}));
   // The calls in step: each holds its ops and the gathers of the units inside it, not its own.
   EXPECT_EQ(model.module_calls[0].begin, 2u);  // emb: its run only
   EXPECT_EQ(model.module_calls[0].end, 3u);
@@ -90,7 +68,7 @@ TEST(RewrapModules, EachModuleOfTheClassesItsOwnUnit) {
   EXPECT_FALSE(testing::EmitSummary(model, testing::TinyFsdpOptions(2)).empty());
   // And back: the recorded wrapping, op for op.
   ASSERT_TRUE(RewrapModules(model, {"Block"}).ok());
-  EXPECT_EQ(Shape(model), Shape(Recorded()));
+  EXPECT_EQ(testing::RenderShape(model), testing::RenderShape(Recorded()));
   EXPECT_EQ(testing::EmitSummary(model, testing::TinyFsdpOptions(2)),
             testing::EmitSummary(Recorded(), testing::TinyFsdpOptions(2)));
 }
@@ -101,7 +79,7 @@ TEST(RewrapModules, NoClassIsTheRootAlone) {
   ASSERT_EQ(model.instances.size(), 1u);
   EXPECT_EQ(model.instances[0].params[0].numel, 14u);
   EXPECT_EQ(model.instances[0].params[0].views[0].name, "emb.weight");
-  EXPECT_EQ(Shape(model),
+  EXPECT_EQ(testing::RenderShape(model),
             (std::vector<std::string>{"gather root", "emb:embedding uses root",
                                       "blocks.0.fc:addmm uses root", "end root", "root:mean"}));
 }
