@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "gen/program_regions.h"
+
 namespace bucketsim {
 namespace {
 
@@ -42,19 +44,6 @@ void ForEachReference(ForwardOp& op, Fn&& fn) {
   for (ProgramTensor& output : op.outputs) {
     if (!output.alias.empty()) fn(output.alias);
   }
-}
-
-// Whether op i lies inside a checkpointed region (between a begin and its end).
-std::vector<bool> InRegion(const FsdpModel& model) {
-  std::vector<bool> inside(model.forward.size(), false);
-  bool open = false;
-  for (std::size_t i = 0; i < model.forward.size(); ++i) {
-    const OpKind kind = model.forward[i].kind;
-    if (kind == OpKind::kCheckpointBegin) open = true;
-    inside[i] = open;
-    if (kind == OpKind::kCheckpointEnd) open = false;
-  }
-  return inside;
 }
 
 // The cast of `source` to `to`: x.to(dtype), its storage the same count of elements.
@@ -168,7 +157,7 @@ Status CastUnit(FsdpModel& model, std::size_t g, std::size_t e, std::size_t root
                 const BoundaryCasts& casts, CastMaker& maker) {
   const std::size_t instance = model.forward[g].instance;
   const std::string& unit = model.instances[instance].name;
-  const bool in_region = InRegion(model)[g];
+  const bool in_region = FindCheckpointRegions(model).region[g] != CheckpointRegions::kNone;
   if (casts.inputs && (!casts.inputs_root_only || instance == root)) {
     const std::unordered_map<std::string, Made> made = TensorsOf(model);
     std::vector<const ProgramTensor*> inputs;
