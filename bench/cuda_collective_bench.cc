@@ -43,10 +43,10 @@ Result<Micros> TimeBackend(Backend& backend, const CollectiveRecord& record, Str
   backend.Materialize(kInput, record.input_numel * element, stream);
   backend.Materialize(kOutput, record.output_numel * element, stream);
   CollectiveBuffers buffers{kInput, kOutput, {}};
-  for (int i = 0; i < kWarmup; ++i) backend.ReduceScatter(record, buffers, stream);
+  for (int i = 0; i < kWarmup; ++i) backend.Collective(record, buffers, stream);
   Result<IterationSpans> warm = backend.EndIteration();
   if (!warm.ok()) return warm.status();
-  for (int i = 0; i < kIterations; ++i) backend.ReduceScatter(record, buffers, stream);
+  for (int i = 0; i < kIterations; ++i) backend.Collective(record, buffers, stream);
   Result<IterationSpans> timed = backend.EndIteration();
   backend.Release(kInput, stream);
   backend.Release(kOutput, stream);

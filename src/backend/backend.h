@@ -31,6 +31,9 @@ struct TimedSpan {
   StreamId stream = 0;
   Micros start_us = 0;
   Micros end_us = 0;
+  // A collective's place in issue order, for backends that list spans stream by stream (the
+  // engine matches collective spans to its log by it); 0 where spans come in issue order.
+  std::uint64_t issue = 0;
 };
 
 // The time figures of one iteration (span_timing.h computes them from its spans).
@@ -92,8 +95,13 @@ class Backend {
   // Data movement and collectives, on `stream`.
   virtual void FillGradient(const GradientFill& fill, StreamId stream) = 0;
   virtual void Copy(const BufferCopy& copy, StreamId stream) = 0;
-  virtual void ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
-                             StreamId stream) = 0;
+  // A collective of any kind (core/collective_record.h): a policy's reduction of its buffers,
+  // or the framework's own all-gather or all-reduce on a trace allocation (buffers.framework).
+  // An all-gather runs in place (NCCL's in-place form: this rank's part at input_offset +
+  // position * input_numel of the buffer). A reduction with record.replicate_group is followed
+  // by the all-reduce of this rank's output over that group, in place, as a second span.
+  virtual void Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
+                          StreamId stream) = 0;
   virtual void Compute(StreamId stream, Micros duration) = 0;
   // Work issued on `waiter` from now on starts after everything issued on `producer` so far
   // (stream.wait_stream(producer)). A no-op when both are the same stream.

@@ -69,11 +69,18 @@ struct ReducedSlice {
 // `output` receives what this rank gets. When output == input the collective runs in place, as
 // NCCL defines it: a reduce-scatter's shard lands at input_offset + position * output_numel, an
 // all-reduce overwrites its input (a bucket inside a larger buffer: Megatron's grad buffer).
+//
+// `framework`: the framework's own collective on a trace allocation (an all-gather, or an
+// all-reduce of a gradient the trace made), in place. A real backend fills this rank's part
+// with the pattern of record.event_index (row 0: element j of the rank's part is
+// PatternValue(rank, event, 0, j)) before running it and checks every element after; where the
+// trace allocation is not materialized, it runs on scratch memory of the same size.
 struct CollectiveBuffers {
   BufferHandle input = 0;
   BufferHandle output = 0;
   std::span<const ReducedSlice> slices;
   Numel input_offset = 0;
+  bool framework = false;
 };
 
 }  // namespace bucketsim

@@ -12,12 +12,27 @@ std::string_view CollectiveKindName(CollectiveKind kind) {
       return "reduce_scatter";
     case CollectiveKind::kAllReduce:
       return "all_reduce";
+    case CollectiveKind::kAllGather:
+      return "all_gather";
   }
   return "unknown";
 }
 
+CollectiveRecord ReplicaAllReduce(const CollectiveRecord& reduction) {
+  CollectiveRecord record = reduction;
+  record.kind = CollectiveKind::kAllReduce;
+  record.group = *reduction.replicate_group;
+  record.group_size = reduction.replicas;
+  record.input_numel = reduction.output_numel;
+  record.replicate_group.reset();
+  record.replicas = 0;
+  return record;
+}
+
 Bytes SendBytes(const CollectiveRecord& record) {
-  return record.input_numel * ElementSize(record.dtype);
+  const Numel numel =
+      record.kind == CollectiveKind::kAllGather ? record.output_numel : record.input_numel;
+  return numel * ElementSize(record.dtype);
 }
 
 void CollectiveTotals::Add(const CollectiveRecord& record) {

@@ -91,6 +91,17 @@ Event SyncEvent(StreamId stream) {
 
 Event EmptyCacheEvent() { return OfKind(EventKind::kEmptyCache); }
 
+Event TraceCollectiveEvent(EventKind kind, std::uint64_t id, StreamId stream, GroupId group,
+                           DType dtype, Numel numel) {
+  Event event = OfKind(kind);
+  event.id = id;
+  event.stream = stream;
+  event.group = group;
+  event.dtype = dtype;
+  event.numel = numel;
+  return event;
+}
+
 Event ObservedSegmentEvent(EventKind kind, std::uint64_t address, Bytes bytes, StreamId stream) {
   Event event = OfKind(kind);
   event.id = address;
@@ -115,10 +126,10 @@ Event ObservedSnapshotEvent(Bytes active_bytes) {
 
 std::string_view EventKindName(EventKind kind) {
   static constexpr std::array<std::string_view, kNumEventKinds> kNames = {
-      "iteration",     "phase",       "alloc",         "free",         "compute",
-      "mark",          "rs",          "flush",         "zero_grad",    "record_stream",
-      "sync",          "empty_cache", "segment_alloc", "segment_free", "segment_map",
-      "segment_unmap", "oom",         "snapshot"};
+      "iteration",    "phase",       "alloc",         "free",       "compute",
+      "mark",         "rs",          "flush",         "zero_grad",  "record_stream",
+      "sync",         "empty_cache", "all_gather",    "all_reduce", "segment_alloc",
+      "segment_free", "segment_map", "segment_unmap", "oom",        "snapshot"};
   return kNames[static_cast<int>(kind)];
 }
 

@@ -14,6 +14,13 @@
 //   kRecordStream   id, stream   (tensor.record_stream: the allocation is in use on `stream`)
 //   kSync           stream       (all work queued on `stream` so far has completed)
 //   kEmptyCache                  (torch.cuda.empty_cache())
+//   kAllGather      id, stream, group, dtype, numel   (schema_version 5: the framework gathers a
+//                   unit's parameters: every rank of `group` sends `numel` elements, and the
+//                   allocation `id` receives all group-size x numel of them, the rank at
+//                   position p's at [p * numel, (p + 1) * numel))
+//   kAllReduce      id, stream, group, dtype, numel   (schema_version 5: the framework sums the
+//                   first `numel` elements of allocation `id` over `group` in place: FSDP1
+//                   NO_SHARD's gradient)
 //
 // Observed events (schema_version 3): what a real allocator did, recorded in an imported PyTorch
 // memory snapshot (tools/snapshot_to_trace.py). Replays ignore them; they are the ground truth a
@@ -54,6 +61,8 @@ enum class EventKind : std::uint8_t {
   kRecordStream,  // schema_version 2
   kSync,          // schema_version 2
   kEmptyCache,    // schema_version 2
+  kAllGather,     // schema_version 5
+  kAllReduce,     // schema_version 5
   kSegmentAlloc,  // schema_version 3, observed
   kSegmentFree,   // schema_version 3, observed
   kSegmentMap,    // schema_version 3, observed
@@ -62,7 +71,7 @@ enum class EventKind : std::uint8_t {
   kSnapshot,      // schema_version 3, observed
 };
 
-inline constexpr int kNumEventKinds = 18;
+inline constexpr int kNumEventKinds = 20;
 
 // Ground truth recorded by a real allocator (v3): never replayed, only compared with.
 constexpr bool IsObservedEvent(EventKind kind) { return kind >= EventKind::kSegmentAlloc; }
@@ -119,6 +128,9 @@ Event ZeroGradEvent(bool set_to_none);
 Event RecordStreamEvent(std::uint64_t id, StreamId stream);
 Event SyncEvent(StreamId stream);
 Event EmptyCacheEvent();
+// kAllGather or kAllReduce: a collective of the framework's own on the trace's allocation `id`.
+Event TraceCollectiveEvent(EventKind kind, std::uint64_t id, StreamId stream, GroupId group,
+                           DType dtype, Numel numel);
 // kSegmentAlloc, kSegmentFree, kSegmentMap or kSegmentUnmap.
 Event ObservedSegmentEvent(EventKind kind, std::uint64_t address, Bytes bytes, StreamId stream);
 Event ObservedOomEvent(Bytes bytes, StreamId stream, Bytes device_free);

@@ -42,7 +42,9 @@ Status ValidateGroup(const ProcessGroup& group, int world_size, int rank) {
 
 int TraceHeader::WrittenSchemaVersion() const {
   const bool v4 = !fsdp_impl.empty() || !fsdp_setting.empty();
-  return v4 ? std::max(schema_version, kImplSchemaVersion) : schema_version;
+  int version = v4 ? std::max(schema_version, kImplSchemaVersion) : schema_version;
+  if (replicate_group) version = std::max(version, kCollectivesSchemaVersion);
+  return version;
 }
 
 Status TraceHeader::Finalize() {
@@ -74,6 +76,14 @@ Status TraceHeader::Finalize() {
     BUCKETSIM_RETURN_IF_ERROR(ValidateGroup(groups[g], world_size, rank));
     if (!group_index_.emplace(groups[g].id, g).second) {
       return InvalidTrace(fmt::format("group id {} is defined twice", groups[g].id));
+    }
+  }
+
+  if (replicate_group) {
+    const ProcessGroup* replicas = FindGroup(*replicate_group);
+    if (replicas == nullptr) {
+      return InvalidTrace(
+          fmt::format("replicate_group {} is not declared in 'groups'", *replicate_group));
     }
   }
 

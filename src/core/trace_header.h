@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -17,13 +18,15 @@
 
 namespace bucketsim {
 
-// This build reads 1 to 4 (2 added record_stream, sync and empty_cache; 3 added the observed
+// This build reads 1 to 5 (2 added record_stream, sync and empty_cache; 3 added the observed
 // events of imported PyTorch snapshots, time_us and alloc_conf; 4 added fsdp_impl and
-// fsdp_setting). It writes 3 unless the header uses a key of 4, so that a trace of fairscale's
-// FSDP stays byte for byte what it was (TraceHeader::WrittenSchemaVersion).
-inline constexpr int kTraceSchemaVersion = 4;
+// fsdp_setting; 5 added the framework's own collectives: all_gather and all_reduce events and
+// replicate_group). It writes 3 unless the header uses a key of 4 or asks for more, so that a
+// trace of fairscale's FSDP stays byte for byte what it was (TraceHeader::WrittenSchemaVersion).
+inline constexpr int kTraceSchemaVersion = 5;
 inline constexpr int kOldestTraceSchemaVersion = 1;
 inline constexpr int kImplSchemaVersion = 4;
+inline constexpr int kCollectivesSchemaVersion = 5;
 
 struct StreamInfo {
   std::string name;  // "default", "all_gather", "post_backward", ...; the id is the index
@@ -68,6 +71,10 @@ struct TraceHeader {
   // shows that implementation's own policy first; sweep's advice quotes the setting.
   std::string fsdp_impl;
   std::string fsdp_setting;
+  // v5: HYBRID_SHARD (FSDP1) or an FSDP2 2-D mesh: after its reduce-scatter over the shard
+  // group, every reduced gradient shard is all-reduced in place over this group (the rank's
+  // replicas); the replay issues that all-reduce after each of the policy's reductions.
+  std::optional<GroupId> replicate_group;
   // Not part of the format: "fnv1a64:<16 hex digits>" of every byte of the trace as read,
   // computed by the reader in the same pass (the value DescribeTrace gives a file); empty until
   // a reader has read the whole input.
@@ -75,7 +82,8 @@ struct TraceHeader {
 
   // Validates and builds the indexes. Messages name the offending header entry.
   Status Finalize();
-  // The version a writer gives this header: at least 4 when it names its FSDP implementation.
+  // The version a writer gives this header: at least 4 when it names its FSDP implementation,
+  // 5 with a replicate group (and where schema_version says so: a trace with collectives).
   int WrittenSchemaVersion() const;
 
   const ProcessGroup* FindGroup(GroupId id) const;

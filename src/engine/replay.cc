@@ -113,6 +113,10 @@ Status Replay::OnEvent(const Event& event) {
       RecordPeakIfNeeded();  // the peak's fragmentation is that of the cache before it empties
       memory_->EmptyCache();
       return Status::Ok();
+    case EventKind::kAllGather:
+    case EventKind::kAllReduce:
+      TraceCollective(event);
+      return Status::Ok();
     case EventKind::kSegmentAlloc:
     case EventKind::kSegmentFree:
     case EventKind::kSegmentMap:
@@ -179,12 +183,19 @@ Status Replay::FinishIteration() {
   timing.iteration = iteration_;
   result_.iterations.push_back(timing);
   if (options_.keep_timeline) result_.stream_timeline->iterations.push_back(*spans);
-  // The iteration's collective spans are in issue order, as its log entries are.
-  std::size_t next = untimed_collectives_;
+  // The iteration's collective spans in issue order, as its log entries are (a backend that
+  // lists its spans stream by stream numbers them).
+  std::vector<const TimedSpan*> collectives;
   for (const TimedSpan& span : spans->spans) {
-    if (span.kind != SpanKind::kCollective || next >= result_.collectives.size()) continue;
-    result_.collectives[next].start_us = span.start_us;
-    result_.collectives[next].dur_us = span.end_us - span.start_us;
+    if (span.kind == SpanKind::kCollective) collectives.push_back(&span);
+  }
+  std::stable_sort(collectives.begin(), collectives.end(),
+                   [](const TimedSpan* a, const TimedSpan* b) { return a->issue < b->issue; });
+  std::size_t next = untimed_collectives_;
+  for (const TimedSpan* span : collectives) {
+    if (next >= result_.collectives.size()) break;
+    result_.collectives[next].start_us = span->start_us;
+    result_.collectives[next].dur_us = span->end_us - span->start_us;
     ++next;
   }
   untimed_collectives_ = result_.collectives.size();
@@ -354,9 +365,41 @@ void Replay::Copy(const BufferCopy& copy) {
 void Replay::Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers) {
   CollectiveRecord stamped = record;
   stamped.event_index = current_event_;
-  if (!out_of_memory_) backend_->ReduceScatter(stamped, buffers, policy_stream_);
-  result_.collective_summary.Add(iteration_, phase_, stamped);
-  if (options_.keep_collective_log) result_.collectives.push_back(stamped);
+  // HYBRID_SHARD: the reduced shard is then all-reduced over the rank's replicas, in place
+  // (FSDP1 _reduce_grad, FSDP2 foreach_reduce); the backend runs both, the log has both.
+  if (header_->replicate_group) {
+    stamped.replicate_group = header_->replicate_group;
+    stamped.replicas = header_->FindGroup(*header_->replicate_group)->size();
+  }
+  if (!out_of_memory_) backend_->Collective(stamped, buffers, policy_stream_);
+  Log(stamped);
+  if (stamped.replicate_group) Log(ReplicaAllReduce(stamped));
+}
+
+void Replay::Log(const CollectiveRecord& record) {
+  result_.collective_summary.Add(iteration_, phase_, record);
+  if (options_.keep_collective_log) result_.collectives.push_back(record);
+}
+
+// The framework's own collective on a trace allocation, in place on the event's stream: an
+// all-gather of this rank's part into the whole (FSDP's unshard), or an all-reduce of a
+// gradient (NO_SHARD).
+void Replay::TraceCollective(const Event& event) {
+  const ProcessGroup* group = header_->FindGroup(event.group);
+  BUCKETSIM_CHECK(group != nullptr);  // the reader checks it
+  CollectiveRecord record;
+  record.group = event.group;
+  record.group_size = group->size();
+  record.dtype = event.dtype;
+  record.event_index = event.index;
+  record.requests = 0;  // no gradient request of the trace's: the framework's own
+  record.input_numel = event.numel;
+  const bool all_gather = event.kind == EventKind::kAllGather;
+  record.kind = all_gather ? CollectiveKind::kAllGather : CollectiveKind::kAllReduce;
+  record.output_numel = all_gather ? event.numel * group->size() : event.numel;
+  const BufferHandle buffer = kTraceBufferBit | event.slot;
+  backend_->Collective(record, {buffer, buffer, {}, 0, /*framework=*/true}, event.stream);
+  Log(record);
 }
 
 void Replay::Deliver(const ReduceScatterCall& call, BufferId reduced) {

@@ -108,6 +108,8 @@ class Replay final : public EventSink,
   void Copy(const BufferCopy& copy) override;
   void Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers) override;
   void Deliver(const ReduceScatterCall& call, BufferId reduced) override;
+  void TraceCollective(const Event& event);
+  void Log(const CollectiveRecord& record);
 
   // BlockObserver, SegmentObserver: the model's events, for options_.memory_events.
   void OnBlockEvent(const BlockEvent& event) override;

@@ -8,9 +8,10 @@ namespace bucketsim {
 
 std::string_view InconsistencyName(Inconsistency kind) {
   static constexpr std::array<std::string_view, kNumInconsistencies> kNames = {
-      "free_of_unknown_id",       "double_free",         "alloc_of_live_id",
-      "record_stream_of_dead_id", "iteration_order",     "flush_outside_backward",
-      "rs_outside_backward",      "rs_on_held_gradient", "unflushed_requests"};
+      "free_of_unknown_id",           "double_free",         "alloc_of_live_id",
+      "record_stream_of_dead_id",     "iteration_order",     "flush_outside_backward",
+      "rs_outside_backward",          "rs_on_held_gradient", "unflushed_requests",
+      "collective_outside_allocation"};
   return kNames[static_cast<int>(kind)];
 }
 
@@ -124,6 +125,9 @@ Status TraceChecker::CheckOther(Event& event) {
     case EventKind::kSync:
     case EventKind::kEmptyCache:
       return Status::Ok();
+    case EventKind::kAllGather:
+    case EventKind::kAllReduce:
+      return CheckTraceCollective(event);
     case EventKind::kSegmentAlloc:
     case EventKind::kSegmentFree:
     case EventKind::kSegmentMap:
@@ -164,6 +168,31 @@ Status TraceChecker::AllocOfLiveId(const Event& event) {
                                          "(allocated at event {})",
                                          event.index, event.id,
                                          slots_[*live_ids_.Find(event.id)].allocated_at)));
+}
+
+// An all_gather receives group-size x numel elements into its allocation, an all_reduce sums
+// numel of them in place: both must fit in a live allocation.
+Status TraceChecker::CheckTraceCollective(Event& event) {
+  const std::optional<std::uint32_t> slot = live_ids_.Find(event.id);
+  const std::string_view kind = EventKindName(event.kind);
+  if (!slot) {
+    return Broken(Inconsistency::kCollectiveOutsideAllocation,
+                  InvalidTrace(fmt::format("event {}: {} into id {}, which is not live",
+                                           event.index, kind, event.id)));
+  }
+  const ProcessGroup* group = header_->FindGroup(event.group);
+  BUCKETSIM_CHECK(group != nullptr);  // the reader checks it
+  const Numel members = event.kind == EventKind::kAllGather ? group->size() : 1;
+  const Bytes holds = slots_[*slot].bytes / ElementSize(event.dtype);
+  if (event.numel > holds / members) {
+    return Broken(
+        Inconsistency::kCollectiveOutsideAllocation,
+        InvalidTrace(fmt::format(
+            "event {}: {} of {} x {} {} elements into id {}, which holds {} bytes", event.index,
+            kind, members, event.numel, DTypeName(event.dtype), event.id, slots_[*slot].bytes)));
+  }
+  event.slot = *slot;
+  return Status::Ok();
 }
 
 inline Status TraceChecker::CheckAlloc(Event& event) {

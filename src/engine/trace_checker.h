@@ -44,8 +44,11 @@ enum class Inconsistency : std::uint8_t {
   kRsOutsideBackward,
   kRsOnHeldGradient,
   kUnflushedRequests,
+  // A trace collective (all_gather, all_reduce) on an id that is not live, or that moves more
+  // bytes than its allocation holds.
+  kCollectiveOutsideAllocation,
 };
-inline constexpr int kNumInconsistencies = 9;
+inline constexpr int kNumInconsistencies = 10;
 // "free_of_unknown_id", "double_free", ...
 std::string_view InconsistencyName(Inconsistency kind);
 
@@ -134,6 +137,7 @@ class TraceChecker final : public EventSink {
 
   bool WasAllocated(std::uint64_t id) const;
   Status CheckReduceScatter(const Event& event);
+  Status CheckTraceCollective(Event& event);
   Status CheckPhase(const Event& event);
 
   EventSink* next_;

@@ -132,6 +132,16 @@ Status ParseHeaderValue(std::string_view key, const Json& value, TraceHeader& he
     }
     return ToString(value, key, key == "fsdp_impl" ? header.fsdp_impl : header.fsdp_setting);
   }
+  if (key == "replicate_group") {
+    if (header.schema_version < kCollectivesSchemaVersion) {
+      return InvalidTrace(fmt::format("key '{}' needs schema_version {} (this trace has {})", key,
+                                      kCollectivesSchemaVersion, header.schema_version));
+    }
+    GroupId group = 0;
+    BUCKETSIM_RETURN_IF_ERROR(ToUnsigned(ScalarOf(value), key, group));
+    header.replicate_group = group;
+    return Status::Ok();
+  }
   return InvalidTrace(fmt::format("unknown key '{}'", key));
 }
 

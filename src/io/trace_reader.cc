@@ -167,6 +167,10 @@ std::optional<Field> LookupField(std::string_view key) {
 constexpr std::uint32_t kSegmentFields = Bit(Field::kEv) | Bit(Field::kAddr) | Bit(Field::kBytes) |
                                          Bit(Field::kStream) | Bit(Field::kTimeUs);
 
+constexpr std::uint32_t kCollectiveFields = Bit(Field::kEv) | Bit(Field::kId) |
+                                            Bit(Field::kStream) | Bit(Field::kGroup) |
+                                            Bit(Field::kDType) | Bit(Field::kNumel);
+
 // The fields each kind may have, indexed by EventKind.
 constexpr std::array<std::uint32_t, kNumEventKinds> kAllowedFields = {
     Bit(Field::kEv) | Bit(Field::kIndex),                                           // iteration
@@ -183,6 +187,8 @@ constexpr std::array<std::uint32_t, kNumEventKinds> kAllowedFields = {
     Bit(Field::kEv) | Bit(Field::kId) | Bit(Field::kStream),  // record_stream
     Bit(Field::kEv) | Bit(Field::kStream),                    // sync
     Bit(Field::kEv),                                          // empty_cache
+    kCollectiveFields,                                        // all_gather
+    kCollectiveFields,                                        // all_reduce
     kSegmentFields,                                           // segment_alloc
     kSegmentFields,                                           // segment_free
     kSegmentFields,                                           // segment_map
@@ -444,6 +450,27 @@ Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Eve
   return Status::Ok();
 }
 
+// all_gather, all_reduce (v5): the allocation, its stream, a declared group and a positive
+// count (the TraceChecker checks that the allocation is live and holds them).
+Status ConvertTraceCollective(const EventFields& f, TraceHeader& header, Event& e) {
+  if (header.schema_version < kCollectivesSchemaVersion) {
+    return InvalidTrace(fmt::format("'{}' events need schema_version {} (this trace has {})",
+                                    EventKindName(e.kind), kCollectivesSchemaVersion,
+                                    header.schema_version));
+  }
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kId, e.id));
+  BUCKETSIM_RETURN_IF_ERROR(f.Required(Field::kStream));
+  BUCKETSIM_RETURN_IF_ERROR(f.Stream(header, e.stream));
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kGroup, e.group));
+  if (header.FindGroup(e.group) == nullptr) {  // a declared group includes this rank
+    return InvalidTrace(fmt::format("group {} is not declared in the header", e.group));
+  }
+  BUCKETSIM_RETURN_IF_ERROR(f.DTypeOf(Field::kDType, e.dtype));
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kNumel, e.numel));
+  if (e.numel == 0) return InvalidTrace("'numel' must be positive (got 0)");
+  return Status::Ok();
+}
+
 // Converts the fields of one event of a known kind; messages are the reason only.
 Status ConvertEvent(const EventFields& f, TraceHeader& header, Event& e) {
   switch (e.kind) {
@@ -482,6 +509,9 @@ Status ConvertEvent(const EventFields& f, TraceHeader& header, Event& e) {
       BUCKETSIM_RETURN_IF_ERROR(f.Required(Field::kStream));
       BUCKETSIM_RETURN_IF_ERROR(f.Stream(header, e.stream));
       return e.kind == EventKind::kSync ? Status::Ok() : f.Unsigned(Field::kId, e.id);
+    case EventKind::kAllGather:
+    case EventKind::kAllReduce:
+      return ConvertTraceCollective(f, header, e);
     case EventKind::kSegmentAlloc:
     case EventKind::kSegmentFree:
     case EventKind::kSegmentMap:

@@ -33,6 +33,7 @@ OrderedJson HeaderJson(const TraceHeader& header) {
   if (!header.alloc_conf.empty()) j["alloc_conf"] = header.alloc_conf;
   if (!header.fsdp_impl.empty()) j["fsdp_impl"] = header.fsdp_impl;
   if (!header.fsdp_setting.empty()) j["fsdp_setting"] = header.fsdp_setting;
+  if (header.replicate_group) j["replicate_group"] = *header.replicate_group;
   j["streams"] = OrderedJson::array();
   for (const StreamInfo& stream : header.streams) j["streams"].push_back(stream.name);
   j["groups"] = OrderedJson::array();
@@ -181,6 +182,13 @@ Status TraceWriter::OnEvent(const Event& e) {
       break;
     case EventKind::kEmptyCache:
       buffer_.append(std::string_view(R"({"ev": "empty_cache"})"));
+      break;
+    case EventKind::kAllGather:
+    case EventKind::kAllReduce:
+      fmt::format_to(out,
+                     FMT_COMPILE(R"({{"ev": "{}", "id": {}, "stream": {}, "group": {}, )"
+                                 R"("dtype": "{}", "numel": {}}})"),
+                     EventKindName(e.kind), e.id, e.stream, e.group, DTypeName(e.dtype), e.numel);
       break;
     case EventKind::kSegmentAlloc:
     case EventKind::kSegmentFree:

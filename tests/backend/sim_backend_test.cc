@@ -46,8 +46,8 @@ TEST(SimBackend, ListsOnlyCollectivesUnlessAskedForEverySpanAndTimesTheIteration
     CollectiveRecord record;
     record.group_size = 2;
     record.input_numel = 1000;
-    sim.ReduceScatter(record, {}, 1);  // [100, 100 + t)
-    sim.Compute(0, 10);                // [100, 110): hides part of the collective
+    sim.Collective(record, {}, 1);  // [100, 100 + t)
+    sim.Compute(0, 10);             // [100, 110): hides part of the collective
     Result<IterationSpans> spans = sim.EndIteration();
     EXPECT_TRUE(spans.ok());
     return *spans;

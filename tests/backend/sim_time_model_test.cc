@@ -53,11 +53,11 @@ class SimTimeline : public ::testing::Test {
 };
 
 TEST_F(SimTimeline, CollectiveHiddenUnderComputeIsNotExposed) {
-  sim_.Compute(kCompute, 100);              // backward of the last layer: [0, 100]
-  sim_.WaitStream(kPost, kCompute);         // its gradient is ready at 100
-  sim_.ReduceScatter(Rs4000(), {}, kPost);  // [100, 112]
-  sim_.Compute(kCompute, 50);               // the next layer's backward: [100, 150]
-  sim_.WaitStream(kCompute, kPost);         // final flush waited for: 112 < 150
+  sim_.Compute(kCompute, 100);           // backward of the last layer: [0, 100]
+  sim_.WaitStream(kPost, kCompute);      // its gradient is ready at 100
+  sim_.Collective(Rs4000(), {}, kPost);  // [100, 112]
+  sim_.Compute(kCompute, 50);            // the next layer's backward: [100, 150]
+  sim_.WaitStream(kCompute, kPost);      // final flush waited for: 112 < 150
   IterationSpans spans = End();
   EXPECT_EQ(spans.end_us, 150);
   ASSERT_EQ(spans.spans.size(), 3u);
@@ -70,11 +70,11 @@ TEST_F(SimTimeline, CollectiveHiddenUnderComputeIsNotExposed) {
 }
 
 TEST_F(SimTimeline, FinalFlushLeavesAnExposedTail) {
-  sim_.Compute(kCompute, 100);              // the whole backward: [0, 100]
-  sim_.WaitStream(kPost, kCompute);         // last gradient at 100
-  sim_.ReduceScatter(Rs4000(), {}, kPost);  // the final flush: [100, 112]
-  sim_.WaitStream(kCompute, kPost);         // the step cannot start before 112
-  sim_.Compute(kCompute, 20);               // optimizer step: [112, 132]
+  sim_.Compute(kCompute, 100);           // the whole backward: [0, 100]
+  sim_.WaitStream(kPost, kCompute);      // last gradient at 100
+  sim_.Collective(Rs4000(), {}, kPost);  // the final flush: [100, 112]
+  sim_.WaitStream(kCompute, kPost);      // the step cannot start before 112
+  sim_.Compute(kCompute, 20);            // optimizer step: [112, 132]
   IterationSpans spans = End();
   EXPECT_EQ(spans.spans[2].start_us, 112);
   IterationTiming timing = SummarizeIteration(spans, 0);
@@ -95,7 +95,7 @@ TEST_F(SimTimeline, RefillOfABucketWaitsForTheCollectiveThatReadsIt) {
   sim_.Copy(Copy4000(), kPost);
   sim_.Compute(kCompute, 10);  // [100, 110]: B is produced
   sim_.WaitStream(kPost, kCompute);
-  sim_.ReduceScatter(Rs4000(), {}, kPost);
+  sim_.Collective(Rs4000(), {}, kPost);
   sim_.FillGradient(Fill4000(), kPost);
   sim_.Copy(Copy4000(), kPost);
   IterationSpans spans = End();
@@ -122,7 +122,7 @@ TEST_F(SimTimeline, BypassCollectiveCostsItsCatCopyAndItsWholeSize) {
   sim_.Compute(kCompute, 40);
   sim_.WaitStream(kPost, kCompute);
   sim_.FillGradient({3, 0, 2, 2000, DType::kFloat32}, kPost);
-  sim_.ReduceScatter({CollectiveKind::kBypass, 7, 2, DType::kFloat32, 4000, 2000, 1}, {}, kPost);
+  sim_.Collective({CollectiveKind::kBypass, 7, 2, DType::kFloat32, 4000, 2000, 1}, {}, kPost);
   sim_.Compute(kCompute, 20);
   sim_.WaitStream(kCompute, kPost);
   IterationSpans spans = End();
@@ -131,6 +131,29 @@ TEST_F(SimTimeline, BypassCollectiveCostsItsCatCopyAndItsWholeSize) {
   IterationTiming timing = SummarizeIteration(spans, 0);
   EXPECT_EQ(timing.exposed_communication_us, 14);  // [60, 74]
   EXPECT_EQ(timing.iteration_us, 74);
+}
+
+// A framework's all-gather of 500 fp32 elements a rank on 2 ranks receives S = 4000 bytes and
+// costs what a reduce-scatter of S does (12 µs); an all-reduce of S twice that (24 µs). A
+// reduction followed by the all-reduce of its 2000-byte shard over 2 replicas
+// (TraceHeader::replicate_group) is two spans: 12 µs, then 2 * (10 + 1000 / 1000) = 22 µs.
+TEST_F(SimTimeline, AllGathersAndReplicaAllReducesArePricedAsTheirBytes) {
+  CollectiveRecord gather{CollectiveKind::kAllGather, 7, 2, DType::kFloat32, 500, 1000, 0};
+  EXPECT_EQ(SendBytes(gather), 4000u);
+  sim_.Collective(gather, {}, kPost);  // [0, 12]
+  CollectiveRecord reduce{CollectiveKind::kAllReduce, 7, 2, DType::kFloat32, 1000, 1000, 0};
+  sim_.Collective(reduce, {}, kPost);  // [12, 36]
+  CollectiveRecord hybrid = Rs4000(CollectiveKind::kReduceScatter);
+  hybrid.replicate_group = 9;
+  hybrid.replicas = 2;
+  sim_.Collective(hybrid, {}, kPost);  // [36, 48], then [48, 70]
+  IterationSpans spans = End();
+  ASSERT_EQ(spans.spans.size(), 4u);
+  EXPECT_DOUBLE_EQ(spans.spans[0].end_us, 12);
+  EXPECT_DOUBLE_EQ(spans.spans[1].end_us, 36);
+  EXPECT_DOUBLE_EQ(spans.spans[2].end_us, 48);
+  EXPECT_DOUBLE_EQ(spans.spans[3].start_us, 48);
+  EXPECT_DOUBLE_EQ(spans.spans[3].end_us, 70);
 }
 
 TEST_F(SimTimeline, NextIterationStartsWhenEveryStreamIsIdle) {
@@ -154,7 +177,7 @@ TEST(SimBackend, WithoutAProfileCopiesAndCollectivesAreFree) {
   sim.Compute(kCompute, 100);
   sim.WaitStream(kPost, kCompute);
   sim.FillGradient(Fill4000(), kPost);
-  sim.ReduceScatter(Rs4000(), {}, kPost);
+  sim.Collective(Rs4000(), {}, kPost);
   Result<IterationSpans> spans = sim.EndIteration();
   ASSERT_TRUE(spans.ok());
   ASSERT_EQ(spans->spans.size(), 2u);  // no copy span; a zero-length collective

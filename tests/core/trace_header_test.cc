@@ -73,8 +73,12 @@ TEST(TraceHeader, WithoutAPostBackwardStreamPoliciesUseStreamZero) {
 
 TEST(TraceHeader, RejectsInconsistentHeaders) {
   TraceHeader h = Valid();
+  h.schema_version = 6;
+  ExpectInvalid(h, "schema_version 6 is not supported (this build reads 1 to 5)");
+  h = Valid();
   h.schema_version = 5;
-  ExpectInvalid(h, "schema_version 5 is not supported (this build reads 1 to 4)");
+  h.replicate_group = 77;
+  ExpectInvalid(h, "replicate_group 77 is not declared in 'groups'");
   h = Valid();
   h.world_size = 0;
   ExpectInvalid(h, "world_size 0 is outside");

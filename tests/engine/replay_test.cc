@@ -218,3 +218,48 @@ TEST(Replay, AFailedPolicyAllocationStopsTheReplayWithTheEvent) {
 
 }  // namespace
 }  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+using testing::ReplayOne;
+using testing::TraceBuilder;
+
+// The framework's own collectives are logged in issue order with the policy's; a HYBRID_SHARD
+// trace's reductions are each followed by the all-reduce of the reduced shard over the
+// replicas. World 4: shard group {0, 1} (id 1), replicas {0, 2} (id 2).
+TEST(Replay, LogsTheFrameworksCollectivesAndTheReplicasAllReduce) {
+  TraceBuilder t(4, 0, 0);
+  t.Group(1, {0, 1}).Group(2, {0, 2}).Fsdp("layer", {{"w", 2000, DType::kFloat32}});
+  t.header().replicate_group = 2;
+  t.Iteration(0).Phase(Phase::kForward).Alloc(1, 8000, Category::kAllGather, 1);
+  t.Collective(EventKind::kAllGather, 1, 1, 1, DType::kBFloat16, 2000).Free(1);
+  t.Phase(Phase::kBackward).Alloc(2, 8000, Category::kGrad);
+  t.Collective(EventKind::kAllReduce, 2, 1, 1, DType::kFloat32, 2000).Free(2);
+  t.Rs(0, 0, 1, DType::kFloat32, 1000).Flush();
+  Result<RunResult> run = ReplayOne(t, "fsdp1");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->collectives.size(), 4u);
+  const CollectiveRecord& gather = run->collectives[0];
+  EXPECT_EQ(gather.kind, CollectiveKind::kAllGather);
+  EXPECT_EQ(gather.input_numel, 2000u);
+  EXPECT_EQ(gather.output_numel, 4000u);
+  EXPECT_EQ(SendBytes(gather), 8000u);  // the gathered bf16, as nccl-tests counts it
+  EXPECT_EQ(gather.event_index, 3u);
+  EXPECT_EQ(gather.requests, 0u);
+  const CollectiveRecord& reduce = run->collectives[1];
+  EXPECT_EQ(reduce.kind, CollectiveKind::kAllReduce);
+  EXPECT_EQ(SendBytes(reduce), 8000u);
+  EXPECT_EQ(run->collectives[2].kind, CollectiveKind::kReduceScatter);
+  EXPECT_EQ(run->collectives[2].group, 1u);
+  EXPECT_EQ(SendBytes(run->collectives[2]), 8000u);
+  const CollectiveRecord& replicas = run->collectives[3];
+  EXPECT_EQ(replicas.kind, CollectiveKind::kAllReduce);
+  EXPECT_EQ(replicas.group, 2u);
+  EXPECT_EQ(replicas.group_size, 2);
+  EXPECT_EQ(SendBytes(replicas), 4000u);  // the reduced shard
+  EXPECT_EQ(replicas.event_index, run->collectives[2].event_index);
+}
+
+}  // namespace
+}  // namespace bucketsim

@@ -46,6 +46,33 @@ TEST(TraceChecker, AcceptsAConsistentTraceAndSummarisesIt) {
   EXPECT_EQ(s.alive_at_end_count[static_cast<int>(Category::kActivation)], 0u);
 }
 
+// An all_gather receives group-size x numel elements into a live allocation; an all_reduce
+// sums numel of them in place.
+TEST(TraceChecker, FrameworkCollectivesMustFitInALiveAllocation) {
+  TraceBuilder fits = WithOneParam();
+  fits.Alloc(1, 8000, Category::kAllGather)
+      .Collective(EventKind::kAllGather, 1, 0, 1, DType::kFloat32, 1000)
+      .Collective(EventKind::kAllReduce, 1, 0, 1, DType::kFloat32, 2000);
+  EXPECT_TRUE(Check(fits).ok());
+
+  TraceBuilder dead = WithOneParam();
+  dead.Alloc(1, 8000, Category::kAllGather)
+      .Free(1)
+      .Collective(EventKind::kAllGather, 1, 0, 1, DType::kFloat32, 1000);
+  ExpectInvalid(dead, "event 2: all_gather into id 1, which is not live");
+
+  TraceBuilder beyond = WithOneParam();
+  beyond.Alloc(1, 8000, Category::kAllGather)
+      .Collective(EventKind::kAllGather, 1, 0, 1, DType::kFloat32, 1001);
+  ExpectInvalid(beyond,
+                "event 1: all_gather of 2 x 1001 fp32 elements into id 1, which holds 8000 bytes");
+  TraceBuilder reduce = WithOneParam();
+  reduce.Alloc(1, 8000, Category::kGrad)
+      .Collective(EventKind::kAllReduce, 1, 0, 1, DType::kFloat64, 1001);
+  ExpectInvalid(reduce,
+                "event 1: all_reduce of 1 x 1001 fp64 elements into id 1, which holds 8000 bytes");
+}
+
 TEST(TraceChecker, RejectsFreeOfUnknownId) {
   TraceBuilder t(1);
   t.Alloc(1, 100, Category::kOther).Free(7);

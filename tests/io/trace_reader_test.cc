@@ -6,6 +6,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -415,10 +416,10 @@ TEST(ReadTraceErrors, MissingSchemaVersion) {
 }
 
 TEST(ReadTraceErrors, UnsupportedSchemaVersion) {
-  ExpectError(R"({"schema_version": 5, "world_size": 1, "rank": 0, "new_key": 1, "events": []})",
-              {"t.json: header: schema_version 5 is not supported (this build reads 1 to 4)"});
+  ExpectError(R"({"schema_version": 6, "world_size": 1, "rank": 0, "new_key": 1, "events": []})",
+              {"t.json: header: schema_version 6 is not supported (this build reads 1 to 5)"});
   ExpectError(R"({"schema_version": 0, "world_size": 1, "rank": 0, "events": []})",
-              {"t.json: header: schema_version 0 is not supported (this build reads 1 to 4)"});
+              {"t.json: header: schema_version 0 is not supported (this build reads 1 to 5)"});
   ExpectError(R"({"schema_version": "1", "world_size": 1, "rank": 0, "events": []})",
               {"t.json: header: 'schema_version' must be an integer, got a string"});
 }
@@ -690,6 +691,61 @@ TEST(ReadTrace, OffloadShardInAVersion4Trace) {
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   ASSERT_EQ(r.sink.events.size(), 3u);
   EXPECT_EQ(r.sink.events[2].shard_mode, ShardMode::kOffload);
+}
+
+// A trace of format 5 with these events: the framework's own collectives.
+std::string Version5Trace(std::string_view events, std::string_view header_extra = "") {
+  std::string json = Trace(events);
+  json.replace(json.find("\"schema_version\": 1"), 19,
+               fmt::format("\"schema_version\": 5{}", header_extra));
+  return json;
+}
+
+TEST(ReadTrace, FrameworkCollectivesInAVersion5Trace) {
+  ReadResult r = Read(Version5Trace(
+      R"({"ev": "alloc", "id": 9, "bytes": 80, "stream": 1, "cat": "all_gather"},
+         {"ev": "all_gather", "id": 9, "stream": 1, "group": 3, "dtype": "bf16", "numel": 20},
+         {"ev": "all_reduce", "id": 9, "stream": 2, "group": 140234, "dtype": "fp32", "numel": 20})",
+      R"(, "replicate_group": 3)"));
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.header.replicate_group, std::optional<GroupId>(3));
+  ASSERT_EQ(r.sink.events.size(), 3u);
+  const Event& gather = r.sink.events[1];
+  EXPECT_EQ(gather.kind, EventKind::kAllGather);
+  EXPECT_EQ(gather.id, 9u);
+  EXPECT_EQ(gather.stream, 1u);
+  EXPECT_EQ(gather.group, 3u);
+  EXPECT_EQ(gather.dtype, DType::kBFloat16);
+  EXPECT_EQ(gather.numel, 20u);
+  EXPECT_EQ(r.sink.events[2].kind, EventKind::kAllReduce);
+  EXPECT_EQ(r.sink.events[2].group, 140234u);
+}
+
+TEST(ReadTraceErrors, FrameworkCollectives) {
+  // They came with format 5, as did replicate_group.
+  ExpectEventError(
+      R"({"ev": "all_gather", "id": 9, "stream": 1, "group": 3, "dtype": "bf16", "numel": 20})",
+      "event 2: all_gather: 'all_gather' events need schema_version 5 (this trace has 1)");
+  std::string json = Trace("");
+  json.replace(json.find("\"rank\": 0"), 10, "\"rank\": 0, \"replicate_group\": 3,");
+  ExpectError(json, {"key 'replicate_group' needs schema_version 5 (this trace has 1)"});
+  ExpectError(Version5Trace("", R"(, "replicate_group": 12)"),
+              {"replicate_group 12 is not declared in 'groups'"});
+  ExpectError(
+      Version5Trace(
+          R"({"ev": "all_reduce", "id": 9, "stream": 1, "group": 4, "dtype": "fp32", "numel": 20})"),
+      {"event 0: all_reduce: group 4 is not declared in the header"});
+  ExpectError(
+      Version5Trace(R"({"ev": "all_gather", "id": 9, "group": 3, "dtype": "fp32", "numel": 20})"),
+      {"event 0: all_gather: missing field 'stream'"});
+  ExpectError(
+      Version5Trace(
+          R"({"ev": "all_gather", "id": 9, "stream": 1, "group": 3, "dtype": "fp32", "numel": 0})"),
+      {"event 0: all_gather: 'numel' must be positive (got 0)"});
+  ExpectError(
+      Version5Trace(
+          R"({"ev": "all_gather", "id": 9, "stream": 1, "group": 3, "dtype": "fp32", "numel": 2, "shard": "view"})"),
+      {"event 0: all_gather: "});
 }
 
 TEST(ReadTraceErrors, CastWithoutCastDType) {

@@ -57,14 +57,23 @@ inline std::string Summarize(const Event& e, const TraceHeader& header) {
       return fmt::format("phase {}", PhaseName(e.phase));
     case EventKind::kIteration:
       return fmt::format("iteration {}", e.id);
+    case EventKind::kAllGather:
+    case EventKind::kAllReduce:
+      return fmt::format("{} {} s{} g{} {} {}", EventKindName(e.kind), e.id, e.stream, e.group,
+                         DTypeName(e.dtype), e.numel);
     default:
       return std::string(EventKindName(e.kind));
   }
 }
 
-inline std::vector<std::string> SummarizeAll(const RecordingSink& sink) {
+// Every event, one line each; without `collectives`, not the framework's own all_gather and
+// all_reduce events (an emitter's memory order, which its tests state, reads without them).
+inline std::vector<std::string> SummarizeAll(const RecordingSink& sink, bool collectives = true) {
   std::vector<std::string> lines;
-  for (const Event& e : sink.events) lines.push_back(Summarize(e, sink.header));
+  for (const Event& e : sink.events) {
+    const bool collective = e.kind == EventKind::kAllGather || e.kind == EventKind::kAllReduce;
+    if (collectives || !collective) lines.push_back(Summarize(e, sink.header));
+  }
   return lines;
 }
 

@@ -67,6 +67,11 @@ TraceBuilder& TraceBuilder::Sync(StreamId stream) { return Add(SyncEvent(stream)
 
 TraceBuilder& TraceBuilder::EmptyCache() { return Add(EmptyCacheEvent()); }
 
+TraceBuilder& TraceBuilder::Collective(EventKind kind, std::uint64_t id, StreamId stream,
+                                       GroupId group, DType dtype, Numel numel) {
+  return Add(TraceCollectiveEvent(kind, id, stream, group, dtype, numel));
+}
+
 TraceBuilder& TraceBuilder::Observed(Event event) { return Add(event); }
 
 TraceSource TraceBuilder::Source() const {

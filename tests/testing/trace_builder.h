@@ -32,6 +32,9 @@ class TraceBuilder {
   TraceBuilder& RecordStream(std::uint64_t id, StreamId stream);
   TraceBuilder& Sync(StreamId stream);
   TraceBuilder& EmptyCache();
+  // The framework's own all_gather or all_reduce (kind) into allocation `id` (format 5).
+  TraceBuilder& Collective(EventKind kind, std::uint64_t id, StreamId stream, GroupId group,
+                           DType dtype, Numel numel);
   // An observed event of an imported snapshot (ObservedSegmentEvent, ObservedOomEvent, ...).
   TraceBuilder& Observed(Event event);
 

@@ -180,9 +180,10 @@ class CudaBackend final : public Backend {
     Defer(DoFillGradient(fill, stream));
   }
   void Copy(const BufferCopy& copy, StreamId stream) override { Defer(DoCopy(copy, stream)); }
-  void ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
-                     StreamId stream) override {
-    Defer(DoReduceScatter(record, buffers, stream));
+  void Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
+                  StreamId stream) override {
+    Defer(buffers.framework ? DoFrameworkCollective(record, buffers, stream)
+                            : DoReduceScatter(record, buffers, stream));
   }
   void Compute(StreamId stream, Micros duration) override { Defer(DoCompute(stream, duration)); }
   void WaitStream(StreamId waiter, StreamId producer) override {
@@ -210,6 +211,9 @@ class CudaBackend final : public Backend {
   Status DoCopy(const BufferCopy& copy, StreamId stream);
   Status DoReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
                          StreamId stream);
+  Status DoFrameworkCollective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
+                               StreamId stream);
+  Result<void*> FrameworkMemory(BufferHandle buffer, Bytes bytes, StreamId stream, cudaStream_t s);
   Status DoCompute(StreamId stream, Micros duration);
   Status DoWaitStream(StreamId waiter, StreamId producer);
 
@@ -220,8 +224,9 @@ class CudaBackend final : public Backend {
   Status BeginSpan(cudaStream_t stream, PendingSpan& span);
   Status EndSpan(cudaStream_t stream, PendingSpan span);
   Result<Communicator*> CommunicatorFor(GroupId group);
-  Status CheckSlices(const CollectiveRecord& record, const Communicator& comm, const void* output,
-                     ReduceType type, std::span<const ReducedSlice> slices, cudaStream_t stream);
+  Status CheckSlices(const CollectiveRecord& record, const PatternExpectation& expectation,
+                     const void* output, ReduceType type, std::span<const ReducedSlice> slices,
+                     cudaStream_t stream);
   Result<VerifySlot> NextVerifySlot();
   Status WaitForStreams();
   Status CollectVerification();
@@ -260,6 +265,8 @@ class CudaBackend final : public Backend {
 
   std::vector<VerifyChunk> verify_chunks_;
   std::vector<VerifyCheck> checks_;
+  // Per stream: where a framework collective runs when its trace allocation holds no memory.
+  std::unordered_map<StreamId, DeviceBufferTable::Entry> scratch_;
   std::uint64_t collectives_ = 0;
   std::uint64_t verified_collectives_ = 0;
   std::uint64_t verify_failures_ = 0;
@@ -280,6 +287,7 @@ CudaBackend::~CudaBackend() {
   for (const DeviceBufferTable::Entry& entry : buffers_.TakeAll()) {
     (void)cudaFreeAsync(entry.address, stream);
   }
+  for (const auto& [id, entry] : scratch_) (void)cudaFreeAsync(entry.address, stream);
   for (auto& [id, communicator] : comms_) {
     if (communicator.comm != nullptr) (void)ncclCommDestroy(communicator.comm);
   }
@@ -548,17 +556,114 @@ Status CudaBackend::DoReduceScatter(const CollectiveRecord& record,
                                                      ncclSum, (*comm)->comm, *s));
   }
   BUCKETSIM_RETURN_IF_ERROR(EndSpan(*s, span));
+  PatternExpectation expectation = plan.expectation;
+  if (record.replicate_group) {
+    // HYBRID_SHARD: the shard is then summed over the rank's replicas, in place; a 2-D mesh of
+    // shard groups by replicas covers the world once, so every rank's term is in the sum.
+    Result<Communicator*> replicas = CommunicatorFor(*record.replicate_group);
+    if (!replicas.ok()) return replicas.status();
+    PendingSpan second{SpanKind::kCollective, stream, nullptr, nullptr};
+    BUCKETSIM_RETURN_IF_ERROR(BeginSpan(*s, second));
+    if (!expectation.emulated) {
+      BUCKETSIM_NCCL_RETURN_IF_ERROR(ncclAllReduce(*output, *output, record.output_numel, nccl_type,
+                                                   ncclSum, (*replicas)->comm, *s));
+      expectation.members *= (*replicas)->plan.members;
+      expectation.rank_term_sum = 0;
+      for (int r = 0; r < header_->world_size; ++r) expectation.rank_term_sum += PatternRankTerm(r);
+    }
+    BUCKETSIM_RETURN_IF_ERROR(EndSpan(*s, second));
+  }
+  ++collectives_;
+  if (!options_.verify) return Status::Ok();
+  verified_collectives_ += record.replicate_group ? 2 : 1;  // the replicas' sum is checked too
+  return CheckSlices(record, expectation, *output, *type, buffers.slices, *s);
+}
+
+// The trace allocation's memory, or this stream's scratch grown to `bytes` (stream-ordered).
+Result<void*> CudaBackend::FrameworkMemory(BufferHandle buffer, Bytes bytes, StreamId stream,
+                                           cudaStream_t s) {
+  if (void* address = buffers_.Find(buffer); address != nullptr) return address;
+  DeviceBufferTable::Entry& scratch = scratch_[stream];
+  if (scratch.bytes < bytes) {
+    if (scratch.address != nullptr)
+      BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch.address, s));
+    scratch = {};
+    BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&scratch.address, bytes, s));
+    scratch.bytes = bytes;
+  }
+  return scratch.address;
+}
+
+// The framework's all-gather (in place: this rank's part at its position) or all-reduce of a
+// trace allocation; this rank's part filled with the event's pattern first (core/buffer_ops.h).
+Status CudaBackend::DoFrameworkCollective(const CollectiveRecord& record,
+                                          const CollectiveBuffers& buffers, StreamId stream) {
+  if (!deferred_.ok()) return Status::Ok();
+  Result<ReduceType> type = ReduceTypeFor(record.dtype);
+  if (!type.ok()) {
+    return Status(type.status().code(),
+                  fmt::format("event {}: {}", record.event_index, type.status().message()));
+  }
+  Result<cudaStream_t> s = StreamFor(stream);
+  if (!s.ok()) return s.status();
+  Result<Communicator*> comm = CommunicatorFor(record.group);
+  if (!comm.ok()) return comm.status();
+  const CommunicatorPlan& plan = (*comm)->plan;
+  const bool all_gather = record.kind == CollectiveKind::kAllGather;
+  const Bytes element = ElementSize(record.dtype);
+  const Numel count = record.input_numel;
+  Result<void*> base = FrameworkMemory(buffers.input, record.output_numel * element, stream, *s);
+  if (!base.ok()) return base.status();
+  char* data = static_cast<char*>(*base) + buffers.input_offset * element;
+  const bool emulated = plan.expectation.emulated;
+  const int position = emulated ? 0 : plan.expectation.position;
+  const Numel mine = all_gather ? position * count : 0;
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(LaunchFillPattern(data, *type, mine, 1, count, count,
+                                                   record.event_index, plan_.trace_rank, *s));
+  const ncclDataType_t nccl_type = NcclType(*type);
+  PendingSpan span{SpanKind::kCollective, stream, nullptr, nullptr};
+  BUCKETSIM_RETURN_IF_ERROR(BeginSpan(*s, span));
+  if (!all_gather) {
+    BUCKETSIM_NCCL_RETURN_IF_ERROR(
+        ncclAllReduce(data, data, count, nccl_type, ncclSum, (*comm)->comm, *s));
+  } else if (emulated) {
+    // A world of one standing in for the group: every part is this rank's own.
+    for (int p = 1; p < record.group_size; ++p) {
+      BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+          data + p * count * element, data, count * element, cudaMemcpyDeviceToDevice, *s));
+    }
+  } else {
+    // NCCL's in-place all-gather: the send buffer is this rank's part of the receive buffer.
+    BUCKETSIM_NCCL_RETURN_IF_ERROR(
+        ncclAllGather(data + mine * element, data, count, nccl_type, (*comm)->comm, *s));
+  }
+  BUCKETSIM_RETURN_IF_ERROR(EndSpan(*s, span));
   ++collectives_;
   if (!options_.verify) return Status::Ok();
   ++verified_collectives_;
-  return CheckSlices(record, **comm, *output, *type, buffers.slices, *s);
+  const ReducedSlice whole{record.event_index, 0, count};
+  if (!all_gather) return CheckSlices(record, plan.expectation, data, *type, {&whole, 1}, *s);
+  // After an all-gather, part p is member p's pattern: the expectation of one member, row 0.
+  const ProcessGroup* group = header_->FindGroup(record.group);
+  for (int p = 0; p < record.group_size; ++p) {
+    const int member = emulated ? plan_.trace_rank : group->ranks[p];
+    const PatternExpectation expectation{1, 0, member, PatternRankTerm(member), false};
+    Result<VerifySlot> slot = NextVerifySlot();
+    if (!slot.ok()) return slot.status();
+    BUCKETSIM_CUDA_RETURN_IF_ERROR(
+        LaunchVerify(data, *type, p * count, count, 0, record.event_index, expectation, *slot, *s));
+    checks_.push_back({collectives_, record.event_index, record.group,
+                       ReducedSlice{record.event_index, p * count, count}, 0, expectation});
+  }
+  return Status::Ok();
 }
 
-Status CudaBackend::CheckSlices(const CollectiveRecord& record, const Communicator& comm,
-                                const void* output, ReduceType type,
-                                std::span<const ReducedSlice> slices, cudaStream_t stream) {
+Status CudaBackend::CheckSlices(const CollectiveRecord& record,
+                                const PatternExpectation& expectation, const void* output,
+                                ReduceType type, std::span<const ReducedSlice> slices,
+                                cudaStream_t stream) {
   for (const ReducedSlice& given : slices) {
-    const SliceCheck check = CheckOfSlice(record, given, comm.plan.expectation);
+    const SliceCheck check = CheckOfSlice(record, given, expectation);
     if (check.output.numel == 0) continue;
     Result<VerifySlot> slot = NextVerifySlot();
     if (!slot.ok()) return slot.status();

@@ -154,7 +154,7 @@ Result<std::vector<CollectiveSweepPoint>> MeasureBackendCollectives(
             world, backend, options, SpanKind::kCollective,
             [&] {
               backend.FillGradient({kInput, 0, ranks, count, options.dtype}, stream);
-              backend.ReduceScatter(record, {kInput, kOutput, {&slice, 1}}, stream);
+              backend.Collective(record, {kInput, kOutput, {&slice, 1}}, stream);
             },
             samples);
         backend.Release(kInput, stream);

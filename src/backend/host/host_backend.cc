@@ -133,6 +133,8 @@ struct HostBackend::Worker {
   std::vector<TimedSpan> spans;  // written by the worker's thread; read after it drained
   // Without verification, what a gradient fill copies from (zeros; grown on the worker's thread).
   std::vector<std::byte> fill_source;
+  // A framework collective's memory where its trace allocation is not materialized.
+  std::vector<std::byte> scratch;
   // The stream's last compute span: its operation's ticket and its emulated end.
   std::uint64_t last_compute_ticket = 0;
   StreamWorker::Clock::time_point last_compute_end{};
@@ -301,31 +303,86 @@ void HostBackend::Copy(const BufferCopy& copy, StreamId stream) {
       });
 }
 
-void HostBackend::ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
-                                StreamId stream) {
+// Waits until collective `first` is next, and passes the turn on to `first + count` when it
+// goes out of scope, whatever the collective's outcome.
+class HostBackend::Turn {
+ public:
+  Turn(HostBackend& backend, std::uint64_t first, std::uint64_t count)
+      : backend_(backend), next_(first + count) {
+    std::unique_lock lock(backend_.turn_mutex_);
+    backend_.turn_cv_.wait(lock, [&] { return backend_.next_turn_ == first; });
+  }
+  ~Turn() {
+    {
+      std::lock_guard lock(backend_.turn_mutex_);
+      backend_.next_turn_ = next_;
+    }
+    backend_.turn_cv_.notify_all();
+  }
+  Turn(const Turn&) = delete;
+  Turn& operator=(const Turn&) = delete;
+
+ private:
+  HostBackend& backend_;
+  std::uint64_t next_;
+};
+
+void HostBackend::Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
+                             StreamId stream) {
   Worker& worker = WorkerFor(stream);
   std::vector<ReducedSlice> slices(buffers.slices.begin(), buffers.slices.end());
-  std::uint64_t index = collectives_issued_++;
+  const std::uint64_t index = collectives_issued_;
+  collectives_issued_ += record.replicate_group ? 2 : 1;
   if (options_.peers != nullptr) options_.peers->Progress(record.event_index);
+  const Bytes element = ElementSize(record.dtype);
   worker.stream.Enqueue(
-      fmt::format("reduce-scatter #{} ({} of {} bytes on group {}, event {})", index,
-                  CollectiveKindName(record.kind), record.input_numel * ElementSize(record.dtype),
-                  record.group, record.event_index),
+      fmt::format("collective #{} ({} of {} bytes on group {}, event {})", index,
+                  CollectiveKindName(record.kind), SendBytes(record), record.group,
+                  record.event_index),
       [this, record, in = Data(buffers.input), out = Data(buffers.output),
        in_place = buffers.input == buffers.output, offset = buffers.input_offset,
-       slices = std::move(slices), &worker] {
+       framework = buffers.framework, slices = std::move(slices), index, element, &worker] {
+        const Turn turn(*this, index, record.replicate_group ? 2 : 1);
+        if (framework) {
+          // The trace's own allocation: its memory, or scratch of its size.
+          std::byte* data = in;
+          if (data == nullptr) {
+            const Numel numel = std::max(record.input_numel, record.output_numel);
+            if (worker.scratch.size() < numel * element) worker.scratch.resize(numel * element);
+            data = worker.scratch.data();
+          }
+          return RunFrameworkCollective(record, data + offset * element, index, worker);
+        }
         if (in == nullptr || out == nullptr) {
           return Fatal("collective on buffers that do not exist");
         }
-        const Bytes element = ElementSize(record.dtype);
         std::byte* input = in + offset * element;
-        RunCollective(record, input, in_place ? input : out, in_place, slices, worker);
+        RunCollective(record, input, in_place ? input : out, in_place, slices, index, worker);
       });
+}
+
+// The MPI type a dtype's elements travel as, and the sum over it (fp16 and bf16: our own ops).
+MPI_Datatype HostBackend::MpiType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64:
+      return MPI_DOUBLE;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return MPI_UINT16_T;
+    default:
+      return MPI_FLOAT;
+  }
+}
+
+MPI_Op HostBackend::MpiSum(DType dtype) const {
+  if (dtype == DType::kFloat16) return fp16_sum_;
+  if (dtype == DType::kBFloat16) return bf16_sum_;
+  return MPI_SUM;
 }
 
 void HostBackend::RunCollective(const CollectiveRecord& record, std::byte* in, std::byte* out,
                                 bool in_place, const std::vector<ReducedSlice>& slices,
-                                Worker& worker) {
+                                std::uint64_t index, Worker& worker) {
   const ProcessGroup* group = header_->FindGroup(record.group);
   if (group == nullptr)
     return Fatal(fmt::format("reduce-scatter on unknown group {}", record.group));
@@ -366,23 +423,8 @@ void HostBackend::RunCollective(const CollectiveRecord& record, std::byte* in, s
       return Fatal(fmt::format("event {}: {} elements per rank exceed one MPI call's int count",
                                record.event_index, count));
     }
-    MPI_Datatype type = MPI_FLOAT;
-    MPI_Op op = MPI_SUM;
-    switch (record.dtype) {
-      case DType::kFloat64:
-        type = MPI_DOUBLE;
-        break;
-      case DType::kFloat16:
-        type = MPI_UINT16_T;
-        op = fp16_sum_;
-        break;
-      case DType::kBFloat16:
-        type = MPI_UINT16_T;
-        op = bf16_sum_;
-        break;
-      default:
-        break;
-    }
+    const MPI_Datatype type = MpiType(record.dtype);
+    const MPI_Op op = MpiSum(record.dtype);
     start = Now();
     int code = MPI_SUCCESS;
     if (all_reduce) {
@@ -402,8 +444,101 @@ void HostBackend::RunCollective(const CollectiveRecord& record, std::byte* in, s
     out = in + position * count * element;
     std::memcpy(out, shard, count * element);
   }
-  worker.spans.push_back({SpanKind::kCollective, 0, start, Now()});
-  if (options_.verify) Verify(record, slices, out);
+  worker.spans.push_back({SpanKind::kCollective, 0, start, Now(), index});
+  if (record.replicate_group) {
+    // HYBRID_SHARD: the shard is then summed over the rank's replicas, in place (a world of one
+    // standing in for them has nothing to sum).
+    start = Now();
+    if (!emulated_) {
+      const ProcessGroup* replicas = header_->FindGroup(*record.replicate_group);
+      Result<MPI_Comm> comm = communicators_.Get(*replicas);
+      if (!comm.ok()) return Fatal(comm.status().message());
+      const int code = MPI_Allreduce(MPI_IN_PLACE, out, static_cast<int>(count),
+                                     MpiType(record.dtype), MpiSum(record.dtype), *comm);
+      if (code != MPI_SUCCESS) {
+        return Fatal(fmt::format("event {}: {}", record.event_index,
+                                 MpiStatus(code, "MPI_Allreduce").message()));
+      }
+    }
+    worker.spans.push_back({SpanKind::kCollective, 0, start, Now(), index + 1});
+  }
+  if (!options_.verify) return;
+  Verify(record, slices, out);  // the replicas' sum too, when there is one
+  if (record.replicate_group) ++verified_collectives_;
+}
+
+// An all-gather of this rank's part into the whole buffer, in place, or an all-reduce of the
+// buffer, in place; this rank's part filled with the event's pattern first (core/buffer_ops.h).
+void HostBackend::RunFrameworkCollective(const CollectiveRecord& record, std::byte* data,
+                                         std::uint64_t index, Worker& worker) {
+  const ProcessGroup* group = header_->FindGroup(record.group);
+  if (group == nullptr) return Fatal(fmt::format("collective on unknown group {}", record.group));
+  if (!Reducible(record.dtype)) {
+    return Fatal(fmt::format("event {}: the host backend cannot hold {} data", record.event_index,
+                             DTypeName(record.dtype)));
+  }
+  const bool all_gather = record.kind == CollectiveKind::kAllGather;
+  const Numel count = record.input_numel;
+  const Bytes element = ElementSize(record.dtype);
+  const int position = emulated_ ? 0 : *GroupPosition(*group, world_.rank());
+  std::byte* mine = all_gather ? data + position * count * element : data;
+  for (Numel j = 0; options_.verify && j < count; ++j) {
+    Store(mine, record.dtype, j, PatternValue(world_.rank(), record.event_index, 0, j));
+  }
+  const Micros start = Now();
+  if (emulated_) {
+    // A world of one standing in for the group: every part is this rank's own.
+    for (int p = 0; all_gather && p < record.group_size; ++p) {
+      if (p != position) std::memcpy(data + p * count * element, mine, count * element);
+    }
+  } else {
+    Result<MPI_Comm> comm = communicators_.Get(*group);
+    if (!comm.ok()) return Fatal(comm.status().message());
+    if (count * element > static_cast<Numel>(INT_MAX)) {
+      return Fatal(fmt::format("event {}: {} bytes per rank exceed one MPI call's int count",
+                               record.event_index, count * element));
+    }
+    const int code = all_gather ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data,
+                                                static_cast<int>(count * element), MPI_BYTE, *comm)
+                                : MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                                                MpiType(record.dtype), MpiSum(record.dtype), *comm);
+    if (code != MPI_SUCCESS) {
+      return Fatal(
+          fmt::format("event {}: {}", record.event_index,
+                      MpiStatus(code, all_gather ? "MPI_Allgather" : "MPI_Allreduce").message()));
+    }
+  }
+  worker.spans.push_back({SpanKind::kCollective, 0, start, Now(), index});
+  if (!options_.verify) return;
+  // After an all-gather, the part at position p is member p's pattern, copied exactly; after an
+  // all-reduce, every element is the members' sum (PatternExpectation, row 0).
+  PatternExpectation sum{group->size(), 0, world_.rank(), 0, emulated_};
+  for (int member : group->ranks) sum.rank_term_sum += PatternRankTerm(member);
+  if (emulated_) sum = {1, 0, world_.rank(), PatternRankTerm(world_.rank()), false};
+  const Precision precision = PrecisionOf(record.dtype);
+  const bool exact = 8.0 * sum.members <= precision.exact_limit;
+  const double relative = sum.members * std::ldexp(1.0, -precision.bits + 1);
+  for (int p = 0; p < (all_gather ? record.group_size : 1); ++p) {
+    const int member = emulated_ ? world_.rank() : group->ranks[p];
+    for (Numel j = 0; j < count; ++j) {
+      const float want = all_gather ? PatternValue(member, record.event_index, 0, j)
+                                    : sum.At(record.event_index, j);
+      const float got = Load(data, record.dtype, p * count + j);
+      if (got == want || (!all_gather && !exact && std::abs(got - want) <= relative * want)) {
+        continue;
+      }
+      ++verify_failures_;
+      std::lock_guard lock(failure_mutex_);
+      if (first_mismatch_.empty()) {
+        first_mismatch_ = fmt::format("{} of event {} on group {}: element {} is {}, expected {}",
+                                      CollectiveKindName(record.kind), record.event_index,
+                                      record.group, p * count + j, got, want);
+      }
+      ++verified_collectives_;
+      return;
+    }
+  }
+  ++verified_collectives_;
 }
 
 void HostBackend::Verify(const CollectiveRecord& record, const std::vector<ReducedSlice>& slices,
@@ -416,6 +551,14 @@ void HostBackend::Verify(const CollectiveRecord& record, const std::vector<Reduc
   expect.rank_term_sum = 0;
   for (int member : group.ranks) expect.rank_term_sum += PatternRankTerm(member);
   if (!emulated_) expect.position = *GroupPosition(group, world_.rank());
+  if (record.replicate_group && !emulated_) {
+    // Then summed over the replicas, each at this position of its own shard group: a 2-D mesh
+    // of shard groups by replicas covers the world once, so every rank's term is in the sum.
+    const int replicas = header_->FindGroup(*record.replicate_group)->size();
+    expect.members *= replicas;
+    expect.rank_term_sum = 0;
+    for (int r = 0; r < world_.size(); ++r) expect.rank_term_sum += PatternRankTerm(r);
+  }
   // Exact while the largest sum (8 per member) is an exact integer of the dtype; beyond that,
   // the rounding of each of the members' partial sums.
   Precision precision = PrecisionOf(record.dtype);

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -61,8 +62,8 @@ class HostBackend final : public Backend {
   void Release(BufferHandle buffer, StreamId stream) override;
   void FillGradient(const GradientFill& fill, StreamId stream) override;
   void Copy(const BufferCopy& copy, StreamId stream) override;
-  void ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
-                     StreamId stream) override;
+  void Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
+                  StreamId stream) override;
   void Compute(StreamId stream, Micros duration) override;
   void WaitStream(StreamId waiter, StreamId producer) override;
   Result<IterationSpans> EndIteration() override;
@@ -79,7 +80,11 @@ class HostBackend final : public Backend {
   void Fatal(const std::string& message);
   void Track(std::int64_t delta_bytes);
   void RunCollective(const CollectiveRecord& record, std::byte* in, std::byte* out, bool in_place,
-                     const std::vector<ReducedSlice>& slices, Worker& worker);
+                     const std::vector<ReducedSlice>& slices, std::uint64_t index, Worker& worker);
+  void RunFrameworkCollective(const CollectiveRecord& record, std::byte* data, std::uint64_t index,
+                              Worker& worker);
+  static MPI_Datatype MpiType(DType dtype);
+  MPI_Op MpiSum(DType dtype) const;
   void Verify(const CollectiveRecord& record, const std::vector<ReducedSlice>& slices,
               const std::byte* output);
   void WatchdogLoop();
@@ -105,6 +110,15 @@ class HostBackend final : public Backend {
   MPI_Op fp16_sum_ = MPI_OP_NULL;
   MPI_Op bf16_sum_ = MPI_OP_NULL;
   std::uint64_t collectives_issued_ = 0;
+  // MPI matches the collectives of a communicator in call order, and the streams' workers run
+  // concurrently: each collective waits for its turn, its number in issue order (the same on
+  // every rank, which replays the same trace), so every rank calls MPI in that one order, one
+  // call at a time (MPI_THREAD_SERIALIZED suffices). No deadlock: a collective's stream only
+  // waits for work issued before it. `next_turn_` is the number whose turn it is.
+  class Turn;
+  std::mutex turn_mutex_;
+  std::condition_variable turn_cv_;
+  std::uint64_t next_turn_ = 0;
 
   std::atomic<std::int64_t> materialized_bytes_{0};
   std::atomic<std::int64_t> materialized_peak_bytes_{0};

@@ -43,16 +43,30 @@ void SimBackend::Copy(const BufferCopy& copy, StreamId stream) {
   }
 }
 
-void SimBackend::ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& /*buffers*/,
-                               StreamId stream) {
+void SimBackend::Collective(const CollectiveRecord& record, const CollectiveBuffers& /*buffers*/,
+                            StreamId stream) {
   Micros duration = 0;
   if (profile_) {
-    Bytes bytes = record.input_numel * ElementSize(record.dtype);
-    duration = record.kind == CollectiveKind::kAllReduce
-                   ? profile_->AllReduceTime(bytes, record.group_size)
-                   : profile_->ReduceScatterTime(bytes, record.group_size);
+    const Bytes bytes = SendBytes(record);
+    switch (record.kind) {
+      case CollectiveKind::kAllReduce:
+        duration = profile_->AllReduceTime(bytes, record.group_size);
+        break;
+      case CollectiveKind::kAllGather:
+        duration = profile_->AllGatherTime(bytes, record.group_size);
+        break;
+      default:
+        duration = profile_->ReduceScatterTime(bytes, record.group_size);
+        break;
+    }
   }
   Occupy(SpanKind::kCollective, stream, duration);
+  if (record.replicate_group) {
+    // HYBRID_SHARD: this rank's output then all-reduced over its replicas, a span of its own.
+    const CollectiveRecord replicas = ReplicaAllReduce(record);
+    Occupy(SpanKind::kCollective, stream,
+           profile_ ? profile_->AllReduceTime(SendBytes(replicas), replicas.group_size) : 0);
+  }
 }
 
 void SimBackend::Compute(StreamId stream, Micros duration) {

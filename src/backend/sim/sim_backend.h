@@ -52,8 +52,8 @@ class SimBackend final : public Backend {
   bool holds_buffers() const override { return false; }
   void FillGradient(const GradientFill& fill, StreamId stream) override;
   void Copy(const BufferCopy& copy, StreamId stream) override;
-  void ReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
-                     StreamId stream) override;
+  void Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
+                  StreamId stream) override;
   void Compute(StreamId stream, Micros duration) override;
   void WaitStream(StreamId waiter, StreamId producer) override;
   Result<IterationSpans> EndIteration() override;

@@ -121,6 +121,10 @@ Micros TimeProfile::AllReduceTime(Bytes bytes, int group_size) const {
   return 2 * ReduceScatterTime(bytes, group_size);
 }
 
+Micros TimeProfile::AllGatherTime(Bytes bytes, int group_size) const {
+  return ReduceScatterTime(bytes, group_size);
+}
+
 Micros TimeProfile::CopyTime(Bytes bytes) const {
   return static_cast<double>(bytes) / (copy_GBps * 1e3);
 }

@@ -72,6 +72,9 @@ struct TimeProfile {
   // entry; on NVLink rings the two move the same bytes at the same busbw, anchors.md §3.2). So
   // 2 * ReduceScatterTime(bytes, n): nccl-tests' all-reduce bus factor 2(n-1)/n.
   Micros AllReduceTime(Bytes bytes, int group_size) const;
+  // An all-gather whose receive buffer holds `bytes` (nccl-tests' size): priced as the
+  // reduce-scatter entry prices that size, for the reason above (the same bus factor, (n-1)/n).
+  Micros AllGatherTime(Bytes bytes, int group_size) const;
   Micros CopyTime(Bytes bytes) const;
 };
 
