@@ -27,6 +27,13 @@ std::vector<int> GenOptions::ShardGroupRanks() const {
   return ranks;
 }
 
+std::vector<int> GenOptions::ReplicaRanks() const {
+  std::vector<int> ranks;
+  if (group_layout != GroupLayout::kHsdp) return ranks;
+  for (int r = rank % hsdp_shard_size; r < world_size; r += hsdp_shard_size) ranks.push_back(r);
+  return ranks;
+}
+
 std::string_view FsdpImplName(FsdpImpl impl) {
   switch (impl) {
     case FsdpImpl::kFairscale:

@@ -121,6 +121,9 @@ struct GenOptions {
   // The ranks parameters are sharded over and gradients reduce-scattered over: all ranks, or
   // this rank's HSDP shard group.
   std::vector<int> ShardGroupRanks() const;
+  // HSDP: this rank's replicas, the ranks at its position in every shard group (the group each
+  // reduced shard is all-reduced over); empty without HSDP.
+  std::vector<int> ReplicaRanks() const;
 };
 
 // torch.autocast around forward and loss, a model option of the presets: parameters are

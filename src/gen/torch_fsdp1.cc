@@ -80,13 +80,11 @@ class TorchFsdp1 final : public FsdpImplementation {
     if (strategy_ == ShardingStrategy::kHybridShard) {
       header.streams.push_back({"all_reduce"});
       header.groups.back().name = "shard_group";
-      std::vector<int> replicas;
-      const int shard = options_.hsdp_shard_size;
-      for (int r = options_.rank % shard; r < options_.world_size; r += shard) {
-        replicas.push_back(r);
-      }
-      header.groups.push_back({kReplicateGroup, replicas, "inter_node_pg"});
+      header.groups.push_back({kReplicateGroup, options_.ReplicaRanks(), "inter_node_pg"});
+      header.replicate_group = kReplicateGroup;
     }
+    // The all-gathers and NO_SHARD's all-reduce are events (trace format 5).
+    header.schema_version = kCollectivesSchemaVersion;
     // One FlatParameter per unit; the reduce-scatter requests name it as param 0.
     for (std::size_t f = 0; f < model_.instances.size(); ++f) {
       FsdpInstance& fsdp = header.fsdp.emplace_back();
@@ -383,6 +381,11 @@ class TorchFsdp1 final : public FsdpImplementation {
     }
     BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(ShardGroupSize() * unit.shard_numel * ComputeSize(f),
                                            kUnshardStream, Category::kAllGather, unit.unsharded));
+    // fp _all_gather_flat_param: all_gather_into_tensor of the (mixed-precision) shard into it,
+    // over the shard group, on the unshard stream.
+    BUCKETSIM_RETURN_IF_ERROR(
+        trace_.Emit(TraceCollectiveEvent(EventKind::kAllGather, unit.unsharded, kUnshardStream,
+                                         kShardGroup, ComputeDType(f), unit.shard_numel)));
     if (mp_shard != 0) BUCKETSIM_RETURN_IF_ERROR(trace_.Free(mp_shard));
     return Status::Ok();
   }
@@ -460,6 +463,9 @@ class TorchFsdp1 final : public FsdpImplementation {
   // gradient autograd made dies with the hook unless it is that gradient.
   Status ReduceGradNoShard(std::size_t f, std::uint64_t grad, std::uint64_t reduce_copy) {
     std::uint64_t kept = reduce_copy != 0 ? reduce_copy : grad;
+    BUCKETSIM_RETURN_IF_ERROR(
+        trace_.Emit(TraceCollectiveEvent(EventKind::kAllReduce, kept, kPostBackwardStream,
+                                         kShardGroup, ReduceDType(f), GradNumel(f))));
     if (ReduceDType(f) != DType::kFloat32) {
       BUCKETSIM_RETURN_IF_ERROR(
           trace_.Alloc(GradNumel(f) * kFp32Size, kPostBackwardStream, Category::kGrad, kept));

@@ -21,7 +21,10 @@ namespace {
 // and pre-backward) and the current stream (copy-out, post-forward reshard, gradients). The
 // reduce-scatter buffers are the policy's (its input on the default stream, as 2.6 makes it).
 constexpr StreamId kCopyInStream = 1;
+constexpr StreamId kAllGatherStream = 2;
 constexpr GroupId kShardGroup = 1;
+constexpr GroupId kReplicateGroup = 2;    // HSDP: the mesh's replicate dimension
+constexpr GroupId kPostForwardGroup = 3;  // reshard_after_forward=N: the post-forward mesh
 
 // One FSDPParam: an original parameter (a flat GenParam's view, or a GenParam of its own).
 struct Fsdp2Param {
@@ -61,6 +64,23 @@ class TorchFsdp2 final : public FsdpImplementation {
     header.streams = {{"default"}, {"all_gather_copy_in"}, {"all_gather"}};
     // One mesh: every group all-gathers and reduce-scatters over its shard process group.
     header.groups.push_back({kShardGroup, options_.ShardGroupRanks(), "shard_group"});
+    // HSDP (a 2-D mesh): foreach_reduce all-reduces each reduced shard over the replicas.
+    if (const std::vector<int> replicas = options_.ReplicaRanks(); !replicas.empty()) {
+      header.groups.push_back({kReplicateGroup, replicas, "replicate_group"});
+      header.replicate_group = kReplicateGroup;
+    }
+    // reshard_after_forward=N (_get_post_forward_mesh_info): the mesh viewed as rows of N
+    // consecutive ranks; the all-gather from the post-forward shards runs over this rank's row.
+    const int post_forward = options_.reshard_after_forward_ranks;
+    if (post_forward > 1 && static_cast<Numel>(post_forward) < ws_) {
+      std::vector<int> row;
+      for (int r = 0; r < post_forward; ++r) {
+        row.push_back(options_.rank / post_forward * post_forward + r);
+      }
+      header.groups.push_back({kPostForwardGroup, row, "post_forward_mesh"});
+    }
+    // The all-gathers are events (trace format 5).
+    header.schema_version = kCollectivesSchemaVersion;
     for (std::size_t f = 0; f < model_.instances.size(); ++f) {
       FsdpInstance& fsdp = header.fsdp.emplace_back();
       fsdp.name = model_.instances[f].name;
@@ -341,9 +361,15 @@ class TorchFsdp2 final : public FsdpImplementation {
           trace_.Alloc(input_numel * element, kCopyInStream, Category::kAllGather, flat));
       inputs.push_back(flat);
     }
-    // all_gather_copy_in: the output buffer, the input a narrow view of it.
+    // all_gather_copy_in: the output buffer, the input a narrow view of it; then
+    // all_gather_into_tensor on the all-gather stream, over the shard group (from the
+    // post-forward shards, over the post-forward mesh).
     BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(ranks * input_numel * element, kCopyInStream,
                                            Category::kAllGather, unit.all_gather_output));
+    const GroupId group = post_forward && ranks < ws_ ? kPostForwardGroup : kShardGroup;
+    BUCKETSIM_RETURN_IF_ERROR(
+        trace_.Emit(TraceCollectiveEvent(EventKind::kAllGather, unit.all_gather_output,
+                                         kAllGatherStream, group, ParamDType(f), input_numel)));
     // The inputs go when foreach_all_gather returns (its all_gather_inputs list holds them).
     for (std::uint64_t id : inputs) BUCKETSIM_RETURN_IF_ERROR(trace_.Free(id));
     return Status::Ok();

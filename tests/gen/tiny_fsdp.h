@@ -25,13 +25,23 @@ inline GenOptions TinyFsdpOptions(int world_size) {
   return options;
 }
 
-// Every event of `model`'s trace under `options`, through the checker.
-inline std::vector<std::string> EmitSummary(const FsdpModel& model, const GenOptions& options) {
+// Every event of `model`'s trace under `options`, through the checker; the framework's
+// all_gather and all_reduce events only with `collectives`.
+inline std::vector<std::string> EmitSummary(const FsdpModel& model, const GenOptions& options,
+                                            bool collectives = false) {
   RecordingSink recorder;
   TraceChecker checker(&recorder);
   Status status = EmitFsdpTrace(model, options, checker);
   EXPECT_TRUE(status.ok()) << status.ToString();
-  return SummarizeAll(recorder);
+  return SummarizeAll(recorder, collectives);
+}
+
+// The header `model`'s trace under `options` has.
+inline TraceHeader EmitHeader(const FsdpModel& model, const GenOptions& options) {
+  RecordingSink recorder;
+  Status status = EmitFsdpTrace(model, options, recorder);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return recorder.header;
 }
 
 }  // namespace bucketsim::testing

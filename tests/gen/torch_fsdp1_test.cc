@@ -612,3 +612,75 @@ TEST(TorchFsdp1, OptimizerStatePerShardOrPerOriginalParameterPart) {
 
 }  // namespace
 }  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+// The lines of the trace that are the framework's collectives, or that come right before one.
+std::vector<std::string> CollectivesInContext(const std::vector<std::string>& events) {
+  std::vector<std::string> lines;
+  for (std::size_t i = 1; i < events.size(); ++i) {
+    if (events[i].starts_with("all_")) {
+      lines.push_back(events[i - 1]);
+      lines.push_back(events[i]);
+    }
+  }
+  return lines;
+}
+
+// Each unshard all-gathers each rank's shard (3 elements of the root, 5 of a unit) into the
+// padded unsharded flat parameter it has just allocated, over the shard group, on the unshard
+// stream (fp _all_gather_flat_param); the chain gathers root, a, b in forward and b, a in
+// backward (BACKWARD_PRE prefetches a in b's pre-backward).
+TEST(TorchFsdp1Collectives, EachUnshardAllGathersIntoTheBufferItAllocated) {
+  EXPECT_EQ(CollectivesInContext(testing::EmitSummary(Chain(), Fsdp1Options(2), true)),
+            (std::vector<std::string>{
+                "alloc 8 24 s1 all_gather", "all_gather 8 s1 g1 fp32 3",    // root
+                "alloc 9 40 s1 all_gather", "all_gather 9 s1 g1 fp32 5",    // a
+                "alloc 11 40 s1 all_gather", "all_gather 11 s1 g1 fp32 5",  // b
+                "alloc 15 40 s1 all_gather", "all_gather 15 s1 g1 fp32 5",  // b, backward
+                "alloc 18 40 s1 all_gather", "all_gather 18 s1 g1 fp32 5",  // a, prefetched
+            }));
+}
+
+// With bf16 parameters the all-gather reads the bf16 `_mp_shard`, which goes after it.
+TEST(TorchFsdp1Collectives, MixedPrecisionGathersTheLowPrecisionShard) {
+  GenOptions options = Fsdp1Options(2);
+  options.compute_dtype = DType::kBFloat16;
+  const std::vector<std::string> events = testing::EmitSummary(Chain(), options, true);
+  const auto gather = std::find(events.begin(), events.end(), "all_gather 16 s1 g1 bf16 3");
+  ASSERT_NE(gather, events.end()) << ::testing::PrintToString(events);
+  EXPECT_EQ(*(gather - 1), "alloc 16 12 s1 all_gather");
+  EXPECT_EQ(*(gather - 2), "alloc 15 6 s3 all_gather");  // `_mp_shard`, on the pre-unshard stream
+  EXPECT_EQ(*(gather + 1), "free 15");
+}
+
+// NO_SHARD gathers nothing; each post-backward all-reduces the flat gradient in place over the
+// process group (rt _reduce_grad_no_shard), in the order backward reaches the units: b, a,
+// then the root right after a (its head's gradient was waiting).
+TEST(TorchFsdp1Collectives, NoShardAllReducesEachFlatGradient) {
+  GenOptions options = Fsdp1Options(2);
+  options.sharding_strategy = ShardingStrategy::kNoShard;
+  EXPECT_EQ(CollectivesInContext(testing::EmitSummary(Chain(), options, true)),
+            (std::vector<std::string>{"free 5", "all_reduce 11 s2 g1 fp32 10", "free 12",
+                                      "all_reduce 13 s2 g1 fp32 10", "all_reduce 13 s2 g1 fp32 10",
+                                      "all_reduce 9 s2 g1 fp32 6"}));
+}
+
+// HYBRID_SHARD: the header names the replicate group every reduced shard is all-reduced over;
+// the trace is format 5, as every FSDP1 trace (its all-gathers are events).
+TEST(TorchFsdp1Collectives, HybridShardNamesItsReplicateGroup) {
+  GenOptions options = Fsdp1Options(4);
+  options.sharding_strategy = ShardingStrategy::kHybridShard;
+  options.group_layout = GroupLayout::kHsdp;
+  options.hsdp_shard_size = 2;
+  options.hsdp_replicas = 2;
+  options.rank = 3;
+  const TraceHeader header = testing::EmitHeader(Chain(), options);
+  EXPECT_EQ(header.replicate_group, std::optional<GroupId>(2));
+  EXPECT_EQ(header.WrittenSchemaVersion(), 5);
+  EXPECT_FALSE(testing::EmitHeader(Chain(), Fsdp1Options(2)).replicate_group);
+}
+
+}  // namespace
+}  // namespace bucketsim

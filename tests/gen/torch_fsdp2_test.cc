@@ -781,3 +781,64 @@ TEST(TorchFsdp2, ShardsEachParameterAlongDimZero) {
 
 }  // namespace
 }  // namespace bucketsim
+
+namespace bucketsim {
+namespace {
+
+std::vector<std::string> Collectives(const std::vector<std::string>& events) {
+  std::vector<std::string> lines;
+  for (const std::string& line : events) {
+    if (line.starts_with("all_")) lines.push_back(line);
+  }
+  return lines;
+}
+
+// reshard_after_forward=2 on 4 ranks, as rank 3: forward gathers each unit's 3 elements a rank
+// over the shard group; backward gathers from the post-forward shards (6 elements a rank) over
+// the post-forward mesh's row {2, 3}, which the header declares (_get_post_forward_mesh_info).
+TEST(TorchFsdp2Collectives, PostForwardShardsGatherOverThePostForwardMesh) {
+  GenOptions options = Fsdp2Options(4);
+  options.reshard_after_forward_ranks = 2;
+  options.rank = 3;
+  const std::vector<std::string> events = testing::EmitSummary(TwoUnits(), options, true);
+  EXPECT_EQ(Collectives(events),
+            (std::vector<std::string>{"all_gather 10 s2 g1 fp32 3", "all_gather 16 s2 g1 fp32 3",
+                                      "all_gather 25 s2 g3 fp32 6", "all_gather 28 s2 g3 fp32 6"}));
+  // all_gather_copy_in allocates the output, then the all-gather fills it.
+  const auto first = std::find(events.begin(), events.end(), "all_gather 10 s2 g1 fp32 3");
+  ASSERT_NE(first, events.end());
+  EXPECT_EQ(*(first - 1), "alloc 10 48 s1 all_gather");
+  const TraceHeader header = testing::EmitHeader(TwoUnits(), options);
+  ASSERT_EQ(header.groups.size(), 2u);
+  EXPECT_EQ(header.groups[1].id, 3u);
+  EXPECT_EQ(header.groups[1].ranks, (std::vector<int>{2, 3}));
+  EXPECT_FALSE(header.replicate_group);
+  EXPECT_EQ(header.WrittenSchemaVersion(), 5);
+}
+
+// With a param dtype the all-gather moves the cast shards: bf16.
+TEST(TorchFsdp2Collectives, MixedPrecisionGathersInTheParamDtype) {
+  GenOptions options = Fsdp2Options(2);
+  options.compute_dtype = DType::kBFloat16;
+  EXPECT_EQ(Collectives(testing::EmitSummary(TwoUnits(), options, true)),
+            (std::vector<std::string>{"all_gather 8 s2 g1 bf16 4", "all_gather 14 s2 g1 bf16 4",
+                                      "all_gather 22 s2 g1 bf16 4", "all_gather 26 s2 g1 bf16 4"}));
+}
+
+// HSDP on a 2x2 mesh, as rank 1: shard group {0, 1}, replicas {1, 3}, named as the group every
+// reduced shard is all-reduced over (foreach_reduce's all_reduce_group).
+TEST(TorchFsdp2Collectives, HsdpNamesItsReplicateGroup) {
+  GenOptions options = Fsdp2Options(4);
+  options.group_layout = GroupLayout::kHsdp;
+  options.hsdp_shard_size = 2;
+  options.hsdp_replicas = 2;
+  options.rank = 1;
+  const TraceHeader header = testing::EmitHeader(TwoUnits(), options);
+  ASSERT_EQ(header.groups.size(), 2u);
+  EXPECT_EQ(header.groups[0].ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(header.groups[1].ranks, (std::vector<int>{1, 3}));
+  EXPECT_EQ(header.replicate_group, std::optional<GroupId>(header.groups[1].id));
+}
+
+}  // namespace
+}  // namespace bucketsim
