@@ -9,11 +9,11 @@ backward peaks with bucketsim's replay (`compare --policy fsdp1|fsdp2 --allocato
 recorder's program of the same model (tools/record_program.py under the host's torch 1.13),
 emitted for that rank with the same settings (`gen program --fsdp-impl ... --rank R`). The
 target is every mark within 0.5% and each phase's peak within 2%; where a case does not meet
-it, TOLERANCES says what it meets and why, so that a change that makes it worse fails. The
-reduce-scatters of every rank's replay (the collective log: order, bytes sent, group size) equal
-the real run's, one by one; the real run's all-gathers (allocations of the trace, not
-collectives of a policy) and the in-place all-reduces of NO_SHARD and HYBRID_SHARD (no memory)
-are not in bucketsim's log.
+it, TOLERANCES says what it meets and why, so that a change that makes it worse fails. Every
+rank's collective log (`compare --full-log`: the policy's reduce-scatters with the trace's own
+all-gathers and all-reduces, HYBRID_SHARD's all-reduce of each reduced shard) equals the real
+run's collectives of its training iteration, one by one: kind, bytes (torch.distributed's
+tensor, nccl-tests' size), group size and order.
 
 Run by ctest (Tools.Torch2FsdpOracle) with the host's /usr/bin/python3, BUCKETSIM naming the
 binary; exit code 77 (skipped) when `tools/torch2.sh status` says the root cannot be used, or
@@ -104,6 +104,12 @@ CASES = {
     "fsdp2-hsdp-2x2": (
         "build_model", 4, FSDP2 + ["--hsdp-shape", "2,2"],
         ["--fsdp-impl", "fsdp2", "--hsdp-shape", "2,2"], "fsdp2"),
+    # reshard_after_forward=2 at 4 ranks: after forward each group keeps its parameters
+    # sharded over a row of 2 ranks of the mesh (the post-forward mesh), whose all-gather in
+    # backward runs over that row.
+    "fsdp2-reshard-to-2": (
+        "build_model", 4, FSDP2 + ["--reshard-after-forward", "2"],
+        ["--fsdp-impl", "fsdp2", "--reshard-after-forward", "2"], "fsdp2"),
     "fsdp2-checkpointed": (
         "build_model_checkpointed", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
     # Checkpointing as a what-if: the program recorded without it, emitted with
@@ -249,13 +255,15 @@ class FsdpOracle(unittest.TestCase):
              "-o", trace])
         return pvm.predicted_figures(trace, BUCKETSIM, policy)
 
-    def reduce_scatters(self, case, rank):
-        """[(bytes sent, group size)] of the replay's collective log, in order."""
+    def collectives(self, case, rank):
+        """[(kind, bytes, group size)] of the replay's collective log, in order; a policy's
+        reductions of a bucket are reduce-scatters (bypass, bucket_flush: their kinds)."""
         trace = os.path.join(self.dir.name, f"{case}.rank{rank}.trace.json")
         out = run([BUCKETSIM, "compare", trace, "--policy", CASES[case][4], "--allocator",
                    "exact", "--format", "json", "--full-log"])
         log = json.loads(out.stdout)["policies"][0]["collectives"]
-        return [(c["bytes"], c["group_size"]) for c in log]
+        kinds = {"bypass": "reduce_scatter", "bucket_flush": "reduce_scatter"}
+        return [(kinds.get(c["kind"], c["kind"]), c["bytes"], c["group_size"]) for c in log]
 
     def check(self, case):
         _, ranks, _, _, _ = CASES[case]
@@ -287,12 +295,19 @@ class FsdpOracle(unittest.TestCase):
                 if abs(rel) > limit:
                     failures.append(f"{line} (limit {100 * limit:.2f}%)")
             print(f"\n{case}:\n" + "\n".join(lines), file=sys.stderr)
-            real_rs = [(c["bytes"], len(c["group_ranks"])) for c in real["collectives"]
-                       if c["kind"] == "reduce_scatter"]
-            predicted_rs = self.reduce_scatters(case, rank)
-            if real_rs != predicted_rs:
-                failures.append(f"  rank {rank} reduce-scatters (bytes, group size): measured "
-                                f"{real_rs}, predicted {predicted_rs}")
+            # The training iteration's (the program's one): what model construction and lazy
+            # init call (the device mesh's, FSDP1's sync of module states) is not in the trace.
+            real_log = [(c["kind"], c["bytes"], len(c["group_ranks"]))
+                        for c in real["collectives"] if c["phase"] != "init"]
+            predicted_log = self.collectives(case, rank)
+            counts = {k: sum(1 for c in predicted_log if c[0] == k)
+                      for k in ("all_gather", "reduce_scatter", "all_reduce")}
+            print(f"  rank {rank} collectives: measured {len(real_log)}, predicted "
+                  f"{len(predicted_log)} ({', '.join(f'{n} {k}' for k, n in counts.items())})",
+                  file=sys.stderr)
+            if real_log != predicted_log:
+                failures.append(f"  rank {rank} collectives (kind, bytes, group size): measured "
+                                f"{real_log}, predicted {predicted_log}")
         self.assertFalse(failures, f"{case}:\n" + "\n".join(failures))
 
 
