@@ -69,12 +69,15 @@ class ConvnetBuilder {
     const std::size_t blocks_instance =
         program_.AddInstance({"blocks", Params(blocks), true, true});
     std::vector<std::size_t> block_bns = AddBatchNorms(blocks);
-    const std::vector<ParamView> head_views = {{"weight", hd * kClasses}, {"bias", kClasses}};
+    // Each parameter with its dim 0 (FSDP2 shards it): nn.Linear's weight is (out, in).
+    const std::vector<ParamView> head_views = {{"weight", hd * kClasses, kClasses},
+                                               {"bias", kClasses, kClasses}};
     const std::vector<GenParam> head_params =
         config_.flatten_parameters
             ? std::vector<GenParam>{{"flat_param_0", SaturatingProduct({hd + 1, kClasses}),
                                      head_views}}
-            : std::vector<GenParam>{{"weight", hd * kClasses}, {"bias", kClasses}};
+            : std::vector<GenParam>{{"weight", hd * kClasses, {}, kClasses},
+                                    {"bias", kClasses, {}, kClasses}};
     const std::size_t head_instance = program_.AddInstance({"head", head_params, true, true});
 
     // The batch is made once before the loop, fp32, and kept (randn(2, 3, 224, 224).cuda()).
@@ -162,12 +165,13 @@ class ConvnetBuilder {
         total = std::numeric_limits<Numel>::max();
       }
       const std::string index = group.conv_name.substr(group.conv_name.find('.') + 1);
-      params.push_back({index + ".weight", ConvWeightNumel(group)});
-      params.push_back({index + ".bias", group.out_channels});
+      // nn.Conv2d's weight is (out, in, k, k), its bias (out): dim 0 is out_channels.
+      params.push_back({index + ".weight", ConvWeightNumel(group), {}, group.out_channels});
+      params.push_back({index + ".bias", group.out_channels, {}, group.out_channels});
     }
     if (!config_.flatten_parameters) return params;
     std::vector<ParamView> views;
-    for (const GenParam& param : params) views.push_back({param.name, param.numel});
+    for (const GenParam& param : params) views.push_back({param.name, param.numel, param.dim0});
     return {{"flat_param_0", total, std::move(views)}};
   }
 
@@ -186,7 +190,8 @@ class ConvnetBuilder {
       program_.AddInput(Tensor(group.bn_name + ".num_batches_tracked", 8, "int64"));
       instances.push_back(
           program_.AddInstance({group.bn_name,
-                                {{"weight", group.out_channels}, {"bias", group.out_channels}},
+                                {{"weight", group.out_channels, {}, group.out_channels},
+                                 {"bias", group.out_channels, {}, group.out_channels}},
                                 false,
                                 false,
                                 true}));

@@ -48,11 +48,12 @@ GenParam FlatOf(std::vector<ParamView> views) {
 // output projection h² + h, MLP 2hf + f + h, two layernorms 4h; without GQA and with f = 4h:
 // 12h² + 13h.
 std::vector<ParamView> BlockViews(const ModelDims& d, AttentionKind attention) {
+  // Each with its dim 0, which FSDP2 shards: nn.Linear's weight is (out, in), its bias (out).
   const auto linear = [](std::string name, std::uint64_t in, std::uint64_t out) {
-    return std::vector<ParamView>{{name + ".weight", SaturatingProduct({in, out})},
-                                  {name + ".bias", out}};
+    return std::vector<ParamView>{{name + ".weight", SaturatingProduct({in, out}), out},
+                                  {name + ".bias", out, out}};
   };
-  std::vector<ParamView> views = {{"ln1.weight", d.h}, {"ln1.bias", d.h}};
+  std::vector<ParamView> views = {{"ln1.weight", d.h, d.h}, {"ln1.bias", d.h, d.h}};
   const auto add = [&](std::vector<ParamView> more) {
     views.insert(views.end(), more.begin(), more.end());
   };
@@ -64,7 +65,7 @@ std::vector<ParamView> BlockViews(const ModelDims& d, AttentionKind attention) {
     add(linear("qkv", d.h, d.h + 2 * d.h_kv));
   }
   add(linear("attn.proj", d.h, d.h));
-  add({{"ln2.weight", d.h}, {"ln2.bias", d.h}});
+  add({{"ln2.weight", d.h, d.h}, {"ln2.bias", d.h, d.h}});
   add(linear("mlp.fc1", d.h, d.f));
   add(linear("mlp.fc2", d.f, d.h));
   return views;
@@ -206,8 +207,8 @@ class TransformerBuilder {
     // its forward ends after the head's, and like fairscale's root it is not resharded.
     constexpr std::size_t kEmbedding = 0;
     program_.AddInstance({"embedding",
-                          {FlatOf({{"tok.weight", SaturatingProduct({d_.v, d_.h})},
-                                   {"pos.weight", SaturatingProduct({d_.s, d_.h})}})},
+                          {FlatOf({{"tok.weight", SaturatingProduct({d_.v, d_.h}), d_.v},
+                                   {"pos.weight", SaturatingProduct({d_.s, d_.h}), d_.s}})},
                           true,
                           !config_.tied_embeddings});
     program_.Gather(kEmbedding);
@@ -224,9 +225,10 @@ class TransformerBuilder {
     // Final layernorm (2h) and the LM head (v x h, untied), the last instance: it runs last in
     // forward and first in backward, so like fairscale's root (whose own parameters
     // disable_reshard_on_root keeps) it is not resharded: that saves an all-gather at no peak.
-    std::vector<ParamView> head_views = {{"final_norm.weight", d_.h}, {"final_norm.bias", d_.h}};
+    std::vector<ParamView> head_views = {{"final_norm.weight", d_.h, d_.h},
+                                         {"final_norm.bias", d_.h, d_.h}};
     if (!config_.tied_embeddings)
-      head_views.push_back({"head.weight", SaturatingProduct({d_.h, d_.v})});
+      head_views.push_back({"head.weight", SaturatingProduct({d_.h, d_.v}), d_.v});
     const std::size_t head = program_.AddInstance({"head", {FlatOf(head_views)}, true, false});
     std::vector<std::size_t> head_uses = {head};
     if (config_.tied_embeddings) head_uses.push_back(kEmbedding);

@@ -255,6 +255,28 @@ TEST(TransformerPreset, MixedPrecisionHeader) {
   EXPECT_EQ(header.description.find('\n'), std::string::npos);
 }
 
+// FSDP2 shards each parameter along dim 0 (torch.chunk, every rank's storage padded to chunk
+// 0's), so the preset says each parameter's dim 0: nn.Linear's weight is (out, in). At world
+// size 3, h = 32: attn.proj.weight (32 x 32) gets ceil(32 / 3) = 11 rows of 32 a rank, 352
+// elements, declared padded as 3 x 352 = 1056; taken as 1-D it would be ceil(1024 / 3) = 342.
+// ln1.weight (32): 11 a rank, 33; the embedding's tok.weight (64 x 32): 22 rows, 2112.
+TEST(TransformerPreset, Fsdp2ShardsEachParameterAlongItsDim0) {
+  TransformerConfig config = Fp32Config();
+  config.fsdp_impl = FsdpImpl::kFsdp2;
+  config.world_size = 3;
+  config.rank = 2;
+  config.group_layout = GroupLayout::kShared;
+  const TraceHeader header = Generate(config).header;
+  std::map<std::string, Numel> declared;
+  for (const FsdpInstance& instance : header.fsdp) {
+    for (const ParamInfo& param : instance.params) declared[param.name] = param.numel;
+  }
+  EXPECT_EQ(declared.at("attn.proj.weight"), 1056u);
+  EXPECT_EQ(declared.at("attn.proj.bias"), 33u);
+  EXPECT_EQ(declared.at("ln1.weight"), 33u);
+  EXPECT_EQ(declared.at("tok.weight"), 2112u);
+}
+
 // AdamW with foreach (no weight-decay temporary: it decays in place): the state (exp_avg and
 // exp_avg_sq per flat shard) at the first step only, then at every step _foreach_sqrt's set,
 // one per shard, all freed before the step ends.

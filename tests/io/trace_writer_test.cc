@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -175,6 +176,46 @@ TEST(TraceWriter, RoundTripsTheObservedEventsOfVersion3) {
     EXPECT_TRUE(Fields(e[i]) == Fields(again.sink.events[i])) << "event " << i;
   }
   EXPECT_EQ(Write(again), text);
+}
+
+// Format 5's framework collectives and replicate group are written as read, and a header with a
+// replicate group is written as version 5 whatever it was read as.
+TEST(TraceWriter, RoundTripsTheFrameworkCollectivesOfVersion5) {
+  constexpr std::string_view kVersion5 = R"({
+  "schema_version": 5,
+  "world_size": 4,
+  "rank": 1,
+  "streams": ["default", "unshard", "post_backward"],
+  "groups": [{"id": 1, "ranks": [0, 1], "name": "shard_group"},
+             {"id": 2, "ranks": [1, 3], "name": "inter_node_pg"}],
+  "replicate_group": 2,
+  "events": [
+    {"ev": "alloc", "id": 7, "bytes": 64, "stream": 1, "cat": "all_gather"},
+    {"ev": "all_gather", "id": 7, "stream": 1, "group": 1, "dtype": "bf16", "numel": 16},
+    {"ev": "all_reduce", "id": 7, "stream": 2, "group": 2, "dtype": "fp32", "numel": 16},
+    {"ev": "free", "id": 7}
+  ]
+})";
+  Trace original;
+  ReadFrom(kVersion5, original);
+  EXPECT_EQ(original.header.replicate_group, std::optional<GroupId>(2));
+  std::string text = Write(original);
+  EXPECT_NE(text.find(R"("replicate_group": 2)"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find(
+          R"({"ev": "all_gather", "id": 7, "stream": 1, "group": 1, "dtype": "bf16", "numel": 16})"),
+      std::string::npos)
+      << text;
+  Trace again;
+  ReadFrom(text, again);
+  EXPECT_EQ(again.header.replicate_group, original.header.replicate_group);
+  ASSERT_EQ(again.sink.events.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(Fields(original.sink.events[i]) == Fields(again.sink.events[i])) << "event " << i;
+  }
+  TraceHeader older = original.header;
+  older.schema_version = 3;
+  EXPECT_EQ(older.WrittenSchemaVersion(), 5);
 }
 
 // A trace that names its FSDP implementation is written as v4 and read back the same; one that

@@ -156,6 +156,12 @@ struct Communicator {
   ncclComm_t comm = nullptr;
 };
 
+struct CollectiveContext {
+  ReduceType type;
+  cudaStream_t stream = nullptr;
+  Communicator* comm = nullptr;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(MpiWorld& world, CudaBackendOptions options, int device)
@@ -213,6 +219,7 @@ class CudaBackend final : public Backend {
                          StreamId stream);
   Status DoFrameworkCollective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
                                StreamId stream);
+  Result<CollectiveContext> ContextOf(const CollectiveRecord& record, StreamId stream);
   Result<void*> FrameworkMemory(BufferHandle buffer, Bytes bytes, StreamId stream, cudaStream_t s);
   Status DoCompute(StreamId stream, Micros duration);
   Status DoWaitStream(StreamId waiter, StreamId producer);
@@ -508,9 +515,8 @@ Result<Communicator*> CudaBackend::CommunicatorFor(GroupId id) {
   return &comms_.emplace(id, communicator).first->second;
 }
 
-Status CudaBackend::DoReduceScatter(const CollectiveRecord& record,
-                                    const CollectiveBuffers& buffers, StreamId stream) {
-  if (!deferred_.ok()) return Status::Ok();
+// What every collective needs first: its element type, its stream, its group's communicator.
+Result<CollectiveContext> CudaBackend::ContextOf(const CollectiveRecord& record, StreamId stream) {
   Result<ReduceType> type = ReduceTypeFor(record.dtype);
   if (!type.ok()) {
     return Status(type.status().code(),
@@ -520,7 +526,18 @@ Status CudaBackend::DoReduceScatter(const CollectiveRecord& record,
   if (!s.ok()) return s.status();
   Result<Communicator*> comm = CommunicatorFor(record.group);
   if (!comm.ok()) return comm.status();
-  const CommunicatorPlan& plan = (*comm)->plan;
+  return CollectiveContext{*type, *s, *comm};
+}
+
+Status CudaBackend::DoReduceScatter(const CollectiveRecord& record,
+                                    const CollectiveBuffers& buffers, StreamId stream) {
+  if (!deferred_.ok()) return Status::Ok();
+  Result<CollectiveContext> context = ContextOf(record, stream);
+  if (!context.ok()) return context.status();
+  const ReduceType type = context->type;
+  const cudaStream_t s = context->stream;
+  Communicator& comm = *context->comm;
+  const CommunicatorPlan& plan = comm.plan;
   BUCKETSIM_CHECK(plan.members == record.group_size);
   Result<void*> base = Address(buffers.input, "collective input");
   if (!base.ok()) return base.status();
@@ -537,25 +554,25 @@ Status CudaBackend::DoReduceScatter(const CollectiveRecord& record,
     *output =
         static_cast<char*>(input) + (all_reduce ? 0 : position * record.output_numel * element);
   }
-  ncclDataType_t nccl_type = NcclType(*type);
+  ncclDataType_t nccl_type = NcclType(type);
   PendingSpan span{SpanKind::kCollective, stream, nullptr, nullptr};
-  BUCKETSIM_RETURN_IF_ERROR(BeginSpan(*s, span));
+  BUCKETSIM_RETURN_IF_ERROR(BeginSpan(s, span));
   if (all_reduce) {
     // Emulated (a world of one), NCCL's all-reduce of one rank: the input itself.
     BUCKETSIM_NCCL_RETURN_IF_ERROR(
-        ncclAllReduce(input, *output, record.input_numel, nccl_type, ncclSum, (*comm)->comm, *s));
+        ncclAllReduce(input, *output, record.input_numel, nccl_type, ncclSum, comm.comm, s));
   } else if (plan.expectation.emulated) {
     // A world of one: NCCL's reduce-scatter of the whole buffer onto itself (in place), then the
     // n-row reduction the n ranks would have done, over the same bytes.
     BUCKETSIM_NCCL_RETURN_IF_ERROR(
-        ncclReduceScatter(input, input, record.input_numel, nccl_type, ncclSum, (*comm)->comm, *s));
+        ncclReduceScatter(input, input, record.input_numel, nccl_type, ncclSum, comm.comm, s));
     BUCKETSIM_CUDA_RETURN_IF_ERROR(
-        LaunchReduceRows(input, *output, *type, plan.members, record.output_numel, *s));
+        LaunchReduceRows(input, *output, type, plan.members, record.output_numel, s));
   } else {
-    BUCKETSIM_NCCL_RETURN_IF_ERROR(ncclReduceScatter(input, *output, record.output_numel, nccl_type,
-                                                     ncclSum, (*comm)->comm, *s));
+    BUCKETSIM_NCCL_RETURN_IF_ERROR(
+        ncclReduceScatter(input, *output, record.output_numel, nccl_type, ncclSum, comm.comm, s));
   }
-  BUCKETSIM_RETURN_IF_ERROR(EndSpan(*s, span));
+  BUCKETSIM_RETURN_IF_ERROR(EndSpan(s, span));
   PatternExpectation expectation = plan.expectation;
   if (record.replicate_group) {
     // HYBRID_SHARD: the shard is then summed over the rank's replicas, in place; a 2-D mesh of
@@ -563,20 +580,20 @@ Status CudaBackend::DoReduceScatter(const CollectiveRecord& record,
     Result<Communicator*> replicas = CommunicatorFor(*record.replicate_group);
     if (!replicas.ok()) return replicas.status();
     PendingSpan second{SpanKind::kCollective, stream, nullptr, nullptr};
-    BUCKETSIM_RETURN_IF_ERROR(BeginSpan(*s, second));
+    BUCKETSIM_RETURN_IF_ERROR(BeginSpan(s, second));
     if (!expectation.emulated) {
       BUCKETSIM_NCCL_RETURN_IF_ERROR(ncclAllReduce(*output, *output, record.output_numel, nccl_type,
-                                                   ncclSum, (*replicas)->comm, *s));
+                                                   ncclSum, (*replicas)->comm, s));
       expectation.members *= (*replicas)->plan.members;
       expectation.rank_term_sum = 0;
       for (int r = 0; r < header_->world_size; ++r) expectation.rank_term_sum += PatternRankTerm(r);
     }
-    BUCKETSIM_RETURN_IF_ERROR(EndSpan(*s, second));
+    BUCKETSIM_RETURN_IF_ERROR(EndSpan(s, second));
   }
   ++collectives_;
   if (!options_.verify) return Status::Ok();
   verified_collectives_ += record.replicate_group ? 2 : 1;  // the replicas' sum is checked too
-  return CheckSlices(record, expectation, *output, *type, buffers.slices, *s);
+  return CheckSlices(record, expectation, *output, type, buffers.slices, s);
 }
 
 // The trace allocation's memory, or this stream's scratch grown to `bytes` (stream-ordered).
@@ -599,50 +616,46 @@ Result<void*> CudaBackend::FrameworkMemory(BufferHandle buffer, Bytes bytes, Str
 Status CudaBackend::DoFrameworkCollective(const CollectiveRecord& record,
                                           const CollectiveBuffers& buffers, StreamId stream) {
   if (!deferred_.ok()) return Status::Ok();
-  Result<ReduceType> type = ReduceTypeFor(record.dtype);
-  if (!type.ok()) {
-    return Status(type.status().code(),
-                  fmt::format("event {}: {}", record.event_index, type.status().message()));
-  }
-  Result<cudaStream_t> s = StreamFor(stream);
-  if (!s.ok()) return s.status();
-  Result<Communicator*> comm = CommunicatorFor(record.group);
-  if (!comm.ok()) return comm.status();
-  const CommunicatorPlan& plan = (*comm)->plan;
+  Result<CollectiveContext> context = ContextOf(record, stream);
+  if (!context.ok()) return context.status();
+  const ReduceType type = context->type;
+  const cudaStream_t s = context->stream;
+  Communicator& comm = *context->comm;
+  const CommunicatorPlan& plan = comm.plan;
   const bool all_gather = record.kind == CollectiveKind::kAllGather;
   const Bytes element = ElementSize(record.dtype);
   const Numel count = record.input_numel;
-  Result<void*> base = FrameworkMemory(buffers.input, record.output_numel * element, stream, *s);
+  Result<void*> base = FrameworkMemory(buffers.input, record.output_numel * element, stream, s);
   if (!base.ok()) return base.status();
   char* data = static_cast<char*>(*base) + buffers.input_offset * element;
   const bool emulated = plan.expectation.emulated;
   const int position = emulated ? 0 : plan.expectation.position;
   const Numel mine = all_gather ? position * count : 0;
-  BUCKETSIM_CUDA_RETURN_IF_ERROR(LaunchFillPattern(data, *type, mine, 1, count, count,
-                                                   record.event_index, plan_.trace_rank, *s));
-  const ncclDataType_t nccl_type = NcclType(*type);
+  BUCKETSIM_CUDA_RETURN_IF_ERROR(LaunchFillPattern(data, type, mine, 1, count, count,
+                                                   record.event_index, plan_.trace_rank, s));
+  const ncclDataType_t nccl_type = NcclType(type);
   PendingSpan span{SpanKind::kCollective, stream, nullptr, nullptr};
-  BUCKETSIM_RETURN_IF_ERROR(BeginSpan(*s, span));
+  BUCKETSIM_RETURN_IF_ERROR(BeginSpan(s, span));
   if (!all_gather) {
     BUCKETSIM_NCCL_RETURN_IF_ERROR(
-        ncclAllReduce(data, data, count, nccl_type, ncclSum, (*comm)->comm, *s));
+        ncclAllReduce(data, data, count, nccl_type, ncclSum, comm.comm, s));
   } else if (emulated) {
     // A world of one standing in for the group: every part is this rank's own.
     for (int p = 1; p < record.group_size; ++p) {
-      BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-          data + p * count * element, data, count * element, cudaMemcpyDeviceToDevice, *s));
+      BUCKETSIM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(data + p * count * element, data,
+                                                     count * element, cudaMemcpyDeviceToDevice, s));
     }
   } else {
     // NCCL's in-place all-gather: the send buffer is this rank's part of the receive buffer.
     BUCKETSIM_NCCL_RETURN_IF_ERROR(
-        ncclAllGather(data + mine * element, data, count, nccl_type, (*comm)->comm, *s));
+        ncclAllGather(data + mine * element, data, count, nccl_type, comm.comm, s));
   }
-  BUCKETSIM_RETURN_IF_ERROR(EndSpan(*s, span));
+  BUCKETSIM_RETURN_IF_ERROR(EndSpan(s, span));
   ++collectives_;
   if (!options_.verify) return Status::Ok();
   ++verified_collectives_;
   const ReducedSlice whole{record.event_index, 0, count};
-  if (!all_gather) return CheckSlices(record, plan.expectation, data, *type, {&whole, 1}, *s);
+  if (!all_gather) return CheckSlices(record, plan.expectation, data, type, {&whole, 1}, s);
   // After an all-gather, part p is member p's pattern: the expectation of one member, row 0.
   const ProcessGroup* group = header_->FindGroup(record.group);
   for (int p = 0; p < record.group_size; ++p) {
@@ -651,7 +664,7 @@ Status CudaBackend::DoFrameworkCollective(const CollectiveRecord& record,
     Result<VerifySlot> slot = NextVerifySlot();
     if (!slot.ok()) return slot.status();
     BUCKETSIM_CUDA_RETURN_IF_ERROR(
-        LaunchVerify(data, *type, p * count, count, 0, record.event_index, expectation, *slot, *s));
+        LaunchVerify(data, type, p * count, count, 0, record.event_index, expectation, *slot, s));
     checks_.push_back({collectives_, record.event_index, record.group,
                        ReducedSlice{record.event_index, p * count, count}, 0, expectation});
   }
