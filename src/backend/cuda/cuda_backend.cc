@@ -188,8 +188,7 @@ class CudaBackend final : public Backend {
   void Copy(const BufferCopy& copy, StreamId stream) override { Defer(DoCopy(copy, stream)); }
   void Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
                   StreamId stream) override {
-    Defer(buffers.framework ? DoFrameworkCollective(record, buffers, stream)
-                            : DoReduceScatter(record, buffers, stream));
+    Defer(DoCollective(record, buffers, stream));
   }
   void Compute(StreamId stream, Micros duration) override { Defer(DoCompute(stream, duration)); }
   void WaitStream(StreamId waiter, StreamId producer) override {
@@ -215,11 +214,12 @@ class CudaBackend final : public Backend {
   Status DoRelease(BufferHandle buffer, StreamId stream);
   Status DoFillGradient(const GradientFill& fill, StreamId stream);
   Status DoCopy(const BufferCopy& copy, StreamId stream);
+  Status DoCollective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
+                      StreamId stream);
   Status DoReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
-                         StreamId stream);
+                         StreamId stream, const CollectiveContext& context);
   Status DoFrameworkCollective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
-                               StreamId stream);
-  Result<CollectiveContext> ContextOf(const CollectiveRecord& record, StreamId stream);
+                               StreamId stream, const CollectiveContext& context);
   Result<void*> FrameworkMemory(BufferHandle buffer, Bytes bytes, StreamId stream, cudaStream_t s);
   Status DoCompute(StreamId stream, Micros duration);
   Status DoWaitStream(StreamId waiter, StreamId producer);
@@ -515,8 +515,11 @@ Result<Communicator*> CudaBackend::CommunicatorFor(GroupId id) {
   return &comms_.emplace(id, communicator).first->second;
 }
 
-// What every collective needs first: its element type, its stream, its group's communicator.
-Result<CollectiveContext> CudaBackend::ContextOf(const CollectiveRecord& record, StreamId stream) {
+// What every collective needs first (its element type, its stream, its group's communicator),
+// then the policy's reduction or the framework's own collective.
+Status CudaBackend::DoCollective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
+                                 StreamId stream) {
+  if (!deferred_.ok()) return Status::Ok();
   Result<ReduceType> type = ReduceTypeFor(record.dtype);
   if (!type.ok()) {
     return Status(type.status().code(),
@@ -526,17 +529,17 @@ Result<CollectiveContext> CudaBackend::ContextOf(const CollectiveRecord& record,
   if (!s.ok()) return s.status();
   Result<Communicator*> comm = CommunicatorFor(record.group);
   if (!comm.ok()) return comm.status();
-  return CollectiveContext{*type, *s, *comm};
+  const CollectiveContext context{*type, *s, *comm};
+  return buffers.framework ? DoFrameworkCollective(record, buffers, stream, context)
+                           : DoReduceScatter(record, buffers, stream, context);
 }
 
 Status CudaBackend::DoReduceScatter(const CollectiveRecord& record,
-                                    const CollectiveBuffers& buffers, StreamId stream) {
-  if (!deferred_.ok()) return Status::Ok();
-  Result<CollectiveContext> context = ContextOf(record, stream);
-  if (!context.ok()) return context.status();
-  const ReduceType type = context->type;
-  const cudaStream_t s = context->stream;
-  Communicator& comm = *context->comm;
+                                    const CollectiveBuffers& buffers, StreamId stream,
+                                    const CollectiveContext& context) {
+  const ReduceType type = context.type;
+  const cudaStream_t s = context.stream;
+  Communicator& comm = *context.comm;
   const CommunicatorPlan& plan = comm.plan;
   BUCKETSIM_CHECK(plan.members == record.group_size);
   Result<void*> base = Address(buffers.input, "collective input");
@@ -614,13 +617,11 @@ Result<void*> CudaBackend::FrameworkMemory(BufferHandle buffer, Bytes bytes, Str
 // The framework's all-gather (in place: this rank's part at its position) or all-reduce of a
 // trace allocation; this rank's part filled with the event's pattern first (core/buffer_ops.h).
 Status CudaBackend::DoFrameworkCollective(const CollectiveRecord& record,
-                                          const CollectiveBuffers& buffers, StreamId stream) {
-  if (!deferred_.ok()) return Status::Ok();
-  Result<CollectiveContext> context = ContextOf(record, stream);
-  if (!context.ok()) return context.status();
-  const ReduceType type = context->type;
-  const cudaStream_t s = context->stream;
-  Communicator& comm = *context->comm;
+                                          const CollectiveBuffers& buffers, StreamId stream,
+                                          const CollectiveContext& context) {
+  const ReduceType type = context.type;
+  const cudaStream_t s = context.stream;
+  Communicator& comm = *context.comm;
   const CommunicatorPlan& plan = comm.plan;
   const bool all_gather = record.kind == CollectiveKind::kAllGather;
   const Bytes element = ElementSize(record.dtype);

@@ -9,6 +9,7 @@
 #include "backend/host/mpi_world.h"
 #include "engine/replay_policies.h"
 #include "io/trace_reader.h"
+#include "policy/policy_spec.h"
 
 namespace bucketsim {
 namespace {
@@ -23,9 +24,11 @@ MpiWorld& World() {
   return *world;
 }
 
+// `trace`: a file under traces/, or a path from the source directory.
 Result<ReplayOutcome> ReplayShipped(const std::string& trace, std::vector<PolicySpec> policies,
                                     bool cuda) {
-  std::string path = std::string(BUCKETSIM_SOURCE_DIR) + "/traces/" + trace;
+  std::string path = std::string(BUCKETSIM_SOURCE_DIR) +
+                     (trace.find('/') == std::string::npos ? "/traces/" : "/") + trace;
   ReplayRequest request;
   request.policies = std::move(policies);
   if (cuda) {
@@ -95,6 +98,42 @@ TEST_F(CudaBackendOnGpu, TinyTraceEmulatedEveryCollectiveVerifiedSameLogAndMemor
   EXPECT_EQ(cuda->runs[2].policy, "per-group-dedup");
   EXPECT_EQ(cuda->runs[1].execution.communicators, 2u);
   EXPECT_EQ(cuda->runs[2].execution.communicators, 1u);
+}
+
+// PyTorch FSDP traces (format 5): their all-gathers (ncclAllGather in place, on the trace's
+// streams, into scratch), NO_SHARD's and HYBRID_SHARD's all-reduces, emulated on one process:
+// the sim's log, every collective verified, under the implementation's policy and a what-if.
+TEST_F(CudaBackendOnGpu, PyTorchFsdpsOwnCollectivesVerifiedSameLogAsSim) {
+  for (const std::string trace : {"tests/fuzz/seeds/trace/fsdp1-hybrid-1l.json",
+                                  "tests/fuzz/seeds/trace/fsdp1-no-shard-1l.json",
+                                  "tests/fuzz/seeds/trace/fsdp2-reshard-2-1l.json"}) {
+    SCOPED_TRACE(trace);
+    const std::string impl = trace.find("fsdp2") != std::string::npos ? "fsdp2" : "fsdp1";
+    std::vector<PolicySpec> policies;
+    for (const std::string& name : {impl, std::string("backward-only")}) {
+      Result<PolicySpec> spec = ParsePolicySpec(name);
+      ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+      policies.push_back(*spec);
+    }
+    Result<ReplayOutcome> sim = ReplayShipped(trace, policies, false);
+    ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+    Result<ReplayOutcome> cuda = ReplayShipped(trace, policies, true);
+    ASSERT_TRUE(cuda.ok()) << cuda.status().ToString();
+    for (std::size_t i = 0; i < sim->runs.size(); ++i) {
+      const RunResult& want = sim->runs[i];
+      const RunResult& got = cuda->runs[i];
+      SCOPED_TRACE(want.policy);
+      EXPECT_EQ(got.execution.verify_failures, 0u) << got.execution.first_mismatch;
+      EXPECT_EQ(got.execution.verified_collectives, got.collectives.size());
+      EXPECT_EQ(got.peak.allocated_bytes, want.peak.allocated_bytes);
+      ASSERT_EQ(got.collectives.size(), want.collectives.size());
+      for (std::size_t c = 0; c < want.collectives.size(); ++c) {
+        EXPECT_EQ(got.collectives[c].kind, want.collectives[c].kind);
+        EXPECT_EQ(got.collectives[c].group, want.collectives[c].group);
+        EXPECT_EQ(got.collectives[c].output_numel, want.collectives[c].output_numel);
+      }
+    }
+  }
 }
 
 TEST_F(CudaBackendOnGpu, ComputeSpansSpinAtLeastTheirTracedDuration) {
