@@ -345,6 +345,11 @@ TEST(TorchFsdp1, HybridShardReducesInTheShardGroupAndDeclaresBoth) {
   EXPECT_EQ(groups[1].id, 2u);
   EXPECT_EQ(groups[1].ranks, (std::vector<int>{1, 3}));
   EXPECT_EQ(recorder.header.streams.back().name, "all_reduce");
+  // The replicate group every reduced shard is all-reduced over; a format 5 trace, as every
+  // FSDP1 trace (its all-gathers are events).
+  EXPECT_EQ(recorder.header.replicate_group, std::optional<GroupId>(2));
+  EXPECT_EQ(recorder.header.WrittenSchemaVersion(), 5);
+  EXPECT_FALSE(testing::EmitHeader(Chain(), Fsdp1Options(2)).replicate_group);
 }
 
 // Forward prefetch: the pre-forward order is recorded in the first iteration, so only the
@@ -665,21 +670,6 @@ TEST(TorchFsdp1Collectives, NoShardAllReducesEachFlatGradient) {
             (std::vector<std::string>{"free 5", "all_reduce 11 s2 g1 fp32 10", "free 12",
                                       "all_reduce 13 s2 g1 fp32 10", "all_reduce 13 s2 g1 fp32 10",
                                       "all_reduce 9 s2 g1 fp32 6"}));
-}
-
-// HYBRID_SHARD: the header names the replicate group every reduced shard is all-reduced over;
-// the trace is format 5, as every FSDP1 trace (its all-gathers are events).
-TEST(TorchFsdp1Collectives, HybridShardNamesItsReplicateGroup) {
-  GenOptions options = Fsdp1Options(4);
-  options.sharding_strategy = ShardingStrategy::kHybridShard;
-  options.group_layout = GroupLayout::kHsdp;
-  options.hsdp_shard_size = 2;
-  options.hsdp_replicas = 2;
-  options.rank = 3;
-  const TraceHeader header = testing::EmitHeader(Chain(), options);
-  EXPECT_EQ(header.replicate_group, std::optional<GroupId>(2));
-  EXPECT_EQ(header.WrittenSchemaVersion(), 5);
-  EXPECT_FALSE(testing::EmitHeader(Chain(), Fsdp1Options(2)).replicate_group);
 }
 
 }  // namespace
