@@ -18,14 +18,13 @@ std::string_view CollectiveKindName(CollectiveKind kind) {
   return "unknown";
 }
 
-CollectiveRecord ReplicaAllReduce(const CollectiveRecord& reduction) {
+CollectiveRecord ReplicaAllReduce(const CollectiveRecord& reduction, int replicas) {
   CollectiveRecord record = reduction;
   record.kind = CollectiveKind::kAllReduce;
   record.group = *reduction.replicate_group;
-  record.group_size = reduction.replicas;
+  record.group_size = replicas;
   record.input_numel = reduction.output_numel;
   record.replicate_group.reset();
-  record.replicas = 0;
   return record;
 }
 

@@ -46,7 +46,6 @@ struct CollectiveRecord {
   // then all-reduces this rank's output over that group, in place (ReplicaAllReduce: the
   // record the log has of it).
   std::optional<GroupId> replicate_group = std::nullopt;
-  int replicas = 0;  // that group's size
   // When it ran on the backend's clock (µs), set by the engine when its iteration ends.
   Micros start_us = 0;
   Micros dur_us = 0;
@@ -56,9 +55,9 @@ struct CollectiveRecord {
 std::string_view CollectiveKindName(CollectiveKind kind);
 inline constexpr int kNumCollectiveKinds = 5;
 
-// The all-reduce over `reduction.replicate_group` that follows a HYBRID_SHARD reduction: this
-// rank's output, in place.
-CollectiveRecord ReplicaAllReduce(const CollectiveRecord& reduction);
+// The all-reduce over `reduction.replicate_group` (of `replicas` ranks) that follows a
+// HYBRID_SHARD reduction: this rank's output, in place.
+CollectiveRecord ReplicaAllReduce(const CollectiveRecord& reduction, int replicas);
 
 // A collective's size as nccl-tests counts it: the whole send buffer of a reduction, the whole
 // receive buffer of an all-gather (what torch.distributed's tensors hold either way).

@@ -367,13 +367,12 @@ void Replay::Collective(const CollectiveRecord& record, const CollectiveBuffers&
   stamped.event_index = current_event_;
   // HYBRID_SHARD: the reduced shard is then all-reduced over the rank's replicas, in place
   // (FSDP1 _reduce_grad, FSDP2 foreach_reduce); the backend runs both, the log has both.
-  if (header_->replicate_group) {
-    stamped.replicate_group = header_->replicate_group;
-    stamped.replicas = header_->FindGroup(*header_->replicate_group)->size();
-  }
+  stamped.replicate_group = header_->replicate_group;
   if (!out_of_memory_) backend_->Collective(stamped, buffers, policy_stream_);
   Log(stamped);
-  if (stamped.replicate_group) Log(ReplicaAllReduce(stamped));
+  if (stamped.replicate_group) {
+    Log(ReplicaAllReduce(stamped, header_->FindGroup(*stamped.replicate_group)->size()));
+  }
 }
 
 void Replay::Log(const CollectiveRecord& record) {

@@ -42,6 +42,7 @@ class SimTimeline : public ::testing::Test {
   void SetUp() override {
     TraceHeader header;
     header.streams = {{"default"}, {"post_backward"}};
+    header.groups = {{9, {0, 1}, "replicas"}};
     ASSERT_TRUE(sim_.Start(header).ok());
   }
   IterationSpans End() {
@@ -144,8 +145,7 @@ TEST_F(SimTimeline, AllGathersAndReplicaAllReducesArePricedAsTheirBytes) {
   CollectiveRecord reduce{CollectiveKind::kAllReduce, 7, 2, DType::kFloat32, 1000, 1000, 0};
   sim_.Collective(reduce, {}, kPost);  // [12, 36]
   CollectiveRecord hybrid = Rs4000(CollectiveKind::kReduceScatter);
-  hybrid.replicate_group = 9;
-  hybrid.replicas = 2;
+  hybrid.replicate_group = 9;          // the header's replicas, 2 of them
   sim_.Collective(hybrid, {}, kPost);  // [36, 48], then [48, 70]
   IterationSpans spans = End();
   ASSERT_EQ(spans.spans.size(), 4u);

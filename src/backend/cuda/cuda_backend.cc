@@ -156,12 +156,6 @@ struct Communicator {
   ncclComm_t comm = nullptr;
 };
 
-struct CollectiveContext {
-  ReduceType type;
-  cudaStream_t stream = nullptr;
-  Communicator* comm = nullptr;
-};
-
 class CudaBackend final : public Backend {
  public:
   CudaBackend(MpiWorld& world, CudaBackendOptions options, int device)
@@ -216,10 +210,12 @@ class CudaBackend final : public Backend {
   Status DoCopy(const BufferCopy& copy, StreamId stream);
   Status DoCollective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
                       StreamId stream);
+  // After DoCollective resolved the type, the CUDA stream `s` and the communicator.
   Status DoReduceScatter(const CollectiveRecord& record, const CollectiveBuffers& buffers,
-                         StreamId stream, const CollectiveContext& context);
+                         StreamId stream, ReduceType type, cudaStream_t s, Communicator& comm);
   Status DoFrameworkCollective(const CollectiveRecord& record, const CollectiveBuffers& buffers,
-                               StreamId stream, const CollectiveContext& context);
+                               StreamId stream, ReduceType type, cudaStream_t s,
+                               Communicator& comm);
   Result<void*> FrameworkMemory(BufferHandle buffer, Bytes bytes, StreamId stream, cudaStream_t s);
   Status DoCompute(StreamId stream, Micros duration);
   Status DoWaitStream(StreamId waiter, StreamId producer);
@@ -529,17 +525,13 @@ Status CudaBackend::DoCollective(const CollectiveRecord& record, const Collectiv
   if (!s.ok()) return s.status();
   Result<Communicator*> comm = CommunicatorFor(record.group);
   if (!comm.ok()) return comm.status();
-  const CollectiveContext context{*type, *s, *comm};
-  return buffers.framework ? DoFrameworkCollective(record, buffers, stream, context)
-                           : DoReduceScatter(record, buffers, stream, context);
+  return buffers.framework ? DoFrameworkCollective(record, buffers, stream, *type, *s, **comm)
+                           : DoReduceScatter(record, buffers, stream, *type, *s, **comm);
 }
 
 Status CudaBackend::DoReduceScatter(const CollectiveRecord& record,
                                     const CollectiveBuffers& buffers, StreamId stream,
-                                    const CollectiveContext& context) {
-  const ReduceType type = context.type;
-  const cudaStream_t s = context.stream;
-  Communicator& comm = *context.comm;
+                                    ReduceType type, cudaStream_t s, Communicator& comm) {
   const CommunicatorPlan& plan = comm.plan;
   BUCKETSIM_CHECK(plan.members == record.group_size);
   Result<void*> base = Address(buffers.input, "collective input");
@@ -618,10 +610,7 @@ Result<void*> CudaBackend::FrameworkMemory(BufferHandle buffer, Bytes bytes, Str
 // trace allocation; this rank's part filled with the event's pattern first (core/buffer_ops.h).
 Status CudaBackend::DoFrameworkCollective(const CollectiveRecord& record,
                                           const CollectiveBuffers& buffers, StreamId stream,
-                                          const CollectiveContext& context) {
-  const ReduceType type = context.type;
-  const cudaStream_t s = context.stream;
-  Communicator& comm = *context.comm;
+                                          ReduceType type, cudaStream_t s, Communicator& comm) {
   const CommunicatorPlan& plan = comm.plan;
   const bool all_gather = record.kind == CollectiveKind::kAllGather;
   const Bytes element = ElementSize(record.dtype);

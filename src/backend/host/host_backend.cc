@@ -510,35 +510,21 @@ void HostBackend::RunFrameworkCollective(const CollectiveRecord& record, std::by
   }
   worker.spans.push_back({SpanKind::kCollective, 0, start, Now(), index});
   if (!options_.verify) return;
-  // After an all-gather, the part at position p is member p's pattern, copied exactly; after an
-  // all-reduce, every element is the members' sum (PatternExpectation, row 0).
-  PatternExpectation sum{group->size(), 0, world_.rank(), 0, emulated_};
-  for (int member : group->ranks) sum.rank_term_sum += PatternRankTerm(member);
-  if (emulated_) sum = {1, 0, world_.rank(), PatternRankTerm(world_.rank()), false};
-  const Precision precision = PrecisionOf(record.dtype);
-  const bool exact = 8.0 * sum.members <= precision.exact_limit;
-  const double relative = sum.members * std::ldexp(1.0, -precision.bits + 1);
-  for (int p = 0; p < (all_gather ? record.group_size : 1); ++p) {
+  // An all-reduce is checked as a policy's is: one request, the event's, in row 0.
+  if (!all_gather) return Verify(record, {{record.event_index, 0, count}}, data);
+  // After an all-gather the part at position p is member p's pattern, copied exactly.
+  ++verified_collectives_;
+  for (int p = 0; p < record.group_size; ++p) {
     const int member = emulated_ ? world_.rank() : group->ranks[p];
     for (Numel j = 0; j < count; ++j) {
-      const float want = all_gather ? PatternValue(member, record.event_index, 0, j)
-                                    : sum.At(record.event_index, j);
+      const float want = PatternValue(member, record.event_index, 0, j);
       const float got = Load(data, record.dtype, p * count + j);
-      if (got == want || (!all_gather && !exact && std::abs(got - want) <= relative * want)) {
-        continue;
-      }
-      ++verify_failures_;
-      std::lock_guard lock(failure_mutex_);
-      if (first_mismatch_.empty()) {
-        first_mismatch_ = fmt::format("{} of event {} on group {}: element {} is {}, expected {}",
-                                      CollectiveKindName(record.kind), record.event_index,
-                                      record.group, p * count + j, got, want);
-      }
-      ++verified_collectives_;
-      return;
+      if (got == want) continue;
+      return Mismatch(
+          fmt::format("all_gather of event {} on group {}: element {} is {}, expected {}",
+                      record.event_index, record.group, p * count + j, got, want));
     }
   }
-  ++verified_collectives_;
 }
 
 void HostBackend::Verify(const CollectiveRecord& record, const std::vector<ReducedSlice>& slices,
@@ -572,19 +558,21 @@ void HostBackend::Verify(const CollectiveRecord& record, const std::vector<Reduc
       float got = Load(output, record.dtype, slice.offset + j);
       bool ok = exact ? got == want : std::abs(got - want) <= relative * want;
       if (ok) continue;
-      ++verify_failures_;
-      std::lock_guard lock(failure_mutex_);
-      if (first_mismatch_.empty()) {
-        first_mismatch_ = fmt::format(
-            "{} of event {} on group {}: element {} of request event {} is {}, expected {}",
-            CollectiveKindName(record.kind), record.event_index, record.group, check.first_j + j,
-            slice.request, got, want);
-      }
       ++verified_collectives_;
-      return;
+      return Mismatch(fmt::format(
+          "{} of event {} on group {}: element {} of request event {} is {}, expected {}",
+          CollectiveKindName(record.kind), record.event_index, record.group, check.first_j + j,
+          slice.request, got, want));
     }
   }
   ++verified_collectives_;
+}
+
+// A collective's output was wrong: counted, and the first one described.
+void HostBackend::Mismatch(std::string message) {
+  ++verify_failures_;
+  std::lock_guard lock(failure_mutex_);
+  if (first_mismatch_.empty()) first_mismatch_ = std::move(message);
 }
 
 void HostBackend::Compute(StreamId stream, Micros duration) {

@@ -87,6 +87,7 @@ class HostBackend final : public Backend {
   MPI_Op MpiSum(DType dtype) const;
   void Verify(const CollectiveRecord& record, const std::vector<ReducedSlice>& slices,
               const std::byte* output);
+  void Mismatch(std::string message);
   void WatchdogLoop();
 
   MpiWorld& world_;

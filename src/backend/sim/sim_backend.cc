@@ -9,6 +9,7 @@ SimBackend::SimBackend(std::shared_ptr<const TimeProfile> profile, double comput
 
 Status SimBackend::Start(const TraceHeader& header) {
   stream_clock_us_.assign(std::max<std::size_t>(header.streams.size(), 1), 0.0);
+  for (const ProcessGroup& group : header.groups) group_sizes_[group.id] = group.size();
   return Status::Ok();
 }
 
@@ -63,7 +64,8 @@ void SimBackend::Collective(const CollectiveRecord& record, const CollectiveBuff
   Occupy(SpanKind::kCollective, stream, duration);
   if (record.replicate_group) {
     // HYBRID_SHARD: this rank's output then all-reduced over its replicas, a span of its own.
-    const CollectiveRecord replicas = ReplicaAllReduce(record);
+    const CollectiveRecord replicas =
+        ReplicaAllReduce(record, group_sizes_.at(*record.replicate_group));
     Occupy(SpanKind::kCollective, stream,
            profile_ ? profile_->AllReduceTime(SendBytes(replicas), replicas.group_size) : 0);
   }

@@ -30,6 +30,7 @@
 
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -68,6 +69,7 @@ class SimBackend final : public Backend {
   std::shared_ptr<const TimeProfile> profile_;
   double compute_scale_ = 1.0;
   std::vector<Micros> stream_clock_us_;
+  std::unordered_map<GroupId, int> group_sizes_;  // the header's groups, by id
   bool list_every_span_ = true;
   IterationTimer timer_;  // the current iteration's timing, span by span
   IterationSpans current_;
