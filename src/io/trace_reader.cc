@@ -396,6 +396,21 @@ Status ConvertCompute(const EventFields& f, TraceHeader& header, Event& e) {
   return Status::Ok();
 }
 
+// The fields a collective's request or event shares: a declared group (`group`), a dtype and a
+// positive element count.
+Status ConvertGroupDTypeNumel(const EventFields& f, const TraceHeader& header, Event& e,
+                              const ProcessGroup*& group) {
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kGroup, e.group));
+  group = header.FindGroup(e.group);
+  if (group == nullptr) {
+    return InvalidTrace(fmt::format("group {} is not declared in the header", e.group));
+  }
+  BUCKETSIM_RETURN_IF_ERROR(f.DTypeOf(Field::kDType, e.dtype));
+  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kNumel, e.numel));
+  if (e.numel == 0) return InvalidTrace("'numel' must be positive (got 0)");
+  return Status::Ok();
+}
+
 Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Event& e) {
   std::uint64_t fsdp = 0;
   BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kFsdp, fsdp));
@@ -412,14 +427,8 @@ Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Eve
                                     param_index, fsdp, instance.name, instance.params.size()));
   }
   const ParamInfo& param = instance.params[param_index];
-  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kGroup, e.group));
-  const ProcessGroup* group = header.FindGroup(e.group);
-  if (group == nullptr) {
-    return InvalidTrace(fmt::format("group {} is not declared in the header", e.group));
-  }
-  BUCKETSIM_RETURN_IF_ERROR(f.DTypeOf(Field::kDType, e.dtype));
-  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kNumel, e.numel));
-  if (e.numel == 0) return InvalidTrace("'numel' must be positive (got 0)");
+  const ProcessGroup* group = nullptr;
+  BUCKETSIM_RETURN_IF_ERROR(ConvertGroupDTypeNumel(f, header, e, group));
   // fairscale's chunk_and_pad: every rank's shard is the padded ceil(numel / group size).
   Numel expected = PaddedShardNumel(param.numel, static_cast<Numel>(group->size()));
   if (e.numel != expected) {
@@ -461,14 +470,8 @@ Status ConvertTraceCollective(const EventFields& f, TraceHeader& header, Event& 
   BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kId, e.id));
   BUCKETSIM_RETURN_IF_ERROR(f.Required(Field::kStream));
   BUCKETSIM_RETURN_IF_ERROR(f.Stream(header, e.stream));
-  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kGroup, e.group));
-  if (header.FindGroup(e.group) == nullptr) {  // a declared group includes this rank
-    return InvalidTrace(fmt::format("group {} is not declared in the header", e.group));
-  }
-  BUCKETSIM_RETURN_IF_ERROR(f.DTypeOf(Field::kDType, e.dtype));
-  BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kNumel, e.numel));
-  if (e.numel == 0) return InvalidTrace("'numel' must be positive (got 0)");
-  return Status::Ok();
+  const ProcessGroup* group = nullptr;  // declared, so including this rank
+  return ConvertGroupDTypeNumel(f, header, e, group);
 }
 
 // Converts the fields of one event of a known kind; messages are the reason only.
