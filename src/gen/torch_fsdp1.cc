@@ -69,9 +69,6 @@ class TorchFsdp1 final : public FsdpImplementation {
   }
 
   Status BuildHeader(TraceHeader& header) const override {
-    if (options_.offload_params) {
-      return InvalidArgument("fsdp1: CPUOffload(offload_params=True) is not modelled");
-    }
     header.streams = {{"default"}, {"unshard"}, {"post_backward"}, {"pre_unshard"}};
     // One process group object for every unit (the wrapping policy passes the root's group
     // down, iu _init_process_group_state); HYBRID_SHARD makes its shard and replicate groups
@@ -98,8 +95,12 @@ class TorchFsdp1 final : public FsdpImplementation {
 
   // fp FlatParamHandle.shard: each rank keeps its padded fp32 shard (`_local_shard`); NO_SHARD
   // keeps the whole flat parameter. (The constructor's unsharded copy is the model's own,
-  // freed by shard() before the trace begins.)
+  // freed by shard() before the trace begins.) With CPUOffload(offload_params=True) the shard
+  // is moved to the CPU (iu _init_param_handle_from_params: flat_param_to("cpu")) and pinned
+  // there with the CPU gradient `_cpu_grad` (fp init_flat_param_attributes): nothing on the
+  // device.
   Status Init() override {
+    if (options_.offload_params) return Status::Ok();
     for (const Unit& unit : units_) {
       if (unit.flat_numel == 0) continue;
       std::uint64_t id = 0;
@@ -196,8 +197,11 @@ class TorchFsdp1 final : public FsdpImplementation {
 
   // rt _post_backward_final_callback: _catch_all_reshard frees what a post-backward hook did
   // not (a unit gathered for backward whose gradient never came), _finalize_params moves the
-  // saved shards to .grad (prepare_gradient_for_optim: no allocation); the policy's end of
-  // backward.
+  // saved shards to .grad (fp prepare_gradient_for_optim: no allocation); the policy's end of
+  // backward. With CPU offload .grad becomes the CPU `_cpu_grad` the post-backward hooks copied
+  // into (rt _offload_grad), and what the device held until now goes: each `_saved_grad_shard`
+  // (deleted by prepare_gradient_for_optim; the policy's, so a zero_grad event) and NO_SHARD's
+  // device gradient, which .grad no longer refers to.
   Status EndBackward() override {
     for (std::size_t f = 0; f < units_.size(); ++f) {
       BUCKETSIM_RETURN_IF_ERROR(Reshard(f, Sharded()));
@@ -208,13 +212,16 @@ class TorchFsdp1 final : public FsdpImplementation {
       unit.prefetched = false;
     }
     post_forward_order_.clear();  // eo next_iter
-    return trace_.Emit(FlushEvent());
+    BUCKETSIM_RETURN_IF_ERROR(trace_.Emit(FlushEvent()));
+    return options_.offload_params ? ReleaseGrads() : Status::Ok();
   }
 
+  // Offloaded, the optimizer holds CPU parameters with CPU gradients: its step and state are on
+  // the CPU, nothing of them on the device.
   Status Step(int iteration) override {
     iteration_ = iteration + 1;
     std::vector<Numel> params;
-    for (std::size_t f = 0; f < units_.size(); ++f) {
+    for (std::size_t f = 0; f < units_.size() && !options_.offload_params; ++f) {
       for (Numel numel : OptimizerStateNumels(f)) params.push_back(numel);
     }
     return EmitOptimizerStep(options_, params, iteration, trace_);
@@ -224,9 +231,10 @@ class TorchFsdp1 final : public FsdpImplementation {
   // FlatParameter, whose .grad (the reduced shard, or NO_SHARD's gradient) goes now. With
   // use_orig_params=True it holds the original parameters: their .grad views go, but
   // flat_param.grad keeps the shard until the next root pre-forward
-  // (rt _root_pre_forward -> fp _reset_flat_param_grad_info_if_needed).
+  // (rt _root_pre_forward -> fp _reset_flat_param_grad_info_if_needed). Offloaded, .grad is on
+  // the CPU: the device holds nothing since the end of backward.
   Status ZeroGrad() override {
-    if (options_.use_orig_params) return Status::Ok();
+    if (options_.use_orig_params || options_.offload_params) return Status::Ok();
     return ReleaseGrads();
   }
 
@@ -353,12 +361,18 @@ class TorchFsdp1 final : public FsdpImplementation {
     return trace_.Free(id);
   }
 
-  // rt _unshard: fp pre_unshard (with mixed precision, _use_low_precision_shard allocates
-  // `_mp_shard` and casts the fp32 shard into it), the rate limiter, fp unshard
-  // (_alloc_padded_unsharded_flat_param: ws x shard in the compute dtype, the all-gather's
-  // destination; a no-op when still allocated, needs_unshard) and fp post_unshard (frees
-  // `_mp_shard` for sharded strategies). NO_SHARD computes with the flat parameter itself, or
-  // with `_mp_shard`, freed by post_reshard.
+  // rt _unshard: fp pre_unshard, the rate limiter, fp unshard (_alloc_padded_unsharded_flat_param:
+  // ws x shard in the compute dtype, the all-gather's destination; a no-op when still
+  // allocated, needs_unshard) and fp post_unshard (frees `_mp_shard` for sharded strategies).
+  // NO_SHARD computes with the flat parameter itself, or with what pre_unshard made, freed by
+  // the reshard (fp post_reshard, _use_sharded_flat_param).
+  //
+  // fp pre_unshard gives the device the shard to gather from (or, NO_SHARD, to compute with)
+  // when it is not the fp32 `_local_shard` on the device: with mixed precision `_mp_shard`
+  // (_use_low_precision_shard), with CPU offload alone a device copy of the CPU shard
+  // (flat_param_to(device)), dropped when .data moves to the unsharded parameter. A sharded
+  // unit whose unsharded parameter is still allocated (the root, SHARD_GRAD_OP) skips it, unless
+  // offloaded: its reshard pointed .data at the CPU shard, so the copy is made and dropped.
   //
   // limit_all_gathers (lu _FreeEventQueue, rt _unshard/_reshard): before an all-gather, once
   // two frees are queued, the CPU waits for the oldest free's event on the device. It bounds
@@ -367,27 +381,45 @@ class TorchFsdp1 final : public FsdpImplementation {
   // in a trace; on CPU the event is immediate.
   Status Unshard(std::size_t f) {
     Unit& unit = units_[f];
-    if (unit.unsharded != 0 || unit.flat_numel == 0) return Status::Ok();
-    const bool mp = ParamMixedPrecision(f);
+    if (unit.flat_numel == 0) return Status::Ok();
+    const bool gathered = unit.unsharded != 0;
+    if (gathered && !(Sharded() && options_.offload_params)) return Status::Ok();
+    std::uint64_t device_shard = 0;
+    if (ParamMixedPrecision(f)) {
+      BUCKETSIM_RETURN_IF_ERROR(LowPrecisionShard(f, device_shard));
+    } else if (options_.offload_params) {
+      BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(unit.shard_numel * kFp32Size, kPreUnshardStream,
+                                             Category::kAllGather, device_shard));
+    }
     if (!Sharded()) {
-      if (!mp) return Status::Ok();
-      return trace_.Alloc(unit.flat_numel * ComputeSize(f), kPreUnshardStream, Category::kAllGather,
-                          unit.unsharded);
+      unit.unsharded = device_shard;
+      return Status::Ok();
     }
-    std::uint64_t mp_shard = 0;
-    if (mp) {
-      BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(unit.shard_numel * ComputeSize(f), kPreUnshardStream,
-                                             Category::kAllGather, mp_shard));
+    if (!gathered) {
+      BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(ShardGroupSize() * unit.shard_numel * ComputeSize(f),
+                                             kUnshardStream, Category::kAllGather, unit.unsharded));
+      // fp _all_gather_flat_param: all_gather_into_tensor of the (mixed-precision) shard into
+      // it, over the shard group, on the unshard stream.
+      BUCKETSIM_RETURN_IF_ERROR(
+          trace_.Emit(TraceCollectiveEvent(EventKind::kAllGather, unit.unsharded, kUnshardStream,
+                                           kShardGroup, ComputeDType(f), unit.shard_numel)));
     }
-    BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(ShardGroupSize() * unit.shard_numel * ComputeSize(f),
-                                           kUnshardStream, Category::kAllGather, unit.unsharded));
-    // fp _all_gather_flat_param: all_gather_into_tensor of the (mixed-precision) shard into it,
-    // over the shard group, on the unshard stream.
-    BUCKETSIM_RETURN_IF_ERROR(
-        trace_.Emit(TraceCollectiveEvent(EventKind::kAllGather, unit.unsharded, kUnshardStream,
-                                         kShardGroup, ComputeDType(f), unit.shard_numel)));
-    if (mp_shard != 0) BUCKETSIM_RETURN_IF_ERROR(trace_.Free(mp_shard));
+    if (device_shard != 0) BUCKETSIM_RETURN_IF_ERROR(trace_.Free(device_shard));
     return Status::Ok();
+  }
+
+  // fp _use_low_precision_shard, on the pre-unshard stream: `_mp_shard` (the shard in the
+  // compute dtype) copied from `_local_shard.to(device)`, which with CPU offload is a new fp32
+  // device tensor, freed when the statement ends.
+  Status LowPrecisionShard(std::size_t f, std::uint64_t& mp_shard) {
+    const Numel numel = units_[f].shard_numel;
+    BUCKETSIM_RETURN_IF_ERROR(
+        trace_.Alloc(numel * ComputeSize(f), kPreUnshardStream, Category::kAllGather, mp_shard));
+    if (!options_.offload_params) return Status::Ok();
+    std::uint64_t copy = 0;
+    BUCKETSIM_RETURN_IF_ERROR(
+        trace_.Alloc(numel * kFp32Size, kPreUnshardStream, Category::kAllGather, copy));
+    return trace_.Free(copy);
   }
 
   // rt _reshard: fp reshard frees the padded unsharded flat parameter when asked, fp
@@ -439,7 +471,9 @@ class TorchFsdp1 final : public FsdpImplementation {
   // allocates it), reduce_scatter_tensor over the shard group; HYBRID_SHARD then all-reduces
   // it in place over the replicate group (no allocation). rt _accumulate_sharded_grad: the
   // shard is cast to fp32 when reduced in another dtype (_cast_grad_to_param_dtype) and kept
-  // as _saved_grad_shard, then .grad (fp prepare_gradient_for_optim), until zero_grad.
+  // as _saved_grad_shard, then .grad (fp prepare_gradient_for_optim), until zero_grad; with CPU
+  // offload it is copied into `_cpu_grad` (rt _offload_grad) and kept only until the end of
+  // backward (EndBackward).
   Status ReduceGrad(std::size_t f, Numel grad_numel) {
     Unit& unit = units_[f];
     const DType reduce = ReduceDType(f);
@@ -459,8 +493,9 @@ class TorchFsdp1 final : public FsdpImplementation {
   }
 
   // rt _reduce_grad_no_shard: all-reduce flat_param.grad in place, then cast it to fp32 if it
-  // is not (_cast_grad_to_param_dtype); it stays flat_param.grad until zero_grad. The
-  // gradient autograd made dies with the hook unless it is that gradient.
+  // is not (_cast_grad_to_param_dtype); it stays flat_param.grad until zero_grad (offloaded:
+  // copied into `_cpu_grad`, and kept until the end of backward). The gradient autograd made
+  // dies with the hook unless it is that gradient.
   Status ReduceGradNoShard(std::size_t f, std::uint64_t grad, std::uint64_t reduce_copy) {
     std::uint64_t kept = reduce_copy != 0 ? reduce_copy : grad;
     BUCKETSIM_RETURN_IF_ERROR(

@@ -621,6 +621,153 @@ TEST(TorchFsdp1, OptimizerStatePerShardOrPerOriginalParameterPart) {
 namespace bucketsim {
 namespace {
 
+// CPUOffload(offload_params=True), fp32, FULL_SHARD: no shard on the device; each unshard copies
+// the CPU shard to the device on the pre-unshard stream (flat_param_to), gathers from it and
+// drops it. The root, still unsharded after forward, makes and drops that copy again in its
+// pre-backward hook (its post-forward reshard pointed .data at the CPU shard). The reduced shards
+// go at the end of backward (prepare_gradient_for_optim deletes `_saved_grad_shard`: the zero_grad
+// event after the flush); the step runs on the CPU, and zero_grad has nothing left to free.
+TEST(TorchFsdp1, CpuOffloadCopiesEachShardToTheDeviceAndKeepsGradientsUntilBackwardEnds) {
+  GenOptions options = Fsdp1Options(2);
+  options.offload_params = true;
+  const std::vector<std::string> expected = {
+      "alloc 1 100 s0 activation",
+      "iteration 0",
+      "phase forward",
+      "alloc 2 24 s0 all_gather",  // lazy init, as without offload
+      "free 2",
+      "alloc 3 40 s0 all_gather",
+      "free 3",
+      "alloc 4 40 s0 all_gather",
+      "free 4",
+      "alloc 5 12 s3 all_gather",  // the root's shard copied to the device
+      "alloc 6 24 s1 all_gather",
+      "free 5",
+      "alloc 7 20 s3 all_gather",
+      "alloc 8 40 s1 all_gather",
+      "free 7",
+      "compute forward a",
+      "alloc 9 200 s0 activation",
+      "free 8",
+      "alloc 10 20 s3 all_gather",
+      "alloc 11 40 s1 all_gather",
+      "free 10",
+      "compute forward b",
+      "alloc 12 200 s0 activation",
+      "free 11",
+      "compute forward head",
+      "alloc 13 4 s0 activation",
+      "mark after fwd",
+      "phase backward",
+      "alloc 14 4 s0 grad",
+      "alloc 15 12 s3 all_gather",  // the root's pre-backward pre_unshard: copied, not gathered
+      "free 15",
+      "alloc 16 20 s3 all_gather",  // b prefetched
+      "alloc 17 40 s1 all_gather",
+      "free 16",
+      "compute backward head",
+      "alloc 18 24 s0 grad",
+      "alloc 19 200 s0 grad",
+      "free 14",
+      "free 12",
+      "alloc 20 20 s3 all_gather",
+      "alloc 21 40 s1 all_gather",
+      "free 20",
+      "compute backward b",
+      "alloc 22 40 s0 grad",
+      "alloc 23 200 s0 grad",
+      "free 19",
+      "free 9",
+      "free 17",
+      "rs 2.0 g1 fp32 5 view",
+      "free 22",
+      "compute backward a",
+      "alloc 24 40 s0 grad",
+      "free 23",
+      "free 21",
+      "rs 1.0 g1 fp32 5 view",
+      "free 24",
+      "free 6",
+      "rs 0.0 g1 fp32 3 view",
+      "free 18",
+      "flush",
+      "zero_grad",  // the final callback: the device's reduced shards go
+      "mark after bwd",
+      "phase step",
+      "compute optimizer step",
+      "mark after step",
+      "phase zero_grad",
+      "free 13",
+  };
+  EXPECT_EQ(Emit(Chain(), options), expected);
+}
+
+// Offloaded with bf16 parameters, each `_mp_shard` is cast from a transient fp32 device copy of
+// the CPU shard (_local_shard.to(device)). SHARD_GRAD_OP keeps the unsharded parameters after
+// forward, yet each pre-backward unshard (the root's, and its prefetch of b) still makes and frees
+// `_mp_shard` and its copy: offloaded, pre_unshard does not skip a unit that needs no all-gather.
+TEST(TorchFsdp1, CpuOffloadWithMixedPrecisionCastsFromADeviceCopy) {
+  GenOptions options = Fsdp1Options(2);
+  options.offload_params = true;
+  options.compute_dtype = DType::kBFloat16;
+  options.reduce_dtype = DType::kFloat32;
+  options.sharding_strategy = ShardingStrategy::kShardGradOp;
+  const std::vector<std::string> events = Emit(Chain(), options);
+  const auto at = std::find(events.begin(), events.end(), "alloc 24 4 s0 grad");
+  ASSERT_NE(at, events.end()) << ::testing::PrintToString(events);
+  EXPECT_EQ(std::vector<std::string>(at - 23, at - 18),
+            (std::vector<std::string>{
+                "alloc 12 6 s3 all_gather",   // the root's _mp_shard (3 bf16 elements)
+                "alloc 13 12 s3 all_gather",  // from a device copy of its fp32 shard
+                "free 13",
+                "alloc 14 12 s1 all_gather",  // the padded unsharded flat parameter
+                "free 12",                    // post_unshard
+            }));
+  EXPECT_EQ(std::vector<std::string>(at + 1, at + 10),
+            (std::vector<std::string>{
+                "alloc 25 6 s3 all_gather",  // the root: still unsharded, yet cast again
+                "alloc 26 12 s3 all_gather",
+                "free 26",
+                "free 25",
+                "alloc 27 10 s3 all_gather",  // b, prefetched: likewise
+                "alloc 28 20 s3 all_gather",
+                "free 28",
+                "free 27",
+                "compute backward head",
+            }));
+}
+
+// NO_SHARD offloaded: each unshard copies the whole flat parameter to the device, and its reshard
+// drops the copy (_use_sharded_flat_param points .data back at the CPU one). The all-reduced
+// gradients stay flat_param.grad on the device until the final callback makes `_cpu_grad` the
+// gradient.
+TEST(TorchFsdp1, CpuOffloadNoShardComputesWithADeviceCopy) {
+  GenOptions options = Fsdp1Options(2);
+  options.offload_params = true;
+  options.sharding_strategy = ShardingStrategy::kNoShard;
+  const std::vector<std::string> events = Emit(Chain(), options);
+  const std::vector<std::string> forward(events.begin() + 3, events.begin() + 14);
+  EXPECT_EQ(forward, (std::vector<std::string>{
+                         "alloc 2 24 s3 all_gather",  // the root's 6 fp32 elements
+                         "alloc 3 40 s3 all_gather",  // a's 10
+                         "compute forward a",
+                         "alloc 4 200 s0 activation",
+                         "free 3",  // a's post-forward reshard
+                         "alloc 5 40 s3 all_gather",
+                         "compute forward b",
+                         "alloc 6 200 s0 activation",
+                         "free 5",
+                         "compute forward head",
+                         "alloc 7 4 s0 activation",
+                     }));
+  const std::vector<std::string> tail(events.end() - 11, events.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{"flush", "zero_grad",
+                                            "free 11",  // the root's gradient, then a's, then b's
+                                            "free 16", "free 14", "mark after bwd", "phase step",
+                                            "compute optimizer step", "mark after step",
+                                            "phase zero_grad", "free 7"}));
+}
+
 // The lines of the trace that are the framework's collectives, or that come right before one.
 std::vector<std::string> CollectivesInContext(const std::vector<std::string>& events) {
   std::vector<std::string> lines;
