@@ -89,6 +89,12 @@ void PrintWhatIfChanges(const WhatIfChanges& changes, const ProgramWhatIfs& what
                    FormatBytes(placed.kept_bytes).c_str(), removed.c_str());
     }
   }
+  if (changes.unit_settings_dropped) {
+    std::fprintf(stderr,
+                 "gen: note: --wrap %s: the recorded units' own settings are not the new units'; "
+                 "every unit has the flags' settings\n",
+                 what_ifs.wrap.c_str());
+  }
   const std::string dtype(DTypeName(options.compute_dtype));
   if (changes.fp32_activations_kept) {
     std::fprintf(stderr,

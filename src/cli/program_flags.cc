@@ -1,5 +1,6 @@
 #include "cli/program_flags.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "io/program_file.h"
 
@@ -27,6 +29,91 @@ Result<std::string> ApplyRecordedFlags(
     applied += fmt::format(" --{} {}", flag, value);
   }
   return applied;
+}
+
+// "a, b" of unit names.
+std::string Names(const std::vector<std::string>& names) {
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// What a unit has of its own, as PyTorch's setting: "reshard_after_forward=False, ...".
+std::string DescribeUnitSettings(const UnitSettings& s) {
+  std::vector<std::string> parts;
+  if (s.backward_prefetch) {
+    parts.push_back(fmt::format("backward_prefetch={}",
+                                *s.backward_prefetch == BackwardPrefetch::kPre    ? "BACKWARD_PRE"
+                                : *s.backward_prefetch == BackwardPrefetch::kPost ? "BACKWARD_POST"
+                                                                                  : "None"));
+  }
+  if (s.reshard_after_forward) {
+    const UnitSettings::Reshard r = *s.reshard_after_forward;
+    parts.push_back(fmt::format("reshard_after_forward={}", r.ranks > 0 ? std::to_string(r.ranks)
+                                                            : r.reshard ? "True"
+                                                                        : "False"));
+  }
+  if (s.modules_to_forward_prefetch && !s.modules_to_forward_prefetch->empty()) {
+    parts.push_back(fmt::format("set_modules_to_forward_prefetch([{}])",
+                                Names(*s.modules_to_forward_prefetch)));
+  }
+  if (s.modules_to_backward_prefetch && !s.modules_to_backward_prefetch->empty()) {
+    parts.push_back(fmt::format("set_modules_to_backward_prefetch([{}])",
+                                Names(*s.modules_to_backward_prefetch)));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// Each instance's UnitSettings: the first unit's, then what the unit has of its own (the
+// program reader checked that "instances" names instances); a setting whose flag the command
+// line gave is that flag's for every unit.
+Status ApplyUnitSettings(const ProgramFsdpFlags& recorded, const CLI::App& command,
+                         FsdpModel& program) {
+  const auto is_unit = [&](const std::string& name) {
+    return std::any_of(program.instances.begin(), program.instances.end(),
+                       [&](const GenInstance& instance) { return instance.name == name; });
+  };
+  for (GenInstance& instance : program.instances) {
+    UnitSettings s = recorded.every_unit;
+    std::string own;
+    for (const auto& [name, unit] : recorded.units) {
+      if (name != instance.name) continue;
+      if (unit.backward_prefetch) s.backward_prefetch = unit.backward_prefetch;
+      if (unit.reshard_after_forward) s.reshard_after_forward = unit.reshard_after_forward;
+      if (unit.modules_to_forward_prefetch) {
+        s.modules_to_forward_prefetch = unit.modules_to_forward_prefetch;
+      }
+      if (unit.modules_to_backward_prefetch) {
+        s.modules_to_backward_prefetch = unit.modules_to_backward_prefetch;
+      }
+    }
+    if (command.count("--backward-prefetch") > 0) s.backward_prefetch.reset();
+    if (command.count("--reshard-after-forward") > 0) s.reshard_after_forward.reset();
+    if (command.count("--modules-to-forward-prefetch") > 0) s.modules_to_forward_prefetch.reset();
+    if (command.count("--modules-to-backward-prefetch") > 0) {
+      s.modules_to_backward_prefetch.reset();
+    }
+    for (const auto* list : {&s.modules_to_forward_prefetch, &s.modules_to_backward_prefetch}) {
+      for (const std::string& name : list->value_or(std::vector<std::string>{})) {
+        if (!is_unit(name)) {
+          return InvalidArgument(
+              fmt::format("the program's fsdp settings of unit {} prefetch {}, which is not one "
+                          "of its instances",
+                          instance.name, name));
+        }
+      }
+    }
+    instance.settings = s;
+    UnitSettings differs = s;  // what differs from the first unit's, to say so
+    if (differs.backward_prefetch == recorded.every_unit.backward_prefetch) {
+      differs.backward_prefetch.reset();
+    }
+    if (differs.reshard_after_forward == recorded.every_unit.reshard_after_forward) {
+      differs.reshard_after_forward.reset();
+    }
+    if (const std::string text = DescribeUnitSettings(differs); !text.empty()) {
+      std::fprintf(stderr, "gen: unit %s: %s\n", instance.name.c_str(), text.c_str());
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -107,8 +194,7 @@ void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs) {
 // wrapped: each of its settings sets the flag that says it, unless the command line gave that
 // flag, or named another implementation with --fsdp-impl. Then the optimizer it was recorded
 // with (the "optimizer" key), flag by flag the same way, unless --optimizer names another.
-Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command,
-                            GenOptions& options) {
+Status ApplyProgramSettings(FsdpModel& program, const CLI::App& command, GenOptions& options) {
   if (program.fsdp) {
     Result<ProgramFsdpFlags> recorded = FsdpFlagsOf(*program.fsdp);
     if (!recorded.ok()) return recorded.status();
@@ -119,6 +205,7 @@ Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command,
       if (!applied.ok()) return applied.status();
       std::fprintf(stderr, "gen: the model was wrapped with %s:%s\n", impl.c_str(),
                    applied->c_str());
+      BUCKETSIM_RETURN_IF_ERROR(ApplyUnitSettings(*recorded, command, program));
       for (const std::string& note : recorded->notes) {
         std::fprintf(stderr, "gen: note: %s\n", note.c_str());
       }

@@ -30,7 +30,8 @@ void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs);
 
 // A recorded model that was already wrapped (the program's "fsdp" key) is emitted as it was
 // wrapped, and with the optimizer it was recorded with ("optimizer"), each setting unless the
-// command line gave its flag (`command`); what was taken is said on stderr ("gen: ...").
-Status ApplyProgramSettings(const FsdpModel& program, const CLI::App& command, GenOptions& options);
+// command line gave its flag (`command`); what was taken is said on stderr ("gen: ..."). The
+// settings modelled per unit go to each instance (GenInstance::settings).
+Status ApplyProgramSettings(FsdpModel& program, const CLI::App& command, GenOptions& options);
 
 }  // namespace bucketsim

@@ -44,6 +44,28 @@ struct GenParam {
   Numel dim0 = 0;  // a parameter of its own: as ParamView's
 };
 
+// A unit's own PyTorch settings, from a recorded model that was already wrapped (the program's
+// "fsdp" key: its first unit's settings, then each later unit's that differ), set by
+// `gen program` (cli/program_flags.cc) where no flag overrides them for every unit. Unset: the
+// options' value (GenOptions) decides.
+struct UnitSettings {
+  // FSDP1: each FSDP state's own backward_prefetch (torch 2.6 _runtime_utils.py
+  // _get_handle_to_prefetch reads the state whose hook runs).
+  std::optional<BackwardPrefetch> backward_prefetch;
+  // FSDP2 reshard_after_forward: `reshard` True or False, or `ranks` > 0 for an int.
+  struct Reshard {
+    bool reshard = true;
+    int ranks = 0;
+    bool operator==(const Reshard&) const = default;
+  };
+  std::optional<Reshard> reshard_after_forward;
+  // FSDP2 set_modules_to_forward_prefetch / set_modules_to_backward_prefetch: the units, by
+  // instance name, in the order given.
+  std::optional<std::vector<std::string>> modules_to_forward_prefetch;
+  std::optional<std::vector<std::string>> modules_to_backward_prefetch;
+  bool operator==(const UnitSettings&) const = default;
+};
+
 struct GenInstance {
   std::string name;
   std::vector<GenParam> params;  // one flat parameter, or the module's own (flatten=False)
@@ -56,6 +78,7 @@ struct GenInstance {
   // The wrapper made its own process group (auto_wrap_bn at fairscale #633/#650): with
   // GroupLayout::kSharedBnOwn it gets a group object of its own, the others share one.
   bool own_group = false;
+  UnitSettings settings = {};
 };
 
 // How a size grows with the batch's shape (batch size b, sequence length s), as the recorder

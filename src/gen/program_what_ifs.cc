@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace bucketsim {
 
 Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options,
@@ -10,6 +12,11 @@ Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options
   if (what_ifs.wrap != "recorded") {
     Result<std::vector<std::string>> classes = ParseWrapClasses(what_ifs.wrap);
     if (!classes.ok()) return InvalidArgument("--wrap " + classes.status().message());
+    // The new units have PyTorch's settings from the options alone: a recorded unit's own
+    // settings name units that no longer exist.
+    changes.unit_settings_dropped = std::any_of(
+        program.instances.begin(), program.instances.end(),
+        [](const GenInstance& instance) { return instance.settings != UnitSettings{}; });
     Result<WrapSummary> wrapped = RewrapModules(program, *classes);
     if (!wrapped.ok()) {
       return InvalidArgument(

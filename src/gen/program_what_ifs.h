@@ -39,6 +39,8 @@ struct WhatIfChanges {
   std::optional<CastSummary> cast;
   // `recorded` activations that are fp32 where the run computes in a lower precision.
   bool fp32_activations_kept = false;
+  // --wrap replaced units that had settings of their own (GenInstance::settings).
+  bool unit_settings_dropped = false;
 };
 
 // Applies the what-ifs to `program` for a run with `options`. An error says which flag (and

@@ -159,7 +159,7 @@ class TorchFsdp1 final : public FsdpImplementation {
       BUCKETSIM_RETURN_IF_ERROR(Unshard(f));
     }
     unit.needs_pre_backward_unshard = false;
-    if (options_.backward_prefetch == BackwardPrefetch::kPre) {
+    if (BackwardPrefetchOf(f) == BackwardPrefetch::kPre) {
       BUCKETSIM_RETURN_IF_ERROR(Prefetch(HandleToBackwardPrefetch(f)));
     }
     unit.ran_pre_backward_hook = true;
@@ -176,7 +176,7 @@ class TorchFsdp1 final : public FsdpImplementation {
     // rt _post_backward_reshard: free (_should_free_in_backward: every sharded strategy when
     // gradients are synchronised), then BACKWARD_POST prefetch.
     BUCKETSIM_RETURN_IF_ERROR(Reshard(f, Sharded()));
-    if (options_.backward_prefetch == BackwardPrefetch::kPost) {
+    if (BackwardPrefetchOf(f) == BackwardPrefetch::kPost) {
       BUCKETSIM_RETURN_IF_ERROR(Prefetch(HandleToBackwardPrefetch(f)));
     }
     // rt _post_backward_hook: flat_param.grad.data = grad.to(reduce_dtype) when they differ;
@@ -254,6 +254,11 @@ class TorchFsdp1 final : public FsdpImplementation {
     return shard_group_size == 1 ? ShardingStrategy::kNoShard : options.sharding_strategy;
   }
   bool Sharded() const { return strategy_ != ShardingStrategy::kNoShard; }
+  // rt _get_handle_to_prefetch: the backward_prefetch of the state whose hook runs, the unit's
+  // own where a recorded model gave it one.
+  BackwardPrefetch BackwardPrefetchOf(std::size_t f) const {
+    return model_.instances[f].settings.backward_prefetch.value_or(options_.backward_prefetch);
+  }
   Numel ShardGroupSize() const { return static_cast<Numel>(shard_ranks_.size()); }
 
   // The unit's parameters in order as the views of one FlatParameter.

@@ -1,5 +1,7 @@
 #include "gen/torch_fsdp2.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -57,10 +59,12 @@ class TorchFsdp2 final : public FsdpImplementation {
     for (const ForwardOp& op : model.forward) {
       if (op.kind == OpKind::kEndForward) last_to_end_ = op.instance;
     }
-    SetExplicitPrefetch();
+    setup_ = SetExplicitPrefetch();
+    if (setup_.ok()) setup_ = SetPostForwardMesh();
   }
 
   Status BuildHeader(TraceHeader& header) const override {
+    BUCKETSIM_RETURN_IF_ERROR(setup_);
     header.streams = {{"default"}, {"all_gather_copy_in"}, {"all_gather"}};
     // One mesh: every group all-gathers and reduce-scatters over its shard process group.
     header.groups.push_back({kShardGroup, options_.ShardGroupRanks(), "shard_group"});
@@ -71,8 +75,7 @@ class TorchFsdp2 final : public FsdpImplementation {
     }
     // reshard_after_forward=N (_get_post_forward_mesh_info): the mesh viewed as rows of N
     // consecutive ranks; the all-gather from the post-forward shards runs over this rank's row.
-    const int post_forward = options_.reshard_after_forward_ranks;
-    if (post_forward > 1 && static_cast<Numel>(post_forward) < ws_) {
+    if (const int post_forward = static_cast<int>(post_forward_mesh_); post_forward > 0) {
       std::vector<int> row;
       for (int r = 0; r < post_forward; ++r) {
         row.push_back(options_.rank / post_forward * post_forward + r);
@@ -255,8 +258,9 @@ class TorchFsdp2 final : public FsdpImplementation {
   // distributed/FSDP2/example.py: set_modules_to_forward_prefetch / _backward_prefetch) over
   // the units but the root, in the order the forward gathers them: unit i prefetches units
   // i+1..i+N in forward (none for the last N), units i-1..i-N in backward (none for the first N,
-  // which keep the implicit prefetch).
-  void SetExplicitPrefetch() {
+  // which keep the implicit prefetch). A unit with lists of its own (a recorded model's
+  // set_modules_to_forward_prefetch / _backward_prefetch, by instance name) has those.
+  Status SetExplicitPrefetch() {
     forward_prefetch_.assign(units_.size(), {});
     backward_prefetch_.assign(units_.size(), {});
     std::vector<std::size_t> layers;
@@ -276,6 +280,51 @@ class TorchFsdp2 final : public FsdpImplementation {
         backward_prefetch_[layers[i]].push_back(layers[i - j]);
       }
     }
+    for (std::size_t f = 0; f < units_.size(); ++f) {
+      const UnitSettings& own = model_.instances[f].settings;
+      for (const auto& [list, prefetch] :
+           {std::pair{&own.modules_to_forward_prefetch, &forward_prefetch_[f]},
+            std::pair{&own.modules_to_backward_prefetch, &backward_prefetch_[f]}}) {
+        if (!*list) continue;
+        prefetch->clear();
+        for (const std::string& name : **list) {
+          const auto target =
+              std::find_if(model_.instances.begin(), model_.instances.end(),
+                           [&](const GenInstance& instance) { return instance.name == name; });
+          if (target == model_.instances.end()) {
+            return InvalidArgument(
+                fmt::format("fsdp2: unit {} prefetches {}, which is not a unit of this model",
+                            model_.instances[f].name, name));
+          }
+          prefetch->push_back(static_cast<std::size_t>(target - model_.instances.begin()));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // The post-forward mesh of reshard_after_forward=N (rows of N ranks: one process group),
+  // where a unit reshards to fewer ranks than the shard group; 0: none. Units that reshard to
+  // meshes of different sizes would need a group each: refused.
+  Status SetPostForwardMesh() {
+    for (std::size_t f = 0; f < units_.size(); ++f) {
+      const Numel n = PostForwardRanks(f);
+      if (n > 0 && ws_ % n != 0) {
+        return InvalidArgument(fmt::format(
+            "fsdp2: unit {} reshards after forward to {} ranks, which does not divide its shard "
+            "group's {}",
+            model_.instances[f].name, n, ws_));
+      }
+      if (n == 0 || n >= ws_) continue;
+      if (post_forward_mesh_ != 0 && post_forward_mesh_ != n) {
+        return InvalidArgument(fmt::format(
+            "fsdp2: units reshard after forward to meshes of {} and {} ranks; one size is "
+            "modelled",
+            post_forward_mesh_, n));
+      }
+      post_forward_mesh_ = n;
+    }
+    return Status::Ok();
   }
 
   Status UnshardAll(const std::vector<std::size_t>& targets) {
@@ -316,11 +365,15 @@ class TorchFsdp2 final : public FsdpImplementation {
   // or none (False; 1 means False, the shard group's size means True). The root (instance 0:
   // programs list the outermost module first) never reshards after forward
   // (FSDPState._lazy_init sets its post_forward_mesh_info to None).
+  // A unit's own setting (a recorded model's) wins over the options'.
   Numel PostForwardRanks(std::size_t f) const {
     if (f == root_) return 0;
-    const Numel n = options_.reshard_after_forward_ranks;
+    const UnitSettings::Reshard reshard =
+        model_.instances[f].settings.reshard_after_forward.value_or(UnitSettings::Reshard{
+            options_.reshard_after_forward, options_.reshard_after_forward_ranks});
+    const Numel n = reshard.ranks;
     if (n > 0) return n == 1 ? 0 : n;
-    return options_.reshard_after_forward ? ws_ : 0;
+    return reshard.reshard ? ws_ : 0;
   }
 
   // FSDPParamGroup.unshard -> foreach_all_gather.
@@ -494,6 +547,8 @@ class TorchFsdp2 final : public FsdpImplementation {
   std::vector<std::size_t> post_forward_order_;  // comm_ctx.post_forward_order
   // Per unit: the units it prefetches explicitly in forward and in backward.
   std::vector<std::vector<std::size_t>> forward_prefetch_, backward_prefetch_;
+  Numel post_forward_mesh_ = 0;  // SetPostForwardMesh
+  Status setup_;                 // what the constructor found wrong, returned by BuildHeader
 };
 
 }  // namespace

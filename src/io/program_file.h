@@ -32,6 +32,11 @@ Result<FsdpModel> ParseProgram(const std::string& path, std::string_view text);
 struct ProgramFsdpFlags {
   std::vector<std::pair<std::string, std::string>> flags;
   std::vector<std::string> notes;
+  // The settings modelled per unit (UnitSettings), each with the flag that overrides it for
+  // every unit: the first unit's (`every_unit`, the program's "settings"), and by instance name
+  // those of the later units that differ (its "instances").
+  UnitSettings every_unit;
+  std::vector<std::pair<std::string, UnitSettings>> units;
 };
 Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json);
 // What a recorded model's "optimizer" key says, as `gen` flags: {"optimizer", "adam"},

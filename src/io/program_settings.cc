@@ -71,6 +71,54 @@ void MixedPrecisionFlags(const Json& mp, std::string_view where, ProgramFsdpFlag
   }
 }
 
+// FSDP1's backward_prefetch as PyTorch names it: "BACKWARD_PRE", "BACKWARD_POST", null.
+std::optional<BackwardPrefetch> BackwardPrefetchOf(const Json& value) {
+  if (value.is_null()) return BackwardPrefetch::kNone;
+  if (value == "BACKWARD_PRE") return BackwardPrefetch::kPre;
+  if (value == "BACKWARD_POST") return BackwardPrefetch::kPost;
+  return std::nullopt;
+}
+
+// The settings of one unit that UnitSettings models, from `s` (the program's "settings", or an
+// entry of its "instances"); every other key is left in `rest`. An error names `where` and the
+// key.
+Status ReadUnitSettings(const Json& s, std::string_view impl, std::string_view where,
+                        UnitSettings& out, Json& rest) {
+  rest = Json::object();
+  for (const auto& [key, value] : s.items()) {
+    const auto bad = [&](std::string_view expected) {
+      return InvalidArgument(fmt::format("the program's fsdp {}.{} is {}: expected {}", where, key,
+                                         value.dump(), expected));
+    };
+    if (impl == "fsdp1" && key == "backward_prefetch") {
+      out.backward_prefetch = BackwardPrefetchOf(value);
+      if (!out.backward_prefetch) return bad("\"BACKWARD_PRE\", \"BACKWARD_POST\" or null");
+    } else if (impl == "fsdp2" && key == "reshard_after_forward") {
+      if (value.is_boolean()) {
+        out.reshard_after_forward = UnitSettings::Reshard{value.get<bool>(), 0};
+      } else if (value.is_number_integer() && value.get<long long>() > 0 &&
+                 value.get<long long>() <= (1 << 20)) {
+        out.reshard_after_forward = UnitSettings::Reshard{true, value.get<int>()};
+      } else {
+        return bad("true, false or a positive int");
+      }
+    } else if (impl == "fsdp2" &&
+               (key == "modules_to_forward_prefetch" || key == "modules_to_backward_prefetch")) {
+      if (!value.is_array()) return bad("a list of unit names");
+      std::vector<std::string> names;
+      for (const Json& name : value) {
+        if (!name.is_string()) return bad("a list of unit names");
+        names.push_back(name.get<std::string>());
+      }
+      (key == "modules_to_forward_prefetch" ? out.modules_to_forward_prefetch
+                                            : out.modules_to_backward_prefetch) = names;
+    } else {
+      rest[key] = value;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> OptimizerFlagsOf(
@@ -104,10 +152,10 @@ Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
       out.flags.emplace_back("sharding-strategy", s["sharding_strategy"].get<std::string>());
     }
     if (s.contains("backward_prefetch")) {
-      const Json& prefetch = s["backward_prefetch"];
-      out.flags.emplace_back("backward-prefetch", prefetch == "BACKWARD_PRE"    ? "pre"
-                                                  : prefetch == "BACKWARD_POST" ? "post"
-                                                                                : "none");
+      const std::optional<BackwardPrefetch> prefetch = BackwardPrefetchOf(s["backward_prefetch"]);
+      out.flags.emplace_back("backward-prefetch", prefetch == BackwardPrefetch::kPre    ? "pre"
+                                                  : prefetch == BackwardPrefetch::kPost ? "post"
+                                                                                        : "none");
     }
     for (const auto& [field, flag] :
          {std::pair<std::string, std::string>{"forward_prefetch", "forward-prefetch"},
@@ -132,11 +180,24 @@ Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
       out.flags.emplace_back("offload-params", "true");
     }
   }
+  // What each unit has of its own: the settings modelled per unit; the rest noted.
+  Json rest;
+  BUCKETSIM_RETURN_IF_ERROR(ReadUnitSettings(s, impl, "settings", out.every_unit, rest));
   if (fsdp.contains("instances") && fsdp["instances"].is_object()) {
     for (const auto& [name, differs] : fsdp["instances"].items()) {
-      out.notes.push_back(fmt::format(
-          "unit {} was wrapped with {}: the first unit's settings are emitted for every unit", name,
-          differs.dump()));
+      if (!differs.is_object()) {
+        return InvalidArgument(
+            fmt::format("the program's fsdp instances.{} is {}: expected an object of settings",
+                        name, differs.dump()));
+      }
+      UnitSettings unit;
+      BUCKETSIM_RETURN_IF_ERROR(
+          ReadUnitSettings(differs, impl, fmt::format("instances.{}", name), unit, rest));
+      if (unit != UnitSettings{}) out.units.emplace_back(name, unit);
+      if (!rest.empty()) {
+        out.notes.push_back(fmt::format(
+            "unit {} was wrapped with {}: the first unit's are emitted for it", name, rest.dump()));
+      }
     }
   }
   return out;

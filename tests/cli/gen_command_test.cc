@@ -445,6 +445,68 @@ TEST(GenCommand, ProgramErrorsNameFileAndPointer) {
   EXPECT_NE(trace.err.find("this is a trace, not a model program"), std::string::npos) << trace.err;
 }
 
+// A recorded unit's own settings (the program's fsdp "instances") are that unit's: said on
+// stderr, and emitted as the same settings given to every unit would be where every unit has
+// them; a flag on the command line sets the setting for every unit; a prefetch list naming a
+// unit that is not an instance, or a malformed setting, is an error.
+TEST(GenCommand, ProgramUnitSettingsAreEachUnitsOwn) {
+  const std::string program = testing::WriteTempFile("units-program.json", "");
+  testing::BinaryResult emit =
+      RunBucketsim({"gen", "transformer", "--layers", "2", "--hidden", "64", "--heads", "4",
+                    "--seq", "32", "--vocab", "128", "--emit-program", program});
+  ASSERT_EQ(emit.exit_code, 0) << emit.err;
+  const std::string text = testing::ReadFile(program);
+  const auto with_fsdp = [&](const std::string& fsdp) {
+    return testing::WriteTempFile("units-program.json",
+                                  text.substr(0, text.rfind('}')) + ", \"fsdp\": " + fsdp + "}");
+  };
+  const auto events = [&](std::vector<std::string> args) {
+    const std::string out = testing::WriteTempFile("units.json", "");
+    args.insert(args.end(), {"--world-size", "2", "--iterations", "1", "-o", out});
+    testing::BinaryResult run = RunBucketsim(args);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    const std::string trace = testing::ReadFile(out);
+    return std::make_pair(trace.substr(std::min(trace.size(), trace.find("\"events\""))), run.err);
+  };
+  // Every unit keeps its parameters (the embedding, the root, never reshards after forward).
+  with_fsdp(R"({"implementation": "fsdp2", "settings": {"reshard_after_forward": true},
+      "instances": {"block0": {"reshard_after_forward": false},
+                    "block1": {"reshard_after_forward": false},
+                    "head": {"reshard_after_forward": false}}})");
+  const auto [all_own, said] = events({"gen", "program", program});
+  EXPECT_NE(said.find("gen: unit block1: reshard_after_forward=False\n"), std::string::npos)
+      << said;
+  const std::string everywhere =
+      events({"gen", "program", program, "--reshard-after-forward", "false"}).first;
+  EXPECT_TRUE(all_own == everywhere);
+  // block0 alone keeps its parameters; a flag sets the setting for every unit.
+  with_fsdp(R"({"implementation": "fsdp2", "settings": {"reshard_after_forward": true},
+      "instances": {"block0": {"reshard_after_forward": false}}})");
+  const std::string block0 = events({"gen", "program", program}).first;
+  const std::string nowhere =
+      events({"gen", "program", program, "--fsdp-impl", "fsdp2", "--reshard-after-forward", "true"})
+          .first;
+  EXPECT_TRUE(block0 != everywhere);
+  EXPECT_TRUE(block0 != nowhere);
+  EXPECT_TRUE(events({"gen", "program", program, "--reshard-after-forward", "false"}).first ==
+              everywhere);
+  with_fsdp(R"({"implementation": "fsdp2", "settings": {"reshard_after_forward": true},
+      "instances": {"block0": {"modules_to_forward_prefetch": ["ghost"]}}})");
+  testing::BinaryResult ghost = RunBucketsim({"gen", "program", program, "-o", "/dev/null"});
+  EXPECT_EQ(ghost.exit_code, 2);
+  EXPECT_NE(ghost.err.find("the program's fsdp settings of unit block0 prefetch ghost, which is "
+                           "not one of its instances"),
+            std::string::npos)
+      << ghost.err;
+  with_fsdp(R"({"implementation": "fsdp2", "settings": {"reshard_after_forward": 0}})");
+  ghost = RunBucketsim({"gen", "program", program, "-o", "/dev/null"});
+  EXPECT_EQ(ghost.exit_code, 2);
+  EXPECT_NE(ghost.err.find("the program's fsdp settings.reshard_after_forward is 0: expected "
+                           "true, false or a positive int"),
+            std::string::npos)
+      << ghost.err;
+}
+
 // A program's "optimizer" key is taken as the flags it says, each unless the command line gives
 // it: the trace's events are byte for byte the ones those flags make (the description is the
 // program's, written when it was emitted).

@@ -171,6 +171,61 @@ TEST(ProgramFile, RecordedMixedPrecisionCastsAsFlags) {
             "inputs alone, PyTorch's default)");
 }
 
+// The settings modelled per unit: the first unit's for every unit, each later unit's own where
+// it differs; a differing setting that is not modelled per unit is noted; a malformed one is an
+// error naming it.
+TEST(ProgramFile, RecordedUnitSettings) {
+  Result<ProgramFsdpFlags> fsdp2 = FsdpFlagsOf(R"({"implementation": "fsdp2", "settings": {
+      "reshard_after_forward": true, "offload_policy": null, "mp_policy": null,
+      "modules_to_forward_prefetch": [], "modules_to_backward_prefetch": []},
+      "instances": {"blocks.0": {"modules_to_forward_prefetch": ["blocks.2", "blocks.1"]},
+                    "blocks.1": {"reshard_after_forward": 2, "mp_policy": {"param_dtype": "bfloat16"}},
+                    "blocks.2": {"reshard_after_forward": false,
+                                 "modules_to_backward_prefetch": ["blocks.0"]}}})");
+  ASSERT_TRUE(fsdp2.ok()) << fsdp2.status().ToString();
+  UnitSettings every_unit;
+  every_unit.reshard_after_forward = UnitSettings::Reshard{true, 0};
+  every_unit.modules_to_forward_prefetch = std::vector<std::string>{};
+  every_unit.modules_to_backward_prefetch = std::vector<std::string>{};
+  EXPECT_EQ(fsdp2->every_unit, every_unit);
+  ASSERT_EQ(fsdp2->units.size(), 3u);
+  EXPECT_EQ(fsdp2->units[0].first, "blocks.0");
+  EXPECT_EQ(fsdp2->units[0].second.modules_to_forward_prefetch,
+            (std::vector<std::string>{"blocks.2", "blocks.1"}));
+  EXPECT_FALSE(fsdp2->units[0].second.reshard_after_forward);
+  EXPECT_EQ(fsdp2->units[1].second.reshard_after_forward, (UnitSettings::Reshard{true, 2}));
+  EXPECT_EQ(fsdp2->units[2].second.reshard_after_forward, (UnitSettings::Reshard{false, 0}));
+  EXPECT_EQ(fsdp2->units[2].second.modules_to_backward_prefetch,
+            std::vector<std::string>{"blocks.0"});
+  EXPECT_EQ(fsdp2->notes, std::vector<std::string>{
+                              "unit blocks.1 was wrapped with {\"mp_policy\":{\"param_dtype\":"
+                              "\"bfloat16\"}}: the first unit's are emitted for it"});
+
+  Result<ProgramFsdpFlags> fsdp1 = FsdpFlagsOf(R"({"implementation": "fsdp1", "settings": {
+      "backward_prefetch": "BACKWARD_PRE"}, "instances": {"b": {"backward_prefetch": null}}})");
+  ASSERT_TRUE(fsdp1.ok()) << fsdp1.status().ToString();
+  EXPECT_EQ(fsdp1->every_unit.backward_prefetch, BackwardPrefetch::kPre);
+  ASSERT_EQ(fsdp1->units.size(), 1u);
+  EXPECT_EQ(fsdp1->units[0].second.backward_prefetch, BackwardPrefetch::kNone);
+
+  const auto error = [](const std::string& json) {
+    Result<ProgramFsdpFlags> flags = FsdpFlagsOf(json);
+    return flags.ok() ? std::string() : flags.status().message();
+  };
+  EXPECT_EQ(error(R"({"implementation": "fsdp2", "settings": {},
+                     "instances": {"b": {"modules_to_forward_prefetch": "c"}}})"),
+            "the program's fsdp instances.b.modules_to_forward_prefetch is \"c\": expected a "
+            "list of unit names");
+  EXPECT_EQ(error(R"({"implementation": "fsdp2", "settings": {"reshard_after_forward": 0}})"),
+            "the program's fsdp settings.reshard_after_forward is 0: expected true, false or a "
+            "positive int");
+  EXPECT_EQ(error(R"({"implementation": "fsdp1", "settings": {"backward_prefetch": "PRE"}})"),
+            "the program's fsdp settings.backward_prefetch is \"PRE\": expected "
+            "\"BACKWARD_PRE\", \"BACKWARD_POST\" or null");
+  EXPECT_EQ(error(R"({"implementation": "fsdp1", "settings": {}, "instances": {"b": 1}})"),
+            "the program's fsdp instances.b is 1: expected an object of settings");
+}
+
 std::string ErrorOf(const std::string& text) {
   Result<FsdpModel> model = ParseProgram("m.json", text);
   EXPECT_FALSE(model.ok());

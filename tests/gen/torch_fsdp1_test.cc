@@ -621,6 +621,24 @@ TEST(TorchFsdp1, OptimizerStatePerShardOrPerOriginalParameterPart) {
 namespace bucketsim {
 namespace {
 
+// A unit's own backward_prefetch (a recorded model's): the state whose hook runs decides. All
+// BACKWARD_PRE but b's None: the root still prefetches b, but b's pre-backward does not prefetch
+// a, which gathers in its own pre-backward, as with --backward-prefetch none; the rest is
+// BACKWARD_PRE's.
+TEST(TorchFsdp1, EachUnitsOwnBackwardPrefetchDecidesInItsHooks) {
+  FsdpModel model = Chain();
+  model.instances[2].settings.backward_prefetch = BackwardPrefetch::kNone;
+  const std::vector<std::string> events = Emit(model, Fsdp1Options(2));
+  const auto at = std::find(events.begin(), events.end(), "compute backward b");
+  ASSERT_NE(at, events.end());
+  EXPECT_EQ(*(at - 1), "free 12");  // hb goes; no prefetch of a before b's backward
+  const auto a = std::find(events.begin(), events.end(), "compute backward a");
+  ASSERT_NE(a, events.end());
+  EXPECT_EQ(*(a - 1), "alloc 20 40 s1 all_gather") << ::testing::PrintToString(events);
+  model.instances[2].settings.backward_prefetch = BackwardPrefetch::kPre;
+  EXPECT_EQ(Emit(model, Fsdp1Options(2)), Emit(Chain(), Fsdp1Options(2)));
+}
+
 // CPUOffload(offload_params=True), fp32, FULL_SHARD: no shard on the device; each unshard copies
 // the CPU shard to the device on the pre-unshard stream (flat_param_to), gathers from it and
 // drops it. The root, still unsharded after forward, makes and drops that copy again in its

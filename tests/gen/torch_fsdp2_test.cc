@@ -707,6 +707,52 @@ TEST(TorchFsdp2, ExplicitPrefetchGathersTheListedUnitsAfterTheCopyOut) {
       << TorchFsdpSetting(options);
 }
 
+// A recorded model's units with settings of their own (GenInstance::settings, by instance
+// name) are emitted as the same settings given for every unit would be: explicit lists as
+// --modules-to-forward-prefetch 1 makes them, reshard_after_forward=False on each unit as the
+// option. A unit that keeps its own (l2) while the other follows the option gathers only once.
+TEST(TorchFsdp2, AUnitsOwnSettingsAreItsOwn) {
+  GenOptions n_ahead = Fsdp2Options(2);
+  n_ahead.forward_prefetch_modules = 1;
+  FsdpModel listed = TwoUnits();
+  listed.instances[1].settings.modules_to_forward_prefetch = std::vector<std::string>{"l2"};
+  EXPECT_EQ(Emit(listed, Fsdp2Options(2)), Emit(TwoUnits(), n_ahead));
+
+  GenOptions kept = Fsdp2Options(2);
+  kept.reshard_after_forward = false;
+  FsdpModel own = TwoUnits();
+  for (std::size_t f : {1, 2}) {
+    own.instances[f].settings.reshard_after_forward = UnitSettings::Reshard{false, 0};
+  }
+  EXPECT_EQ(Emit(own, Fsdp2Options(2)), Emit(TwoUnits(), kept));
+
+  FsdpModel last_kept = TwoUnits();
+  last_kept.instances[2].settings.reshard_after_forward = UnitSettings::Reshard{false, 0};
+  const auto gathers = [](const std::vector<std::string>& events) {
+    return std::count_if(events.begin(), events.end(),
+                         [](const std::string& e) { return e.starts_with("all_gather"); });
+  };
+  EXPECT_EQ(gathers(testing::EmitSummary(TwoUnits(), Fsdp2Options(2), true)), 4);
+  EXPECT_EQ(gathers(testing::EmitSummary(last_kept, Fsdp2Options(2), true)), 3);
+}
+
+TEST(TorchFsdp2, UnitSettingsThatCannotBeEmittedAreErrors) {
+  testing::RecordingSink sink;
+  FsdpModel unknown = TwoUnits();
+  unknown.instances[1].settings.modules_to_backward_prefetch = std::vector<std::string>{"l3"};
+  EXPECT_EQ(EmitFsdpTrace(unknown, Fsdp2Options(2), sink).message(),
+            "fsdp2: unit l1 prefetches l3, which is not a unit of this model");
+  FsdpModel meshes = TwoUnits();
+  meshes.instances[1].settings.reshard_after_forward = UnitSettings::Reshard{true, 2};
+  meshes.instances[2].settings.reshard_after_forward = UnitSettings::Reshard{true, 4};
+  EXPECT_EQ(EmitFsdpTrace(meshes, Fsdp2Options(8), sink).message(),
+            "fsdp2: units reshard after forward to meshes of 2 and 4 ranks; one size is modelled");
+  meshes.instances[2].settings.reshard_after_forward = UnitSettings::Reshard{true, 3};
+  EXPECT_EQ(EmitFsdpTrace(meshes, Fsdp2Options(8), sink).message(),
+            "fsdp2: unit l2 reshards after forward to 3 ranks, which does not divide its shard "
+            "group's 8");
+}
+
 // Adam at rank 1: torch.optim's state (zeros_like of the sharded parameter) is this rank's
 // chunk without padding, two fp32 tensors per parameter: w's 2 elements, b's 1 (the step's
 // temporaries, freed within it, are optimizer_step_test's).

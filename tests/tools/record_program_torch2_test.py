@@ -77,6 +77,8 @@ MODEL = textwrap.dedent('''
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16)
         for k, block in enumerate(model.blocks):
             fully_shard(block, mp_policy=mp, reshard_after_forward=k != 1)
+        model.blocks[0].set_modules_to_forward_prefetch([model.blocks[2]])
+        model.blocks[2].set_modules_to_backward_prefetch([model.blocks[1], model.blocks[0]])
         return fully_shard(model, mp_policy=mp)
 
     def make_batch():
@@ -100,6 +102,11 @@ FSDP1_SETTINGS = {
 
 FSDP2_MP = {"param_dtype": "bfloat16", "reduce_dtype": None, "output_dtype": None,
             "cast_forward_inputs": True}
+
+# The settings of build_fsdp2's units that differ from the root's.
+FSDP2_UNITS = {"blocks.0": {"modules_to_forward_prefetch": ["blocks.2"]},
+               "blocks.1": {"reshard_after_forward": False},
+               "blocks.2": {"modules_to_backward_prefetch": ["blocks.1", "blocks.0"]}}
 
 
 class Wrapped(unittest.TestCase):
@@ -145,11 +152,13 @@ class Wrapped(unittest.TestCase):
         self.assertEqual(p["instances"], plain["instances"])  # each parameter its own
         self.assertEqual(p["forward"], plain["forward"])
         # Block 1 keeps its parameters gathered after forward; the root and the others do not.
+        # Blocks 0 and 2 prefetch explicitly, the units named as the program's instances.
         self.assertEqual(p["fsdp"], {
             "implementation": "fsdp2",
             "settings": {"reshard_after_forward": True, "mp_policy": FSDP2_MP,
-                         "offload_policy": None},
-            "instances": {"blocks.1": {"reshard_after_forward": False}}})
+                         "offload_policy": None, "modules_to_forward_prefetch": [],
+                         "modules_to_backward_prefetch": []},
+            "instances": FSDP2_UNITS})
         self.assertEqual(p["measured"]["marks"], plain["measured"]["marks"])
         self.assertEqual(p["measured"]["phase_peaks"], plain["measured"]["phase_peaks"])
 
@@ -204,7 +213,7 @@ class UnderAOneRankGlooGroup(unittest.TestCase):
         p = self.record("build_fsdp2")
         self.assertEqual(p["instances"], plain["instances"])
         self.assertEqual(p["forward"], plain["forward"])
-        self.assertEqual(p["fsdp"]["instances"], {"blocks.1": {"reshard_after_forward": False}})
+        self.assertEqual(p["fsdp"]["instances"], FSDP2_UNITS)
 
     def test_unwrapped_parameters_are_the_models(self):
         torch.manual_seed(1)

@@ -73,7 +73,10 @@ def fsdp1_settings(wrapper):
 
 def fsdp2_settings(module):
     """reshard_after_forward: True, False, or the int size of the mesh it reshards to;
-    offload_policy: null (none) or CPUOffloadPolicy's fields."""
+    offload_policy: null (none) or CPUOffloadPolicy's fields; modules_to_forward_prefetch and
+    modules_to_backward_prefetch: the modules set_modules_to_forward_prefetch and
+    set_modules_to_backward_prefetch gave it (FSDPState._states_to_forward_prefetch,
+    _states_to_backward_prefetch), as module objects until unwrap_fsdp names them."""
     state = module._get_fsdp_state()
     group = state._fsdp_param_group  # None for a module with no parameters of its own
     out = {}
@@ -86,6 +89,9 @@ def fsdp2_settings(module):
         policy = group.offload_policy
         out["offload_policy"] = setting(policy) if type(policy).__name__ != "OffloadPolicy" \
             else None
+    for key, states in (("modules_to_forward_prefetch", state._states_to_forward_prefetch),
+                        ("modules_to_backward_prefetch", state._states_to_backward_prefetch)):
+        out[key] = [s._modules[0] for s in states]
     return out
 
 
@@ -182,6 +188,10 @@ def unwrap_fsdp(model, fill=False):
                 if p.is_floating_point():
                     p.uniform_(-0.1, 0.1, generator=generator)
     names = {m: n or "root" for n, m in model.named_modules()}
+    for _, settings in units:  # FSDP2's prefetch lists: the units by instance name
+        for key in ("modules_to_forward_prefetch", "modules_to_backward_prefetch"):
+            if key in settings:
+                settings[key] = [names[m] for m in settings[key]]
     instances = [model] + [m for m, _ in units if m is not model]
     first = units[0][1]
     differing = {}

@@ -121,6 +121,10 @@ def parse_args(argv=None):
     p.add_argument("--batch", required=True, help="FILE.py:FUNCTION returning the input(s)")
     p.add_argument("--wrap", action="append", default=[], help="class name of a unit (repeat)")
     p.add_argument("--impl", required=True, choices=["fsdp1", "fsdp2"])
+    p.add_argument("--as-built", action="store_true",
+                   help="the model function returns the model already wrapped with --impl "
+                        "(its units and their settings its own): measured as it is, --wrap and "
+                        "the settings below unused (FSDP2's CPU workarounds are applied first)")
     p.add_argument("--optimizer", default="sgd", choices=["sgd", "sgd-momentum", "adam"])
     p.add_argument("--iterations", type=int, default=1)
     p.add_argument("--checkpoint-wrap", action="append", default=[], metavar="CLASS",
@@ -179,7 +183,7 @@ def config_of(args, world_size):
               "batch": args.batch, "wrap": args.wrap, "optimizer": args.optimizer,
               "iterations": args.iterations, "hsdp_shape": args.hsdp_shape,
               "checkpoint_wrap": args.checkpoint_wrap, "checkpoint_impl": args.checkpoint_impl,
-              "settle": args.settle == "on"}
+              "settle": args.settle == "on", "as_built": args.as_built}
     if args.impl == "fsdp1":
         return dict(common, sharding_strategy=args.sharding_strategy,
                     backward_prefetch=args.backward_prefetch,
@@ -437,6 +441,11 @@ def measure_rank(rank, args, world_size):
     build = load_function(args.model, "model")
     batch = load_function(args.batch, "--batch")
     wrap = wrap_fsdp1 if args.impl == "fsdp1" else wrap_fsdp2
+    if args.as_built:
+        if args.impl == "fsdp2":
+            import fsdp2_cpu_workarounds
+            fsdp2_cpu_workarounds.apply()
+        wrap = lambda model, args, world_size: model  # noqa: E731
     log = CollectiveLog(args.settle == "on")
     log.install()
 

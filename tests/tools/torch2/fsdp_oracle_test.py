@@ -145,6 +145,17 @@ CASES = {
     # its size (the program's dim0; a 1-D split would give each rank half).
     "fsdp2-dim0-padding": (
         "build_model_positions", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
+    # A model its build function wraps itself (wrapped_resmlp.py), each Block a unit with
+    # settings of its own: recorded as it is (the recorder reads the units and their settings;
+    # `gen program` emits each unit with its own) and measured as built. FSDP1: each unit's
+    # backward_prefetch. FSDP2: the last Block's reshard_after_forward=False and explicit
+    # prefetch lists that are not N-ahead.
+    "fsdp1-unit-settings": (
+        "build_fsdp1_unit_settings", 2, FSDP1 + ["--as-built"], ["--fsdp-impl", "fsdp1"],
+        "fsdp1"),
+    "fsdp2-unit-settings": (
+        "build_fsdp2_unit_settings", 2, FSDP2 + ["--as-built"], ["--fsdp-impl", "fsdp2"],
+        "fsdp2"),
     "fsdp1-gpt-sdpa": ("build_model_sdpa", 2, FSDP1, ["--fsdp-impl", "fsdp1"], "fsdp1"),
     "fsdp2-gpt-sdpa": ("build_model_sdpa", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
     "fsdp1-gpt-sdpa-checkpointed": (
@@ -158,14 +169,23 @@ def model_of(build):
     """The example file of a build function, and the recorder's interpreter for it."""
     if "sdpa" in build:
         return GPT, [TORCH2, "python"]
+    if build in AS_BUILT:
+        return WRAPPED, [TORCH2, "python"]
     return MODEL, ["/usr/bin/python3"]
+
+
+# The build functions that return the model already wrapped (wrapped_resmlp.py): recorded
+# without --wrap, measured with --as-built.
+WRAPPED = os.path.join(HERE, "wrapped_resmlp.py")
+AS_BUILT = ("build_fsdp1_unit_settings", "build_fsdp2_unit_settings")
 
 # The units of the measured run where they are not Block's (the program is recorded with Block).
 MEASURE_WRAP = {"fsdp1-rewrap-linear": "Linear", "fsdp2-rewrap-linear": "Linear"}
 
 # The batch function where it is not make_batch: one sequence, whose activations are small
 # beside a Block's parameters, so that what a prefetch gathers early sets the peaks.
-BATCH = {"fsdp2-explicit-prefetch-2": "make_batch_one"}
+BATCH = {"fsdp2-explicit-prefetch-2": "make_batch_one", "fsdp1-unit-settings": "make_batch_one",
+         "fsdp2-unit-settings": "make_batch_one"}
 
 # The program a case emits when it is not the measured model's own: a bf16 run computes every
 # activation in bf16, which a program recorded in fp32 does not say (resmlp.py:build_model_bf16).
@@ -177,7 +197,10 @@ RECORD_AS = {"fsdp1-bf16-fp32-reduce": "build_model_bf16",
 # Measured 2026-12-02, torch 2.6.0+debian on the CPU, 2 ranks (4 for HYBRID_SHARD), SGD; the
 # same on every rank. Every other case meets the target with room to spare: every mark within
 # 512 B (HYBRID_SHARD and FSDP2: the measured side has one more 512 B block alive from before the
-# model is built: init_device_mesh's, FSDP2's mesh), every peak within 1,536 B (the model's
+# model is built: init_device_mesh's, FSDP2's mesh; fsdp2-unit-settings, whose build function
+# calls fully_shard five times without a mesh, has five: each call makes its default mesh,
+# _fsdp_init.py _init_default_fully_shard_mesh, 2,560 B), every peak within 1,536 B (plus those
+# 2,560 B for fsdp2-unit-settings: its backward peak is 3,072 B short) (the model's
 # `logits` variable keeps the logits alive while nll_loss makes its two scalars: the recorder's
 # own single-process measurement shows the same 1,024 B). The checkpoint-block cases (`gen
 # program --checkpoint Block` on the program recorded without checkpointing, against
@@ -228,8 +251,9 @@ class FsdpOracle(unittest.TestCase):
         if (build, batch) not in self.programs:
             path = os.path.join(self.dir.name, f"{build}.{batch}.program.json")
             model, python = model_of(build)
+            wrap = [] if build in AS_BUILT else ["--wrap", "Block"]
             run([*python, os.path.join(TOOLS, "record_program.py"), f"{model}:{build}",
-                 "--batch", f"{model}:{batch}", "--wrap", "Block", "--optimizer", "sgd",
+                 "--batch", f"{model}:{batch}", *wrap, "--optimizer", "sgd",
                  "--no-measure", "-o", path])
             self.programs[(build, batch)] = path
         return self.programs[(build, batch)]
@@ -238,9 +262,9 @@ class FsdpOracle(unittest.TestCase):
         build, ranks, flags, _, _ = CASES[case]
         model, _ = model_of(build)
         out = os.path.join(self.dir.name, f"{case}.measured.json")
+        wrap = [] if build in AS_BUILT else ["--wrap", MEASURE_WRAP.get(case, "Block")]
         run([TORCH2, "ranks", str(ranks), os.path.join(HERE, "fsdp_measure.py"),
-             f"{model}:{build}", "--batch", f"{model}:{BATCH.get(case, 'make_batch')}",
-             "--wrap", MEASURE_WRAP.get(case, "Block"),
+             f"{model}:{build}", "--batch", f"{model}:{BATCH.get(case, 'make_batch')}", *wrap,
              "--optimizer", "sgd", *flags, "--json", out])
         with open(out) as f:
             return json.load(f)
