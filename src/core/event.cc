@@ -140,8 +140,8 @@ std::string_view PhaseName(Phase phase) {
 }
 
 std::string_view ShardModeName(ShardMode mode) {
-  static constexpr std::array<std::string_view, 4> kNames = {"view", "cast", "accumulate",
-                                                             "offload"};
+  static constexpr std::array<std::string_view, 5> kNames = {"view", "cast", "accumulate",
+                                                             "offload", "no_grad"};
   return kNames[static_cast<int>(mode)];
 }
 

@@ -89,6 +89,10 @@ enum class ShardMode : std::uint8_t {
   // .to("cpu"): copied to host memory (FSDP2's CPUOffloadPolicy); the device keeps nothing of
   // it and the buffer is let go (format v4)
   kOffload,
+  // No gradient reached the parameter in this backward: FSDP2 leaves it out of its group's
+  // reduce-scatter (foreach_reduce's fsdp_params_with_grad) and its .grad stays None. A policy
+  // that reduces it anyway reduces zeros and keeps nothing of them (format v6)
+  kNoGrad,
 };
 
 struct Event {

@@ -21,12 +21,14 @@ namespace bucketsim {
 // This build reads 1 to 5 (2 added record_stream, sync and empty_cache; 3 added the observed
 // events of imported PyTorch snapshots, time_us and alloc_conf; 4 added fsdp_impl and
 // fsdp_setting; 5 added the framework's own collectives: all_gather and all_reduce events and
-// replicate_group). It writes 3 unless the header uses a key of 4 or asks for more, so that a
-// trace of fairscale's FSDP stays byte for byte what it was (TraceHeader::WrittenSchemaVersion).
-inline constexpr int kTraceSchemaVersion = 5;
+// replicate_group; 6 added rs shard "no_grad"). It writes 3 unless the header uses a key of 4 or
+// asks for more, so that a trace of fairscale's FSDP stays byte for byte what it was
+// (TraceHeader::WrittenSchemaVersion).
+inline constexpr int kTraceSchemaVersion = 6;
 inline constexpr int kOldestTraceSchemaVersion = 1;
 inline constexpr int kImplSchemaVersion = 4;
 inline constexpr int kCollectivesSchemaVersion = 5;
+inline constexpr int kNoGradSchemaVersion = 6;
 
 struct StreamInfo {
   std::string name;  // "default", "all_gather", "post_backward", ...; the id is the index

@@ -420,6 +420,9 @@ void Replay::Deliver(const ReduceScatterCall& call, BufferId reduced) {
     case ShardMode::kOffload:
       // reduced.to("cpu"): the gradient is in host memory, nothing of it on the device.
       return;
+    case ShardMode::kNoGrad:
+      // A policy that reduced a parameter without a gradient: .grad stays None.
+      return;
   }
   BUCKETSIM_CHECK(held_grad_[param] == kNoBuffer);  // TraceChecker guarantees it
   held_grad_[param] = reduced;

@@ -320,8 +320,10 @@ Status TraceChecker::CheckReduceScatter(const Event& event) {
                   InvalidTrace(fmt::format("event {}: rs outside backward (phase is '{}')",
                                            event.index, PhaseName(phase_))));
   }
-  // An offloaded shard leaves nothing on the device to accumulate into.
-  if (event.shard_mode != ShardMode::kAccumulate && event.shard_mode != ShardMode::kOffload) {
+  // An offloaded shard, or a parameter without a gradient, leaves nothing on the device to
+  // accumulate into.
+  if (event.shard_mode != ShardMode::kAccumulate && event.shard_mode != ShardMode::kOffload &&
+      event.shard_mode != ShardMode::kNoGrad) {
     std::uint32_t param = header_->ParamIndex(event.fsdp, event.param);
     if (holds_grad_[param]) {
       last_broken_ = Inconsistency::kRsOnHeldGradient;

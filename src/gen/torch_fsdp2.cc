@@ -54,6 +54,7 @@ class TorchFsdp2 final : public FsdpImplementation {
             units_[f].params.push_back(MakeParam(view.numel, view.dim0));
         }
       }
+      units_[f].has_grad.assign(units_[f].params.size(), true);
     }
     // The forward root's post-forward is the last: the unit whose forward ends last.
     for (const ForwardOp& op : model.forward) {
@@ -82,8 +83,9 @@ class TorchFsdp2 final : public FsdpImplementation {
       }
       header.groups.push_back({kPostForwardGroup, row, "post_forward_mesh"});
     }
-    // The all-gathers are events (trace format 5).
-    header.schema_version = kCollectivesSchemaVersion;
+    // The all-gathers are events (trace format 5); a parameter without a gradient is an rs
+    // request with shard "no_grad" (6).
+    header.schema_version = kNoGradSchemaVersion;
     for (std::size_t f = 0; f < model_.instances.size(); ++f) {
       FsdpInstance& fsdp = header.fsdp.emplace_back();
       fsdp.name = model_.instances[f].name;
@@ -174,14 +176,22 @@ class TorchFsdp2 final : public FsdpImplementation {
   }
 
   // FSDPParamGroup.post_backward: the unsharded gradients are collected (and .grad set to
-  // None), the group reshards (reshard_after_backward), then foreach_reduce.
+  // None), the group reshards (reshard_after_backward), then foreach_reduce of the parameters
+  // that have one (fsdp_params_with_grad): a parameter no backward reached has none.
   Status PostBackward(std::size_t f) override {
     Unit& unit = units_[f];
     unit.group_pre_backward = false;  // POST_BACKWARD
     std::vector<std::uint64_t> grads;
     std::vector<std::uint64_t> ids;
+    std::size_t k = 0;
     for (std::size_t p = 0; p < model_.instances[f].params.size(); ++p) {
       BUCKETSIM_RETURN_IF_ERROR(trace_.TakeViewGrads(f, p, ids));
+      const std::size_t views =
+          std::max<std::size_t>(model_.instances[f].params[p].views.size(), 1);
+      // Without param_reads one gradient stands for the parameter's views: all have one.
+      for (std::size_t v = 0; v < views; ++v, ++k) {
+        unit.has_grad[k] = ids.size() != views || ids[v] != 0;
+      }
       for (std::uint64_t id : ids) {
         if (id != 0) grads.push_back(id);
       }
@@ -208,11 +218,15 @@ class TorchFsdp2 final : public FsdpImplementation {
 
   Status Step(int iteration) override {
     // The optimizer holds each parameter's DTensor, whose local shard is unpadded; offloaded,
-    // the step runs on the CPU and nothing of it is on the device.
+    // the step runs on the CPU and nothing of it is on the device. torch.optim skips a
+    // parameter whose .grad is None (sgd.py, adam.py _init_group: `if p.grad is not None`):
+    // no state, no step.
     std::vector<Numel> params;
     for (const Unit& unit : units_) {
-      for (const Fsdp2Param& param : unit.params) {
-        if (!options_.offload_params) params.push_back(param.local_shard);
+      for (std::size_t k = 0; k < unit.params.size(); ++k) {
+        if (!options_.offload_params && unit.has_grad[k]) {
+          params.push_back(unit.params[k].local_shard);
+        }
       }
     }
     return EmitOptimizerStep(options_, params, iteration, trace_);
@@ -236,6 +250,8 @@ class TorchFsdp2 final : public FsdpImplementation {
     bool state_pre_backward = false;      // FSDPState._training_state == PRE_BACKWARD
     bool group_pre_backward = false;      // FSDPParamGroup._training_state == PRE_BACKWARD
     std::vector<std::size_t> post_forward_indices;
+    // By parameter: a gradient reached it in the last backward (torch.optim steps only those).
+    std::vector<bool> has_grad;
   };
 
   // _init_sharded_param, _chunk_with_empty(param, ws, dim=0): torch.chunk's chunks of
@@ -510,19 +526,33 @@ class TorchFsdp2 final : public FsdpImplementation {
   // CPUOffloadPolicy each sharded gradient is copied to the CPU (.to("cpu")) instead, and
   // nothing of the output stays on the device.
   Status Reduce(std::size_t f, const std::vector<std::uint64_t>& grads) {
-    const std::vector<Fsdp2Param>& params = units_[f].params;
+    const Unit& unit = units_[f];
+    const std::vector<Fsdp2Param>& params = unit.params;
     const DType reduce_dtype = ReduceDType(f);
     const ShardMode mode = options_.offload_params           ? ShardMode::kOffload
                            : reduce_dtype == DType::kFloat32 ? ShardMode::kView
                                                              : ShardMode::kCast;
-    for (std::size_t k = 0; k < params.size(); ++k) {
-      // One request alone (a group of one parameter) cannot bracket the frees: they follow it.
-      if (k + 1 == params.size() && k > 0) BUCKETSIM_RETURN_IF_ERROR(FreeAll(grads));
-      BUCKETSIM_RETURN_IF_ERROR(trace_.Emit(ReduceScatterEvent(
+    const auto request = [&](std::size_t k, ShardMode shard) {
+      return trace_.Emit(ReduceScatterEvent(
           static_cast<std::uint32_t>(f), static_cast<std::uint32_t>(k), kShardGroup, reduce_dtype,
-          params[k].padded_shard, mode, DType::kFloat32)));
+          params[k].padded_shard, shard, DType::kFloat32));
+    };
+    // The parameters without a gradient first, so that the policy knows the input's columns
+    // at the first request with one.
+    std::vector<std::size_t> reduced;
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      if (unit.has_grad[k]) {
+        reduced.push_back(k);
+      } else {
+        BUCKETSIM_RETURN_IF_ERROR(request(k, ShardMode::kNoGrad));
+      }
     }
-    if (params.size() == 1) BUCKETSIM_RETURN_IF_ERROR(FreeAll(grads));
+    for (std::size_t i = 0; i < reduced.size(); ++i) {
+      // One request alone (a group of one parameter) cannot bracket the frees: they follow it.
+      if (i + 1 == reduced.size() && i > 0) BUCKETSIM_RETURN_IF_ERROR(FreeAll(grads));
+      BUCKETSIM_RETURN_IF_ERROR(request(reduced[i], mode));
+    }
+    if (reduced.size() <= 1) BUCKETSIM_RETURN_IF_ERROR(FreeAll(grads));
     return Status::Ok();
   }
 

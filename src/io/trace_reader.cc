@@ -220,7 +220,7 @@ class NameTable {
 
 const NameTable<EventKind, kNumEventKinds> kEventKinds(EventKindName);
 const NameTable<Phase, kNumPhases> kPhases(PhaseName);
-const NameTable<ShardMode, 4> kShardModes(ShardModeName);
+const NameTable<ShardMode, 5> kShardModes(ShardModeName);
 const NameTable<Category, kNumCategories> kCategories(CategoryName);
 
 // The fields of the event being read. Reused from event to event: the strings keep their
@@ -441,12 +441,16 @@ Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Eve
   std::optional<ShardMode> mode = kShardModes.Parse(shard);
   if (!mode) {
     return InvalidTrace(fmt::format(
-        "shard '{}' is not a shard mode (expected view, cast, accumulate or offload)", shard));
+        "shard '{}' is not a shard mode (expected view, cast, accumulate, offload or no_grad)",
+        shard));
   }
   e.shard_mode = *mode;
-  if (e.shard_mode == ShardMode::kOffload && header.schema_version < kImplSchemaVersion) {
-    return InvalidTrace(fmt::format("shard 'offload' needs schema_version {} (this trace has {})",
-                                    kImplSchemaVersion, header.schema_version));
+  for (const auto& [mode, version] : {std::pair{ShardMode::kOffload, kImplSchemaVersion},
+                                      std::pair{ShardMode::kNoGrad, kNoGradSchemaVersion}}) {
+    if (e.shard_mode == mode && header.schema_version < version) {
+      return InvalidTrace(fmt::format("shard '{}' needs schema_version {} (this trace has {})",
+                                      shard, version, header.schema_version));
+    }
   }
   if (e.shard_mode == ShardMode::kCast) {
     BUCKETSIM_RETURN_IF_ERROR(f.DTypeOf(Field::kCastDType, e.cast_dtype));

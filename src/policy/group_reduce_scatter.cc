@@ -16,6 +16,22 @@ Status GroupReduceScatter::Start(const TraceHeader& header) {
 Status GroupReduceScatter::ReduceScatter(const ReduceScatterCall& call, PolicyHost& host) {
   const std::uint32_t fsdp = call.event.fsdp;
   Group& group = pending_[fsdp];
+  const std::size_t params = header_->fsdp[fsdp].params.size();
+  group.no_grad.resize(params);
+  if (call.event.shard_mode == ShardMode::kNoGrad) {
+    if (!group.calls.empty()) {
+      return InvalidTrace(fmt::format(
+          "event {}: rs: shard 'no_grad' for fsdp {} param {} after a request of its group with "
+          "a gradient (event {}): fsdp2 sizes a group's reduce-scatter input at its first "
+          "request, so the parameters without a gradient come first",
+          call.event.index, fsdp, call.event.param, group.calls.front().event.index));
+    }
+    if (!group.no_grad[call.event.param]) ++group.without_grad;
+    group.no_grad[call.event.param] = true;
+    // No parameter of the group got a gradient: post_backward reduces nothing.
+    if (group.without_grad == params) Reset(group);
+    return Status::Ok();
+  }
   if (group.calls.empty()) {
     pending_order_.push_back(fsdp);
     BUCKETSIM_RETURN_IF_ERROR(BeginGroup(call, group, host));
@@ -30,20 +46,27 @@ Status GroupReduceScatter::ReduceScatter(const ReduceScatterCall& call, PolicyHo
   }
   // foreach_reduce_scatter_copy_in: torch._chunk_cat of the gradients in parameter order.
   host.FillGradient({group.input, call.event.index, call.group->size(), call.event.numel,
-                     call.event.dtype, ColumnOf(call), group.columns});
+                     call.event.dtype, ColumnOf(call, group), group.columns});
   group.calls.push_back(call);
   // The group's post-backward runs once all its gradients are ready.
-  if (group.calls.size() < header_->fsdp[fsdp].params.size()) return Status::Ok();
+  if (group.calls.size() + group.without_grad < params) return Status::Ok();
   pending_order_.erase(std::find(pending_order_.begin(), pending_order_.end(), fsdp));
   return ReduceGroup(group, host);
 }
 
-Numel GroupReduceScatter::ColumnOf(const ReduceScatterCall& call) const {
+Numel GroupReduceScatter::ColumnOf(const ReduceScatterCall& call, const Group& group) const {
   Numel column = 0;
   for (std::uint32_t p = 0; p < call.event.param; ++p) {
+    if (group.no_grad[p]) continue;
     column += PaddedShardNumel(header_->fsdp[call.event.fsdp].params[p].numel, call.group->size());
   }
   return column;
+}
+
+void GroupReduceScatter::Reset(Group& group) {
+  group.calls.clear();
+  std::fill(group.no_grad.begin(), group.no_grad.end(), false);
+  group.without_grad = 0;
 }
 
 Status GroupReduceScatter::BeginGroup(const ReduceScatterCall& call, Group& group,
@@ -56,8 +79,9 @@ Status GroupReduceScatter::BeginGroup(const ReduceScatterCall& call, Group& grou
   }
   const int ws = call.group->size();
   group.columns = 0;
-  for (const ParamInfo& param : header_->fsdp[call.event.fsdp].params) {
-    group.columns += PaddedShardNumel(param.numel, ws);
+  const std::vector<ParamInfo>& params = header_->fsdp[call.event.fsdp].params;
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    if (!group.no_grad[p]) group.columns += PaddedShardNumel(params[p].numel, ws);
   }
   // reduce_scatter_input = torch.empty((ws * columns,), dtype=reduce_dtype).
   group.input = host.Allocate(ws * group.columns * ElementSize(call.event.dtype),
@@ -72,7 +96,7 @@ Status GroupReduceScatter::ReduceGroup(Group& group, PolicyHost& host) {
   const int ws = pg.size();
   slices_.clear();
   for (const ReduceScatterCall& call : group.calls) {
-    slices_.push_back({call.event.index, ColumnOf(call), call.event.numel});
+    slices_.push_back({call.event.index, ColumnOf(call, group), call.event.numel});
   }
   // reduce_output = reduce_scatter_input.new_empty((columns,)).
   BufferId output =
@@ -109,10 +133,11 @@ Status GroupReduceScatter::ReduceGroup(Group& group, PolicyHost& host) {
     outputs_.push_back(output);
   }
   inputs_.push_back(group.input);
-  counters_.buckets = pending_.size();  // FSDP instances seen: one bucket each
+  reduced_.insert(first.event.fsdp);
+  counters_.buckets = reduced_.size();  // FSDP instances reduced: one bucket each
   ++counters_.flushes;
   counters_.bucketed += group.calls.size();
-  group.calls.clear();
+  Reset(group);
   return Status::Ok();
 }
 
@@ -121,6 +146,7 @@ Status GroupReduceScatter::EndBackward(PolicyHost& host) {
   for (std::uint32_t fsdp : std::exchange(pending_order_, {})) {
     BUCKETSIM_RETURN_IF_ERROR(ReduceGroup(pending_[fsdp], host));
   }
+  for (auto& [fsdp, group] : pending_) Reset(group);  // no_grad requests of groups not reduced
   for (BufferId input : inputs_) host.Release(input);
   inputs_.clear();
   for (BufferId output : outputs_) host.Release(output);

@@ -17,6 +17,12 @@
 // parameter of the group), the emitter frees the unsharded gradients before the group's last
 // request, and the last request allocates the output and reduces.
 //
+// A parameter no gradient reached (requests with shard "no_grad") is left out: foreach_reduce
+// gets the group's fsdp_params_with_grad alone, so the input's columns are theirs, and a group
+// none of whose parameters got a gradient is not reduced at all (post_backward returns before
+// it, and the previous input stays in flight). The emitter puts a group's no_grad requests
+// before its others, which the first of them sizes the input from.
+//
 // What the sharded gradients keep: an output in the parameters' dtype is viewed by them
 // (as_strided) until zero_grad (requests with shard "view"); an output in another dtype is cast
 // to it as one tensor (_to_dtype_if_needed(reduce_output, orig_dtype)), which the gradients
@@ -32,6 +38,7 @@
 
 #include <deque>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "policy/bucket_policy.h"
@@ -51,13 +58,18 @@ class GroupReduceScatter final : public BucketPolicy {
   // A group whose requests are arriving: its input, allocated at the first.
   struct Group {
     std::vector<ReduceScatterCall> calls;
+    std::vector<bool> no_grad;  // by parameter: left out of this reduction
+    std::size_t without_grad = 0;
     BufferId input = 0;
     Numel columns = 0;
   };
   Status BeginGroup(const ReduceScatterCall& call, Group& group, PolicyHost& host);
   Status ReduceGroup(Group& group, PolicyHost& host);
-  // The request's first column in its group's input: the chunks of the parameters before it.
-  Numel ColumnOf(const ReduceScatterCall& call) const;
+  // The request's first column in its group's input: the chunks of the parameters before it
+  // that are reduced.
+  Numel ColumnOf(const ReduceScatterCall& call, const Group& group) const;
+  // A group's reduction is over: the next backward's requests start a new one.
+  static void Reset(Group& group);
 
   int inflight_;
   const TraceHeader* header_ = nullptr;
@@ -66,6 +78,7 @@ class GroupReduceScatter final : public BucketPolicy {
   std::deque<BufferId> inputs_;               // oldest first
   std::vector<BufferId> outputs_;             // held to the end of backward
   std::vector<ReducedSlice> slices_;
+  std::set<std::uint32_t> reduced_;  // instances reduced at least once
   PolicyCounters counters_;
 };
 

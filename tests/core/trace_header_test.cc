@@ -73,8 +73,8 @@ TEST(TraceHeader, WithoutAPostBackwardStreamPoliciesUseStreamZero) {
 
 TEST(TraceHeader, RejectsInconsistentHeaders) {
   TraceHeader h = Valid();
-  h.schema_version = 6;
-  ExpectInvalid(h, "schema_version 6 is not supported (this build reads 1 to 5)");
+  h.schema_version = 7;
+  ExpectInvalid(h, "schema_version 7 is not supported (this build reads 1 to 6)");
   h = Valid();
   h.schema_version = 5;
   h.replicate_group = 77;

@@ -67,6 +67,21 @@ TEST(Retention, AccumulateKeepsNothing) {
   EXPECT_EQ(MarkBytes(*run), (std::vector<Bytes>{0, 0, 0}));
 }
 
+// A parameter without a gradient (FSDP2's "no_grad"): fsdp2 leaves it out, so its only
+// parameter's group is never reduced and nothing is allocated; a bucketing policy reduces it as
+// zeros, and its .grad stays None: nothing is kept past the flush.
+TEST(Retention, NoGradKeepsNothing) {
+  auto fsdp2 = ReplayOne(OneBucketedParam(ShardMode::kNoGrad, true), "fsdp2");
+  ASSERT_TRUE(fsdp2.ok()) << fsdp2.status().ToString();
+  EXPECT_EQ(MarkBytes(*fsdp2), (std::vector<Bytes>{0, 0, 0}));
+  EXPECT_EQ(fsdp2->peak.allocated_bytes, 0u);
+  EXPECT_EQ(fsdp2->counters.flushes, 0u);
+  auto bucketed = ReplayOne(OneBucketedParam(ShardMode::kNoGrad, true), "backward-only");
+  ASSERT_TRUE(bucketed.ok()) << bucketed.status().ToString();
+  EXPECT_EQ(MarkBytes(*bucketed), (std::vector<Bytes>{0, 0, 0}));
+  EXPECT_EQ(bucketed->counters.flushes, 1u);
+}
+
 TEST(Retention, AlwaysAllocatedKeepsBucketPlusRetiredOutput) {
   auto run = ReplayOne(OneBucketedParam(ShardMode::kView, true), "always-allocated");
   ASSERT_TRUE(run.ok()) << run.status().ToString();

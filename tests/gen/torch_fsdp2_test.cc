@@ -753,6 +753,44 @@ TEST(TorchFsdp2, UnitSettingsThatCannotBeEmittedAreErrors) {
             "group's 8");
 }
 
+// l2.b read by no run (a dead branch): no gradient reaches it, so l2's post-backward reduces
+// l2.w alone (foreach_reduce's fsdp_params_with_grad) and says so first ("no_grad": the policy
+// sizes the input without it), its .grad stays None and Adam makes no state for it
+// (`if p.grad is not None`): three parameters' exp_avg and exp_avg_sq, not four.
+TEST(TorchFsdp2, AParameterWithoutAGradientIsLeftOutOfTheReductionAndTheStep) {
+  FsdpModel model = TwoUnits();
+  model.forward[4].param_reads = std::vector<std::string>{"l2.w"};
+  GenOptions options = Fsdp2Options(2);
+  options.optimizer = OptimizerKind::kAdam;
+  const std::vector<std::string> events = Emit(model, options);
+  const auto at = std::find(events.begin(), events.end(), "compute backward l2");
+  ASSERT_NE(at, events.end()) << ::testing::PrintToString(events);
+  EXPECT_EQ(std::vector<std::string>(at + 1, at + 10),
+            (std::vector<std::string>{
+                "alloc 21 20 s0 grad",  // l2.w's gradient (5 elements), none for l2.b
+                "alloc 22 200 s0 grad", "free 16", "free 9", "free 18", "free 19",
+                "rs 2.1 g1 fp32 1 no_grad",  // first: l2.b is left out
+                "rs 2.0 g1 fp32 3 view",
+                "free 21",  // one request alone: the gradient goes after it
+            }));
+  EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                          [](const std::string& e) { return e.ends_with(" no_grad"); }),
+            1);
+  std::vector<std::string> state;
+  for (const std::string& e : events) {
+    if (e.starts_with("alloc ") && e.ends_with(" optimizer_state")) state.push_back(e);
+  }
+  ASSERT_GE(state.size(), 6u);
+  EXPECT_EQ(std::vector<std::string>(state.begin(), state.begin() + 6),
+            (std::vector<std::string>{
+                "alloc 27 12 s0 optimizer_state", "alloc 28 12 s0 optimizer_state",  // l1.w
+                "alloc 29 4 s0 optimizer_state", "alloc 30 4 s0 optimizer_state",    // l1.b
+                "alloc 31 12 s0 optimizer_state", "alloc 32 12 s0 optimizer_state",  // l2.w
+            }));
+  // The step's temporaries follow: no fourth parameter's state (l2.b's, 4 bytes).
+  EXPECT_EQ(state[6], "alloc 33 12 s0 optimizer_state");
+}
+
 // Adam at rank 1: torch.optim's state (zeros_like of the sharded parameter) is this rank's
 // chunk without padding, two fp32 tensors per parameter: w's 2 elements, b's 1 (the step's
 // temporaries, freed within it, are optimizer_step_test's).
@@ -859,7 +897,7 @@ TEST(TorchFsdp2Collectives, PostForwardShardsGatherOverThePostForwardMesh) {
   EXPECT_EQ(header.groups[1].id, 3u);
   EXPECT_EQ(header.groups[1].ranks, (std::vector<int>{2, 3}));
   EXPECT_FALSE(header.replicate_group);
-  EXPECT_EQ(header.WrittenSchemaVersion(), 5);
+  EXPECT_EQ(header.WrittenSchemaVersion(), 6);  // its requests may say no_grad
 }
 
 // With a param dtype the all-gather moves the cast shards: bf16.

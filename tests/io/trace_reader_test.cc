@@ -416,10 +416,10 @@ TEST(ReadTraceErrors, MissingSchemaVersion) {
 }
 
 TEST(ReadTraceErrors, UnsupportedSchemaVersion) {
-  ExpectError(R"({"schema_version": 6, "world_size": 1, "rank": 0, "new_key": 1, "events": []})",
-              {"t.json: header: schema_version 6 is not supported (this build reads 1 to 5)"});
+  ExpectError(R"({"schema_version": 7, "world_size": 1, "rank": 0, "new_key": 1, "events": []})",
+              {"t.json: header: schema_version 7 is not supported (this build reads 1 to 6)"});
   ExpectError(R"({"schema_version": 0, "world_size": 1, "rank": 0, "events": []})",
-              {"t.json: header: schema_version 0 is not supported (this build reads 1 to 5)"});
+              {"t.json: header: schema_version 0 is not supported (this build reads 1 to 6)"});
   ExpectError(R"({"schema_version": "1", "world_size": 1, "rank": 0, "events": []})",
               {"t.json: header: 'schema_version' must be an integer, got a string"});
 }
@@ -674,12 +674,16 @@ TEST(ReadTraceErrors, BadCategory) {
 TEST(ReadTraceErrors, BadShardMode) {
   ExpectEventError(
       R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "bf16", "numel": 20, "shard": "copy"})",
-      "event 2: rs: shard 'copy' is not a shard mode (expected view, cast, accumulate or "
-      "offload)");
+      "event 2: rs: shard 'copy' is not a shard mode (expected view, cast, accumulate, "
+      "offload or no_grad)");
   // "offload" (FSDP2's CPUOffloadPolicy) came with format v4.
   ExpectEventError(
       R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "fp32", "numel": 20, "shard": "offload"})",
       "event 2: rs: shard 'offload' needs schema_version 4 (this trace has 1)");
+  // "no_grad" (a parameter FSDP2 leaves out of its reduce-scatter) came with format v6.
+  ExpectEventError(
+      R"({"ev": "rs", "fsdp": 0, "param": 0, "group": 3, "dtype": "fp32", "numel": 20, "shard": "no_grad"})",
+      "event 2: rs: shard 'no_grad' needs schema_version 6 (this trace has 1)");
 }
 
 TEST(ReadTrace, OffloadShardInAVersion4Trace) {

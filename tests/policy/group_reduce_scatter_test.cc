@@ -154,5 +154,55 @@ TEST_F(GroupReduceScatterTest, OffloadedGradientsLeaveNothingOfTheOutputOnTheDev
   EXPECT_EQ(host.TakeLog(), (Log{"free bucket_data 1600 #0"}));
 }
 
+// f0.p1 got no gradient (shard "no_grad", first): the input is p0's 150 columns alone, 2 x 150 x
+// 4 = 1200 B, p0 at column 0, and the group is complete with p0's request. f1, whose only
+// parameter got none, is not reduced at all and leaves f0's input in flight.
+TEST_F(GroupReduceScatterTest, ParametersWithoutAGradientAreLeftOut) {
+  GroupReduceScatter fsdp2(/*inflight=*/1);
+  ASSERT_TRUE(fsdp2.Start(header_).ok());
+  RecordingHost host;
+  const ProcessGroup& group = header_.groups[0];
+  ASSERT_TRUE(
+      fsdp2.ReduceScatter(MakeCall(group, 50, DType::kFloat32, ShardMode::kNoGrad, 1, 0, 1), host)
+          .ok());
+  EXPECT_EQ(host.TakeLog(), Log{});
+  ASSERT_TRUE(
+      fsdp2.ReduceScatter(MakeCall(group, 150, DType::kFloat32, ShardMode::kView, 0, 0, 2), host)
+          .ok());
+  EXPECT_EQ(host.TakeLog(), (Log{"alloc bucket_data 1200 #0", "alloc bucket_output 600 #1",
+                                 "collective bucket_flush group 1 in 300 out 150 requests 1",
+                                 "deliver param 0 from #1"}));
+  EXPECT_EQ(host.moves()[0], "fill #0 rows 2 numel 150 at 0 stride 150");
+  ASSERT_TRUE(
+      fsdp2.ReduceScatter(MakeCall(group, 300, DType::kFloat32, ShardMode::kNoGrad, 0, 1, 3), host)
+          .ok());
+  EXPECT_EQ(host.TakeLog(), Log{});
+  ASSERT_TRUE(fsdp2.EndBackward(host).ok());
+  EXPECT_EQ(host.TakeLog(), (Log{"free bucket_data 1200 #0", "release #1 (kept by 1 view(s))"}));
+  EXPECT_EQ(fsdp2.counters().buckets, 1u);
+  // The next backward's group is whole again: 2 x 200 x 4 = 1600 B.
+  ASSERT_TRUE(
+      fsdp2.ReduceScatter(MakeCall(group, 150, DType::kFloat32, ShardMode::kView, 0, 0, 4), host)
+          .ok());
+  EXPECT_EQ(host.TakeLog(), (Log{"alloc bucket_data 1600 #2"}));
+}
+
+// A no_grad request after one of its group with a gradient comes too late: the input is sized.
+TEST_F(GroupReduceScatterTest, ANoGradRequestAfterTheGroupsFirstIsAnError) {
+  GroupReduceScatter fsdp2(/*inflight=*/1);
+  ASSERT_TRUE(fsdp2.Start(header_).ok());
+  RecordingHost host;
+  const ProcessGroup& group = header_.groups[0];
+  ASSERT_TRUE(
+      fsdp2.ReduceScatter(MakeCall(group, 150, DType::kFloat32, ShardMode::kView, 0, 0, 1), host)
+          .ok());
+  EXPECT_EQ(
+      fsdp2.ReduceScatter(MakeCall(group, 50, DType::kFloat32, ShardMode::kNoGrad, 1, 0, 2), host)
+          .message(),
+      "event 2: rs: shard 'no_grad' for fsdp 0 param 1 after a request of its group with a "
+      "gradient (event 1): fsdp2 sizes a group's reduce-scatter input at its first request, so "
+      "the parameters without a gradient come first");
+}
+
 }  // namespace
 }  // namespace bucketsim

@@ -30,18 +30,20 @@ VOCAB, WIDTH, FFN, DEPTH, BATCH, SEQ = 1000, 256, 1024, 4, 8, 128
 
 
 class Block(nn.Module):
-    def __init__(self):
+    def __init__(self, unused=False):
         super().__init__()
         self.norm = nn.LayerNorm(WIDTH)
         self.fc1 = nn.Linear(WIDTH, FFN)
         self.fc2 = nn.Linear(FFN, WIDTH)
+        # A parameter forward never uses (a dead branch): no gradient ever reaches it.
+        self.unused = nn.Linear(WIDTH, 16) if unused else None
 
     def forward(self, x):
         return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
 
 
 class ResMLP(nn.Module):
-    def __init__(self, checkpointing=False, positions=False, logits=False):
+    def __init__(self, checkpointing=False, positions=False, logits=False, unused=False):
         super().__init__()
         self.checkpointing = checkpointing
         self.logits = logits
@@ -49,7 +51,7 @@ class ResMLP(nn.Module):
         # A learned position embedding as ViT's pos_embed: shape (1, SEQ, WIDTH), whose dim 0
         # (1) is smaller than any world size: FSDP2 gives all of it to rank 0.
         self.pos = nn.Parameter(torch.zeros(1, SEQ, WIDTH)) if positions else None
-        self.blocks = nn.ModuleList(Block() for _ in range(DEPTH))
+        self.blocks = nn.ModuleList(Block(unused) for _ in range(DEPTH))
         self.norm = nn.LayerNorm(WIDTH)
         self.head = nn.Linear(WIDTH, VOCAB)
 
@@ -80,6 +82,14 @@ def build_model_positions():
     it whole on rank 0 and pads every rank's shard to it."""
     torch.manual_seed(0)
     return ResMLP(positions=True)
+
+
+def build_model_unused():
+    """Each Block with a Linear(256, 16) its forward never calls: FSDP2 leaves its parameters,
+    which get no gradient, out of the Block's reduce-scatter (foreach_reduce's
+    fsdp_params_with_grad); FSDP1's flat gradient has zeros for them."""
+    torch.manual_seed(0)
+    return ResMLP(unused=True)
 
 
 def build_model_logits():

@@ -156,6 +156,11 @@ CASES = {
     "fsdp2-unit-settings": (
         "build_fsdp2_unit_settings", 2, FSDP2 + ["--as-built"], ["--fsdp-impl", "fsdp2"],
         "fsdp2"),
+    # A parameter no gradient reaches (each Block's unused Linear): FSDP2 leaves it out of the
+    # Block's reduce-scatter (the trace's rs shard "no_grad"), so its bytes are the others';
+    # FSDP1's flat gradient carries zeros for it.
+    "fsdp1-unused-param": ("build_model_unused", 2, FSDP1, ["--fsdp-impl", "fsdp1"], "fsdp1"),
+    "fsdp2-unused-param": ("build_model_unused", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
     "fsdp1-gpt-sdpa": ("build_model_sdpa", 2, FSDP1, ["--fsdp-impl", "fsdp1"], "fsdp1"),
     "fsdp2-gpt-sdpa": ("build_model_sdpa", 2, FSDP2, ["--fsdp-impl", "fsdp2"], "fsdp2"),
     "fsdp1-gpt-sdpa-checkpointed": (
