@@ -1,6 +1,5 @@
 #include "cli/program_flags.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -62,47 +61,17 @@ std::string DescribeUnitSettings(const UnitSettings& s) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-// Each instance's UnitSettings: the first unit's, then what the unit has of its own (the
-// program reader checked that "instances" names instances); a setting whose flag the command
-// line gave is that flag's for every unit.
+// Each instance's own settings (SetUnitSettings), but those a flag on the command line gives
+// every unit; each unit whose own differ from the first unit's is said on stderr.
 Status ApplyUnitSettings(const ProgramFsdpFlags& recorded, const CLI::App& command,
                          FsdpModel& program) {
-  const auto is_unit = [&](const std::string& name) {
-    return std::any_of(program.instances.begin(), program.instances.end(),
-                       [&](const GenInstance& instance) { return instance.name == name; });
-  };
-  for (GenInstance& instance : program.instances) {
-    UnitSettings s = recorded.every_unit;
-    std::string own;
-    for (const auto& [name, unit] : recorded.units) {
-      if (name != instance.name) continue;
-      if (unit.backward_prefetch) s.backward_prefetch = unit.backward_prefetch;
-      if (unit.reshard_after_forward) s.reshard_after_forward = unit.reshard_after_forward;
-      if (unit.modules_to_forward_prefetch) {
-        s.modules_to_forward_prefetch = unit.modules_to_forward_prefetch;
-      }
-      if (unit.modules_to_backward_prefetch) {
-        s.modules_to_backward_prefetch = unit.modules_to_backward_prefetch;
-      }
-    }
-    if (command.count("--backward-prefetch") > 0) s.backward_prefetch.reset();
-    if (command.count("--reshard-after-forward") > 0) s.reshard_after_forward.reset();
-    if (command.count("--modules-to-forward-prefetch") > 0) s.modules_to_forward_prefetch.reset();
-    if (command.count("--modules-to-backward-prefetch") > 0) {
-      s.modules_to_backward_prefetch.reset();
-    }
-    for (const auto* list : {&s.modules_to_forward_prefetch, &s.modules_to_backward_prefetch}) {
-      for (const std::string& name : list->value_or(std::vector<std::string>{})) {
-        if (!is_unit(name)) {
-          return InvalidArgument(
-              fmt::format("the program's fsdp settings of unit {} prefetch {}, which is not one "
-                          "of its instances",
-                          instance.name, name));
-        }
-      }
-    }
-    instance.settings = s;
-    UnitSettings differs = s;  // what differs from the first unit's, to say so
+  const UnitSettingFlags given{command.count("--backward-prefetch") > 0,
+                               command.count("--reshard-after-forward") > 0,
+                               command.count("--modules-to-forward-prefetch") > 0,
+                               command.count("--modules-to-backward-prefetch") > 0};
+  BUCKETSIM_RETURN_IF_ERROR(SetUnitSettings(recorded, given, program));
+  for (const GenInstance& instance : program.instances) {
+    UnitSettings differs = instance.settings;  // what differs from the first unit's, to say so
     if (differs.backward_prefetch == recorded.every_unit.backward_prefetch) {
       differs.backward_prefetch.reset();
     }

@@ -39,6 +39,19 @@ struct ProgramFsdpFlags {
   std::vector<std::pair<std::string, UnitSettings>> units;
 };
 Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json);
+// Which of the settings modelled per unit a flag on the command line gives every unit instead.
+struct UnitSettingFlags {
+  bool backward_prefetch = false;
+  bool reshard_after_forward = false;
+  bool modules_to_forward_prefetch = false;
+  bool modules_to_backward_prefetch = false;
+};
+// Sets each instance's GenInstance::settings from `recorded`: the first unit's, then what the
+// unit has of its own (the program reader checked that "instances" names instances), but for
+// the settings `given` leaves to the options. An error names a prefetch list's unit that is not
+// one of the program's instances.
+Status SetUnitSettings(const ProgramFsdpFlags& recorded, const UnitSettingFlags& given,
+                       FsdpModel& program);
 // What a recorded model's "optimizer" key says, as `gen` flags: {"optimizer", "adam"},
 // {"optimizer-impl", "foreach"}, {"weight-decay", "0.1"}; only the fields it has.
 std::vector<std::pair<std::string, std::string>> OptimizerFlagsOf(

@@ -2,6 +2,7 @@
 // values) said as `gen` flags in bucketsim's spelling (io/program_file.h).
 #include "io/program_file.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -120,6 +121,44 @@ Status ReadUnitSettings(const Json& s, std::string_view impl, std::string_view w
 }
 
 }  // namespace
+
+Status SetUnitSettings(const ProgramFsdpFlags& recorded, const UnitSettingFlags& given,
+                       FsdpModel& program) {
+  const auto is_unit = [&](const std::string& name) {
+    return std::any_of(program.instances.begin(), program.instances.end(),
+                       [&](const GenInstance& instance) { return instance.name == name; });
+  };
+  for (GenInstance& instance : program.instances) {
+    UnitSettings s = recorded.every_unit;
+    for (const auto& [name, unit] : recorded.units) {
+      if (name != instance.name) continue;
+      if (unit.backward_prefetch) s.backward_prefetch = unit.backward_prefetch;
+      if (unit.reshard_after_forward) s.reshard_after_forward = unit.reshard_after_forward;
+      if (unit.modules_to_forward_prefetch) {
+        s.modules_to_forward_prefetch = unit.modules_to_forward_prefetch;
+      }
+      if (unit.modules_to_backward_prefetch) {
+        s.modules_to_backward_prefetch = unit.modules_to_backward_prefetch;
+      }
+    }
+    if (given.backward_prefetch) s.backward_prefetch.reset();
+    if (given.reshard_after_forward) s.reshard_after_forward.reset();
+    if (given.modules_to_forward_prefetch) s.modules_to_forward_prefetch.reset();
+    if (given.modules_to_backward_prefetch) s.modules_to_backward_prefetch.reset();
+    for (const auto* list : {&s.modules_to_forward_prefetch, &s.modules_to_backward_prefetch}) {
+      for (const std::string& name : list->value_or(std::vector<std::string>{})) {
+        if (!is_unit(name)) {
+          return InvalidArgument(
+              fmt::format("the program's fsdp settings of unit {} prefetch {}, which is not one "
+                          "of its instances",
+                          instance.name, name));
+        }
+      }
+    }
+    instance.settings = s;
+  }
+  return Status::Ok();
+}
 
 std::vector<std::pair<std::string, std::string>> OptimizerFlagsOf(
     const std::string& optimizer_json) {

@@ -7,7 +7,9 @@
 // program with an error (never the casts' "internal error") or emits a trace; and what it emits is
 // a valid trace, since ValidateProgram accepted its program (the trace checker rejecting an event
 // is a finding, not bad input). A recorded model's "fsdp" key either maps to gen flags or is
-// refused with an error. The program with its fp32 activations cast to bf16 (`gen program
+// refused with an error; its units' own settings (prefetch lists, reshard_after_forward,
+// backward_prefetch) are emitted with, where its names allow them. The program with its fp32
+// activations cast to bf16 (`gen program
 // --activation-dtype param-dtype`) emits a valid trace too, or the cast refuses it. Its module
 // calls checkpointed (`gen program --checkpoint` none, all, and the first call's class) give a
 // program that emits a valid trace, or are refused for want of calls or of such a class; never a
@@ -82,7 +84,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   WriteProgram(*again, rewritten);
   if (rewritten.str() != written.str()) Finding("the program changed when written a second time");
 
-  if (model->fsdp) (void)FsdpFlagsOf(*model->fsdp);
+  // A recorded model's units with settings of their own are emitted with them (when the
+  // program's names refuse them, without).
+  if (model->fsdp) {
+    Result<ProgramFsdpFlags> flags = FsdpFlagsOf(*model->fsdp);
+    FsdpModel own = *model;
+    if (flags.ok() && SetUnitSettings(*flags, UnitSettingFlags{}, own).ok()) *model = own;
+  }
 
   GenOptions base;
   base.world_size = 2;
