@@ -86,7 +86,9 @@ std::optional<BackwardPrefetch> BackwardPrefetchOf(const Json& value) {
 Status ReadUnitSettings(const Json& s, std::string_view impl, std::string_view where,
                         UnitSettings& out, Json& rest) {
   rest = Json::object();
-  for (const auto& [key, value] : s.items()) {
+  for (const auto& item : s.items()) {
+    const std::string& key = item.key();
+    const Json& value = item.value();  // (a lambda cannot capture a structured binding in C++20)
     const auto bad = [&](std::string_view expected) {
       return InvalidArgument(fmt::format("the program's fsdp {}.{} is {}: expected {}", where, key,
                                          value.dump(), expected));
