@@ -445,20 +445,27 @@ TEST(GenCommand, ProgramErrorsNameFileAndPointer) {
   EXPECT_NE(trace.err.find("this is a trace, not a model program"), std::string::npos) << trace.err;
 }
 
+// A tiny GPT's program with `layers` blocks (`gen transformer --emit-program`), `key` (a
+// "name": value pair, as a recorded model has it) added, written to `file`; returns its path.
+std::string TinyProgramWith(const std::string& file, const std::string& layers,
+                            const std::string& key) {
+  const std::string program = testing::WriteTempFile(file, "");
+  testing::BinaryResult emit =
+      RunBucketsim({"gen", "transformer", "--layers", layers, "--hidden", "64", "--heads", "4",
+                    "--seq", "32", "--vocab", "128", "--emit-program", program});
+  EXPECT_EQ(emit.exit_code, 0) << emit.err;
+  const std::string text = testing::ReadFile(program);
+  return testing::WriteTempFile(file, text.substr(0, text.rfind('}')) + ", " + key + "}");
+}
+
 // A recorded unit's own settings (the program's fsdp "instances") are that unit's: said on
 // stderr, and emitted as the same settings given to every unit would be where every unit has
 // them; a flag on the command line sets the setting for every unit; a prefetch list naming a
 // unit that is not an instance, or a malformed setting, is an error.
 TEST(GenCommand, ProgramUnitSettingsAreEachUnitsOwn) {
-  const std::string program = testing::WriteTempFile("units-program.json", "");
-  testing::BinaryResult emit =
-      RunBucketsim({"gen", "transformer", "--layers", "2", "--hidden", "64", "--heads", "4",
-                    "--seq", "32", "--vocab", "128", "--emit-program", program});
-  ASSERT_EQ(emit.exit_code, 0) << emit.err;
-  const std::string text = testing::ReadFile(program);
+  std::string program;
   const auto with_fsdp = [&](const std::string& fsdp) {
-    return testing::WriteTempFile("units-program.json",
-                                  text.substr(0, text.rfind('}')) + ", \"fsdp\": " + fsdp + "}");
+    program = TinyProgramWith("units-program.json", "2", "\"fsdp\": " + fsdp);
   };
   const auto events = [&](std::vector<std::string> args) {
     const std::string out = testing::WriteTempFile("units.json", "");
@@ -511,16 +518,9 @@ TEST(GenCommand, ProgramUnitSettingsAreEachUnitsOwn) {
 // it: the trace's events are byte for byte the ones those flags make (the description is the
 // program's, written when it was emitted).
 TEST(GenCommand, ProgramOptimizerKeyIsTakenUnlessAFlagSaysOtherwise) {
-  const std::string program = testing::WriteTempFile("optimizer-program.json", "");
-  testing::BinaryResult emit =
-      RunBucketsim({"gen", "transformer", "--layers", "1", "--hidden", "64", "--heads", "4",
-                    "--seq", "32", "--vocab", "128", "--emit-program", program});
-  ASSERT_EQ(emit.exit_code, 0) << emit.err;
-  std::string text = testing::ReadFile(program);
-  const std::size_t end = text.rfind('}');
-  text = text.substr(0, end) +
-         R"(, "optimizer": {"name": "adamw", "impl": "fused", "weight_decay": 0.1}})";
-  testing::WriteTempFile("optimizer-program.json", text);
+  const std::string program =
+      TinyProgramWith("optimizer-program.json", "1",
+                      R"("optimizer": {"name": "adamw", "impl": "fused", "weight_decay": 0.1})");
   const std::vector<std::string> common = {"--world-size", "2", "--iterations", "1"};
   const auto trace = [&](std::vector<std::string> args, const std::string& name) {
     const std::string out = testing::WriteTempFile(name, "");
