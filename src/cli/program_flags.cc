@@ -39,16 +39,13 @@ std::string Names(const std::vector<std::string>& names) {
 std::string DescribeUnitSettings(const UnitSettings& s) {
   std::vector<std::string> parts;
   if (s.backward_prefetch) {
-    parts.push_back(fmt::format("backward_prefetch={}",
-                                *s.backward_prefetch == BackwardPrefetch::kPre    ? "BACKWARD_PRE"
-                                : *s.backward_prefetch == BackwardPrefetch::kPost ? "BACKWARD_POST"
-                                                                                  : "None"));
+    parts.push_back(
+        fmt::format("backward_prefetch={}", TorchBackwardPrefetch(*s.backward_prefetch)));
   }
   if (s.reshard_after_forward) {
-    const UnitSettings::Reshard r = *s.reshard_after_forward;
-    parts.push_back(fmt::format("reshard_after_forward={}", r.ranks > 0 ? std::to_string(r.ranks)
-                                                            : r.reshard ? "True"
-                                                                        : "False"));
+    parts.push_back(
+        "reshard_after_forward=" +
+        TorchReshardAfterForward(s.reshard_after_forward->reshard, s.reshard_after_forward->ranks));
   }
   if (s.modules_to_forward_prefetch && !s.modules_to_forward_prefetch->empty()) {
     parts.push_back(fmt::format("set_modules_to_forward_prefetch([{}])",

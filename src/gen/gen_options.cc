@@ -309,6 +309,23 @@ std::string MixedPrecisionArgs(const GenOptions& o) {
 
 }  // namespace
 
+std::string_view TorchBackwardPrefetch(BackwardPrefetch prefetch) {
+  switch (prefetch) {
+    case BackwardPrefetch::kPre:
+      return "BackwardPrefetch.BACKWARD_PRE";
+    case BackwardPrefetch::kPost:
+      return "BackwardPrefetch.BACKWARD_POST";
+    case BackwardPrefetch::kNone:
+      return "None";
+  }
+  return "?";
+}
+
+std::string TorchReshardAfterForward(bool reshard, int ranks) {
+  if (ranks > 0) return std::to_string(ranks);
+  return reshard ? "True" : "False";
+}
+
 std::string TorchFsdpSetting(const GenOptions& o) {
   const std::string mesh = o.group_layout == GroupLayout::kHsdp
                                ? fmt::format("init_device_mesh(\"cuda\", ({}, {}))",
@@ -323,10 +340,7 @@ std::string TorchFsdpSetting(const GenOptions& o) {
       std::string s = fmt::format(
           "FullyShardedDataParallel(module, sharding_strategy=ShardingStrategy.{}, "
           "backward_prefetch={}, forward_prefetch={}, limit_all_gathers={}, use_orig_params={}",
-          ShardingStrategyName(o.sharding_strategy),
-          o.backward_prefetch == BackwardPrefetch::kPre    ? "BackwardPrefetch.BACKWARD_PRE"
-          : o.backward_prefetch == BackwardPrefetch::kPost ? "BackwardPrefetch.BACKWARD_POST"
-                                                           : "None",
+          ShardingStrategyName(o.sharding_strategy), TorchBackwardPrefetch(o.backward_prefetch),
           o.forward_prefetch ? "True" : "False", o.limit_all_gathers ? "True" : "False",
           o.use_orig_params ? "True" : "False");
       if (!mp.empty()) s += fmt::format(", mixed_precision=MixedPrecision({})", mp);
@@ -335,11 +349,9 @@ std::string TorchFsdpSetting(const GenOptions& o) {
       return s + ")";
     }
     case FsdpImpl::kFsdp2: {
-      const std::string reshard = fmt::format("reshard_after_forward={}",
-                                              o.reshard_after_forward_ranks > 0
-                                                  ? fmt::format("{}", o.reshard_after_forward_ranks)
-                                              : o.reshard_after_forward ? std::string("True")
-                                                                        : std::string("False"));
+      const std::string reshard =
+          "reshard_after_forward=" +
+          TorchReshardAfterForward(o.reshard_after_forward, o.reshard_after_forward_ranks);
       std::string s = "fully_shard(module, " + reshard;
       // cast_forward_inputs=False matters only with a param_dtype (_fsdp_state.py _pre_forward).
       std::string policy = mp;

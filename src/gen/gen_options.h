@@ -141,6 +141,11 @@ std::string_view FsdpImplName(FsdpImpl impl);
 // "FULL_SHARD", ...: the CLI's and PyTorch's spelling.
 std::string_view ShardingStrategyName(ShardingStrategy strategy);
 
+// PyTorch's spelling of a setting's value, as a user writes it: "BackwardPrefetch.BACKWARD_PRE",
+// "None"; reshard_after_forward "True", "False" or the int of `ranks` (> 0).
+std::string_view TorchBackwardPrefetch(BackwardPrefetch prefetch);
+std::string TorchReshardAfterForward(bool reshard, int ranks);
+
 // The setting that makes PyTorch run as `options` say, as a user writes it: for FSDP1
 // "FullyShardedDataParallel(module, sharding_strategy=ShardingStrategy.FULL_SHARD, ...)",
 // for FSDP2 "fully_shard(module, reshard_after_forward=True, ...)"; empty for fairscale. The

@@ -187,16 +187,21 @@ Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
   ProgramFsdpFlags out;
   const std::string impl = fsdp.value("implementation", "");
   const Json& s = fsdp["settings"];
+  // The first unit's settings that are modelled per unit, read once: they are also every
+  // unit's flags (backward_prefetch, reshard_after_forward).
+  Json rest;
+  BUCKETSIM_RETURN_IF_ERROR(ReadUnitSettings(s, impl, "settings", out.every_unit, rest));
+  const UnitSettings& first = out.every_unit;
   out.flags.emplace_back("fsdp-impl", impl);
   if (impl == "fsdp1") {
     if (s.contains("sharding_strategy") && s["sharding_strategy"].is_string()) {
       out.flags.emplace_back("sharding-strategy", s["sharding_strategy"].get<std::string>());
     }
-    if (s.contains("backward_prefetch")) {
-      const std::optional<BackwardPrefetch> prefetch = BackwardPrefetchOf(s["backward_prefetch"]);
-      out.flags.emplace_back("backward-prefetch", prefetch == BackwardPrefetch::kPre    ? "pre"
-                                                  : prefetch == BackwardPrefetch::kPost ? "post"
-                                                                                        : "none");
+    if (first.backward_prefetch) {
+      out.flags.emplace_back("backward-prefetch",
+                             first.backward_prefetch == BackwardPrefetch::kPre    ? "pre"
+                             : first.backward_prefetch == BackwardPrefetch::kPost ? "post"
+                                                                                  : "none");
     }
     for (const auto& [field, flag] :
          {std::pair<std::string, std::string>{"forward_prefetch", "forward-prefetch"},
@@ -211,19 +216,18 @@ Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
                              FlagBool(s["cpu_offload"].value("offload_params", Json(false))));
     }
   } else {
-    if (s.contains("reshard_after_forward")) {
-      const Json& reshard = s["reshard_after_forward"];
-      out.flags.emplace_back("reshard-after-forward",
-                             reshard.is_number_integer() ? reshard.dump() : FlagBool(reshard));
+    if (const std::optional<UnitSettings::Reshard> reshard = first.reshard_after_forward) {
+      out.flags.emplace_back("reshard-after-forward", reshard->ranks > 0
+                                                          ? std::to_string(reshard->ranks)
+                                                      : reshard->reshard ? "true"
+                                                                         : "false");
     }
     if (s.contains("mp_policy")) MixedPrecisionFlags(s["mp_policy"], "mp_policy", out);
     if (s.contains("offload_policy") && s["offload_policy"].is_object()) {
       out.flags.emplace_back("offload-params", "true");
     }
   }
-  // What each unit has of its own: the settings modelled per unit; the rest noted.
-  Json rest;
-  BUCKETSIM_RETURN_IF_ERROR(ReadUnitSettings(s, impl, "settings", out.every_unit, rest));
+  // What each later unit has of its own: the settings modelled per unit; the rest noted.
   if (fsdp.contains("instances") && fsdp["instances"].is_object()) {
     for (const auto& [name, differs] : fsdp["instances"].items()) {
       if (!differs.is_object()) {

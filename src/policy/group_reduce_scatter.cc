@@ -1,6 +1,7 @@
 #include "policy/group_reduce_scatter.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -133,8 +134,7 @@ Status GroupReduceScatter::ReduceGroup(Group& group, PolicyHost& host) {
     outputs_.push_back(output);
   }
   inputs_.push_back(group.input);
-  reduced_.insert(first.event.fsdp);
-  counters_.buckets = reduced_.size();  // FSDP instances reduced: one bucket each
+  if (!std::exchange(group.reduced, true)) ++counters_.buckets;  // one per FSDP instance
   ++counters_.flushes;
   counters_.bucketed += group.calls.size();
   Reset(group);

@@ -38,7 +38,6 @@
 
 #include <deque>
 #include <map>
-#include <set>
 #include <vector>
 
 #include "policy/bucket_policy.h"
@@ -62,6 +61,7 @@ class GroupReduceScatter final : public BucketPolicy {
     std::size_t without_grad = 0;
     BufferId input = 0;
     Numel columns = 0;
+    bool reduced = false;  // at least once: a bucket of the counters
   };
   Status BeginGroup(const ReduceScatterCall& call, Group& group, PolicyHost& host);
   Status ReduceGroup(Group& group, PolicyHost& host);
@@ -78,7 +78,6 @@ class GroupReduceScatter final : public BucketPolicy {
   std::deque<BufferId> inputs_;               // oldest first
   std::vector<BufferId> outputs_;             // held to the end of backward
   std::vector<ReducedSlice> slices_;
-  std::set<std::uint32_t> reduced_;  // instances reduced at least once
   PolicyCounters counters_;
 };
 
