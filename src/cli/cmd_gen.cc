@@ -111,6 +111,21 @@ void PrintWhatIfChanges(const WhatIfChanges& changes, const ProgramWhatIfs& what
   }
 }
 
+// The device the program was recorded for, and what the recorder did not model for it.
+void PrintTarget(const RecordedTarget& target, const std::string& model_path) {
+  std::vector<std::string> kernels;
+  for (const auto& [kernel, runs] : target.attention) {
+    kernels.push_back(fmt::format("{} x{}", kernel, runs));
+  }
+  std::fprintf(stderr, "gen: note: %s was recorded for %s%s%s\n", model_path.c_str(),
+               target.device.c_str(), target.gpu.empty() ? "" : (" " + target.gpu).c_str(),
+               kernels.empty() ? ""
+                               : fmt::format(" (attention: {})", fmt::join(kernels, ", ")).c_str());
+  for (const std::string& what : target.unmodelled) {
+    std::fprintf(stderr, "gen: note: not modelled for the target: %s\n", what.c_str());
+  }
+}
+
 int RunProgram(const std::string& model_path, const CLI::App& command, GenOptions& options,
                const ProgramWhatIfs& what_ifs, const std::string& output) {
   Result<FsdpModel> program = ReadProgramFile(model_path);
@@ -121,6 +136,7 @@ int RunProgram(const std::string& model_path, const CLI::App& command, GenOption
   Result<WhatIfChanges> changes = ApplyWhatIfs(*program, options, what_ifs);
   if (!changes.ok()) return ReportError(changes.status());
   PrintWhatIfChanges(*changes, what_ifs, options, model_path);
+  if (program->target) PrintTarget(*program->target, model_path);
   return WriteTrace(*program, options, output);
 }
 

@@ -224,10 +224,22 @@ struct RecordedSizes {
   std::vector<std::uint64_t> checked;  // ascending, `at` among them
 };
 
+// The device a recorder recorded the program for (the program's "target" key): a recording on
+// meta or a CPU writes what the target's kernels save and allocate (tools/recorder/target.py).
+// Informational: the program's tensors already say it; `gen program` names it in a note.
+struct RecordedTarget {
+  std::string device;  // "cuda" or "cpu"
+  std::string gpu;     // "sm90", ...; empty when not said
+  std::vector<std::pair<std::string, std::uint64_t>> attention;  // kernel -> runs
+  std::vector<std::string> unmodelled;  // "what: why", each op whose target behaviour is not
+  std::string json;                     // the key as read, written back unchanged
+};
+
 // A model program (traces/README.md, "Model programs"; traces/program-v1.schema.json).
 struct FsdpModel {
   std::string description;
   std::optional<DType> autocast;  // informational: the runs' activations are in this dtype
+  std::optional<RecordedTarget> target;
   std::vector<GenInstance> instances;
   // Made once at init and alive all run (the input batch); category activation; no grad.
   std::vector<ProgramTensor> inputs;

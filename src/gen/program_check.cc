@@ -22,13 +22,16 @@ namespace bucketsim {
 namespace {
 
 // Program dtype names: the trace's floating-point names plus the integer and bool tensors a
-// model also saves (indices, dropout masks).
-struct IntegerDType {
+// model also saves (indices, dropout masks) and complex ones (a rotary embedding's
+// view_as_complex: complex64 is two fp32s, complex32 two fp16s). Complex tensors can carry
+// gradients but are never a parameter's or a cast's dtype, so they are not "floating".
+struct OtherDType {
   std::string_view name;
   Bytes size;
 };
-constexpr IntegerDType kIntegerDTypes[] = {
-    {"int64", 8}, {"int32", 4}, {"int16", 2}, {"int8", 1}, {"uint8", 1}, {"bool", 1},
+constexpr OtherDType kOtherDTypes[] = {
+    {"int64", 8},      {"int32", 4},      {"int16", 2},      {"int8", 1},   {"uint8", 1},
+    {"bool", 1},       {"complex32", 4},  {"complex64", 8},  {"complex128", 16},
 };
 
 std::string_view WithoutTorchPrefix(std::string_view dtype) {
@@ -458,7 +461,7 @@ class ProgramChecker {
 
 Bytes ProgramDTypeSize(std::string_view dtype) {
   if (std::optional<DType> floating = ParseDType(dtype)) return ElementSize(*floating);
-  for (const IntegerDType& integer : kIntegerDTypes) {
+  for (const OtherDType& integer : kOtherDTypes) {
     if (integer.name == WithoutTorchPrefix(dtype)) return integer.size;
   }
   return 0;

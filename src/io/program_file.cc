@@ -56,12 +56,15 @@ class ProgramReader {
         doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
     BUCKETSIM_RETURN_IF_ERROR(Keys(top, {"format", "schema_version", "description", "autocast",
                                          "instances", "inputs", "forward", "loss", "held", "fsdp",
-                                         "optimizer", "measured", "modules", "batch", "seq"}));
+                                         "optimizer", "measured", "modules", "batch", "seq", "target"}));
     if (doc_.Has(Pointer("/description"))) {
       PROGRAM_ASSIGN(model_.description, doc_.String(Pointer("/description")));
     }
     if (doc_.Has(Pointer("/autocast"))) {
       PROGRAM_ASSIGN(model_.autocast, Autocast(Pointer("/autocast")));
+    }
+    if (doc_.Has(Pointer("/target"))) {
+      PROGRAM_ASSIGN(model_.target, Target(Pointer("/target")));
     }
     BUCKETSIM_RETURN_IF_ERROR(Instances());
     if (doc_.Has(Pointer("/inputs"))) {
@@ -149,6 +152,32 @@ class ProgramReader {
     if (name == "fp16") return std::optional<DType>(DType::kFloat16);
     if (name == "bf16") return std::optional<DType>(DType::kBFloat16);
     return doc_.Error(at, fmt::format("expected \"fp16\" or \"bf16\", got \"{}\"", name));
+  }
+
+  // The device the program was recorded for: "cuda" or "cpu", a GPU's name, how many runs
+  // are attention by each kernel, what the recorder did not model for it.
+  Result<std::optional<RecordedTarget>> Target(const Pointer& at) const {
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"device", "gpu", "attention", "unmodelled"}));
+    RecordedTarget target;
+    PROGRAM_ASSIGN(target.device, doc_.String(at / "device"));
+    if (target.device != "cuda" && target.device != "cpu") {
+      return doc_.Error(at / "device",
+                        fmt::format("expected \"cuda\" or \"cpu\", got \"{}\"", target.device));
+    }
+    PROGRAM_ASSIGN(target.gpu, OptionalString(at / "gpu"));
+    if (doc_.Has(at / "attention")) {
+      BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at / "attention").status());
+      for (const auto& [kernel, value] : doc_.root().at(at / "attention").items()) {
+        std::uint64_t runs = 0;
+        PROGRAM_ASSIGN(runs, doc_.Unsigned(at / "attention" / kernel));
+        target.attention.emplace_back(kernel, runs);
+      }
+    }
+    BUCKETSIM_RETURN_IF_ERROR(List(at / "unmodelled", target.unmodelled,
+                                   [&](const Pointer& p) { return doc_.String(p); }));
+    target.json = doc_.root().at(at).dump();
+    return std::optional<RecordedTarget>(std::move(target));
   }
 
   // The FSDP settings a recorded model carried: its shape is checked (an implementation bucketsim

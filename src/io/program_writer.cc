@@ -201,6 +201,7 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   if (!model.held.empty()) out << ",\n  \"held\": " << Json(model.held).dump();
   if (model.fsdp) out << ",\n  \"fsdp\": " << *model.fsdp;
   if (model.optimizer) out << ",\n  \"optimizer\": " << *model.optimizer;
+  if (model.target) out << ",\n  \"target\": " << model.target->json;
   if (model.measured) out << ",\n  \"measured\": " << MeasuredJson(*model.measured).dump();
   if (model.batch) {
     out << ",\n  \"batch\": "

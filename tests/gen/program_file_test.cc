@@ -244,7 +244,7 @@ TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
   EXPECT_EQ(ErrorOf(std::string("{") + kHead + R"(, "forward": [], "loss": "l", "extra": 1})"),
             "m.json: /extra: unknown key (known here: format, schema_version, description, "
             "autocast, instances, inputs, forward, loss, held, fsdp, optimizer, measured, "
-            "modules, batch, seq)");
+            "modules, batch, seq, target)");
   EXPECT_EQ(ErrorOf(std::string("{") + kHead +
                     R"(, "forward": [{"op": "gather", "instance": "q"}], "loss": "l"})"),
             "m.json: /forward/0/instance: no instance is named 'q'");
@@ -533,6 +533,55 @@ TEST(ProgramFile, OptimizerKeyErrors) {
             std::string("m.json: ").size());
   EXPECT_EQ(ErrorOf(head + R"("optimizer": {"name": "sgd", "lr": 0.1}})"),
             "m.json: /optimizer/lr: unknown key (known here: name, impl, weight_decay)");
+}
+
+// The device a recorder recorded for (its "target" key): checked, kept, written back unchanged.
+TEST(ProgramFile, TargetKeyRoundTripsAndIsChecked) {
+  const std::string head = std::string("{") + kHead +
+                           R"(, "forward": [{"op": "run", "name": "r", "outputs": [{"id": "y",
+                              "bytes": 4, "dtype": "fp32"}]}], "loss": "y", )";
+  Result<FsdpModel> model = ParseProgram(
+      "m.json", head + R"("target": {"device": "cuda", "gpu": "sm90", "attention": {"flash": 32},
+                         "unmodelled": ["x: y"]}})");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_TRUE(model->target);
+  EXPECT_EQ(model->target->device, "cuda");
+  EXPECT_EQ(model->target->gpu, "sm90");
+  using Counts = std::vector<std::pair<std::string, std::uint64_t>>;
+  EXPECT_EQ(model->target->attention, (Counts{{"flash", 32}}));
+  EXPECT_EQ(model->target->unmodelled, std::vector<std::string>{"x: y"});
+  const std::string written = ProgramText(*model);
+  EXPECT_NE(written.find(R"("target": {"device":"cuda","gpu":"sm90","attention":{"flash":32},"unmodelled":["x: y"]})"),
+            std::string::npos)
+      << written;
+  Result<FsdpModel> again = ParseProgram("m.json", written);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ProgramText(*again), written);
+  EXPECT_EQ(ErrorOf(head + R"("target": {"device": "tpu"}})"),
+            "m.json: /target/device: expected \"cuda\" or \"cpu\", got \"tpu\"");
+  EXPECT_EQ(ErrorOf(head + R"("target": {"device": "cpu", "sdpa": "flash"}})"),
+            "m.json: /target/sdpa: unknown key (known here: device, gpu, attention, unmodelled)");
+  EXPECT_EQ(ErrorOf(head + R"("target": {"device": "cuda", "attention": {"flash": -1}}})"),
+            "m.json: /target/attention/flash: expected an integer >= 0, got -1");
+}
+
+// Complex tensors (a rotary embedding's view_as_complex) are bytes by element size, and their
+// gradients are made like a floating-point tensor's.
+TEST(ProgramFile, ComplexTensorsAreReadByElementSize) {
+  const std::string text = std::string("{") + kHead +
+                           R"(, "inputs": [{"id": "f", "bytes": 64, "dtype": "complex64",
+                                            "shape": [8]}],
+                              "forward": [{"op": "run", "name": "r", "inputs": ["f"],
+                                "outputs": [{"id": "y", "bytes": 128, "dtype": "complex128",
+                                             "shape": [8]},
+                                            {"id": "h", "bytes": 32, "dtype": "complex32",
+                                             "shape": [8]}]}], "loss": "y"})";
+  Result<FsdpModel> model = ParseProgram("m.json", text);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(ProgramDTypeSize("complex64"), 8u);
+  EXPECT_EQ(ProgramDTypeSize("torch.complex128"), 16u);
+  EXPECT_EQ(ProgramDTypeSize("complex32"), 4u);
+  EXPECT_FALSE(IsFloatingDType("complex64"));
 }
 
 // A view or in-place result whose run does not read the tensor it aliases: the fuzzer's

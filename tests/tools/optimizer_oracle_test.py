@@ -122,7 +122,7 @@ def measure(out):
     for model, (file, build) in MODELS.items():
         path = os.path.join(EXAMPLES, file)
         program = os.path.join(os.path.dirname(out), f"{model}.program.json")
-        run([sys.executable, os.path.join(TOOLS, "record_program.py"), f"{path}:{build}",
+        run([sys.executable, os.path.join(TOOLS, "record_program.py"), "--target", "cpu", f"{path}:{build}",
              "--batch", f"{path}:make_batch", "--no-flatten", "--no-measure", "-o", program])
         doc["programs"][model] = program
         build_fn = load_function(f"{path}:{build}", "model")

@@ -165,7 +165,7 @@ class Oracle(unittest.TestCase):
         # so does FSDP with flatten_parameters=False; flat parameters would differ from the
         # oracle by the 512 B rounding of each parameter (0.9% of the convnet's start).
         batch = BATCH.get(case.split("-checkpoint-")[0], "make_batch")
-        run([sys.executable, os.path.join(TOOLS, "record_program.py"), f"{path}:{build}",
+        run([sys.executable, os.path.join(TOOLS, "record_program.py"), "--target", "cpu", f"{path}:{build}",
              "--batch", f"{path}:{batch}", *wrap, "--no-flatten", "--optimizer", OPTIMIZER,
              "-o", program])
         with open(program) as f:
@@ -274,7 +274,7 @@ def make_batch_test(case):
         build, batch, record_flags, (size, length) = BATCH_CASES[case]
         path = os.path.join(EXAMPLES, "tiny_gpt.py")
         program = os.path.join(self.dir.name, f"{case}.program.json")
-        run([sys.executable, os.path.join(TOOLS, "record_program.py"), f"{path}:{build}",
+        run([sys.executable, os.path.join(TOOLS, "record_program.py"), "--target", "cpu", f"{path}:{build}",
              "--batch", f"{path}:{batch}", *record_flags, "--wrap", "Block",
              "--no-flatten", "--no-measure", "-o", program])
         shaped = load_function(f"{path}:{batch}", "--batch")
@@ -313,7 +313,7 @@ def make_autocast_recorded_test(case):
         build, batch = AUTOCAST_RECORDED_CASES[case]
         path = os.path.join(EXAMPLES, "tiny_gpt.py")
         program = os.path.join(self.dir.name, f"{case}.program.json")
-        run([sys.executable, os.path.join(TOOLS, "record_program.py"), f"{path}:{build}",
+        run([sys.executable, os.path.join(TOOLS, "record_program.py"), "--target", "cpu", f"{path}:{build}",
              "--batch", f"{path}:{batch}", "--wrap", "Block", "--no-flatten", "--autocast",
              "bf16", "--no-measure", "-o", program])
         with open(program) as f:
@@ -357,7 +357,7 @@ class Rewrap(unittest.TestCase):
             def record(wrap, flags):
                 name = "-".join(wrap + flags).replace("-", "") or "root"
                 out = os.path.join(tmp, f"{name}.json")
-                run([sys.executable, os.path.join(TOOLS, "record_program.py"),
+                run([sys.executable, os.path.join(TOOLS, "record_program.py"), "--target", "cpu",
                      f"{path}:build_model", "--batch", f"{path}:make_batch", *wrap, *flags,
                      "--no-measure", "-o", out])
                 return out

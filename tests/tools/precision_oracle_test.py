@@ -67,7 +67,7 @@ class Bf16RunAsOracle(unittest.TestCase):
     def record(self, example, wrap, dtype):
         source = os.path.join(TOOLS, "examples", example + ".py")
         program = os.path.join(self.directory, f"{example}-{dtype}.json")
-        run(["/usr/bin/python3", os.path.join(TOOLS, "record_program.py"),
+        run(["/usr/bin/python3", os.path.join(TOOLS, "record_program.py"), "--target", "cpu",
              f"{source}:build_model", "--batch", f"{source}:make_batch", "--wrap", wrap,
              "--device", "cpu", "--dtype", dtype, "-o", program])
         return program

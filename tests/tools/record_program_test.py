@@ -32,7 +32,7 @@ from recorder import measure, optimizer  # noqa: E402
 # The recorder as the tests run it: any warning it gives (torch 2's TypedStorage deprecation,
 # say) is an error, so a recording that warns fails its test.
 RECORDER = [sys.executable, "-W", "error::UserWarning", "-W", "error::FutureWarning",
-            "-W", "error::DeprecationWarning", TOOL]
+            "-W", "error::DeprecationWarning", TOOL, "--target", "cpu"]
 
 # A model small enough to derive every byte: Linear(8, 16) -> relu -> Linear(16, 4) on a 2x8
 # batch, the second layer in its own instance (class Head).

@@ -433,10 +433,15 @@ class Tensors(unittest.TestCase):
     def test_dtypes_by_the_programs_names(self):
         self.assertEqual(tensors.dtype_name(torch.bfloat16), "bf16")
         self.assertEqual(tensors.dtype_name(torch.int64), "int64")
+        self.assertEqual(tensors.dtype_name(torch.complex64), "complex64")
+        self.assertEqual(tensors.dtype_name(torch.complex128), "complex128")
         with self.assertRaises(UsageError) as e:
-            tensors.dtype_name(torch.complex64)
-        self.assertEqual(str(e.exception), "a tensor of dtype torch.complex64 is not expressible "
-                                           "in a program")
+            tensors.dtype_name(torch.quint8)
+        self.assertEqual(str(e.exception), "a tensor of dtype torch.quint8 is not expressible "
+                                           "in a program (it knows bf16, bool, complex128, "
+                                           + ("complex32, " if hasattr(torch, "complex32") else "")
+                                           + "complex64, fp16, fp32, fp64, int16, int32, int64, "
+                                           "int8, uint8)")
 
 
 class Meta(unittest.TestCase):

@@ -66,6 +66,19 @@ tensor's mean; a tuple's first element; a dict's "loss" (an error without one). 
              measured note names. Without --optimizer there is no key, and the step is measured
              with plain SGD.
 
+target     a recording on meta or cpu predicts a CUDA run by default (--target cuda, --gpu
+             sm90): each op whose CUDA kernel saves or allocates otherwise is recorded as CUDA's
+             (target.py): scaled_dot_product_attention as the fused kernel torch 2.6 selects on
+             that GPU (--sdpa-backend, --sdpa-priority), with its saved set, its output laid out
+             as the out-projection reads it, its backward temporaries; embedding's backward
+             buffer. --target cpu records what a CPU run does (on meta too). The program's
+             `target` key says which, how many runs are attention by each kernel, and what is
+             not modelled (also warned on stderr). A recording on cuda is CUDA's own.
+  dtypes     complex64/complex128 (complex32) tensors are recorded by element size, views
+             (view_as_complex, view_as_real) as aliases; --dtype converts floating-point
+             parameters and buffers only (a complex freqs_cis stays complex). An error names the
+             tensor, the op and the module.
+
 A model already wrapped: where build_model() returns a model wrapped with FSDP1
 (FullyShardedDataParallel, device_id=torch.device("cpu") on CPU) or FSDP2 (fully_shard; torch
 2.6's FSDPModule), its units are the instances (the root first, then every wrapped module in
@@ -117,6 +130,8 @@ The modules, in the order a recording uses them:
   modules       the module tree as FSDP instances: --wrap, --wrap-policy, parameter owners, tied
                 parameters
   record        the recording of one model, start to end
+  target        the device the program is recorded for: CUDA's attention kernels and
+                embedding backward on a meta or CPU recording
   meta          recording on the meta device (factories, ops without a meta kernel)
   dispatch      the Recorder: every ATen op of the forward a run, module hooks gather/end_forward
   tensors       tensors by storage, their bytes, dtypes by the program's names

@@ -18,6 +18,7 @@ from .optimizer import IMPLS, OPTIMIZERS, optimizer_key
 from .tensors import DTYPES_BY_NAME as DTYPES
 from .program import summary, write
 from .record import record
+from .target import BACKENDS, PRIORITIES, Target
 from .wrapped_fsdp import unwrap_fsdp
 
 
@@ -74,6 +75,24 @@ def make_parser():
                              "with the length (a quadratic: attention's s x s scores), so that "
                              "`gen program --seq-len` emits it at any length from the shortest "
                              "up")
+    parser.add_argument("--target", choices=["cuda", "cpu"], default="cuda",
+                        help="the device the predicted run uses (default cuda): on meta or "
+                             "cpu, each op whose CUDA kernel saves or allocates otherwise "
+                             "(scaled_dot_product_attention's fused kernels, embedding's "
+                             "backward) is recorded as CUDA's; cpu records what a CPU run does, "
+                             "on meta too (attention as the CPU's flash kernel, as "
+                             "FSDPMemTracker on fake CPU tensors runs it)")
+    parser.add_argument("--gpu", default="sm90", metavar="NAME",
+                        help="the target GPU's compute capability (sm70, sm75, sm80, sm86, "
+                             "sm89, sm90, sm100) or its name (v100, t4, a100, a10, l40s, h100, "
+                             "h200, b200): what attention kernels it has (default sm90, H100)")
+    parser.add_argument("--sdpa-backend", choices=list(BACKENDS), default="auto",
+                        help="the CUDA attention kernel (default auto: the one torch 2.6 "
+                             "selects for the inputs on --gpu)")
+    parser.add_argument("--sdpa-priority", choices=list(PRIORITIES), default="torch2.6",
+                        help="the order torch tries the kernels in (default torch2.6: flash, "
+                             "efficient, math, cudnn; cudnn-first: later torch's on sm90/sm100 "
+                             "with cuDNN > 9.15)")
     parser.add_argument("--no-measure", action="store_true",
                         help="do not run the measured step (cpu, cuda)")
     parser.add_argument("-o", "--output", required=True)
@@ -101,6 +120,11 @@ def run(args):
     optimizer = optimizer_key(args.optimizer, args.optimizer_impl, args.weight_decay)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: this torch sees no CUDA device")
+    if args.device == "cuda" and args.target != "cuda":
+        raise UsageError(f"--target {args.target}: a recording on cuda is a CUDA run's")
+    # On cuda the ops are CUDA's own: nothing to route.
+    target = Target(args.target, args.gpu, args.sdpa_backend, args.sdpa_priority) \
+        if args.device != "cuda" else None
     build = load_function(args.model, "model")
     make_batch = load_function(args.batch, "--batch")
     policy = load_function(args.wrap_policy, "--wrap-policy") if args.wrap_policy else None
@@ -127,15 +151,22 @@ def run(args):
     lengths = parse_lengths(args.seq_lens) if args.seq_lens else None
     first = (sizes[0] if sizes else None, lengths[0] if lengths else None)
     batch = sized(make_batch, *first) if sizes or lengths else make_batch
+    if target is not None:
+        description += f", for {target.device}" + \
+            (f" {target.gpu}" if target.device == "cuda" else "")
+        if autocast is not None and target.device == "cuda":
+            target.note(f"--autocast on {args.device}", "the recording device's autocast op "
+                        "lists are used, not CUDA's (CPU autocast keeps softmax, log_softmax, "
+                        "layer_norm, pow and rsqrt in bf16 where CUDA computes them in fp32)")
     program, rec = record(build, batch, args.wrap, policy, args.device, description,
-                          flatten=not args.no_flatten, autocast=autocast)
+                          flatten=not args.no_flatten, autocast=autocast, target=target)
     if sizes or lengths:
         programs = {first: program}
         for point in itertools.product(sizes or [None], lengths or [None]):
             if point not in programs:
                 programs[point], _ = record(build, sized(make_batch, *point), args.wrap, policy,
                                            args.device, description, flatten=not args.no_flatten,
-                                           autocast=autocast)
+                                           autocast=autocast, target=target)
         program = fit(programs, sizes, lengths)
         if sizes:
             program["description"] += f", batch size {sizes[0]}"
@@ -159,6 +190,7 @@ def run(args):
         program["optimizer"] = optimizer
     if autocast is not None:
         program["autocast"] = args.autocast
+    program["target"] = target.key(program) if target is not None else {"device": "cuda"}
     return program
 
 

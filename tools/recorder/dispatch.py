@@ -11,21 +11,22 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from .errors import UsageError
 from .meta import meta_fallback
 from .modules import owned_params
 from .ops import grad_kind, input_ref, op_flops
-from .tensors import dtype_name, storage_bytes, storage_key
-
-FLOAT_DTYPES = ("fp64", "fp32", "fp16", "bf16")
+from .tensors import GRAD_DTYPES, DTypeError, dtype_name, storage_bytes, storage_key
 
 
 class Recorder(TorchDispatchMode):
     """The program of one forward of `model` on `device`, its instances `instance_modules`
     (the root first): entered around the forward, it appends to program_ops."""
 
-    def __init__(self, model, instance_modules, device):
+    def __init__(self, model, instance_modules, device, target=None):
         super().__init__()
         self.device = device
+        self.target = target        # target.Target: the device the program is recorded for
+        self.host_keys = set()      # storages that are host memory on the target (philox)
         self.meta = device == "meta"
         self.fallback_ops = set()
         self.program_ops = []       # the forward program, gather/end_forward/run/checkpoint_*
@@ -141,7 +142,10 @@ class Recorder(TorchDispatchMode):
         return entry
 
     def add_input(self, t, name):
-        return self.new_tensor(t, name)
+        try:
+            return self.new_tensor(t, name)
+        except DTypeError as e:
+            raise UsageError(f"{e}: the model's input {name} (shape {list(t.shape)})")
 
     def id_of(self, t):
         """The program tensor `t` is: itself, else the newest one of its storage."""
@@ -164,6 +168,10 @@ class Recorder(TorchDispatchMode):
             out = func(*args, **kwargs)
         in_tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
         out_tensors = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        if self.target is not None:
+            host = self.target.host_outputs(func, out_tensors)
+            self.host_keys.update(storage_key(o) for o in host)
+            out_tensors = [o for o in out_tensors if all(o is not h for h in host)]
         inputs, uses = [], []  # (id, tensor)
         for a in in_tensors:
             if a.layout != torch.strided:
@@ -180,20 +188,15 @@ class Recorder(TorchDispatchMode):
                 if tid is not None and tid not in [i for i, _ in inputs]:
                     inputs.append((tid, a))
         outputs = []  # (tensor, entry)
-        for o in out_tensors:
-            if o.layout != torch.strided:
-                continue
-            key = storage_key(o)
-            if key in self.param_instance or key in self.buffers:
-                continue  # a view of a parameter (weight.t()), a buffer updated in place
-            if key in self.tensors:  # a view or an in-place result: same storage
-                same = [i for i, a in inputs if storage_key(a) == key]
-                outputs.append((o, self.new_tensor(o, alias=same[0] if same
-                                                   else self.latest[key])))
-            elif storage_bytes(o) > 0:  # an empty tensor holds no memory
-                outputs.append((o, self.new_tensor(o)))
+        for k, o in enumerate(out_tensors):
+            try:
+                self.add_output(o, inputs, outputs)
+            except DTypeError as e:
+                raise UsageError(f"{e}: output {k} of aten.{func.overloadpacket.__name__} "
+                                 f"(shape {list(o.shape)}), {self.where_text()}")
         if outputs:
-            op_name = func.overloadpacket.__name__
+            op_name = func.overloadpacket.__name__ if self.target is None else \
+                self.target.op_name(func)
             new_outputs = [o for o, e in outputs if "alias" not in e]
             out_ids = {e["id"] for _, e in outputs}
             run = {"op": "run", "name": f"{self.where()}:{op_name}",
@@ -203,6 +206,9 @@ class Recorder(TorchDispatchMode):
                    "inputs": [input_ref(tid, grad_kind(op_name, a, out_tensors[0]))
                               for tid, a in inputs if tid not in out_ids],
                    "outputs": [e for _, e in outputs], "saves": []}
+            if self.target is not None and not self.replaying:
+                self.target.fix_attention_run(func, run, out_tensors)
+                self.target.fix_embedding_run(func, args, run)
             index = len(self.program_ops)
             self.program_ops.append(run)
             for o, e in outputs:
@@ -210,6 +216,29 @@ class Recorder(TorchDispatchMode):
                     self.producer[storage_key(o)] = index
             self.pending.append((index, [o for o, _ in outputs]))
         return out
+
+    def add_output(self, o, inputs, outputs):
+        """Appends op output `o` to `outputs` as (tensor, entry): a new tensor, or an alias of
+        the input (else the newest tensor) whose storage it shares; nothing for a parameter's
+        or a buffer's storage, or an empty tensor."""
+        if o.layout != torch.strided:
+            return
+        key = storage_key(o)
+        if key in self.param_instance or key in self.buffers:
+            return  # a view of a parameter (weight.t()), a buffer updated in place
+        if key in self.tensors:  # a view or an in-place result: same storage
+            same = [i for i, a in inputs if storage_key(a) == key]
+            outputs.append((o, self.new_tensor(o, alias=same[0] if same
+                                               else self.latest[key])))
+        elif storage_bytes(o) > 0:  # an empty tensor holds no memory
+            outputs.append((o, self.new_tensor(o)))
+
+    def where_text(self):
+        """Where the forward is, for an error: "in module 'NAME' (CLASS)", or outside them."""
+        name = self.where()
+        if name == "root" and not self.module_stack:
+            return "outside every module"
+        return f"in module '{name}' ({type(self.modules[name]).__name__})"
 
     def settle(self):
         """Reads the autograd node of the previous ops' outputs: autograd sets grad_fn when the
@@ -233,4 +262,4 @@ class Recorder(TorchDispatchMode):
             if op["op"] == "run":
                 for e in op["outputs"]:
                     e["requires_grad"] = bool(id_req.get(e["id"], False)) and \
-                        e["dtype"] in FLOAT_DTYPES
+                        e["dtype"] in GRAD_DTYPES

@@ -7,7 +7,8 @@ autograd made it."""
 import torch
 
 from .ops import input_ref
-from .tensors import dtype_name, storage_bytes, storage_key
+from .errors import UsageError
+from .tensors import DTypeError, dtype_name, storage_bytes, storage_key
 
 
 def saved_tensors_of(node):
@@ -60,7 +61,7 @@ def attribute_saves(rec, loss):
         have = {s.get("tensor") for s in run["saves"]}
         for t in saved:
             key = storage_key(t)
-            if key in rec.param_instance or key in rec.buffers:
+            if key in rec.param_instance or key in rec.buffers or key in rec.host_keys:
                 continue
             # A CPU scalar of a CUDA (or meta) op (a Python number wrapped as a tensor)
             # is not the device's memory.
@@ -79,8 +80,13 @@ def attribute_saves(rec, loss):
             else:  # made by autograd itself for saving: only the backward keeps it
                 rec.keep.append(t)
                 rec.tensors[key] = f"saved{len(rec.tensors)}"
-                run["saves"].append({"bytes": storage_bytes(t),
-                                     "dtype": dtype_name(t.dtype), "shape": list(t.shape)})
+                try:
+                    dtype = dtype_name(t.dtype)
+                except DTypeError as e:
+                    raise UsageError(f"{e}: a tensor {type(node).__name__} saved (shape "
+                                     f"{list(t.shape)}), for run '{run['name']}'")
+                run["saves"].append({"bytes": storage_bytes(t), "dtype": dtype,
+                                     "shape": list(t.shape)})
     return unattributed
 
 

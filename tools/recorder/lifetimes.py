@@ -137,8 +137,11 @@ class _Lifetimes(TorchDispatchMode):
         else:
             out = func(*args, **kwargs)
         made = []
-        for o in tree_flatten(out)[0]:
-            if not isinstance(o, torch.Tensor) or o.layout != torch.strided:
+        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        target = self.rec.target
+        host = target.host_outputs(func, outs) if target is not None else []
+        for o in outs:
+            if o.layout != torch.strided or any(o is h for h in host):
                 continue
             key = storage_key(o)
             if key in self.rec.param_instance or key in self.rec.buffers:
@@ -148,7 +151,8 @@ class _Lifetimes(TorchDispatchMode):
             elif storage_bytes(o) > 0:
                 made.append((o, key, True))
         if any(fresh for _, _, fresh in made):
-            self.op_names.append(func.overloadpacket.__name__)
+            self.op_names.append(target.op_name(func) if target is not None
+                                 else func.overloadpacket.__name__)
         position = len(self.op_names) - 1
         if made:
             new = 0

@@ -32,9 +32,11 @@ def op_flops(func, args, outs):
 # new memory; tools/autograd derivatives.yaml of torch 1.13): views, clone, and add/sub's `self`
 # (add's `other` too with alpha 1) when no broadcasting shrinks it, sum (an expand of the
 # output's gradient). A detached tensor gets none. All others: a new tensor (the default).
+# view_as_complex and view_as_real are views of the same bytes; each one's backward is the
+# other view of its output's gradient (ViewAsComplexBackward0, ViewAsRealBackward0).
 PASS_OPS = {"view", "_unsafe_view", "_reshape_alias", "reshape", "t", "transpose", "permute",
             "unsqueeze", "squeeze", "alias", "clone", "contiguous", "add", "add_", "sum",
-            "flatten", "view_as", "expand", "expand_as"}
+            "flatten", "view_as", "expand", "expand_as", "view_as_complex", "view_as_real"}
 SAME_SHAPE_PASS_OPS = {"add", "add_", "expand", "expand_as"}  # else summed down: new
 NO_GRAD_OPS = {"detach", "detach_"}
 

@@ -4,6 +4,7 @@ loss run once under the Recorder, then the autograd graph read (saves, param_rea
 forward run again under no_grad (releases, lifetimes.py) and, on cpu and cuda, the backward run
 (gradient kinds). Returns the program (program.py) and the Recorder."""
 
+import contextlib
 import sys
 
 import torch
@@ -15,17 +16,20 @@ from .load import call_user, function_name, user_frame
 from .meta import OnMeta
 from .modules import check_shared_params, check_wrapped, choose_instances
 from .program import program_of
+from .target import OnTarget
 from .step import BatchError, LossError, as_call, autocast_forward, batch_on, to_loss
 from .tensors import storage_bytes, storage_key
 from .wrapped_fsdp import UnwrapError, start_process_group, unwrap_fsdp
 
 
 def record(build_model, make_batch, wrap, policy, device, description, flatten=True,
-           autocast=None):
+           autocast=None, target=None):
     """(the program, the Recorder) of build_model() on make_batch() on `device`: the instances
     from `wrap` (class names) and `policy` (FN(module, name) -> bool, or None), each owning one
     flat parameter with `flatten`. Warnings and notes go to stderr; what cannot be recorded is
-    a UsageError. `autocast`: a dtype to run the forward under torch.autocast in (cpu, cuda)."""
+    a UsageError. `autocast`: a dtype to run the forward under torch.autocast in (cpu, cuda).
+    `target` (target.Target): the device the program is recorded for; its ops run as there
+    (OnTarget) from the forward to the lifetimes' second run."""
     meta = device == "meta"
     own_group = start_process_group()
     mode = OnMeta() if meta else None
@@ -59,8 +63,17 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
     if instances is None:
         instances = choose_instances(model, wrap, policy)
         check_shared_params(model, instances)
-    rec = Recorder(model, instances, device)
+    rec = Recorder(model, instances, device, target)
     rec.own_group = own_group
+    on_target = OnTarget(target) if target is not None else contextlib.nullcontext()
+    with on_target:
+        return _record_forward(rec, model, args, kwargs, device, description, flatten, fsdp)
+
+
+def _record_forward(rec, model, args, kwargs, device, description, flatten, fsdp):
+    """The forward and the loss under the Recorder, the graph read, the forward again for the
+    lifetimes, the backward for the gradient kinds: the program and the Recorder."""
+    meta = device == "meta"
     inputs = [rec.add_input(b, f"buffer {name}") for name, b in rec.buffers.values()]
     inputs += [rec.add_input(b, f"batch[{i}]") for i, b in enumerate(args)
                if isinstance(b, torch.Tensor)]
@@ -70,7 +83,8 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
 
     def pack(t):
         # A CPU scalar saved by a device op is not device memory (left out by the walk too).
-        if t.layout == torch.strided and t.device.type == device:
+        if t.layout == torch.strided and t.device.type == device and \
+                storage_key(t) not in rec.host_keys:
             packed[storage_key(t)] = storage_bytes(t)
         return t
 

@@ -83,9 +83,11 @@ def batch_on(call, device):
 
 
 def in_dtype(build_model, make_batch, dtype):
-    """build_model and make_batch with the model converted to `dtype` (model.to(dtype)) and the
-    batch's floating-point tensors too (a tuple, list or mapping of them, or one); integer
-    tensors (token ids) and plain values stay. make_batch keeps its arguments (a size)."""
+    """build_model and make_batch with the model's floating-point parameters and buffers
+    converted to `dtype` and the batch's floating-point tensors too (a tuple, list or mapping of
+    them, or one); integer tensors (token ids), complex ones and plain values stay. (model.to(
+    dtype) would cast a complex buffer, a rotary embedding's freqs_cis, to a real dtype,
+    discarding its imaginary part.) make_batch keeps its arguments (a size)."""
     def cast(value):
         if isinstance(value, torch.Tensor) and value.is_floating_point():
             return value.to(dtype)
@@ -97,7 +99,8 @@ def in_dtype(build_model, make_batch, dtype):
 
     @functools.wraps(build_model)  # errors name the user's function (load.function_name)
     def build():
-        return build_model().to(dtype)
+        return build_model()._apply(
+            lambda t: t.to(dtype) if t.is_floating_point() else t)
 
     @functools.wraps(make_batch)
     def batch(*args, **kwargs):

@@ -7,7 +7,13 @@ from .errors import UsageError
 
 DTYPES = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16",
           torch.bfloat16: "bf16", torch.int64: "int64", torch.int32: "int32",
-          torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool"}
+          torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
+          torch.complex64: "complex64", torch.complex128: "complex128"}
+if hasattr(torch, "complex32"):  # torch.chalf: two fp16s
+    DTYPES[torch.complex32] = "complex32"
+
+# The dtypes whose tensors carry gradients: floating point and complex.
+GRAD_DTYPES = ("fp64", "fp32", "fp16", "bf16", "complex32", "complex64", "complex128")
 
 
 # The floating-point dtypes a model can be recorded in (record_program.py --dtype), by name.
@@ -29,7 +35,12 @@ def storage_bytes(t):
     return _storage(t).nbytes()
 
 
+class DTypeError(UsageError):
+    """A tensor whose dtype a program cannot say; the caller adds which tensor, op and module."""
+
+
 def dtype_name(dtype):
     if dtype not in DTYPES:
-        raise UsageError(f"a tensor of dtype {dtype} is not expressible in a program")
+        raise DTypeError(f"a tensor of dtype {dtype} is not expressible in a program (it "
+                         f"knows {', '.join(sorted(set(DTYPES.values())))})")
     return DTYPES[dtype]

@@ -95,7 +95,7 @@ class FsdpMemTracker(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.TemporaryDirectory()
         program = os.path.join(cls.dir.name, "resmlp.program.json")
-        run(["/usr/bin/python3", os.path.join(TOOLS, "record_program.py"),
+        run(["/usr/bin/python3", os.path.join(TOOLS, "record_program.py"), "--target", "cpu",
              f"{MODEL}:build_model", "--batch", f"{MODEL}:make_batch", "--wrap", "Block",
              "--optimizer", "sgd", "--no-measure", "-o", program])
         measured = os.path.join(cls.dir.name, "measured.json")

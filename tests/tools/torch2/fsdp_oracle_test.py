@@ -257,7 +257,7 @@ class FsdpOracle(unittest.TestCase):
             path = os.path.join(self.dir.name, f"{build}.{batch}.program.json")
             model, python = model_of(build)
             wrap = [] if build in AS_BUILT else ["--wrap", "Block"]
-            run([*python, os.path.join(TOOLS, "record_program.py"), f"{model}:{build}",
+            run([*python, os.path.join(TOOLS, "record_program.py"), "--target", "cpu", f"{model}:{build}",
                  "--batch", f"{model}:{batch}", *wrap, "--optimizer", "sgd",
                  "--no-measure", "-o", path])
             self.programs[(build, batch)] = path
