@@ -129,23 +129,40 @@ OTHER_OPS_HINTS = {
 }
 
 
+# CUDA's embedding backward takes its sorting kernel, with an fp32 workspace, above 3072 indices
+# (target.py, fix_embedding_run): no polynomial crosses that.
+EMBEDDING_HINT = ("recorded for CUDA, an embedding's backward has a workspace above 3072 indices "
+                  "(batch size x sequence length) and none at or below: give shapes all on one "
+                  "side of it")
+
+
 def _different_ops(programs, shape, point):
     """The message for a recording at `point` that runs other ops than at the first."""
     first = shape.first
     at, base = shape.name(point), shape.name(first, bare=True)
     ops = {p: programs[p]["forward"] for p in (first, point)}
     for k, (a, b) in enumerate(zip(ops[first], ops[point])):
-        if skeleton(a) != skeleton(b):
+        if skeleton(a) == skeleton(b):
+            continue
+        name_a, name_b = a.get("name", a["op"]), b.get("name", b["op"])
+        if name_a != name_b:
             return (f"{shape.flags}: at {at} the forward is not the one at {base} (op {k}: "
-                    f"{b.get('name', b['op'])!r} where {base} has {a.get('name', a['op'])!r}): "
-                    f"the model runs other ops there; {OTHER_OPS_HINTS[shape.flags]}")
+                    f"{name_b!r} where {base} has {name_a!r}): the model runs other ops "
+                    f"there; {OTHER_OPS_HINTS[shape.flags]}")
+        key = next(key for key in sorted((set(a) | set(b)) - set(SIZES))
+                   if skeleton(a.get(key)) != skeleton(b.get(key)))
+        hint = (EMBEDDING_HINT if key == "workspace" and "embedding" in name_a
+                else OTHER_OPS_HINTS[shape.flags])
+        return (f"{shape.flags}: at {at} op {k} ({name_a!r}) is not the one at {base}: its "
+                f"{key!r} differs; {hint}")
     return (f"{shape.flags}: at {at} the program is not the one at {base} (its instances, "
             f"inputs, {len(ops[point])} ops against {len(ops[first])}, or its loss)")
 
 
 def _slots(program):
-    """[(where, container, key)] of every size in a program, in one order: tensor bytes (inputs,
-    outputs, fresh saves, workspace) and run FLOPs."""
+    """[(where, container, key[, bound])] of every size in a program, in one order: tensor bytes
+    (inputs, outputs, fresh saves, workspace) and run FLOPs; `bound`: a kernel's workspace, which
+    may round (_bound)."""
     slots = [(f"input {t['id']}", t, "bytes") for t in program["inputs"]]
     for k, op in enumerate(program["forward"]):
         where = f"op {k} ({op.get('name', op['op'])})"
@@ -155,7 +172,7 @@ def _slots(program):
             if "tensor" not in save:
                 slots.append((f"save {n} of {where}", save, "bytes"))
         for n, w in enumerate(op.get("workspace", [])):
-            slots.append((f"workspace {n} of {where}", w, "bytes"))
+            slots.append((f"workspace {n} of {where}", w, "bytes", True))
         if op["op"] == "run":
             slots.append((f"the FLOPs of {where}", op, "flops"))
             if "backward_flops" in op:
@@ -178,10 +195,34 @@ def _solve(rows, values):
     return [m[r][n] / m[r][r] for r in range(n)]
 
 
-def _growth(values, shape, where, whole):
+def _bound(values, row):
+    """The least polynomial above `values`, its growth coefficients those of the least-squares
+    fit through every point rounded to whole bytes (a negative one to 0), or None when it is
+    more than a part in 10^3 above a value. A kernel's workspace can be a rounded function of
+    the tokens, which no polynomial is: CUDA's embedding backward sums into numel // 10 +
+    min(numel, V) fp32 rows (target.py), 16 KiB off a line at dim 4096 every tenth token. Its
+    prediction at another batch shape is then within that rounding and never below at the
+    shapes recorded."""
+    points = list(values)
+    a = [row(p) for p in points]
+    n = len(a[0])
+    normal = [[sum(r[i] * r[j] for r in a) for j in range(n)] for i in range(n)]
+    rhs = [sum(r[i] * values[p] for r, p in zip(a, points)) for i in range(n)]
+    fitted = _solve(normal, rhs)
+    growth = [Fraction(max(0, round(c))) for c in fitted[1:]]
+    grown = {p: sum(c * r for c, r in zip(growth, row(p)[1:])) for p in points}
+    base = max(values[p] - grown[p] for p in points)
+    if any(base + grown[p] - values[p] > Fraction(values[p], 1000) for p in points):
+        return None
+    return [base] + growth
+
+
+def _growth(values, shape, where, whole, bound=False):
     """{suffix: coefficient} of the polynomial through `values` ({point: value}) about the
     first point, checked at every point: exact for whole numbers, to a part in 10^9 otherwise
-    (FLOPs). The coefficients must not be negative, and with `whole` (bytes) be whole numbers."""
+    (FLOPs). The coefficients must not be negative, and with `whole` (bytes) be whole numbers.
+    With `bound` (a workspace), a rounded size is fitted from above (_bound), and its value at
+    the first point is under the key "" when it moves."""
     b0, s0 = shape.first
     monomials = [("", 0, 0)] + shape.terms()
 
@@ -203,6 +244,13 @@ def _growth(values, shape, where, whole):
                         for c in coefficients]
     good = all(fits(p) for p in values) and \
         all(c >= 0 and (c.denominator == 1 or not whole) for c in coefficients[1:])
+    base = {}
+    if not good and bound and exact:
+        bounded = _bound(values, row)
+        if bounded is not None:
+            good, coefficients = True, bounded
+            if coefficients[0] != values[shape.first]:
+                base = {"": int(coefficients[0])}
     if not good:
         got = ", ".join(f"{values[p]:,} at {shape.label(p)}" for p in shape.points())
         if not shape.lengths:
@@ -214,8 +262,8 @@ def _growth(values, shape, where, whole):
         raise UsageError(f"{shape.flags}: {where} does not grow as a polynomial of {what} with "
                          f"{'whole, ' if whole else ''}non-negative coefficients ({got}): it "
                          f"cannot be put at another {other}")
-    return {suffix: (int(c) if exact and c.denominator == 1 else float(c))
-            for (suffix, _, _), c in zip(monomials[1:], coefficients[1:]) if c != 0}
+    return base | {suffix: (int(c) if exact and c.denominator == 1 else float(c))
+                   for (suffix, _, _), c in zip(monomials[1:], coefficients[1:]) if c != 0}
 
 
 def fit(programs, sizes, lengths=None):
@@ -234,10 +282,11 @@ def fit(programs, sizes, lengths=None):
         if other != head:
             raise UsageError(_different_ops(programs, shape, point))
     slots = {p: _slots(programs[p]) for p in shape.points()}
-    for n, (where, container, key) in enumerate(_slots(base)):
+    for n, (where, container, key, *bound) in enumerate(_slots(base)):
         values = {p: slots[p][n][1].get(key, 0) for p in slots}  # a run's flops: 0 absent
-        for suffix, coefficient in _growth(values, shape, where, key == "bytes").items():
-            container[f"{key}_{suffix}"] = coefficient
+        for suffix, coefficient in _growth(values, shape, where, key == "bytes",
+                                           bool(bound)).items():
+            container[f"{key}_{suffix}" if suffix else key] = coefficient
     if sizes:
         base["batch"] = {"size": shape.first[0], "checked": sorted(sizes)}
     if lengths:
