@@ -673,6 +673,44 @@ class SeqLens(unittest.TestCase):
         self.assertTrue(message.endswith(", 102,401 at (4, 40)): it cannot be put at another "
                                          "batch size or sequence length"), message)
 
+    def test_a_rounding_workspace_is_fitted_from_above(self):
+        # CUDA's embedding backward (target.py): (numel // 10 + numel) rows of 64 fp32 columns,
+        # numel = b s; off every polynomial by the floor, so fitted from above, within 10^-3.
+        def rows(b, s):
+            return (b * s // 10 + b * s) * 256
+        points = [(b, s) for b in (2, 3, 4) for s in (1792, 2048, 2560, 3072)]
+
+        def recorded(output=False):
+            programs = {}
+            for b, s in points:
+                p = shaped_program(b, s, scores=rows(b, s) if output else None)
+                p["forward"][1]["workspace"] = [{"bytes": rows(b, s), "dtype": "fp32",
+                                                 "shape": [b * s // 10 + b * s, 64]}]
+                programs[(b, s)] = p
+            return programs
+        fitted = batch.fit(recorded(), [2, 3, 4], [1792, 2048, 2560, 3072])
+        w = fitted["forward"][1]["workspace"][0]
+        for b, s in points:
+            grown = w["bytes"] + sum(w.get(f"bytes_{t}", 0) * (b - 2) ** i * (s - 1792) ** j
+                                     for t, i, j in batch.TERMS)
+            self.assertGreaterEqual(grown, rows(b, s), (b, s))
+            self.assertLessEqual(grown - rows(b, s), rows(b, s) / 1000, (b, s))
+        # An output so rounded is still refused: only a kernel's workspace is a bound.
+        self.assertIn("tensor t2 of op 1 (root:bmm) does not grow as a polynomial",
+                      self.refused(recorded(output=True), [2, 3, 4], [1792, 2048, 2560, 3072]))
+
+    def test_a_workspace_at_some_shapes_only_is_named(self):
+        programs = {}
+        for s in (16, 24, 32, 40):
+            p = shaped_program(2, s)
+            p["forward"][1]["name"] = "tok:embedding"
+            if s > 24:
+                p["forward"][1]["workspace"] = [{"bytes": 4 * s, "dtype": "fp32"}]
+            programs[(None, s)] = p
+        self.assertEqual(self.refused(programs, None, [16, 24, 32, 40]),
+                         "--seq-lens: at sequence length 32 op 1 ('tok:embedding') is not the one "
+                         "at sequence length 16: its 'workspace' differs; " + batch.EMBEDDING_HINT)
+
     def test_flops_need_not_grow_by_whole_numbers(self):
         # s (s + 1) / 2 FLOPs (whole at every length) about s0 = 16: 136 + 16.5 (s - 16)
         # + 0.5 (s - 16)^2; bytes so grown would be refused.
