@@ -28,6 +28,26 @@ def round_up(n, m):
     return (n + m - 1) // m * m
 
 
+def storages(program):
+    """Program tensor id -> (bytes of its storage, the id that owns the storage)."""
+    owner, size = {}, {}
+    for t in program["inputs"]:
+        owner[t["id"]], size[t["id"]] = t["id"], t["bytes"]
+    for op in program["forward"]:
+        for e in op.get("outputs", []):
+            owner[e["id"]] = owner[e["alias"]] if "alias" in e else e["id"]
+            size[e["id"]] = size[owner[e["id"]]] if "alias" in e else e["bytes"]
+    return owner, size
+
+
+def saved_bytes(program, run):
+    """The bytes a run's saves hold: each storage it saves once, and its fresh saves."""
+    owner, size = storages(program)
+    stores = {owner[s["tensor"]] for s in run["saves"] if "tensor" in s}
+    return sum(size[t] for t in stores) + \
+        sum(s["bytes"] for s in run["saves"] if "tensor" not in s)
+
+
 class RecordTarget(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -58,23 +78,33 @@ class RecordTarget(unittest.TestCase):
         assert len(runs) == 1, [op["name"] for op in runs]
         return runs[0]
 
-    @staticmethod
-    def storages(program):
-        """Program tensor id -> (bytes of its storage, the id that owns the storage)."""
-        owner, size = {}, {}
-        for t in program["inputs"]:
-            owner[t["id"]], size[t["id"]] = t["id"], t["bytes"]
-        for op in program["forward"]:
-            for e in op.get("outputs", []):
-                owner[e["id"]] = owner[e["alias"]] if "alias" in e else e["id"]
-                size[e["id"]] = size[owner[e["id"]]] if "alias" in e else e["bytes"]
-        return owner, size
-
-    def saved_bytes(self, program, run):
-        owner, size = self.storages(program)
-        stores = {owner[s["tensor"]] for s in run["saves"] if "tensor" in s}
-        return sum(size[t] for t in stores) + \
-            sum(s["bytes"] for s in run["saves"] if "tensor" not in s)
+    def test_llama_8b_on_meta_saves_cuda_flash_per_block(self):
+        """tools/examples/llama.py at Llama 3 8B's shape, unmodified (complex64 rotary buffer,
+        GQA through repeat_kv, causal SDPA), recorded on meta for an H100: each of its 32 blocks
+        runs CUDA's flash kernel and saves the flash formula's bytes, 538,968,064 (the math
+        path a meta recording took before saved 17,985,175,552)."""
+        llama = os.path.join(TOOLS, "examples", "llama.py")
+        path = os.path.join(self.tmp.name, "llama-8b.json")
+        run = subprocess.run([sys.executable, os.path.join(TOOLS, "record_program.py"),
+                              f"{llama}:build_model_8b", "--batch", f"{llama}:make_batch_8b",
+                              "--wrap", "TransformerBlock", "--no-flatten", "--device", "meta",
+                              "--dtype", "bf16", "--optimizer", "adamw", "-o", path],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("8,030,261,248 parameters", run.stdout + run.stderr)
+        with open(path) as f:
+            program = json.load(f)
+        self.assertEqual(program["target"]["attention"], {"flash": 32})
+        runs = [op for op in program["forward"]
+                if op["op"] == "run" and "scaled_dot_product" in op["name"]]
+        self.assertEqual(len(runs), 32)
+        b, h, s, d = 2, 32, 8192, 128
+        for run in runs:
+            self.assertTrue(run["name"].endswith("_scaled_dot_product_flash_attention"), run["name"])
+            self.assertEqual(saved_bytes(program, run), 4 * 2 * b * h * s * d + 4 * b * h * s)
+        self.assertEqual(4 * 2 * b * h * s * d + 4 * b * h * s, 538_968_064)
+        rotary = next(t for t in program["inputs"] if t.get("name") == "buffer freqs_cis")
+        self.assertEqual((rotary["dtype"], rotary["bytes"]), ("complex64", 8192 * 64 * 8))
 
     def test_meta_records_cuda_flash_saves(self):
         program, err = self.record()
@@ -82,7 +112,7 @@ class RecordTarget(unittest.TestCase):
         s = 256
         n = B * H * s * D
         self.assertTrue(run["name"].endswith(":_scaled_dot_product_flash_attention"), run["name"])
-        self.assertEqual(self.saved_bytes(program, run), 4 * 2 * n + 4 * B * H * s)
+        self.assertEqual(saved_bytes(program, run), 4 * 2 * n + 4 * B * H * s)
         self.assertEqual([(w["name"], w["bytes"]) for w in run["workspace"]],
                          [("softmax_d", 4 * B * H * round_up(s, 128)),
                           ("dq_accum", 4 * B * round_up(s, 128) * H * round_up(D, 32))])
@@ -94,7 +124,7 @@ class RecordTarget(unittest.TestCase):
         forward = program["forward"]
         at = forward.index(run)
         out = run["outputs"][0]["id"]
-        owner, _ = self.storages(program)
+        owner, _ = storages(program)
         mm = next(op for op in forward[at + 1:] if op["name"].endswith(":mm"))
         self.assertTrue(any(owner[i if isinstance(i, str) else i["tensor"]] == out
                             for i in mm["inputs"]), mm)
@@ -155,7 +185,7 @@ class RecordTarget(unittest.TestCase):
             run = self.attention_run(program)
             self.assertTrue(run["name"].endswith(":_scaled_dot_product_cudnn_attention"))
             n = B * H * 256 * D
-            self.assertEqual(self.saved_bytes(program, run), 8 * n + 4 * B * H * 256 + 16)
+            self.assertEqual(saved_bytes(program, run), 8 * n + 4 * B * H * 256 + 16)
         program, _ = self.record("--sdpa-priority", "cudnn-first")
         self.assertEqual(program["target"]["attention"], {"cudnn": 1})
 
