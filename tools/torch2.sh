@@ -27,7 +27,7 @@
 set -euo pipefail
 
 root=${BUCKETSIM_TORCH2_ROOT:-/var/cache/bucketsim/torch2.6-root}
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)  # the real tree, through a link to tools/
 stamp="$root/.bucketsim-torch2-ready"
 
 die() { echo "torch2: $*" >&2; exit 1; }

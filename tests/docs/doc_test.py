@@ -32,7 +32,8 @@ any text, none included, across lines (a cut column, an elided paragraph).
 The scratch directory has the source tree's `traces/` and `tools/` (links), a copy of its
 `reports/`, and `build/` (a link to the binary's directory); `bucketsim` is on PATH. `mpirun`
 gets `--allow-run-as-root --oversubscribe` when run as root. `python3 -m torch...` runs under
-torch 2.6 (tools/torch2.sh python), any other `python3` is /usr/bin/python3. A page whose commands need what is not here (Debian's torch
+torch 2.6 (tools/torch2.sh python), as does a command through `tools/torch2.sh`; any other
+`python3` is /usr/bin/python3. A page whose commands need what is not here (Debian's torch
 for the recorder, the torch 2.6 root, mpirun) is skipped as a whole (exit 77), with the reason.
 """
 import json
@@ -210,7 +211,8 @@ class Page:
                                    capture_output=True, text=True)
             if probe.returncode != 0:
                 return "Debian's python3-torch (for tools/record_program.py) does not import"
-        if any(command.startswith("python3 -m torch") for command in commands):
+        if any(command.startswith("python3 -m torch") or "tools/torch2.sh " in command
+               for command in commands):
             status = subprocess.run([os.path.join(self.source, "tools/torch2.sh"), "status"],
                                     capture_output=True, text=True)
             if status.returncode != 0:
