@@ -228,11 +228,15 @@ struct RecordedSizes {
 // meta or a CPU writes what the target's kernels save and allocate (tools/recorder/target.py).
 // Informational: the program's tensors already say it; `gen program` names it in a note.
 struct RecordedTarget {
-  std::string device;  // "cuda" or "cpu"
-  std::string gpu;     // "sm90", ...; empty when not said
+  std::string device;                                            // "cuda" or "cpu"
+  std::string gpu;                                               // "sm90", ...; empty when not said
   std::vector<std::pair<std::string, std::uint64_t>> attention;  // kernel -> runs
   std::vector<std::string> unmodelled;  // "what: why", each op whose target behaviour is not
-  std::string json;                     // the key as read, written back unchanged
+  // The model's own casts to fp32 (x.float()) of tensors already fp32 in the recording: no-ops
+  // there, a copy in a bf16 run, which then computes in fp32; the module classes that made them.
+  std::uint64_t fp32_upcasts = 0;
+  std::vector<std::string> fp32_upcast_modules;
+  std::string json;  // the key as read, written back unchanged
 };
 
 // A model program (traces/README.md, "Model programs"; traces/program-v1.schema.json).

@@ -54,9 +54,10 @@ class ProgramReader {
     }
     BUCKETSIM_RETURN_IF_ERROR(
         doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
-    BUCKETSIM_RETURN_IF_ERROR(Keys(top, {"format", "schema_version", "description", "autocast",
-                                         "instances", "inputs", "forward", "loss", "held", "fsdp",
-                                         "optimizer", "measured", "modules", "batch", "seq", "target"}));
+    BUCKETSIM_RETURN_IF_ERROR(Keys(
+        top,
+        {"format", "schema_version", "description", "autocast", "instances", "inputs", "forward",
+         "loss", "held", "fsdp", "optimizer", "measured", "modules", "batch", "seq", "target"}));
     if (doc_.Has(Pointer("/description"))) {
       PROGRAM_ASSIGN(model_.description, doc_.String(Pointer("/description")));
     }
@@ -155,10 +156,12 @@ class ProgramReader {
   }
 
   // The device the program was recorded for: "cuda" or "cpu", a GPU's name, how many runs
-  // are attention by each kernel, what the recorder did not model for it.
+  // are attention by each kernel, what the recorder did not model for it, the model's own
+  // casts to fp32 that the recording's dtype made no-ops.
   Result<std::optional<RecordedTarget>> Target(const Pointer& at) const {
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
-    BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"device", "gpu", "attention", "unmodelled"}));
+    BUCKETSIM_RETURN_IF_ERROR(
+        Keys(at, {"device", "gpu", "attention", "unmodelled", "fp32_upcasts"}));
     RecordedTarget target;
     PROGRAM_ASSIGN(target.device, doc_.String(at / "device"));
     if (target.device != "cuda" && target.device != "cpu") {
@@ -176,6 +179,13 @@ class ProgramReader {
     }
     BUCKETSIM_RETURN_IF_ERROR(List(at / "unmodelled", target.unmodelled,
                                    [&](const Pointer& p) { return doc_.String(p); }));
+    if (const Pointer upcasts = at / "fp32_upcasts"; doc_.Has(upcasts)) {
+      BUCKETSIM_RETURN_IF_ERROR(doc_.Object(upcasts).status());
+      BUCKETSIM_RETURN_IF_ERROR(Keys(upcasts, {"calls", "modules"}));
+      PROGRAM_ASSIGN(target.fp32_upcasts, doc_.Unsigned(upcasts / "calls"));
+      BUCKETSIM_RETURN_IF_ERROR(List(upcasts / "modules", target.fp32_upcast_modules,
+                                     [&](const Pointer& p) { return doc_.String(p); }));
+    }
     target.json = doc_.root().at(at).dump();
     return std::optional<RecordedTarget>(std::move(target));
   }

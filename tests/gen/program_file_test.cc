@@ -551,8 +551,10 @@ TEST(ProgramFile, TargetKeyRoundTripsAndIsChecked) {
   EXPECT_EQ(model->target->attention, (Counts{{"flash", 32}}));
   EXPECT_EQ(model->target->unmodelled, std::vector<std::string>{"x: y"});
   const std::string written = ProgramText(*model);
-  EXPECT_NE(written.find(R"("target": {"device":"cuda","gpu":"sm90","attention":{"flash":32},"unmodelled":["x: y"]})"),
-            std::string::npos)
+  EXPECT_NE(
+      written.find(
+          R"("target": {"device":"cuda","gpu":"sm90","attention":{"flash":32},"unmodelled":["x: y"]})"),
+      std::string::npos)
       << written;
   Result<FsdpModel> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
@@ -560,9 +562,22 @@ TEST(ProgramFile, TargetKeyRoundTripsAndIsChecked) {
   EXPECT_EQ(ErrorOf(head + R"("target": {"device": "tpu"}})"),
             "m.json: /target/device: expected \"cuda\" or \"cpu\", got \"tpu\"");
   EXPECT_EQ(ErrorOf(head + R"("target": {"device": "cpu", "sdpa": "flash"}})"),
-            "m.json: /target/sdpa: unknown key (known here: device, gpu, attention, unmodelled)");
+            "m.json: /target/sdpa: unknown key (known here: device, gpu, attention, unmodelled, "
+            "fp32_upcasts)");
   EXPECT_EQ(ErrorOf(head + R"("target": {"device": "cuda", "attention": {"flash": -1}}})"),
             "m.json: /target/attention/flash: expected an integer >= 0, got -1");
+  // The model's own casts to fp32 that an fp32 recording makes no-ops.
+  Result<FsdpModel> upcasts =
+      ParseProgram("m.json", head + R"("target": {"device": "cuda", "fp32_upcasts": {"calls": 130,
+                           "modules": ["RMSNorm", "Transformer"]}}})");
+  ASSERT_TRUE(upcasts.ok()) << upcasts.status().ToString();
+  EXPECT_EQ(upcasts->target->fp32_upcasts, 130u);
+  EXPECT_EQ(upcasts->target->fp32_upcast_modules,
+            (std::vector<std::string>{"RMSNorm", "Transformer"}));
+  EXPECT_EQ(ErrorOf(head + R"("target": {"device": "cuda", "fp32_upcasts": {"calls": -1}}})"),
+            "m.json: /target/fp32_upcasts/calls: expected an integer >= 0, got -1");
+  EXPECT_EQ(ErrorOf(head + R"("target": {"device": "cuda", "fp32_upcasts": {"n": 1}}})"),
+            "m.json: /target/fp32_upcasts/n: unknown key (known here: calls, modules)");
 }
 
 // Complex tensors (a rotary embedding's view_as_complex) are bytes by element size, and their

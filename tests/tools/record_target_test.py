@@ -88,12 +88,20 @@ class RecordTarget(unittest.TestCase):
         run = subprocess.run([sys.executable, os.path.join(TOOLS, "record_program.py"),
                               f"{llama}:build_model_8b", "--batch", f"{llama}:make_batch_8b",
                               "--wrap", "TransformerBlock", "--no-flatten", "--device", "meta",
-                              "--dtype", "bf16", "--optimizer", "adamw", "-o", path],
+                              "--dtype", "bf16", "--optimizer", "adamw", "--optimizer-impl",
+                              "foreach", "-o", path],
                              capture_output=True, text=True)
         self.assertEqual(run.returncode, 0, run.stderr)
         self.assertIn("8,030,261,248 parameters", run.stdout + run.stderr)
         with open(path) as f:
             program = json.load(f)
+        # The program shipped for the benchmark (bench/program_bench.cc) is this recording.
+        with open(os.path.join(TOOLS, "..", "traces", "llama3-8b.program.json")) as f:
+            shipped = json.load(f)
+        self.assertEqual({k: v for k, v in shipped.items() if k != "description"},
+                         {k: v for k, v in program.items() if k != "description"},
+                         "traces/llama3-8b.program.json is not what the recorder writes now: "
+                         "record it again (the command in tools/examples/llama.py)")
         self.assertEqual(program["target"]["attention"], {"flash": 32})
         runs = [op for op in program["forward"]
                 if op["op"] == "run" and "scaled_dot_product" in op["name"]]
@@ -105,6 +113,27 @@ class RecordTarget(unittest.TestCase):
         self.assertEqual(4 * 2 * b * h * s * d + 4 * b * h * s, 538_968_064)
         rotary = next(t for t in program["inputs"] if t.get("name") == "buffer freqs_cis")
         self.assertEqual((rotary["dtype"], rotary["bytes"]), ("complex64", 8192 * 64 * 8))
+
+    def test_the_models_own_fp32_casts_are_counted_where_they_are_no_ops(self):
+        """llama.py's x.float() (RMSNorm, rotary q and k) and logits.float(): in an fp32
+        recording no-ops that no run shows, counted in target.fp32_upcasts; in a bf16 one
+        copies, recorded as runs, so none is counted."""
+        llama = os.path.join(TOOLS, "examples", "llama.py")
+
+        def recorded(*flags):
+            path = os.path.join(self.tmp.name, f"llama{len(os.listdir(self.tmp.name))}.json")
+            run = subprocess.run([sys.executable, os.path.join(TOOLS, "record_program.py"),
+                                  f"{llama}:build_model", "--batch", f"{llama}:make_batch",
+                                  "--wrap", "TransformerBlock", "--device", "meta", *flags,
+                                  "-o", path], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            with open(path) as f:
+                return json.load(f)["target"]
+        # 2 blocks: 2 norms each and the final one, q and k per block, the logits.
+        self.assertEqual(recorded()["fp32_upcasts"],
+                         {"calls": 2 * 2 + 1 + 2 * 2 + 1,
+                          "modules": ["Attention", "RMSNorm", "Transformer"]})
+        self.assertNotIn("fp32_upcasts", recorded("--dtype", "bf16"))
 
     def test_meta_records_cuda_flash_saves(self):
         program, err = self.record()

@@ -10,6 +10,9 @@ Record it (torch 2.x: scaled_dot_product_attention), e.g. the 8B shape on meta f
         --batch tools/examples/llama.py:make_batch_8b --wrap TransformerBlock --no-flatten \\
         --device meta --dtype bf16 --optimizer adamw --optimizer-impl foreach -o llama-8b.json
 
+(traces/llama3-8b.program.json is that recording, for the benchmark, bench/program_bench.cc;
+Tools.RecordTarget checks it is what the recorder writes.)
+
 `build_model(**overrides)` / `make_batch(**overrides)` take CONFIG's keys; LLAMA_ENV (a JSON
 object of CONFIG keys, e.g. '{"n_layers": 2}') overrides the named builders' shapes, so a test
 or a script can record and run the same model at another depth without another file.

@@ -119,6 +119,11 @@ class Recorder(TorchDispatchMode):
         """The module whose forward is running: its name, "root" outside every module."""
         return self.module_stack[-1] if self.module_stack else "root"
 
+    def where_class(self):
+        """The class of the module whose forward is running (the model's outside every
+        module); None while the forward runs again (nothing is recorded then)."""
+        return None if self.replaying else type(self.modules[self.where()]).__name__
+
     def new_tensor(self, t, name=None, alias=None):
         """A program tensor for `t`: new storage, or (alias) a view or an in-place result of
         the program tensor `alias`, which shares its storage (its bytes are its gradient's)."""

@@ -65,7 +65,8 @@ def record(build_model, make_batch, wrap, policy, device, description, flatten=T
         check_shared_params(model, instances)
     rec = Recorder(model, instances, device, target)
     rec.own_group = own_group
-    on_target = OnTarget(target) if target is not None else contextlib.nullcontext()
+    on_target = OnTarget(target, where=rec.where_class) if target is not None \
+        else contextlib.nullcontext()
     with on_target:
         return _record_forward(rec, model, args, kwargs, device, description, flatten, fsdp)
 

@@ -82,6 +82,7 @@ class Target:
         self.sdpa_backend = sdpa_backend
         self.sdpa_priority = sdpa_priority
         self.unmodelled = {}    # what -> why, said once
+        self.upcasts = {}       # the class of the module that made them -> calls (OnTarget)
 
     def key(self, program):
         """The program's `target` key: the device, the GPU, how many of the program's runs
@@ -100,6 +101,9 @@ class Target:
             key["attention"] = dict(sorted(attention.items()))
         if self.unmodelled:
             key["unmodelled"] = [f"{what}: {why}" for what, why in self.unmodelled.items()]
+        if self.upcasts:
+            key["fp32_upcasts"] = {"calls": sum(self.upcasts.values()),
+                                   "modules": sorted(self.upcasts)}
         return key
 
     def note(self, what, why):
@@ -315,12 +319,34 @@ class Target:
 SDPA = getattr(F, "scaled_dot_product_attention", None)  # torch 2.0 on
 
 
-class OnTarget(TorchFunctionMode):
-    """Routes F.scaled_dot_product_attention to the target's kernel while the recording runs."""
+# The model's own casts to fp32: Tensor.float(), .to(torch.float32) (.to(x, torch.float32),
+# .to(dtype=...)), .type(torch.float32); type_as's dtype is another tensor's, not the model's
+# choice of fp32, so it is not one.
+CASTS = {torch.Tensor.float, torch.Tensor.to, torch.Tensor.type}
+RECORDER_DIR = __file__.rsplit("/", 1)[0]
 
-    def __init__(self, target):
+
+def _cast_dtype(func, args, kwargs):
+    """The dtype an explicit cast asks for, or None."""
+    if func is torch.Tensor.float:
+        return torch.float32
+    for value in list(args[1:]) + list(kwargs.values()):
+        if isinstance(value, torch.dtype):
+            return value
+    return None
+
+
+class OnTarget(TorchFunctionMode):
+    """Routes F.scaled_dot_product_attention to the target's kernel while the recording runs,
+    and counts the model's own casts to fp32 of tensors already fp32 (`upcasts`): no-ops in
+    an fp32 recording, which no op shows, but a copy in a bf16 run, after which the model
+    computes in fp32 (RMSNorm's x.float(), a loss's logits.float()). `where()` names the
+    module class running (the Recorder's; None: do not count, the forward runs again)."""
+
+    def __init__(self, target, where=None):
         super().__init__()
         self.target = target
+        self.where = where
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -328,4 +354,11 @@ class OnTarget(TorchFunctionMode):
             out = self.target.attention_call(args, kwargs)
             if out is not None:
                 return out
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if func in CASTS and out is args[0] and isinstance(out, torch.Tensor) and \
+                out.dtype == torch.float32 and _cast_dtype(func, args, kwargs) == torch.float32 \
+                and not sys._getframe(1).f_code.co_filename.startswith(RECORDER_DIR):
+            where = self.where() if self.where else "root"
+            if where is not None:
+                self.target.upcasts[where] = self.target.upcasts.get(where, 0) + 1
+        return out
