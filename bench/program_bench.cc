@@ -7,12 +7,8 @@
 // asks for at most 0.2 s a configuration, reading included.
 #include <benchmark/benchmark.h>
 
-#include "core/units.h"
-#include "engine/tune_grid.h"
-#include "gen/tune_runner.h"
+#include "grid_bench.h"
 #include "io/program_file.h"
-#include "memory/device_overhead.h"
-#include "memory/make_memory_model.h"
 
 namespace bucketsim {
 namespace {
@@ -51,35 +47,9 @@ void BM_Llama8BConfigurations(benchmark::State& state) {
   run.options.optimizer_impl = OptimizerImpl::kForeach;
   run.options.optimizer_impl_given = true;
   run.what_ifs.checkpoint_impl = "no-reentrant";
-  MemoryModelOptions memory;
-  memory.device_memory = 80 * kGiB;
-  Result<MemoryModelFactory> factory = MakeMemoryModelFactory(memory);
-  if (!factory.ok()) {
-    state.SkipWithError(factory.status().ToString().c_str());
-    return;
-  }
-  run.replay.make_memory_model = *factory;
-  run.replay.device_budget = [memory](const TraceHeader& header) {
-    return DeviceBudgetOf(memory, header);
-  };
-  const std::vector<TuneSettings> grid =
-      TuneGrid({{"checkpoint", {"none", "TransformerBlock"}}, {"world-size", {"8", "128"}}});
-  std::size_t fits = 0;
-  for (auto _ : state) {
-    Result<std::vector<TunePoint>> points = RunTuneGrid(run, grid);
-    if (!points.ok()) {
-      state.SkipWithError(points.status().ToString().c_str());
-      return;
-    }
-    fits = 0;
-    for (const TunePoint& point : *points) fits += TuneFits(point, std::nullopt) ? 1 : 0;
-    benchmark::DoNotOptimize(points->data());
-  }
-  state.counters["configs"] = static_cast<double>(grid.size());
-  state.counters["fit_80GiB"] = static_cast<double>(fits);
-  state.counters["s_per_config"] = benchmark::Counter(
-      static_cast<double>(grid.size()),
-      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  RunGridOn80GiB(
+      state, run,
+      TuneGrid({{"checkpoint", {"none", "TransformerBlock"}}, {"world-size", {"8", "128"}}}));
 }
 BENCHMARK(BM_Llama8BConfigurations)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -14,10 +14,42 @@
 #include "engine/tune_grid.h"
 #include "gen/transformer_preset.h"
 #include "gen/tune_runner.h"
+#include "grid_bench.h"
 #include "memory/device_overhead.h"
 #include "memory/make_memory_model.h"
 
 namespace bucketsim {
+
+void RunGridOn80GiB(benchmark::State& state, TuneRun& run, const std::vector<TuneSettings>& grid) {
+  MemoryModelOptions memory;
+  memory.device_memory = 80 * kGiB;
+  Result<MemoryModelFactory> factory = MakeMemoryModelFactory(memory);
+  if (!factory.ok()) {
+    state.SkipWithError(factory.status().ToString().c_str());
+    return;
+  }
+  run.replay.make_memory_model = *factory;
+  run.replay.device_budget = [memory](const TraceHeader& header) {
+    return DeviceBudgetOf(memory, header);
+  };
+  std::size_t fits = 0;
+  for (auto _ : state) {
+    Result<std::vector<TunePoint>> points = RunTuneGrid(run, grid);
+    if (!points.ok()) {
+      state.SkipWithError(points.status().ToString().c_str());
+      return;
+    }
+    fits = 0;
+    for (const TunePoint& point : *points) fits += TuneFits(point, std::nullopt) ? 1 : 0;
+    benchmark::DoNotOptimize(points->data());
+  }
+  state.counters["configs"] = static_cast<double>(grid.size());
+  state.counters["fit_80GiB"] = static_cast<double>(fits);
+  state.counters["s_per_config"] = benchmark::Counter(
+      static_cast<double>(grid.size()),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 namespace {
 
 std::vector<TuneAxis> Axes384() {
@@ -50,34 +82,7 @@ void BM_Tune384(benchmark::State& state) {
   run.options.compute_dtype = DType::kBFloat16;
   run.options.compute_dtype_given = true;
   run.threads = static_cast<unsigned>(state.range(0));
-  MemoryModelOptions memory;
-  memory.device_memory = 80 * kGiB;
-  Result<MemoryModelFactory> factory = MakeMemoryModelFactory(memory);
-  if (!factory.ok()) {
-    state.SkipWithError(factory.status().ToString().c_str());
-    return;
-  }
-  run.replay.make_memory_model = *factory;
-  run.replay.device_budget = [memory](const TraceHeader& header) {
-    return DeviceBudgetOf(memory, header);
-  };
-  const std::vector<TuneSettings> grid = TuneGrid(Axes384());
-  std::size_t fits = 0;
-  for (auto _ : state) {
-    Result<std::vector<TunePoint>> points = RunTuneGrid(run, grid);
-    if (!points.ok()) {
-      state.SkipWithError(points.status().ToString().c_str());
-      return;
-    }
-    fits = 0;
-    for (const TunePoint& point : *points) fits += TuneFits(point, std::nullopt) ? 1 : 0;
-    benchmark::DoNotOptimize(points->data());
-  }
-  state.counters["configs"] = static_cast<double>(grid.size());
-  state.counters["fit_80GiB"] = static_cast<double>(fits);
-  state.counters["s_per_config"] = benchmark::Counter(
-      static_cast<double>(grid.size()),
-      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  RunGridOn80GiB(state, run, TuneGrid(Axes384()));
 }
 BENCHMARK(BM_Tune384)
     ->Arg(1)
