@@ -112,17 +112,30 @@ void PrintWhatIfChanges(const WhatIfChanges& changes, const ProgramWhatIfs& what
 }
 
 // The device the program was recorded for, and what the recorder did not model for it.
-void PrintTarget(const RecordedTarget& target, const std::string& model_path) {
+// `cast_to`: the dtype --activation-dtype param-dtype put the fp32 activations in, if it did.
+void PrintTarget(const RecordedTarget& target, const std::string& model_path,
+                 std::optional<DType> cast_to) {
   std::vector<std::string> kernels;
   for (const auto& [kernel, runs] : target.attention) {
     kernels.push_back(fmt::format("{} x{}", kernel, runs));
   }
-  std::fprintf(stderr, "gen: note: %s was recorded for %s%s%s\n", model_path.c_str(),
-               target.device.c_str(), target.gpu.empty() ? "" : (" " + target.gpu).c_str(),
-               kernels.empty() ? ""
-                               : fmt::format(" (attention: {})", fmt::join(kernels, ", ")).c_str());
+  std::fprintf(
+      stderr, "gen: note: %s was recorded for %s%s%s\n", model_path.c_str(), target.device.c_str(),
+      target.gpu.empty() ? "" : (" " + target.gpu).c_str(),
+      kernels.empty() ? "" : fmt::format(" (attention: {})", fmt::join(kernels, ", ")).c_str());
   for (const std::string& what : target.unmodelled) {
     std::fprintf(stderr, "gen: note: not modelled for the target: %s\n", what.c_str());
+  }
+  if (cast_to && target.fp32_upcasts > 0) {
+    const std::string_view dtype = DTypeName(*cast_to);
+    fmt::print(stderr,
+               "gen: warning: the model casts to fp32 itself ({}: {} call(s) of .float() or "
+               ".to(torch.float32) on tensors the fp32 recording had in fp32 already): a {} run "
+               "copies there and computes what follows in fp32, which --activation-dtype "
+               "param-dtype has put in {} too; record the model with --dtype {} for that run's "
+               "activations (docs/laptop-to-h100.md)\n",
+               fmt::join(target.fp32_upcast_modules, ", "), target.fp32_upcasts, dtype, dtype,
+               dtype);
   }
 }
 
@@ -136,7 +149,10 @@ int RunProgram(const std::string& model_path, const CLI::App& command, GenOption
   Result<WhatIfChanges> changes = ApplyWhatIfs(*program, options, what_ifs);
   if (!changes.ok()) return ReportError(changes.status());
   PrintWhatIfChanges(*changes, what_ifs, options, model_path);
-  if (program->target) PrintTarget(*program->target, model_path);
+  if (program->target) {
+    PrintTarget(*program->target, model_path,
+                changes->cast ? std::optional<DType>(options.compute_dtype) : std::nullopt);
+  }
   return WriteTrace(*program, options, output);
 }
 

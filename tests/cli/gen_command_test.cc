@@ -514,6 +514,32 @@ TEST(GenCommand, ProgramUnitSettingsAreEachUnitsOwn) {
       << ghost.err;
 }
 
+// The model's own casts to fp32 that an fp32 recording made no-ops (its target's
+// fp32_upcasts): --activation-dtype param-dtype, which puts every fp32 activation in bf16, says
+// that a bf16 run keeps those fp32 and how to record for it; as recorded, nothing is said.
+TEST(GenCommand, TheModelsOwnUpcastsAreWarnedOfWhenActivationsAreCast) {
+  const std::string program =
+      TinyProgramWith("upcasts-program.json", "1",
+                      R"("target": {"device": "cuda", "gpu": "sm90", "fp32_upcasts": {"calls": 3,
+          "modules": ["RMSNorm", "Transformer"]}})");
+  const std::vector<std::string> gen = {"gen",           "program", program, "--world-size", "2",
+                                        "--param-dtype", "bf16",    "-o",    "/dev/null"};
+  std::vector<std::string> cast = gen;
+  cast.insert(cast.end(), {"--activation-dtype", "param-dtype"});
+  testing::BinaryResult run = RunBucketsim(cast);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("gen: warning: the model casts to fp32 itself (RMSNorm, Transformer: 3 "
+                         "call(s) of .float() or .to(torch.float32) on tensors the fp32 "
+                         "recording had in fp32 already): a bf16 run copies there and computes "
+                         "what follows in fp32, which --activation-dtype param-dtype has put in "
+                         "bf16 too; record the model with --dtype bf16"),
+            std::string::npos)
+      << run.err;
+  run = RunBucketsim(gen);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err.find("casts to fp32 itself"), std::string::npos) << run.err;
+}
+
 // A program's "optimizer" key is taken as the flags it says, each unless the command line gives
 // it: the trace's events are byte for byte the ones those flags make (the description is the
 // program's, written when it was emitted).
