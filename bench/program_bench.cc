@@ -36,12 +36,7 @@ void BM_Llama8BConfigurations(benchmark::State& state) {
     state.SkipWithError(program.status().ToString().c_str());
     return;
   }
-  TuneRun run;
-  run.program = &*program;
-  run.options.fsdp_impl = FsdpImpl::kFsdp2;
-  run.options.group_layout = GroupLayout::kShared;
-  run.options.compute_dtype = DType::kBFloat16;
-  run.options.compute_dtype_given = true;
+  TuneRun run = Fsdp2Bf16Run(*program);
   run.options.reduce_dtype = DType::kFloat32;
   run.options.optimizer = OptimizerKind::kAdamW;
   run.options.optimizer_impl = OptimizerImpl::kForeach;

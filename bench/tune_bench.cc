@@ -20,6 +20,16 @@
 
 namespace bucketsim {
 
+TuneRun Fsdp2Bf16Run(const FsdpModel& program) {
+  TuneRun run;
+  run.program = &program;
+  run.options.fsdp_impl = FsdpImpl::kFsdp2;
+  run.options.group_layout = GroupLayout::kShared;
+  run.options.compute_dtype = DType::kBFloat16;
+  run.options.compute_dtype_given = true;
+  return run;
+}
+
 void RunGridOn80GiB(benchmark::State& state, TuneRun& run, const std::vector<TuneSettings>& grid) {
   MemoryModelOptions memory;
   memory.device_memory = 80 * kGiB;
@@ -75,12 +85,7 @@ void BM_Tune384(benchmark::State& state) {
     state.SkipWithError(program.status().ToString().c_str());
     return;
   }
-  TuneRun run;
-  run.program = &*program;
-  run.options.fsdp_impl = FsdpImpl::kFsdp2;
-  run.options.group_layout = GroupLayout::kShared;
-  run.options.compute_dtype = DType::kBFloat16;
-  run.options.compute_dtype_given = true;
+  TuneRun run = Fsdp2Bf16Run(*program);
   run.threads = static_cast<unsigned>(state.range(0));
   RunGridOn80GiB(state, run, TuneGrid(Axes384()));
 }
