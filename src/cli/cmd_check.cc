@@ -102,7 +102,7 @@ Result<CheckPlan> Plan(const CheckFlags& flags) {
     file = std::move(*read);
   }
   if (!flags.replay.device_memory.empty()) {
-    Result<Bytes> capacity = ParseSizeFlag("--device-memory", flags.replay.device_memory);
+    Result<Bytes> capacity = ParseDeviceMemoryFlag(flags.replay.device_memory);
     if (!capacity.ok()) return capacity.status();
     plan.device_memory_bytes = *capacity;
   }

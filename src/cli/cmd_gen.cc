@@ -18,6 +18,7 @@
 #include "gen/fsdp_program.h"
 #include "gen/preset.h"
 #include "gen/program_what_ifs.h"
+#include "gen/unit_settings.h"
 #include "io/program_file.h"
 #include "io/trace_writer.h"
 
@@ -95,8 +96,20 @@ void PrintWhatIfChanges(const WhatIfChanges& changes, const ProgramWhatIfs& what
                  "every unit has the flags' settings\n",
                  what_ifs.wrap.c_str());
   }
+  for (const auto& [unit, settings] : changes.unit_settings) {
+    std::fprintf(stderr, "gen: unit %s: %s (--unit-setting)\n", unit.c_str(),
+                 DescribeUnitSettings(settings).c_str());
+  }
   const std::string dtype(DTypeName(options.compute_dtype));
-  if (changes.fp32_activations_kept) {
+  if (const auto& kept = changes.fp32_activations_kept; kept && kept->low_precision > 0) {
+    // Recorded in a low precision: its fp32 tensors are the model's own upcasts, kept so.
+    std::fprintf(stderr,
+                 "gen: note: %s's %zu fp32 activation(s) (%s) are kept as recorded: the model "
+                 "computes them in fp32 itself (%zu floating activation(s) were recorded in "
+                 "bf16 or fp16)\n",
+                 model_path.c_str(), kept->fp32, FormatBytes(kept->fp32_bytes).c_str(),
+                 kept->low_precision);
+  } else if (kept) {
     std::fprintf(stderr,
                  "gen: note: %s's activations are fp32, as recorded, but a run with "
                  "--param-dtype %s computes in %s: --activation-dtype param-dtype puts them "
@@ -149,6 +162,9 @@ int RunProgram(const std::string& model_path, const CLI::App& command, GenOption
   Result<WhatIfChanges> changes = ApplyWhatIfs(*program, options, what_ifs);
   if (!changes.ok()) return ReportError(changes.status());
   PrintWhatIfChanges(*changes, what_ifs, options, model_path);
+  for (const std::string& note : UnappliedInstanceKeys(*program, options)) {
+    std::fprintf(stderr, "gen: note: %s\n", note.c_str());
+  }
   if (program->target) {
     PrintTarget(*program->target, model_path,
                 changes->cast ? std::optional<DType>(options.compute_dtype) : std::nullopt);
@@ -212,10 +228,10 @@ void PrintBlock(std::string_view name, std::string_view summary,
                          ? "--" + param.name
                          : fmt::format("--{} {}", param.name, param.ValueHint()));
     usage_width = std::max(usage_width, usages.back().size());
-    default_width = std::max(default_width, param.get().size());
+    default_width = std::max(default_width, param.StatedDefault().size());
   }
   for (std::size_t i = 0; i < params.size(); ++i) {
-    fmt::print("  {:<{}}  default {:<{}}  {}\n", usages[i], usage_width, params[i].get(),
+    fmt::print("  {:<{}}  default {:<{}}  {}\n", usages[i], usage_width, params[i].StatedDefault(),
                default_width, params[i].meaning);
   }
   fmt::print("  example: {}\n\n", example);

@@ -30,7 +30,7 @@ struct ValidateFlags {
 int RunValidate(const ValidateFlags& flags) {
   std::optional<Bytes> capacity;
   if (!flags.device_memory.empty()) {
-    Result<Bytes> parsed = ParseSizeFlag("--device-memory", flags.device_memory);
+    Result<Bytes> parsed = ParseDeviceMemoryFlag(flags.device_memory);
     if (!parsed.ok()) return ReportError(parsed.status());
     capacity = *parsed;
   }
@@ -87,8 +87,8 @@ void AddValidateCommand(CLI::App& command, CommandContext& context) {
                   "(PYTORCH_CUDA_ALLOC_CONF syntax; default: the trace's alloc_conf)")
       ->each([flags](const std::string&) { flags->alloc_conf_given = true; });
   command.add_option("--device-memory", flags->device_memory,
-                     "Device capacity (SIZE) for the snapshot comparison's caching model, which "
-                     "gets it less --device-overhead");
+                     DeviceMemoryHelp("for the snapshot comparison's caching model, which "
+                                      "gets it less --device-overhead"));
   command.add_option("--device-overhead", flags->device_overhead,
                      "Device memory outside the caching allocator (SIZE; default: the estimate "
                      "of the CUDA context and NCCL's buffers, docs/memory-model.md)");

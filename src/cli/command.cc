@@ -19,6 +19,7 @@
 #include "core/size_format.h"
 #include "io/time_profile_io.h"
 #include "io/trace_reader.h"
+#include "memory/device_capacity.h"
 #include "report/console_table.h"
 
 namespace bucketsim {
@@ -108,9 +109,10 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap) {
                      "'expandable_segments:True,max_split_size_mb:128' (default: the trace's "
                      "alloc_conf, recorded by an imported snapshot; '' for PyTorch's defaults)");
   command.add_option("--device-memory", flags.device_memory,
-                     "Device capacity (SIZE, e.g. 80GiB): the caching allocator gets it less the "
-                     "CUDA context and NCCL buffers (--device-overhead), frees its cache and "
-                     "retries when a segment does not fit, then fails with an OOM");
+                     DeviceMemoryHelp("the caching allocator gets it less the CUDA context and "
+                                      "NCCL buffers (--device-overhead), frees its cache and "
+                                      "retries when a segment does not fit, then fails with an "
+                                      "OOM"));
   command.add_option("--device-overhead", flags.device_overhead,
                      "Device memory outside the caching allocator (SIZE, e.g. 1.5GiB, or 0), "
                      "replacing the estimate of the CUDA context and NCCL's buffers "
@@ -222,7 +224,7 @@ Result<std::vector<std::string>> SplitListEntries(std::string_view flag,
 Result<MemoryModelOptions> MemoryOptionsOf(const ReplayFlags& flags) {
   MemoryModelOptions memory{flags.allocator, flags.alloc_conf, std::nullopt, std::nullopt};
   if (!flags.device_memory.empty()) {
-    Result<Bytes> capacity = ParseSizeFlag("--device-memory", flags.device_memory);
+    Result<Bytes> capacity = ParseDeviceMemoryFlag(flags.device_memory);
     if (!capacity.ok()) return capacity.status();
     memory.device_memory = *capacity;
   }
@@ -341,6 +343,21 @@ Result<Bytes> ParseSizeFlag(std::string_view flag, std::string_view text) {
   if (!size.ok())
     return Status(size.status().code(), fmt::format("{}: {}", flag, size.status().message()));
   return size;
+}
+
+Result<Bytes> ParseDeviceMemoryFlag(std::string_view text) {
+  if (std::optional<Bytes> named = NamedDeviceCapacity(text)) return *named;
+  Result<Bytes> size = ParseSize(text);
+  if (size.ok()) return size;
+  return Status(size.status().code(), fmt::format("--device-memory: {}; or a device's name: {}",
+                                                  size.status().message(), NamedDeviceList()));
+}
+
+std::string DeviceMemoryHelp(std::string_view what) {
+  return fmt::format(
+      "Device capacity: a SIZE (e.g. 80GiB) or a GPU's name, meaning the bytes torch reports as "
+      "its total_memory ({}; docs/commands.md lists their bytes); {}",
+      NamedDeviceList(), what);
 }
 
 Result<Bytes> ParseBudgetFlag(std::string_view flag, std::string_view text) {

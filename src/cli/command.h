@@ -133,6 +133,12 @@ Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlag
 
 // ParseSize for a flag's value; a failure's message names the flag.
 Result<Bytes> ParseSizeFlag(std::string_view flag, std::string_view text);
+// --device-memory's value: a SIZE, or a device's name (memory/device_capacity.h: the bytes
+// torch reports as its total_memory). Every command that takes the flag parses it here; a
+// failure names the flag and lists the device names.
+Result<Bytes> ParseDeviceMemoryFlag(std::string_view text);
+// The help of --device-memory, with the device names; `what` says what the capacity is for.
+std::string DeviceMemoryHelp(std::string_view what);
 // The same for a memory budget: a plain number below 1 MiB ("--max-peak-reserved 40") is bytes
 // as any SIZE without a unit, but far likelier a forgotten unit, so it is warned about on stderr.
 Result<Bytes> ParseBudgetFlag(std::string_view flag, std::string_view text);

@@ -35,29 +35,6 @@ std::string Names(const std::vector<std::string>& names) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-// What a unit has of its own, as PyTorch's setting: "reshard_after_forward=False, ...".
-std::string DescribeUnitSettings(const UnitSettings& s) {
-  std::vector<std::string> parts;
-  if (s.backward_prefetch) {
-    parts.push_back(
-        fmt::format("backward_prefetch={}", TorchBackwardPrefetch(*s.backward_prefetch)));
-  }
-  if (s.reshard_after_forward) {
-    parts.push_back(
-        "reshard_after_forward=" +
-        TorchReshardAfterForward(s.reshard_after_forward->reshard, s.reshard_after_forward->ranks));
-  }
-  if (s.modules_to_forward_prefetch && !s.modules_to_forward_prefetch->empty()) {
-    parts.push_back(fmt::format("set_modules_to_forward_prefetch([{}])",
-                                Names(*s.modules_to_forward_prefetch)));
-  }
-  if (s.modules_to_backward_prefetch && !s.modules_to_backward_prefetch->empty()) {
-    parts.push_back(fmt::format("set_modules_to_backward_prefetch([{}])",
-                                Names(*s.modules_to_backward_prefetch)));
-  }
-  return fmt::format("{}", fmt::join(parts, ", "));
-}
-
 // Each instance's own settings (SetUnitSettings), but those a flag on the command line gives
 // every unit; each unit whose own differ from the first unit's is said on stderr.
 Status ApplyUnitSettings(const ProgramFsdpFlags& recorded, const CLI::App& command,
@@ -87,7 +64,10 @@ Status ApplyUnitSettings(const ProgramFsdpFlags& recorded, const CLI::App& comma
 // A parameter's parse error is a usage error: CLI11 prints it with the flag and exits 2.
 void AddParamFlag(CLI::App& command, const PresetParam& param) {
   const std::string flag = "--" + param.name;
-  const std::string help = fmt::format("{} (default {})", param.meaning, param.get());
+  // A default that depends on another flag is stated in the meaning, value by value.
+  const std::string help = param.default_depends_on.empty()
+                               ? fmt::format("{} (default {})", param.meaning, param.get())
+                               : param.meaning;
   auto set = param.set;
   if (param.kind == ParamKind::kBool) {
     // --flag alone is "true"; --flag=false (or 0, no, off) sets false. CLI11 names the flag
@@ -108,6 +88,28 @@ void AddParamFlag(CLI::App& command, const PresetParam& param) {
             help)
         ->type_name(param.ValueHint());
   }
+}
+
+std::string DescribeUnitSettings(const UnitSettings& s) {
+  std::vector<std::string> parts;
+  if (s.backward_prefetch) {
+    parts.push_back(
+        fmt::format("backward_prefetch={}", TorchBackwardPrefetch(*s.backward_prefetch)));
+  }
+  if (s.reshard_after_forward) {
+    parts.push_back(
+        "reshard_after_forward=" +
+        TorchReshardAfterForward(s.reshard_after_forward->reshard, s.reshard_after_forward->ranks));
+  }
+  if (s.modules_to_forward_prefetch && !s.modules_to_forward_prefetch->empty()) {
+    parts.push_back(fmt::format("set_modules_to_forward_prefetch([{}])",
+                                Names(*s.modules_to_forward_prefetch)));
+  }
+  if (s.modules_to_backward_prefetch && !s.modules_to_backward_prefetch->empty()) {
+    parts.push_back(fmt::format("set_modules_to_backward_prefetch([{}])",
+                                Names(*s.modules_to_backward_prefetch)));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs) {
@@ -154,6 +156,18 @@ void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs) {
                   "dtype, as a MixedPrecision run computes")
       ->check(CLI::IsMember({"recorded", "param-dtype"}))
       ->capture_default_str();
+  command
+      .add_option("--unit-setting", what_ifs.unit_settings,
+                  "SELECTOR:KEY=VALUE (repeatable): one unit's own setting, over the all-units "
+                  "flag's for that unit. SELECTOR: a unit's instance name (after --wrap: the "
+                  "new units'), root, or last (the last unit the forward gathers, the root "
+                  "aside). KEY: fsdp2 reshard_after_forward=true|false|N (as "
+                  "--reshard-after-forward), modules_to_forward_prefetch=UNIT,... and "
+                  "modules_to_backward_prefetch=UNIT,...; fsdp1 backward_prefetch=pre|post|none "
+                  "(as --backward-prefetch). torchtitan's FSDP2 recipe: --unit-setting "
+                  "last:reshard_after_forward=false")
+      ->type_name("SELECTOR:KEY=VALUE")
+      ->allow_extra_args(false);
 }
 
 // A recorded model that was already wrapped (the program's "fsdp" key) is emitted as it was

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <string>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
@@ -25,8 +26,11 @@ void AddParamFlag(CLI::App& command, const PresetParam& param);
 inline constexpr std::array<std::string_view, 6> kWhatIfFlags = {
     "wrap", "batch-size", "seq-len", "checkpoint", "checkpoint-impl", "activation-dtype"};
 
-// The kWhatIfFlags into `what_ifs`.
+// The kWhatIfFlags into `what_ifs`, and the repeatable --unit-setting (not varied by tune).
 void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs);
+
+// What a unit has of its own, as PyTorch's setting: "reshard_after_forward=False, ...".
+std::string DescribeUnitSettings(const UnitSettings& settings);
 
 // A recorded model that was already wrapped (the program's "fsdp" key) is emitted as it was
 // wrapped, and with the optimizer it was recorded with ("optimizer"), each setting unless the

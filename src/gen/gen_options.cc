@@ -437,6 +437,7 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
     o.compute_dtype_given = true;
     return set(text);
   };
+  param_dtype.default_depends_on = "fsdp-impl";
   params.push_back(std::move(param_dtype));
   params.push_back(ChoiceParam("reduce-dtype",
                                "Reduce-scatter dtype (param-dtype: the same as --param-dtype)",
@@ -500,6 +501,7 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
     o.optimizer_impl_given = true;
     return set(text);
   };
+  optimizer_impl.default_depends_on = "fsdp-impl";
   params.push_back(std::move(optimizer_impl));
   PresetParam weight_decay =
       NumberParam("weight-decay",
@@ -510,6 +512,7 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
     o.weight_decay_given = true;
     return set(text);
   };
+  weight_decay.default_depends_on = "optimizer";
   params.push_back(std::move(weight_decay));
   PresetParam groups = ChoiceParam(
       "groups",
@@ -526,6 +529,7 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
     o.group_layout_given = true;
     return set(text);
   };
+  groups.default_depends_on = "fsdp-impl";
   params.push_back(std::move(groups));
   params.push_back(IntParam("hsdp-shard-size",
                             "With --groups hsdp: ranks per shard group (consecutive ranks)",
@@ -594,7 +598,7 @@ Status SetGenOption(GenOptions& options, std::string_view flag, std::string_view
 PresetParam HsdpShapeParam(GenOptions& o) {
   PresetParam param{"hsdp-shape",
                     "R,S: hybrid sharding over R replicas of S consecutive ranks (R x S = "
-                    "world size): --groups hsdp --hsdp-shard-size S",
+                    "world size): --groups hsdp --hsdp-shard-size S (none: no hybrid sharding)",
                     ParamKind::kChoice,
                     {},
                     {},
@@ -604,6 +608,7 @@ PresetParam HsdpShapeParam(GenOptions& o) {
     return fmt::format("{},{}", o.world_size / o.hsdp_shard_size, o.hsdp_shard_size);
   };
   param.set = [&o](std::string_view text) {
+    if (text == "none") return Status::Ok();  // the default, as get() says it: no hybrid mesh
     int replicas = 0;
     int shard = 0;
     const char* end = text.data() + text.size();

@@ -22,6 +22,10 @@ std::string PresetParam::ValueHint() const {
   return "?";
 }
 
+std::string PresetParam::StatedDefault() const {
+  return default_depends_on.empty() ? get() : "by --" + default_depends_on;
+}
+
 Status UnknownChoice(std::string_view text, const std::vector<std::string>& choices) {
   std::string list;
   for (std::size_t i = 0; i < choices.size(); ++i) {

@@ -24,9 +24,15 @@ struct PresetParam {
   std::vector<std::string> choices;                  // kChoice: the accepted values
   std::function<std::string()> get;                  // the current value as text
   std::function<Status(std::string_view text)> set;  // parses `text`; the message names no flag
+  // Non-empty: the default depends on that flag ("fsdp-impl": --param-dtype's is bf16 for
+  // fairscale, fp32 for fsdp1 and fsdp2), and `meaning` states it for each value; a fresh
+  // configuration's get() is then only one of them, never printed as the default.
+  std::string default_depends_on = {};
 
   // "INT", "NUMBER", "BOOL" or "a|b|c": the value a user types.
   std::string ValueHint() const;
+  // The default as help and --list state it: get(), or "by --FLAG" (see default_depends_on).
+  std::string StatedDefault() const;
 };
 
 // "'x' is not one of a, b or c".

@@ -1,5 +1,6 @@
 #include "gen/program_precision.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,10 +17,16 @@ bool IsFp32Storage(std::string_view dtype, Bytes bytes) {
 
 }  // namespace
 
-std::size_t CountFp32Activations(const FsdpModel& model) {
-  std::size_t count = 0;
+FloatActivations CountFloatActivations(const FsdpModel& model) {
+  FloatActivations count;
   ForEachForwardTensor(model, [&](const auto& tensor) {
-    count += IsFp32Storage(tensor.dtype, tensor.bytes) ? 1 : 0;
+    if (IsFp32Storage(tensor.dtype, tensor.bytes)) {
+      ++count.fp32;
+      count.fp32_bytes += tensor.bytes;
+    } else if (const std::optional<DType> dtype = ParseDType(tensor.dtype);
+               dtype == DType::kBFloat16 || dtype == DType::kFloat16) {
+      ++count.low_precision;
+    }
   });
   return count;
 }

@@ -30,8 +30,16 @@ struct CastSummary {
 // `to` other than bf16 or fp16.
 Result<CastSummary> CastActivations(FsdpModel& model, DType to);
 
-// How many tensors CastActivations would cast: the fp32 ones the forward makes.
-std::size_t CountFp32Activations(const FsdpModel& model);
+// The floating tensors the forward makes, by precision: the fp32 ones (those CastActivations
+// would cast) and those in a lower precision (bf16, fp16). A program with both was recorded
+// in a low precision, and its fp32 tensors are the model's own choice (RMSNorm's x.float(), an
+// fp32 loss), which a run in that precision computes in fp32 too.
+struct FloatActivations {
+  std::size_t fp32 = 0;
+  Bytes fp32_bytes = 0;
+  std::size_t low_precision = 0;
+};
+FloatActivations CountFloatActivations(const FsdpModel& model);
 
 }  // namespace bucketsim
 

@@ -24,6 +24,12 @@ Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options
     }
     changes.wrap = *wrapped;
   }
+  for (const std::string& spec : what_ifs.unit_settings) {
+    Result<UnitSettingsFor> unit = ParseUnitSetting(spec, program, options.fsdp_impl);
+    if (!unit.ok()) return unit.status();
+    changes.unit_settings.push_back(*unit);
+  }
+  OverlayUnitSettings(changes.unit_settings, program);
   if (what_ifs.batch_size != 0 || what_ifs.seq_len != 0) {
     Result<BatchSummary> scaled =
         ScaleBatch(program, BatchShape{what_ifs.batch_size, what_ifs.seq_len});
@@ -57,7 +63,9 @@ Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options
   }
   const bool mixed = options.compute_dtype != DType::kFloat32 && !program.autocast;
   if (what_ifs.activation_dtype == "recorded") {
-    changes.fp32_activations_kept = mixed && CountFp32Activations(program) > 0;
+    if (const FloatActivations count = CountFloatActivations(program); mixed && count.fp32 > 0) {
+      changes.fp32_activations_kept = count;
+    }
   } else if (mixed || program.autocast) {  // at fp32 there is nothing to cast
     Result<CastSummary> cast = CastActivations(program, options.compute_dtype);
     if (!cast.ok()) {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "gen/unit_settings.h"
 #include "io/json_document.h"
 
 namespace bucketsim {
@@ -126,27 +127,28 @@ Status ReadUnitSettings(const Json& s, std::string_view impl, std::string_view w
 
 Status SetUnitSettings(const ProgramFsdpFlags& recorded, const UnitSettingFlags& given,
                        FsdpModel& program) {
+  // What a flag gives every unit is the options' (the emitter reads them where a unit has none).
+  const auto without_given = [&](UnitSettings s) {
+    if (given.backward_prefetch) s.backward_prefetch.reset();
+    if (given.reshard_after_forward) s.reshard_after_forward.reset();
+    if (given.modules_to_forward_prefetch) s.modules_to_forward_prefetch.reset();
+    if (given.modules_to_backward_prefetch) s.modules_to_backward_prefetch.reset();
+    return s;
+  };
   const auto is_unit = [&](const std::string& name) {
     return std::any_of(program.instances.begin(), program.instances.end(),
                        [&](const GenInstance& instance) { return instance.name == name; });
   };
   for (GenInstance& instance : program.instances) {
-    UnitSettings s = recorded.every_unit;
-    for (const auto& [name, unit] : recorded.units) {
-      if (name != instance.name) continue;
-      if (unit.backward_prefetch) s.backward_prefetch = unit.backward_prefetch;
-      if (unit.reshard_after_forward) s.reshard_after_forward = unit.reshard_after_forward;
-      if (unit.modules_to_forward_prefetch) {
-        s.modules_to_forward_prefetch = unit.modules_to_forward_prefetch;
-      }
-      if (unit.modules_to_backward_prefetch) {
-        s.modules_to_backward_prefetch = unit.modules_to_backward_prefetch;
-      }
-    }
-    if (given.backward_prefetch) s.backward_prefetch.reset();
-    if (given.reshard_after_forward) s.reshard_after_forward.reset();
-    if (given.modules_to_forward_prefetch) s.modules_to_forward_prefetch.reset();
-    if (given.modules_to_backward_prefetch) s.modules_to_backward_prefetch.reset();
+    instance.settings = without_given(recorded.every_unit);
+  }
+  std::vector<UnitSettingsFor> units;
+  for (const auto& [name, unit] : recorded.units) {
+    if (is_unit(name)) units.emplace_back(name, without_given(unit));
+  }
+  OverlayUnitSettings(units, program);
+  for (const GenInstance& instance : program.instances) {
+    const UnitSettings& s = instance.settings;
     for (const auto* list : {&s.modules_to_forward_prefetch, &s.modules_to_backward_prefetch}) {
       for (const std::string& name : list->value_or(std::vector<std::string>{})) {
         if (!is_unit(name)) {
@@ -157,7 +159,6 @@ Status SetUnitSettings(const ProgramFsdpFlags& recorded, const UnitSettingFlags&
         }
       }
     }
-    instance.settings = s;
   }
   return Status::Ok();
 }

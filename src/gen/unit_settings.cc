@@ -1,0 +1,212 @@
+#include "gen/unit_settings.h"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/closest_name.h"
+#include "core/comma_list.h"
+
+namespace bucketsim {
+namespace {
+
+// Instances named in a message about a wrong name: enough to recognise the pattern.
+constexpr std::size_t kNamesListed = 8;
+
+// The units in the order the forward gathers them (each once), the root first.
+std::vector<std::size_t> GatherOrder(const FsdpModel& program) {
+  std::vector<std::size_t> order;
+  for (const ForwardOp& op : program.forward) {
+    if (op.kind == OpKind::kGather &&
+        std::find(order.begin(), order.end(), op.instance) == order.end()) {
+      order.push_back(op.instance);
+    }
+  }
+  return order;
+}
+
+std::vector<std::string> InstanceNames(const FsdpModel& program) {
+  std::vector<std::string> names;
+  for (const GenInstance& instance : program.instances) names.push_back(instance.name);
+  return names;
+}
+
+// "root (embedding), blocks.0, ..., last (head)": what a selector may be.
+std::string DescribeUnits(const FsdpModel& program, std::optional<std::size_t> last) {
+  std::vector<std::string> names = InstanceNames(program);
+  std::vector<std::string> listed;
+  for (std::size_t f = 0; f < names.size() && listed.size() < kNamesListed; ++f) {
+    listed.push_back(names[f]);
+  }
+  if (listed.size() < names.size()) listed.push_back("...");
+  std::string text = fmt::format("{}", fmt::join(listed, ", "));
+  text += fmt::format("; root ({})", names.front());
+  if (last) text += fmt::format(", last ({})", names[*last]);
+  return text;
+}
+
+// The instance `selector` names.
+Result<std::size_t> ResolveUnit(std::string_view selector, const FsdpModel& program) {
+  const std::vector<std::size_t> order = GatherOrder(program);
+  std::optional<std::size_t> last;
+  for (std::size_t f : order) {
+    if (f != 0) last = f;
+  }
+  if (selector == "root") return std::size_t{0};
+  if (selector == "last") {
+    if (!last) return InvalidArgument("the program has no unit but the root");
+    return *last;
+  }
+  const std::vector<std::string> names = InstanceNames(program);
+  const auto found = std::find(names.begin(), names.end(), selector);
+  if (found != names.end()) return static_cast<std::size_t>(found - names.begin());
+  return InvalidArgument(fmt::format("no unit '{}'{}; the units are {}", selector,
+                                     DidYouMean(selector, names), DescribeUnits(program, last)));
+}
+
+// What `--flag value` sets in a scratch GenOptions: the all-units flag's own parsing.
+Result<GenOptions> FlagValue(std::string_view flag, std::string_view value) {
+  GenOptions scratch;
+  BUCKETSIM_RETURN_IF_ERROR(SetGenOption(scratch, flag, value));
+  return scratch;
+}
+
+Result<std::vector<std::string>> UnitList(std::string_view value, const FsdpModel& program) {
+  std::vector<std::string> units;
+  if (value.empty()) return units;
+  for (std::string_view name : SplitCommaList(value)) {
+    Result<std::size_t> f = ResolveUnit(name, program);
+    if (!f.ok()) return f.status();
+    units.push_back(program.instances[*f].name);
+  }
+  return units;
+}
+
+// KEY=VALUE into `out`.
+Status ParseKeyValue(std::string_view key, std::string_view value, const FsdpModel& program,
+                     FsdpImpl impl, UnitSettings& out) {
+  const auto wrong_impl = [&](FsdpImpl owner) {
+    return InvalidArgument(fmt::format("{} is a unit setting of --fsdp-impl {} (this is {}{})", key,
+                                       FsdpImplName(owner), FsdpImplName(impl),
+                                       UnitSettingKeys(impl).empty()
+                                           ? ", which has none"
+                                           : fmt::format(": {}", UnitSettingKeys(impl))));
+  };
+  if (key == "reshard_after_forward") {
+    if (impl != FsdpImpl::kFsdp2) return wrong_impl(FsdpImpl::kFsdp2);
+    Result<GenOptions> parsed = FlagValue("reshard-after-forward", value);
+    if (!parsed.ok()) return parsed.status();
+    out.reshard_after_forward =
+        UnitSettings::Reshard{parsed->reshard_after_forward, parsed->reshard_after_forward_ranks};
+  } else if (key == "backward_prefetch") {
+    if (impl != FsdpImpl::kFsdp1) return wrong_impl(FsdpImpl::kFsdp1);
+    Result<GenOptions> parsed = FlagValue("backward-prefetch", value);
+    if (!parsed.ok()) return parsed.status();
+    out.backward_prefetch = parsed->backward_prefetch;
+  } else if (key == "modules_to_forward_prefetch" || key == "modules_to_backward_prefetch") {
+    if (impl != FsdpImpl::kFsdp2) return wrong_impl(FsdpImpl::kFsdp2);
+    Result<std::vector<std::string>> units = UnitList(value, program);
+    if (!units.ok()) return units.status();
+    (key == "modules_to_forward_prefetch" ? out.modules_to_forward_prefetch
+                                          : out.modules_to_backward_prefetch) = *units;
+  } else {
+    return InvalidArgument(
+        fmt::format("no unit setting '{}' ({} takes {})", key, FsdpImplName(impl),
+                    UnitSettingKeys(impl).empty() ? "none" : UnitSettingKeys(impl)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void OverlayUnitSettings(const std::vector<UnitSettingsFor>& units, FsdpModel& program) {
+  for (const UnitSettingsFor& entry : units) {
+    const std::string& name = entry.first;
+    const UnitSettings& unit = entry.second;
+    const auto instance =
+        std::find_if(program.instances.begin(), program.instances.end(),
+                     [&](const GenInstance& candidate) { return candidate.name == name; });
+    BUCKETSIM_CHECK(instance != program.instances.end());
+    UnitSettings& s = instance->settings;
+    if (unit.backward_prefetch) s.backward_prefetch = unit.backward_prefetch;
+    if (unit.reshard_after_forward) s.reshard_after_forward = unit.reshard_after_forward;
+    if (unit.modules_to_forward_prefetch) {
+      s.modules_to_forward_prefetch = unit.modules_to_forward_prefetch;
+    }
+    if (unit.modules_to_backward_prefetch) {
+      s.modules_to_backward_prefetch = unit.modules_to_backward_prefetch;
+    }
+  }
+}
+
+std::string UnitSettingKeys(FsdpImpl impl) {
+  switch (impl) {
+    case FsdpImpl::kFairscale:
+      return "";
+    case FsdpImpl::kFsdp1:
+      return "backward_prefetch";
+    case FsdpImpl::kFsdp2:
+      return "reshard_after_forward, modules_to_forward_prefetch, modules_to_backward_prefetch";
+  }
+  return "";
+}
+
+Result<UnitSettingsFor> ParseUnitSetting(std::string_view spec, const FsdpModel& program,
+                                         FsdpImpl impl) {
+  const auto failed = [&](const Status& why) {
+    return InvalidArgument(fmt::format("--unit-setting {}: {}", spec, why.message()));
+  };
+  const std::size_t colon = spec.find(':');
+  const std::size_t equals = spec.find('=', colon == std::string_view::npos ? 0 : colon);
+  if (colon == std::string_view::npos || equals == std::string_view::npos || colon == 0) {
+    return failed(
+        InvalidArgument("expected SELECTOR:KEY=VALUE (SELECTOR a unit's name, root or last; e.g. "
+                        "last:reshard_after_forward=false)"));
+  }
+  Result<std::size_t> unit = ResolveUnit(spec.substr(0, colon), program);
+  if (!unit.ok()) return failed(unit.status());
+  UnitSettingsFor parsed{program.instances[*unit].name, {}};
+  const Status set = ParseKeyValue(spec.substr(colon + 1, equals - colon - 1),
+                                   spec.substr(equals + 1), program, impl, parsed.second);
+  if (!set.ok()) return failed(set);
+  return parsed;
+}
+
+std::vector<std::string> UnappliedInstanceKeys(const FsdpModel& program,
+                                               const GenOptions& options) {
+  std::vector<std::string> kept, own;  // instances with reshard_after_forward false, own_group
+  for (std::size_t f = 1; f < program.instances.size(); ++f) {
+    if (!program.instances[f].reshard_after_forward) kept.push_back(program.instances[f].name);
+  }
+  for (const GenInstance& instance : program.instances) {
+    if (instance.own_group) own.push_back(instance.name);
+  }
+  std::vector<std::string> notes;
+  const std::string_view impl = FsdpImplName(options.fsdp_impl);
+  if (!kept.empty() && options.fsdp_impl != FsdpImpl::kFairscale) {
+    const std::string instead =
+        options.fsdp_impl == FsdpImpl::kFsdp2
+            ? fmt::format("--unit-setting {}:reshard_after_forward=false gives fully_shard's",
+                          kept.front())
+            : std::string(
+                  "FSDP1 keeps a unit's parameters by its sharding strategy, every "
+                  "unit's here (--sharding-strategy SHARD_GRAD_OP)");
+    notes.push_back(fmt::format(
+        "instance(s) {}: reshard_after_forward false is fairscale's wrapper setting, not "
+        "applied under {} ({})",
+        fmt::join(kept, ", "), impl, instead));
+  }
+  if (!own.empty() &&
+      (options.fsdp_impl != FsdpImpl::kFairscale || options.group_layout == GroupLayout::kShared ||
+       options.group_layout == GroupLayout::kHsdp)) {
+    notes.push_back(fmt::format(
+        "instance(s) {}: own_group true is not applied under {} --groups {} (a group of its own "
+        "is fairscale's --groups shared-bn-own)",
+        fmt::join(own, ", "), impl, GroupLayoutName(options.group_layout)));
+  }
+  return notes;
+}
+
+}  // namespace bucketsim
