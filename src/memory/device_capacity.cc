@@ -6,13 +6,16 @@ namespace bucketsim {
 namespace {
 
 // deviceQuery's "Total amount of global memory: ... (N bytes)" is cudaDeviceProp::totalGlobalMem.
-constexpr std::array<NamedDevice, 5> kDevices = {{
+constexpr std::array<NamedDevice, 6> kDevices = {{
     // github.com/thamada/nvidia-smi nvsim/H100SXMx8_deviceQuery.py: "NVIDIA H100 80GB HBM3",
     // driver 12.7 / runtime 12.4, 81106 MBytes (85045477376 bytes). (nvidia-smi: 81559MiB.)
     {"h100-80gb", "NVIDIA H100 80GB HBM3 (SXM)", 85045477376},
     // github.com/thamada/nvidia-smi gls/H100NVLx2_deviceQuery.py: "NVIDIA H100 NVL", driver
     // 12.4 / runtime 12.4, 95235 MBytes (99861594112 bytes).
     {"h100-94gb", "NVIDIA H100 NVL", 99861594112},
+    // A GH200's GPU (an H100 with 96 GB HBM3): a public Grace Hopper set-up log's deviceQuery,
+    // "NVIDIA GH200 480GB", driver 12.2 / runtime 12.4, 97280 MBytes (102005473280 bytes).
+    {"h100-96gb", "NVIDIA GH200 480GB (its H100, 96 GB HBM3)", 102005473280},
     // github.com/thamada/nvidia-smi gls/A100SXMx4_deviceQuery.py: "NVIDIA A100-SXM4-80GB",
     // driver 12.5 / runtime 12.4, 81158 MBytes (85100068864 bytes). (nvidia-smi: 81920MiB.)
     {"a100-80gb", "NVIDIA A100-SXM4-80GB", 85100068864},
