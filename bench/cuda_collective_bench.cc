@@ -7,7 +7,6 @@
 // Sizes are whole send buffers, 1 KiB to 256 MiB, fp32; busbw and algbw as nccl-tests defines
 // them (backend/span_timing.h). Without a usable GPU it prints why and exits 0.
 #include <cuda_runtime_api.h>
-#include <mpi.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -63,7 +62,7 @@ class BareLoop {
     emulated_ = emulated;
     ncclUniqueId id{};
     if (world.rank() == 0) BUCKETSIM_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
-    if (!emulated) MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (!emulated) BUCKETSIM_RETURN_IF_ERROR(world.Broadcast(&id, sizeof(id)));
     int ranks = emulated ? 1 : world.size();
     int rank = emulated ? 0 : world.rank();
     BUCKETSIM_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&comm_, ranks, id, rank));

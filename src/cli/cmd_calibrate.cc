@@ -57,7 +57,12 @@ Result<std::unique_ptr<Backend>> MakeBackend(const CalibrateFlags& flags, MpiWor
   options.verify = false;
   options.timeout_s = flags.timeout_s;
   options.on_fatal = on_fatal;
-  return std::unique_ptr<Backend>(std::make_unique<HostBackend>(world, options));
+  Result<std::unique_ptr<Backend>> backend = MakeHostBackend(world, options);
+  if (!backend.ok()) {
+    return Status(backend.status().code(),
+                  fmt::format("--backend host: {}", backend.status().message()));
+  }
+  return backend;
 }
 
 std::vector<TimingSample> Samples(const std::vector<CollectiveSweepPoint>& points) {

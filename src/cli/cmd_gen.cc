@@ -116,6 +116,14 @@ void PrintWhatIfChanges(const WhatIfChanges& changes, const ProgramWhatIfs& what
                  "in it\n",
                  model_path.c_str(), dtype.c_str(), dtype.c_str());
   }
+  if (const auto& low = changes.low_precision) {
+    std::fprintf(stderr,
+                 "gen: activations in %s: %s's own bf16 recording (its low_precision key) is "
+                 "emitted, not a cast of the fp32 one: %zu activation(s) in %s, %zu (%s) kept in "
+                 "fp32 where the model computes in fp32 itself\n",
+                 dtype.c_str(), model_path.c_str(), low->low_precision, dtype.c_str(), low->fp32,
+                 FormatBytes(low->fp32_bytes).c_str());
+  }
   if (changes.cast) {
     std::fprintf(stderr, "gen: activations cast to %s: %zu fp32 tensor(s), %s -> %s\n",
                  dtype.c_str(), changes.cast->tensors,

@@ -82,26 +82,21 @@ std::string ReportPathForRank(const std::string& path, int rank) {
   return fmt::format("{}.rank{}{}", path.substr(0, dot), rank, path.substr(dot));
 }
 
-// The cuda backend is made once here, so that a machine without a GPU (or a build without
-// CUDA) fails before the ranks agree, with the reason; each policy then gets its own.
-Result<std::function<std::unique_ptr<Backend>()>> CudaBackendFactory(
-    const RunFlags& flags, MpiWorld& world, std::function<void(const std::string&)> on_fatal) {
-  CudaBackendOptions options;
-  options.materialize_all = flags.materialize == "all";
-  options.verify = !flags.no_verify;
-  options.compute_scale = flags.compute_scale;
-  options.timeout_s = flags.timeout_s;
-  options.on_fatal = std::move(on_fatal);
-  Result<std::unique_ptr<Backend>> probe = MakeCudaBackend(world, options);
+// A real backend made once here, so that a build or a machine without it fails before the ranks
+// agree, with the reason ("--backend NAME: ..."); each policy then gets its own.
+Result<std::function<std::unique_ptr<Backend>()>> FactoryOf(
+    const std::string& flag, std::function<Result<std::unique_ptr<Backend>>()> make,
+    const std::function<void(const std::string&)>& on_fatal) {
+  Result<std::unique_ptr<Backend>> probe = make();
   if (!probe.ok()) {
     return Status(probe.status().code(),
-                  fmt::format("--backend cuda: {}", probe.status().message()));
+                  fmt::format("--backend {}: {}", flag, probe.status().message()));
   }
   auto first = std::make_shared<std::unique_ptr<Backend>>(std::move(*probe));
-  return std::function<std::unique_ptr<Backend>()>([&world, options, first] {
+  return std::function<std::unique_ptr<Backend>()>([make, on_fatal, first] {
     if (*first) return std::move(*first);
-    Result<std::unique_ptr<Backend>> backend = MakeCudaBackend(world, options);
-    if (!backend.ok()) options.on_fatal(backend.status().ToString());  // worked a moment ago
+    Result<std::unique_ptr<Backend>> backend = make();
+    if (!backend.ok()) on_fatal(backend.status().ToString());  // worked a moment ago
     BUCKETSIM_CHECK(backend.ok());  // on_fatal ends the job; this is for a missing on_fatal
     return std::move(*backend);
   });
@@ -109,20 +104,28 @@ Result<std::function<std::unique_ptr<Backend>()>> CudaBackendFactory(
 
 // The real backend of --backend host|cuda; the sim is the request's own (MakeReplayRequest).
 Result<std::function<std::unique_ptr<Backend>()>> BackendFactory(const RunFlags& flags,
-                                                                 MpiWorld& world,
-                                                                 PeerWatch* peers) {
+                                                                 MpiWorld& world) {
   // A failure other ranks may be waiting on: say which rank and why, then end the whole job.
   auto on_fatal = AbortEveryRank(world);
-  if (flags.backend == "cuda") return CudaBackendFactory(flags, world, on_fatal);
+  if (flags.backend == "cuda") {
+    CudaBackendOptions options;
+    options.materialize_all = flags.materialize == "all";
+    options.verify = !flags.no_verify;
+    options.compute_scale = flags.compute_scale;
+    options.timeout_s = flags.timeout_s;
+    options.on_fatal = on_fatal;
+    return FactoryOf(
+        "cuda", [&world, options] { return MakeCudaBackend(world, options); }, on_fatal);
+  }
   HostBackendOptions options;
   options.materialize_all = flags.materialize == "all";
   options.verify = !flags.no_verify;
   options.compute_scale = flags.compute_scale;
   options.timeout_s = flags.timeout_s;
   options.on_fatal = on_fatal;
-  options.peers = peers;
-  return std::function<std::unique_ptr<Backend>()>(
-      [&world, options] { return std::make_unique<HostBackend>(world, options); });
+  options.peers = world.peers();
+  return FactoryOf(
+      "host", [&world, options] { return MakeHostBackend(world, options); }, on_fatal);
 }
 
 // Prints the error once per job (rank 0, or every rank with --all-ranks) and returns 2.
@@ -131,8 +134,7 @@ int FailAll(const Status& status, const MpiWorld& world, bool all_ranks) {
   return kExitError;
 }
 
-int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& world,
-               PeerWatch* peers) {
+int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& world) {
   ReplayFlags replay = flags.replay;
   replay.trace = ForRank(replay.trace, world.rank());
 
@@ -166,7 +168,7 @@ int RunOnWorld(const RunFlags& flags, const CommandContext& context, MpiWorld& w
   const bool predict = flags.backend != "sim" && !replay.profile_path.empty();
   Result<std::function<std::unique_ptr<Backend>()>> factory =
       flags.backend == "sim" ? Result<std::function<std::unique_ptr<Backend>()>>(sim)
-                             : BackendFactory(flags, world, peers);
+                             : BackendFactory(flags, world);
   if (loaded.ok() && !factory.ok()) loaded = factory.status();
   Status agreed = world.Agree(loaded);
   if (!agreed.ok()) return FailAll(agreed, world, flags.all_ranks);
@@ -269,18 +271,14 @@ int RunRun(const RunFlags& flags, const CommandContext& context) {
   SetInterruptLabel(fmt::format("rank {}", (*world)->rank()));
   // A rank that dies or hangs is named by the survivors themselves, within --timeout, whatever
   // the launcher notices (peer_watch.h). From here to the end: loading, every replay, the
-  // report; the watch says goodbye before MPI is finalised.
-  std::unique_ptr<PeerWatch> peers;
+  // report; the world stops the watch before MPI is finalised.
   if (flags.backend != "sim") {
-    PeerWatch::Options options;
-    options.deadline_s = flags.timeout_s;
     // Printed, then the grace, so that every survivor says it before one aborts.
-    options.on_lost = AbortEveryRank(**world, PeerWatch::GraceFor(flags.timeout_s));
-    Result<std::unique_ptr<PeerWatch>> started = PeerWatch::Start(options);
-    if (!started.ok()) return ReportError(started.status());
-    peers = std::move(*started);
+    Status watching = (*world)->WatchPeers(
+        flags.timeout_s, AbortEveryRank(**world, MpiWorld::LostPeerGrace(flags.timeout_s)));
+    if (!watching.ok()) return ReportError(watching);
   }
-  return RunOnWorld(flags, context, **world, peers.get());
+  return RunOnWorld(flags, context, **world);
 }
 
 }  // namespace

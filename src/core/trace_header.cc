@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace bucketsim {
 namespace {
@@ -133,6 +134,17 @@ std::uint32_t TraceHeader::InternFollowing(std::uint32_t index) {
   }
   previous_name_ = index;
   return index;
+}
+
+Result<int> GroupPosition(const ProcessGroup& group, int world_rank) {
+  auto it = std::find(group.ranks.begin(), group.ranks.end(), world_rank);
+  if (it == group.ranks.end()) {
+    return InvalidTrace(fmt::format(
+        "process group {} (ranks [{}]) does not contain this process's rank {}: the trace "
+        "describes another rank; give each rank its own trace ('{{rank}}' in the path)",
+        group.id, fmt::join(group.ranks, ", "), world_rank));
+  }
+  return static_cast<int>(it - group.ranks.begin());
 }
 
 }  // namespace bucketsim

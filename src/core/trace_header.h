@@ -43,6 +43,10 @@ struct ProcessGroup {
   int size() const { return static_cast<int>(ranks.size()); }
 };
 
+// `world_rank`'s position in `group` (its group rank), or an error naming the group: the trace
+// describes another rank.
+Result<int> GroupPosition(const ProcessGroup& group, int world_rank);
+
 struct ParamInfo {
   std::string name;
   Numel numel = 0;  // unsharded element count of the (flat) parameter

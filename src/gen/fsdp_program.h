@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -266,6 +267,11 @@ struct FsdpModel {
   // Unset: recorded at one batch size (one sequence length), and no growth has a term of it.
   std::optional<RecordedSizes> batch;
   std::optional<RecordedSizes> seq;
+  // The same model recorded in bf16, as a MixedPrecision run computes it (the program's
+  // "low_precision" key: tools/record_program.py --mixed-precision): its own inputs, forward,
+  // loss, held tensors, module calls, fits and target; the instances, wrapping and optimizer
+  // are this model's. `--activation-dtype param-dtype` emits it in place of a cast of this one.
+  std::shared_ptr<const FsdpModel> low_precision;
 };
 
 // The element size of a program dtype name ("fp32", "bool", "int64", ...); 0 if unknown.

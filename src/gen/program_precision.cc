@@ -56,4 +56,18 @@ Result<CastSummary> CastActivations(FsdpModel& model, DType to) {
   return summary;
 }
 
+std::size_t RelabelActivations(FsdpModel& model, DType from, DType to) {
+  BUCKETSIM_CHECK(ElementSize(from) == ElementSize(to));
+  const std::string_view old_name = DTypeName(from);
+  std::size_t changed = 0;
+  const auto relabel = [&](auto& tensor) {
+    if (tensor.dtype != old_name) return;
+    tensor.dtype = std::string(DTypeName(to));
+    ++changed;
+  };
+  for (ProgramTensor& input : model.inputs) relabel(input);
+  ForEachForwardTensor(model, relabel);
+  return changed;
+}
+
 }  // namespace bucketsim

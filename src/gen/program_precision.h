@@ -41,6 +41,11 @@ struct FloatActivations {
 };
 FloatActivations CountFloatActivations(const FsdpModel& model);
 
+// Every tensor of `from` (the inputs and what the forward makes) gets `to`, of the same element
+// size: the bf16 recording of a model emitted for an fp16 run, which keeps the same tensors.
+// Returns how many changed.
+std::size_t RelabelActivations(FsdpModel& model, DType from, DType to);
+
 }  // namespace bucketsim
 
 #endif  // BUCKETSIM_GEN_PROGRAM_PRECISION_H_

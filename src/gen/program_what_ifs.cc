@@ -9,6 +9,19 @@ namespace bucketsim {
 Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options,
                                    const ProgramWhatIfs& what_ifs) {
   WhatIfChanges changes;
+  const bool mixed = options.compute_dtype != DType::kFloat32 && !program.autocast;
+  if (what_ifs.activation_dtype == "param-dtype" && mixed && program.low_precision) {
+    // The model recorded as the bf16 run computes it, first, so that every what-if after
+    // applies to it: its own fp32 casts and its attention kernel are that run's.
+    FsdpModel low = *program.low_precision;
+    low.instances = program.instances;  // with the units' settings the program was given
+    low.description = program.description + "; emitted from its bf16 recording (low_precision)";
+    if (options.compute_dtype != DType::kBFloat16) {
+      RelabelActivations(low, DType::kBFloat16, options.compute_dtype);
+    }
+    changes.low_precision = CountFloatActivations(low);
+    program = std::move(low);
+  }
   if (what_ifs.wrap != "recorded") {
     Result<std::vector<std::string>> classes = ParseWrapClasses(what_ifs.wrap);
     if (!classes.ok()) return InvalidArgument("--wrap " + classes.status().message());
@@ -61,12 +74,11 @@ Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options
     }
     changes.checkpoint = *placed;
   }
-  const bool mixed = options.compute_dtype != DType::kFloat32 && !program.autocast;
   if (what_ifs.activation_dtype == "recorded") {
     if (const FloatActivations count = CountFloatActivations(program); mixed && count.fp32 > 0) {
       changes.fp32_activations_kept = count;
     }
-  } else if (mixed || program.autocast) {  // at fp32 there is nothing to cast
+  } else if (!changes.low_precision && (mixed || program.autocast)) {  // at fp32: nothing to cast
     Result<CastSummary> cast = CastActivations(program, options.compute_dtype);
     if (!cast.ok()) {
       return InvalidArgument("--activation-dtype param-dtype: " + cast.status().message());

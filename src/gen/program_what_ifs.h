@@ -40,6 +40,9 @@ struct WhatIfChanges {
   std::optional<BatchSummary> batch;
   std::optional<CheckpointSummary> checkpoint;
   std::optional<CastSummary> cast;
+  // --activation-dtype param-dtype on a program with a low-precision recording: that recording
+  // was emitted (no cast); its floating activations.
+  std::optional<FloatActivations> low_precision;
   // `recorded` activations that are fp32 where the run computes in a lower precision: how
   // many, and how many are in a low precision already (then the fp32 ones are the model's own).
   std::optional<FloatActivations> fp32_activations_kept;

@@ -54,46 +54,18 @@ class ProgramReader {
     }
     BUCKETSIM_RETURN_IF_ERROR(
         doc_.SchemaVersion(kProgramSchemaVersion, kProgramSchemaVersion).status());
-    BUCKETSIM_RETURN_IF_ERROR(Keys(
-        top,
-        {"format", "schema_version", "description", "autocast", "instances", "inputs", "forward",
-         "loss", "held", "fsdp", "optimizer", "measured", "modules", "batch", "seq", "target"}));
+    BUCKETSIM_RETURN_IF_ERROR(
+        Keys(top, {"format", "schema_version", "description", "autocast", "instances", "inputs",
+                   "forward", "loss", "held", "fsdp", "optimizer", "measured", "modules", "batch",
+                   "seq", "target", "low_precision"}));
     if (doc_.Has(Pointer("/description"))) {
       PROGRAM_ASSIGN(model_.description, doc_.String(Pointer("/description")));
     }
     if (doc_.Has(Pointer("/autocast"))) {
       PROGRAM_ASSIGN(model_.autocast, Autocast(Pointer("/autocast")));
     }
-    if (doc_.Has(Pointer("/target"))) {
-      PROGRAM_ASSIGN(model_.target, Target(Pointer("/target")));
-    }
     BUCKETSIM_RETURN_IF_ERROR(Instances());
-    if (doc_.Has(Pointer("/inputs"))) {
-      std::size_t count = 0;
-      PROGRAM_ASSIGN(count, Length(Pointer("/inputs")));
-      for (std::size_t i = 0; i < count; ++i) {
-        ProgramTensor tensor;
-        PROGRAM_ASSIGN(tensor, ReadTensor(Pointer("/inputs") / i));
-        model_.inputs.push_back(std::move(tensor));
-      }
-    }
-    std::size_t ops = 0;
-    PROGRAM_ASSIGN(ops, Length(Pointer("/forward")));
-    for (std::size_t i = 0; i < ops; ++i) {
-      ForwardOp op;
-      PROGRAM_ASSIGN(op, ReadOp(Pointer("/forward") / i));
-      model_.forward.push_back(std::move(op));
-    }
-    PROGRAM_ASSIGN(model_.loss, doc_.String(Pointer("/loss")));
-    if (doc_.Has(Pointer("/held"))) {
-      std::size_t count = 0;
-      PROGRAM_ASSIGN(count, Length(Pointer("/held")));
-      for (std::size_t k = 0; k < count; ++k) {
-        std::string id;
-        PROGRAM_ASSIGN(id, doc_.String(Pointer("/held") / k));
-        model_.held.push_back(std::move(id));
-      }
-    }
+    BUCKETSIM_RETURN_IF_ERROR(ReadRecording(model_));
     if (doc_.Has(Pointer("/fsdp"))) {
       PROGRAM_ASSIGN(model_.fsdp, Fsdp(Pointer("/fsdp")));
     }
@@ -105,21 +77,97 @@ class ProgramReader {
       PROGRAM_ASSIGN(measured, ReadMeasured(Pointer("/measured")));
       model_.measured = std::move(measured);
     }
-    if (doc_.Has(Pointer("/batch"))) {
-      PROGRAM_ASSIGN(model_.batch, ReadSizes(Pointer("/batch"), "size", "batch sizes"));
-    }
-    if (doc_.Has(Pointer("/seq"))) {
-      PROGRAM_ASSIGN(model_.seq, ReadSizes(Pointer("/seq"), "length", "sequence lengths"));
-    }
-    BUCKETSIM_RETURN_IF_ERROR(List(Pointer("/modules"), model_.module_calls,
-                                   [&](const Pointer& p) { return ReadModuleCall(p); }));
     // References: ValidateProgram's messages start with the JSON pointer of the culprit.
     Status valid = ValidateProgram(model_);
     if (!valid.ok()) return InvalidArgument(fmt::format("{}: {}", doc_.path(), valid.message()));
+    if (doc_.Has(Pointer("/low_precision"))) BUCKETSIM_RETURN_IF_ERROR(LowPrecision());
     return std::move(model_);
   }
 
  private:
+  // What a recording has of its own, under base_ (the top, or /low_precision): the inputs,
+  // the forward, the loss, the held tensors, the batch and sequence fits, the module calls and
+  // the target. The rest of a program (instances, wrapping, optimizer) both recordings share.
+  Status ReadRecording(FsdpModel& into) {
+    if (doc_.Has(At("target"))) {
+      PROGRAM_ASSIGN(into.target, Target(At("target")));
+    }
+    if (doc_.Has(At("inputs"))) {
+      std::size_t count = 0;
+      PROGRAM_ASSIGN(count, Length(At("inputs")));
+      for (std::size_t i = 0; i < count; ++i) {
+        ProgramTensor tensor;
+        PROGRAM_ASSIGN(tensor, ReadTensor(At("inputs") / i));
+        into.inputs.push_back(std::move(tensor));
+      }
+    }
+    std::size_t ops = 0;
+    PROGRAM_ASSIGN(ops, Length(At("forward")));
+    for (std::size_t i = 0; i < ops; ++i) {
+      ForwardOp op;
+      PROGRAM_ASSIGN(op, ReadOp(At("forward") / i));
+      into.forward.push_back(std::move(op));
+    }
+    PROGRAM_ASSIGN(into.loss, doc_.String(At("loss")));
+    if (doc_.Has(At("held"))) {
+      std::size_t count = 0;
+      PROGRAM_ASSIGN(count, Length(At("held")));
+      for (std::size_t k = 0; k < count; ++k) {
+        std::string id;
+        PROGRAM_ASSIGN(id, doc_.String(At("held") / k));
+        into.held.push_back(std::move(id));
+      }
+    }
+    if (doc_.Has(At("batch"))) {
+      PROGRAM_ASSIGN(into.batch, ReadSizes(At("batch"), "size", "batch sizes"));
+    }
+    if (doc_.Has(At("seq"))) {
+      PROGRAM_ASSIGN(into.seq, ReadSizes(At("seq"), "length", "sequence lengths"));
+    }
+    return List(At("modules"), into.module_calls,
+                [&](const Pointer& p) { return ReadModuleCall(p); });
+  }
+
+  // "low_precision": {"dtype": "bf16", and a recording's own keys}: the same model recorded
+  // in bf16 (tools/record_program.py --mixed-precision), sharing this program's instances.
+  Status LowPrecision() {
+    const Pointer at("/low_precision");
+    BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at).status());
+    BUCKETSIM_RETURN_IF_ERROR(Keys(
+        at, {"dtype", "inputs", "forward", "loss", "held", "modules", "batch", "seq", "target"}));
+    std::string dtype;
+    PROGRAM_ASSIGN(dtype, doc_.String(at / "dtype"));
+    if (dtype != "bf16") {
+      return doc_.Error(at / "dtype",
+                        fmt::format("expected \"bf16\" (the recorder records the bf16 run), got "
+                                    "\"{}\"",
+                                    dtype));
+    }
+    if (model_.autocast) {
+      return doc_.Error(at,
+                        "a program recorded under autocast has no low-precision recording: "
+                        "its activations are autocast's already");
+    }
+    FsdpModel low;
+    low.description = model_.description;
+    low.instances = model_.instances;
+    low.fsdp = model_.fsdp;
+    low.optimizer = model_.optimizer;
+    base_ = at;
+    const Status read = ReadRecording(low);
+    base_ = Pointer();
+    BUCKETSIM_RETURN_IF_ERROR(read);
+    Status valid = ValidateProgram(low);
+    if (!valid.ok()) {
+      return InvalidArgument(fmt::format("{}: /low_precision{}", doc_.path(), valid.message()));
+    }
+    model_.low_precision = std::make_shared<const FsdpModel>(std::move(low));
+    return Status::Ok();
+  }
+
+  // `key` under the recording being read.
+  Pointer At(const std::string& key) const { return base_ / key; }
+
   // Every key of the object at `at` must be one of `known`.
   // Refuses a key that is neither in `known` nor a growth key of one of `grows` ("bytes" allows
   // bytes_per_sample, bytes_per_token, ...: kGrowthTerms).
@@ -366,10 +414,10 @@ class ProgramReader {
     for (std::size_t t = 0; t < kGrowthTerms.size(); ++t) {
       const Pointer key = at / GrowthKey(what, kGrowthTerms[t]);
       if (!doc_.Has(key)) continue;
-      if (kGrowthTerms[t].sample_power > 0 && !doc_.Has(Pointer("/batch"))) {
+      if (kGrowthTerms[t].sample_power > 0 && !doc_.Has(At("batch"))) {
         return doc_.Error(key, std::string(kNoBatch));
       }
-      if (kGrowthTerms[t].token_power > 0 && !doc_.Has(Pointer("/seq"))) {
+      if (kGrowthTerms[t].token_power > 0 && !doc_.Has(At("seq"))) {
         return doc_.Error(key, std::string(kNoSeq));
       }
       PROGRAM_ASSIGN(growth[t], (doc_.*read)(key));
@@ -654,6 +702,7 @@ class ProgramReader {
   }
 
   const JsonDocument& doc_;
+  Pointer base_;  // the recording being read: the top, or /low_precision
   FsdpModel model_;
   std::map<std::string, std::size_t, std::less<>> instance_index_;
 };

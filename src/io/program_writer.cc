@@ -152,6 +152,32 @@ Json MeasuredJson(const Measured& m) {
   return json;
 }
 
+Json SizesJson(const RecordedSizes& sizes, const char* key) {
+  return {{key, sizes.at}, {"checked", sizes.checked}};
+}
+
+Json ModuleCallJson(const ModuleCall& call) {
+  return {{"name", call.name}, {"class", call.type}, {"ops", Json::array({call.begin, call.end})}};
+}
+
+// A low-precision recording's own keys (program_file.cc ReadRecording), with its dtype.
+Json LowPrecisionJson(const FsdpModel& low) {
+  Json json = {{"dtype", "bf16"}, {"loss", low.loss}};
+  json["inputs"] = Json::array();
+  for (const ProgramTensor& t : low.inputs) json["inputs"].push_back(TensorJson(t, low));
+  json["forward"] = Json::array();
+  for (const ForwardOp& op : low.forward) json["forward"].push_back(OpJson(op, low));
+  if (!low.held.empty()) json["held"] = low.held;
+  if (low.target) json["target"] = Json::parse(low.target->json);
+  if (low.batch) json["batch"] = SizesJson(*low.batch, "size");
+  if (low.seq) json["seq"] = SizesJson(*low.seq, "length");
+  if (!low.module_calls.empty()) {
+    json["modules"] = Json::array();
+    for (const ModuleCall& call : low.module_calls) json["modules"].push_back(ModuleCallJson(call));
+  }
+  return json;
+}
+
 }  // namespace
 
 void WriteProgram(const FsdpModel& model, std::ostream& out) {
@@ -203,23 +229,18 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   if (model.optimizer) out << ",\n  \"optimizer\": " << *model.optimizer;
   if (model.target) out << ",\n  \"target\": " << model.target->json;
   if (model.measured) out << ",\n  \"measured\": " << MeasuredJson(*model.measured).dump();
-  if (model.batch) {
-    out << ",\n  \"batch\": "
-        << Json({{"size", model.batch->at}, {"checked", model.batch->checked}}).dump();
-  }
-  if (model.seq) {
-    out << ",\n  \"seq\": "
-        << Json({{"length", model.seq->at}, {"checked", model.seq->checked}}).dump();
-  }
+  if (model.batch) out << ",\n  \"batch\": " << SizesJson(*model.batch, "size").dump();
+  if (model.seq) out << ",\n  \"seq\": " << SizesJson(*model.seq, "length").dump();
   if (!model.module_calls.empty()) {
     out << ",\n  \"modules\": [\n";
     for (std::size_t c = 0; c < model.module_calls.size(); ++c) {
-      const ModuleCall& call = model.module_calls[c];
-      const Json entry = {
-          {"name", call.name}, {"class", call.type}, {"ops", Json::array({call.begin, call.end})}};
-      out << "    " << entry.dump() << (c + 1 < model.module_calls.size() ? ",\n" : "\n");
+      out << "    " << ModuleCallJson(model.module_calls[c]).dump()
+          << (c + 1 < model.module_calls.size() ? ",\n" : "\n");
     }
     out << "  ]";
+  }
+  if (model.low_precision) {
+    out << ",\n  \"low_precision\": " << LowPrecisionJson(*model.low_precision).dump();
   }
   out << "\n}\n";
 }

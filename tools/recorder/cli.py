@@ -54,6 +54,15 @@ def make_parser():
                         help="record the model converted to this dtype (model.to(dtype), and the "
                              "batch's floating-point tensors), as a run in that precision "
                              "computes; default: as build_model() makes it")
+    parser.add_argument("--mixed-precision", choices=["auto", "bf16", "off"], default="off",
+                        help="with an fp32 recording (no --dtype, or --dtype fp32; no "
+                             "--autocast): also record the model in bf16, as a MixedPrecision "
+                             "run computes, into the program's `low_precision` key, which `gen "
+                             "program --activation-dtype param-dtype` then emits (the model's "
+                             "own fp32 casts and the attention kernel a bf16 run takes are "
+                             "kept). auto: when the fp32 recording saw what a cast cannot "
+                             "give (the model's own fp32 casts, or an attention kernel picked "
+                             "by dtype); bf16: always; off (default): never")
     parser.add_argument("--autocast", choices=["bf16", "fp16"],
                         help="record the forward (and the loss computed in it) under "
                              "torch.autocast(device, dtype) as an AMP training loop runs it, the "
@@ -158,20 +167,38 @@ def run(args):
             target.note(f"--autocast on {args.device}", "the recording device's autocast op "
                         "lists are used, not CUDA's (CPU autocast keeps softmax, log_softmax, "
                         "layer_norm, pow and rsqrt in bf16 where CUDA computes them in fp32)")
-    program, rec = record(build, batch, args.wrap, policy, args.device, description,
-                          flatten=not args.no_flatten, autocast=autocast, target=target)
-    if sizes or lengths:
-        programs = {first: program}
-        for point in itertools.product(sizes or [None], lengths or [None]):
-            if point not in programs:
-                programs[point], _ = record(build, sized(make_batch, *point), args.wrap, policy,
-                                           args.device, description, flatten=not args.no_flatten,
-                                           autocast=autocast, target=target)
-        program = fit(programs, sizes, lengths)
-        if sizes:
-            program["description"] += f", batch size {sizes[0]}"
-        if lengths:
-            program["description"] += f", sequence length {lengths[0]}"
+
+    def recorded(build, make_batch, target):
+        """The program at the first shape (fitted over every shape asked for), its Recorder."""
+        program, rec = record(build, sized(make_batch, *first) if sizes or lengths
+                              else make_batch, args.wrap, policy, args.device, description,
+                              flatten=not args.no_flatten, autocast=autocast, target=target)
+        if sizes or lengths:
+            programs = {first: program}
+            for point in itertools.product(sizes or [None], lengths or [None]):
+                if point not in programs:
+                    programs[point], _ = record(build, sized(make_batch, *point), args.wrap,
+                                               policy, args.device, description,
+                                               flatten=not args.no_flatten, autocast=autocast,
+                                               target=target)
+            program = fit(programs, sizes, lengths)
+        return program, rec
+
+    program, rec = recorded(build, make_batch, target)
+    if sizes:
+        program["description"] += f", batch size {sizes[0]}"
+    if lengths:
+        program["description"] += f", sequence length {lengths[0]}"
+    twin = low_precision_wanted(args, program, target)
+    if twin:
+        # The same model in bf16, as a bf16 run computes it: its own casts are copies there, its
+        # attention the kernel bf16 inputs take (flash, where fp32 takes efficient).
+        twin_target = Target(args.target, args.gpu, args.sdpa_backend, args.sdpa_priority) \
+            if target is not None else None
+        low, _ = recorded(*in_dtype(build, make_batch, DTYPES["bf16"]), twin_target)
+        low["target"] = twin_target.key(low) if twin_target is not None else {"device": "cuda"}
+        program["low_precision"] = {"dtype": "bf16", **{
+            k: v for k, v in low.items() if k not in LOW_PRECISION_SHARED}}
     if rec.fallback_ops:
         ops = ", ".join(sorted(rec.fallback_ops))
         program["description"] += f"; run on CPU for want of a meta kernel: {ops}"
@@ -192,6 +219,35 @@ def run(args):
         program["autocast"] = args.autocast
     program["target"] = target.key(program) if target is not None else {"device": "cuda"}
     return program
+
+
+# What a program's `low_precision` key leaves to the program itself: the same in both
+# recordings (the parameters, the wrapping, the optimizer) or the fp32 recording's own.
+LOW_PRECISION_SHARED = {"format", "schema_version", "description", "instances", "fsdp",
+                        "optimizer", "measured", "autocast"}
+
+
+def low_precision_wanted(args, program, target):
+    """Whether to record the bf16 twin (--mixed-precision): only of an fp32 recording without
+    autocast; with auto, when the fp32 one saw what a cast of it cannot give."""
+    fp32 = args.dtype in (None, "fp32") and args.autocast is None
+    if args.mixed_precision == "off":
+        return False
+    if not fp32:
+        if args.mixed_precision == "bf16":
+            raise UsageError("--mixed-precision bf16: the recording is not fp32 (--dtype "
+                             f"{args.dtype}{', --autocast' if args.autocast else ''}); it is "
+                             "what its run computes already")
+        return False
+    if args.mixed_precision == "bf16":
+        return True
+    if target is None:
+        return False  # on cuda the casts are not counted: --mixed-precision bf16 asks for it
+    if not any(e.get("dtype") == "fp32" for op in program["forward"]
+               for e in op.get("outputs", [])):
+        return False  # the model computes in a low precision already
+    key = target.key(program)
+    return bool(key.get("fp32_upcasts") or key.get("attention"))
 
 
 def unknown_flag(parser, given):

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "backend/host/group_communicators.h"
+#include "core/trace_header.h"
 
 namespace bucketsim {
 

@@ -1,7 +1,6 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
-#include <mpi.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -24,8 +23,7 @@
 #include "backend/cuda/reduce_type.h"
 #include "backend/cuda/spin_calibration.h"
 #include "backend/cuda/stream_plan.h"
-#include "backend/host/group_communicators.h"
-#include "backend/host/mpi_check.h"
+#include "backend/host/group_broadcast.h"
 #include "backend/host/mpi_world.h"
 #include "backend/slice_check.h"
 
@@ -250,8 +248,8 @@ class CudaBackend final : public Backend {
   StreamPlan stream_plan_;
   std::vector<cudaStream_t> streams_;
   DeviceBufferTable buffers_;
-  std::unique_ptr<GroupCommunicators> mpi_groups_;
-  std::mutex comms_mutex_;  // the watchdog aborts communicators from its thread
+  std::unique_ptr<GroupBroadcast> bootstrap_;  // NCCL unique ids over MPI
+  std::mutex comms_mutex_;                     // the watchdog aborts communicators from its thread
   std::unordered_map<GroupId, Communicator> comms_;
   double cycles_per_us_ = 0;
 
@@ -312,7 +310,7 @@ Status CudaBackend::Start(const TraceHeader& header) {
   if (!plan.ok()) return plan.status();
   plan_ = *plan;
   if (!plan_.emulated && world_.size() > 1) {
-    mpi_groups_ = std::make_unique<GroupCommunicators>(world_.rank());
+    bootstrap_ = std::make_unique<GroupBroadcast>(world_.rank());
   }
   stream_plan_ = StreamPlan::ForTrace(header);
   for (int slot = 0; slot < stream_plan_.streams(); ++slot) {
@@ -500,9 +498,7 @@ Result<Communicator*> CudaBackend::CommunicatorFor(GroupId id) {
   ncclUniqueId unique_id{};
   if (plan->nccl_rank == 0) BUCKETSIM_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&unique_id));
   if (plan->bootstrap_over_mpi) {
-    Result<MPI_Comm> mpi_comm = mpi_groups_->Get(*group);
-    if (!mpi_comm.ok()) return mpi_comm.status();
-    BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Bcast(&unique_id, sizeof(unique_id), MPI_BYTE, 0, *mpi_comm));
+    BUCKETSIM_RETURN_IF_ERROR(bootstrap_->FromFirst(*group, &unique_id, sizeof(unique_id)));
   }
   Communicator communicator{*plan, nullptr};
   BUCKETSIM_NCCL_RETURN_IF_ERROR(
@@ -890,27 +886,15 @@ void CudaBackend::OnTimeout(const std::string& what) {
   if (options_.on_fatal) options_.on_fatal(timeout_message_);
 }
 
-// This process's rank among the processes of its node, and their number.
-Status NodeLocalRank(int& local_rank, int& local_size) {
-  MPI_Comm node = MPI_COMM_NULL;
-  BUCKETSIM_MPI_RETURN_IF_ERROR(
-      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int rank_code = MPI_Comm_rank(node, &local_rank);
-  int size_code = MPI_Comm_size(node, &local_size);
-  MPI_Comm_free(&node);
-  BUCKETSIM_MPI_RETURN_IF_ERROR(rank_code);
-  BUCKETSIM_MPI_RETURN_IF_ERROR(size_code);
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Backend>> MakeCudaBackend(MpiWorld& world,
                                                  const CudaBackendOptions& options) {
   // Collective first (every rank gets here), so a rank without a GPU does not strand the others.
-  int local_rank = 0;
-  int local_size = 1;
-  BUCKETSIM_RETURN_IF_ERROR(NodeLocalRank(local_rank, local_size));
+  Result<NodePlace> node = world.NodeLocal();
+  if (!node.ok()) return node.status();
+  const int local_rank = node->local_rank;
+  const int local_size = node->local_size;
   int devices = 0;
   if (cudaError_t code = cudaGetDeviceCount(&devices); code != cudaSuccess) {
     (void)cudaGetLastError();

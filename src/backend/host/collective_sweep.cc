@@ -1,7 +1,5 @@
 #include "backend/host/collective_sweep.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -9,9 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "backend/host/group_communicators.h"
+#include "backend/host/bare_collective.h"
 #include "backend/host/host_backend.h"
-#include "backend/host/mpi_check.h"
 
 namespace bucketsim {
 namespace {
@@ -27,14 +24,6 @@ Micros Median(std::vector<Micros> values) {
   auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
   std::nth_element(values.begin(), middle, values.end());
   return *middle;
-}
-
-// The slowest rank's time: a collective is as slow as its last participant.
-Result<Micros> Slowest(Micros mine) {
-  Micros slowest = 0;
-  BUCKETSIM_MPI_RETURN_IF_ERROR(
-      MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return slowest;
 }
 
 // The timed iterations of one size: the slowest rank's span of `kind` and end-to-end time per
@@ -58,9 +47,9 @@ Status TimeSpans(MpiWorld& world, Backend& backend, const CollectiveSweepOptions
     for (const TimedSpan& s : iteration->spans) {
       if (s.kind == kind) span = s.end_us - s.start_us;
     }
-    Result<Micros> slowest_span = Slowest(span);
+    Result<Micros> slowest_span = world.MaxOverRanks(span);
     if (!slowest_span.ok()) return slowest_span.status();
-    Result<Micros> slowest_total = Slowest(total);
+    Result<Micros> slowest_total = world.MaxOverRanks(total);
     if (!slowest_total.ok()) return slowest_total.status();
     if (i >= options.warmup) {
       samples.spans.push_back(*slowest_span);
@@ -193,44 +182,22 @@ Result<std::vector<CollectiveSweepPoint>> MeasureBackendCopies(
 
 Result<std::vector<CollectiveSweepPoint>> RunCollectiveSweep(
     MpiWorld& world, const CollectiveSweepOptions& options) {
-  const int ranks = world.size();
-  const Bytes element = ElementSize(options.dtype);
-  Result<TraceHeader> header = SweepHeader(ranks, world.rank());
+  Result<TraceHeader> header = SweepHeader(world.size(), world.rank());
   if (!header.ok()) return header.status();
   HostBackendOptions backend_options;
   backend_options.verify = false;
-  HostBackend backend(world, backend_options);
-  BUCKETSIM_RETURN_IF_ERROR(backend.Start(*header));
+  Result<std::unique_ptr<Backend>> backend = MakeHostBackend(world, backend_options);
+  if (!backend.ok()) return backend.status();
+  BUCKETSIM_RETURN_IF_ERROR((*backend)->Start(*header));
   Result<std::vector<CollectiveSweepPoint>> points =
-      MeasureBackendCollectives(world, backend, *header, options);
+      MeasureBackendCollectives(world, **backend, *header, options);
   if (!points.ok()) return points.status();
-
-  // The bare loop runs on a communicator made the way the backend makes its own, so the two
-  // differ only by what bucketsim adds (MPI may pick other algorithms for MPI_COMM_WORLD).
-  GroupCommunicators bare_communicators(world.rank());
-  Result<MPI_Comm> bare_comm = bare_communicators.Get(header->groups.front());
-  if (!bare_comm.ok()) return bare_comm.status();
-  MPI_Datatype type = options.dtype == DType::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
   for (CollectiveSweepPoint& point : *points) {
-    const Numel count = point.send_bytes / (element * ranks);
-    std::vector<std::byte> in(point.send_bytes, std::byte{0});
-    std::vector<std::byte> source(point.send_bytes, std::byte{0});
-    std::vector<std::byte> out(count * element);
-    std::vector<Micros> bare;
-    for (int i = 0; i < options.warmup + options.iterations; ++i) {
-      // Refilled after the barrier and before each call, as the backend's input is
-      // (MeasureBackendCollectives): both time the collective from when their own rank's fill
-      // ended, so both include waiting for a peer whose fill ended later.
-      BUCKETSIM_RETURN_IF_ERROR(world.Barrier());
-      std::memcpy(in.data(), source.data(), in.size());
-      auto start = Clock::now();
-      BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Reduce_scatter_block(
-          in.data(), out.data(), static_cast<int>(count), type, MPI_SUM, *bare_comm));
-      Result<Micros> slowest = Slowest(Since(start));
-      if (!slowest.ok()) return slowest.status();
-      if (i >= options.warmup) bare.push_back(*slowest);
-    }
-    point.bare_us = Median(bare);
+    Result<std::vector<Micros>> bare =
+        TimeBareReduceScatter(world, header->groups.front(), options.dtype, point.send_bytes,
+                              options.warmup, options.iterations);
+    if (!bare.ok()) return bare.status();
+    point.bare_us = Median(*bare);
   }
   return points;
 }

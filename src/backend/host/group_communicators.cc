@@ -1,24 +1,8 @@
 #include "backend/host/group_communicators.h"
 
-#include <algorithm>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include "backend/host/mpi_check.h"
 
 namespace bucketsim {
-
-Result<int> GroupPosition(const ProcessGroup& group, int world_rank) {
-  auto it = std::find(group.ranks.begin(), group.ranks.end(), world_rank);
-  if (it == group.ranks.end()) {
-    return InvalidTrace(fmt::format(
-        "process group {} (ranks [{}]) does not contain this process's rank {}: the trace "
-        "describes another rank; give each rank its own trace ('{{rank}}' in the path)",
-        group.id, fmt::join(group.ranks, ", "), world_rank));
-  }
-  return static_cast<int>(it - group.ranks.begin());
-}
 
 GroupCommunicators::~GroupCommunicators() {
   for (auto& [id, comm] : comms_) MPI_Comm_free(&comm);

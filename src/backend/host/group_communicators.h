@@ -18,9 +18,6 @@
 
 namespace bucketsim {
 
-// This rank's position in `group` (its group rank), or an error naming the group.
-Result<int> GroupPosition(const ProcessGroup& group, int world_rank);
-
 class GroupCommunicators {
  public:
   explicit GroupCommunicators(int world_rank) : world_rank_(world_rank) {}

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "backend/host/mpi_check.h"
+#include "backend/host/peer_watch.h"
 
 namespace bucketsim {
 
@@ -86,6 +87,7 @@ Result<std::unique_ptr<MpiWorld>> MpiWorld::Init() {
 MpiWorld::MpiWorld(int rank, int size, bool owns) : rank_(rank), size_(size), owns_(owns) {}
 
 MpiWorld::~MpiWorld() {
+  peers_.reset();  // its goodbyes go out over MPI
   if (owns_) MPI_Finalize();
 }
 
@@ -137,6 +139,50 @@ Result<std::vector<std::string>> MpiWorld::GatherToRoot(std::string_view local) 
 Status MpiWorld::Barrier() {
   BUCKETSIM_MPI_RETURN_IF_ERROR(MPI_Barrier(MPI_COMM_WORLD));
   return Status::Ok();
+}
+
+Result<double> MpiWorld::MaxOverRanks(double mine) {
+  double largest = mine;
+  BUCKETSIM_MPI_RETURN_IF_ERROR(
+      MPI_Allreduce(&mine, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return largest;
+}
+
+Status MpiWorld::Broadcast(void* data, std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    return InvalidArgument(fmt::format("{} bytes to broadcast: more than MPI_Bcast can", bytes));
+  }
+  BUCKETSIM_MPI_RETURN_IF_ERROR(
+      MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD));
+  return Status::Ok();
+}
+
+Result<NodePlace> MpiWorld::NodeLocal() {
+  MPI_Comm node = MPI_COMM_NULL;
+  BUCKETSIM_MPI_RETURN_IF_ERROR(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  NodePlace place;
+  const int rank_code = MPI_Comm_rank(node, &place.local_rank);
+  const int size_code = MPI_Comm_size(node, &place.local_size);
+  MPI_Comm_free(&node);
+  BUCKETSIM_MPI_RETURN_IF_ERROR(rank_code);
+  BUCKETSIM_MPI_RETURN_IF_ERROR(size_code);
+  return place;
+}
+
+Status MpiWorld::WatchPeers(double deadline_s,
+                            std::function<void(const std::string& message)> on_lost) {
+  PeerWatch::Options options;
+  options.deadline_s = deadline_s;
+  options.on_lost = std::move(on_lost);
+  Result<std::unique_ptr<PeerWatch>> started = PeerWatch::Start(std::move(options));
+  if (!started.ok()) return started.status();
+  peers_ = std::move(*started);
+  return Status::Ok();
+}
+
+std::chrono::milliseconds MpiWorld::LostPeerGrace(double deadline_s) {
+  return PeerWatch::GraceFor(deadline_s);
 }
 
 void MpiWorld::Abort(int exit_code) {
