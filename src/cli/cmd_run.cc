@@ -102,27 +102,29 @@ Result<std::function<std::unique_ptr<Backend>()>> FactoryOf(
   });
 }
 
+// The flags both real backends take, into their options (the same fields in each).
+template <typename Options>
+Options CommonOptions(const RunFlags& flags, std::function<void(const std::string&)> on_fatal) {
+  Options options;
+  options.materialize_all = flags.materialize == "all";
+  options.verify = !flags.no_verify;
+  options.compute_scale = flags.compute_scale;
+  options.timeout_s = flags.timeout_s;
+  options.on_fatal = std::move(on_fatal);
+  return options;
+}
+
 // The real backend of --backend host|cuda; the sim is the request's own (MakeReplayRequest).
 Result<std::function<std::unique_ptr<Backend>()>> BackendFactory(const RunFlags& flags,
                                                                  MpiWorld& world) {
   // A failure other ranks may be waiting on: say which rank and why, then end the whole job.
   auto on_fatal = AbortEveryRank(world);
   if (flags.backend == "cuda") {
-    CudaBackendOptions options;
-    options.materialize_all = flags.materialize == "all";
-    options.verify = !flags.no_verify;
-    options.compute_scale = flags.compute_scale;
-    options.timeout_s = flags.timeout_s;
-    options.on_fatal = on_fatal;
+    const auto options = CommonOptions<CudaBackendOptions>(flags, on_fatal);
     return FactoryOf(
         "cuda", [&world, options] { return MakeCudaBackend(world, options); }, on_fatal);
   }
-  HostBackendOptions options;
-  options.materialize_all = flags.materialize == "all";
-  options.verify = !flags.no_verify;
-  options.compute_scale = flags.compute_scale;
-  options.timeout_s = flags.timeout_s;
-  options.on_fatal = on_fatal;
+  auto options = CommonOptions<HostBackendOptions>(flags, on_fatal);
   options.peers = world.peers();
   return FactoryOf(
       "host", [&world, options] { return MakeHostBackend(world, options); }, on_fatal);

@@ -92,15 +92,8 @@ class ProgramReader {
     if (doc_.Has(At("target"))) {
       PROGRAM_ASSIGN(into.target, Target(At("target")));
     }
-    if (doc_.Has(At("inputs"))) {
-      std::size_t count = 0;
-      PROGRAM_ASSIGN(count, Length(At("inputs")));
-      for (std::size_t i = 0; i < count; ++i) {
-        ProgramTensor tensor;
-        PROGRAM_ASSIGN(tensor, ReadTensor(At("inputs") / i));
-        into.inputs.push_back(std::move(tensor));
-      }
-    }
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(At("inputs"), into.inputs, [&](const Pointer& p) { return ReadTensor(p); }));
     std::size_t ops = 0;
     PROGRAM_ASSIGN(ops, Length(At("forward")));
     for (std::size_t i = 0; i < ops; ++i) {
@@ -109,15 +102,8 @@ class ProgramReader {
       into.forward.push_back(std::move(op));
     }
     PROGRAM_ASSIGN(into.loss, doc_.String(At("loss")));
-    if (doc_.Has(At("held"))) {
-      std::size_t count = 0;
-      PROGRAM_ASSIGN(count, Length(At("held")));
-      for (std::size_t k = 0; k < count; ++k) {
-        std::string id;
-        PROGRAM_ASSIGN(id, doc_.String(At("held") / k));
-        into.held.push_back(std::move(id));
-      }
-    }
+    BUCKETSIM_RETURN_IF_ERROR(
+        List(At("held"), into.held, [&](const Pointer& p) { return doc_.String(p); }));
     if (doc_.Has(At("batch"))) {
       PROGRAM_ASSIGN(into.batch, ReadSizes(At("batch"), "size", "batch sizes"));
     }

@@ -274,8 +274,9 @@ TEST(DeviceMemoryFlag, AGpusNameIsItsTotalMemory) {
     EXPECT_EQ(unknown.exit_code, 2) << command.front();
     EXPECT_NE(unknown.err.find("--device-memory: 'h100' is not a size"), std::string::npos)
         << unknown.err;
-    EXPECT_NE(unknown.err.find("or a device's name: h100-80gb, h100-94gb, h100-96gb, a100-80gb, a100-40gb, "
-                               "l40s-48gb"),
+    EXPECT_NE(unknown.err.find(
+                  "or a device's name: h100-80gb, h100-94gb, h100-96gb, a100-80gb, a100-40gb, "
+                  "l40s-48gb"),
               std::string::npos)
         << unknown.err;
   }

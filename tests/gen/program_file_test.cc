@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gen/convnet_preset.h"
+#include "gen/program_what_ifs.h"
 #include "gen/transformer_preset.h"
 #include "io/trace_writer.h"
 
@@ -235,6 +236,85 @@ std::string ErrorOf(const std::string& text) {
 constexpr const char* kHead =
     R"("format": "bucketsim-program", "schema_version": 1, "instances": [{"name": "r", "params": []}])";
 
+// A program's bf16 recording (low_precision): read with its own recording keys under its
+// pointer, sharing the instances; written back and read again the same; a wrong dtype, an
+// unknown key and a bad op in it are errors that point into it.
+TEST(ProgramFile, LowPrecisionRecordingIsReadWrittenAndChecked) {
+  const std::string fp32 =
+      R"("inputs": [{"id": "x", "bytes": 64, "dtype": "fp32"}], "forward": [{"op": "run",
+      "name": "f", "inputs": ["x"], "outputs": [{"id": "l", "bytes": 64, "dtype": "fp32"}]}],
+      "loss": "l")";
+  const std::string low =
+      R"("low_precision": {"dtype": "bf16", "inputs": [{"id": "x", "bytes": 32, "dtype":
+      "bf16"}], "forward": [{"op": "run", "name": "f", "inputs": ["x"], "outputs": [{"id": "c",
+      "bytes": 64, "dtype": "fp32"}, {"id": "l", "bytes": 64, "dtype": "fp32"}]}], "loss": "l"})";
+  Result<FsdpModel> read =
+      ParseProgram("m.json", std::string("{") + kHead + ", " + fp32 + ", " + low + "}");
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_NE(read->low_precision, nullptr);
+  EXPECT_EQ(read->forward.front().outputs.size(), 1u);
+  EXPECT_EQ(read->low_precision->forward.front().outputs.size(), 2u);
+  EXPECT_EQ(read->low_precision->inputs.front().dtype, "bf16");
+  EXPECT_EQ(read->low_precision->instances.size(), read->instances.size());
+  const std::string written = ProgramText(*read);
+  Result<FsdpModel> again = ParseProgram("m.json", written);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ProgramText(*again), written);
+  ASSERT_NE(again->low_precision, nullptr);
+
+  std::string wrong = low;
+  wrong.replace(wrong.find("\"bf16\", \"inputs\""), 6, "\"fp16\"");
+  EXPECT_EQ(ErrorOf(std::string("{") + kHead + ", " + fp32 + ", " + wrong + "}"),
+            "m.json: /low_precision/dtype: expected \"bf16\" (the recorder records the bf16 "
+            "run), got \"fp16\"");
+  std::string bad_op = low;
+  bad_op.replace(bad_op.find("\"op\": \"run\""), 11, "\"op\": \"fly\"");
+  const std::string error = ErrorOf(std::string("{") + kHead + ", " + fp32 + ", " + bad_op + "}");
+  EXPECT_EQ(error.rfind("m.json: /low_precision/forward/0/op: ", 0), 0u) << error;
+}
+
+// --activation-dtype param-dtype on a program with a bf16 recording emits that recording (its
+// fp32 output, the model's own, kept), not a cast of the fp32 one; without the flag, or at
+// fp32, the fp32 recording stays; at fp16 its bf16 tensors are fp16.
+TEST(ProgramFile, ParamDtypeActivationsEmitTheLowPrecisionRecording) {
+  const std::string text =
+      std::string("{") + kHead +
+      R"(, "inputs": [{"id": "x", "bytes": 64, "dtype": "fp32"}], "forward": [{"op": "run",
+      "name": "f", "inputs": ["x"], "outputs": [{"id": "l", "bytes": 64, "dtype": "fp32"}]}],
+      "loss": "l", "low_precision": {"dtype": "bf16", "inputs": [{"id": "x", "bytes": 32,
+      "dtype": "bf16"}], "forward": [{"op": "run", "name": "f", "inputs": ["x"], "outputs":
+      [{"id": "c", "bytes": 64, "dtype": "fp32"}, {"id": "l", "bytes": 32, "dtype": "bf16"}]}],
+      "loss": "l"}})";
+  const auto emitted = [&](DType compute, const std::string& activations) {
+    Result<FsdpModel> program = ParseProgram("m.json", text);
+    EXPECT_TRUE(program.ok()) << program.status().ToString();
+    GenOptions options;
+    options.compute_dtype = compute;
+    ProgramWhatIfs what_ifs;
+    what_ifs.activation_dtype = activations;
+    Result<WhatIfChanges> changes = ApplyWhatIfs(*program, options, what_ifs);
+    EXPECT_TRUE(changes.ok()) << changes.status().ToString();
+    return std::make_pair(std::move(*program), std::move(*changes));
+  };
+  auto [low, changes] = emitted(DType::kBFloat16, "param-dtype");
+  ASSERT_EQ(low.forward.front().outputs.size(), 2u);
+  EXPECT_EQ(low.forward.front().outputs[0].dtype, "fp32");
+  EXPECT_EQ(low.forward.front().outputs[1].dtype, "bf16");
+  EXPECT_FALSE(changes.cast);
+  ASSERT_TRUE(changes.low_precision);
+  EXPECT_EQ(changes.low_precision->fp32, 1u);
+  EXPECT_NE(low.description.find("emitted from its bf16 recording"), std::string::npos);
+  auto [fp16, fp16_changes] = emitted(DType::kFloat16, "param-dtype");
+  EXPECT_EQ(fp16.inputs.front().dtype, "fp16");
+  EXPECT_EQ(fp16.forward.front().outputs[1].dtype, "fp16");
+  EXPECT_EQ(fp16.forward.front().outputs[0].dtype, "fp32");
+  auto [recorded, recorded_changes] = emitted(DType::kBFloat16, "recorded");
+  EXPECT_EQ(recorded.forward.front().outputs.size(), 1u);
+  EXPECT_FALSE(recorded_changes.low_precision);
+  auto [fp32, fp32_changes] = emitted(DType::kFloat32, "param-dtype");
+  EXPECT_EQ(fp32.forward.front().outputs.size(), 1u);
+}
+
 TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
   EXPECT_EQ(ErrorOf(R"({"schema_version": 3, "world_size": 2, "rank": 0, "events": []})"),
             "m.json: this is a trace, not a model program (a model program comes from bucketsim "
@@ -244,7 +324,7 @@ TEST(ProgramFile, ReaderErrorsNameFileAndPointer) {
   EXPECT_EQ(ErrorOf(std::string("{") + kHead + R"(, "forward": [], "loss": "l", "extra": 1})"),
             "m.json: /extra: unknown key (known here: format, schema_version, description, "
             "autocast, instances, inputs, forward, loss, held, fsdp, optimizer, measured, "
-            "modules, batch, seq, target)");
+            "modules, batch, seq, target, low_precision)");
   EXPECT_EQ(ErrorOf(std::string("{") + kHead +
                     R"(, "forward": [{"op": "gather", "instance": "q"}], "loss": "l"})"),
             "m.json: /forward/0/instance: no instance is named 'q'");
