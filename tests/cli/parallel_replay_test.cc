@@ -141,6 +141,7 @@ void ExpectSweepOverRanks(int ranks, const std::vector<std::string>& traces,
 
 // mpirun -np 2: the configurations of one trace spread over two ranks.
 TEST(SweepOverRanks, TwoRanksWriteTheSingleProcessReport) {
+  if (auto why = testing::WithoutMpi(); !why.empty()) GTEST_SKIP() << why;
   ExpectSweepOverRanks(2, {"traces/gpt-24l-h1024-ws8.json"},
                        {"--bucket-cap-mb", "1,25", "--policy", "backward-only", "--policy",
                         "unbucketed", "--policy", "always-allocated", "--budget", "3GiB",
@@ -159,6 +160,7 @@ const std::vector<std::string> kFiveConfigurations = {
 // pairs 0..4 are trace 1's, 5..9 trace 2's, in runs of 5: rank 0 sweeps trace 1 alone, rank 1
 // trace 2, which rank 0 never reads (rank 1 sends what the report says of it).
 TEST(SweepOverRanks, TwoRanksWriteTheSingleProcessReportOfTwoTraces) {
+  if (auto why = testing::WithoutMpi(); !why.empty()) GTEST_SKIP() << why;
   ExpectSweepOverRanks(2, kTwoTraces, kFiveConfigurations);
 }
 
@@ -166,11 +168,13 @@ TEST(SweepOverRanks, TwoRanksWriteTheSingleProcessReportOfTwoTraces) {
 // configuration 4 of trace 1 and 0..2 of trace 2 (it reads both traces, and tells trace 2), rank
 // 2 configurations 3 and 4 of trace 2.
 TEST(SweepOverRanks, ThreeRanksSplitATracesConfigurations) {
+  if (auto why = testing::WithoutMpi(); !why.empty()) GTEST_SKIP() << why;
   ExpectSweepOverRanks(3, kTwoTraces, kFiveConfigurations);
 }
 
 // 2 traces x 1 configuration on 3 ranks: rank 0 replays trace 1, rank 1 trace 2, rank 2 nothing.
 TEST(SweepOverRanks, MoreRanksThanPairs) {
+  if (auto why = testing::WithoutMpi(); !why.empty()) GTEST_SKIP() << why;
   ExpectSweepOverRanks(3, kTwoTraces, {"--bucket-cap-mb", "1", "--policy", "unbucketed"});
 }
 
@@ -178,6 +182,7 @@ TEST(SweepOverRanks, MoreRanksThanPairs) {
 // configurations per trace (the four default policies at two caps, unbucketed once) in runs of
 // 7, rank 1 alone reads the broken trace.
 TEST(SweepOverRanks, ABadSecondTraceFailsEveryRank) {
+  if (auto why = testing::WithoutMpi(); !why.empty()) GTEST_SKIP() << why;
   nlohmann::ordered_json trace = nlohmann::ordered_json::parse(
       testing::ReadFile(std::string(BUCKETSIM_SOURCE_DIR) + "/traces/tiny-ws2.json"));
   trace["events"][11]["id"] = 999;  // a free of an id never allocated

@@ -74,6 +74,14 @@ BinaryResult RunBucketsimInColumns(std::size_t columns, const std::vector<std::s
   return RunWithPrefix("", args, "", std::to_string(columns));
 }
 
+std::string WithoutMpi() {
+#ifdef BUCKETSIM_WITHOUT_MPI
+  return "built without MPI (-DBUCKETSIM_MPI=OFF): no mpirun jobs, no host backend";
+#else
+  return "";
+#endif
+}
+
 BinaryResult RunBucketsimUnderMpi(int ranks, const std::vector<std::string>& args) {
   // Open MPI refuses root without --allow-run-as-root and more ranks than cores without
   // --oversubscribe; CI runs as root on two cores.

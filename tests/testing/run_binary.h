@@ -17,6 +17,10 @@ struct BinaryResult {
 BinaryResult RunBucketsim(const std::vector<std::string>& args);
 // The same with `stdin_from` (a shell command line ending in "| ") feeding its standard input.
 BinaryResult RunBucketsim(const std::vector<std::string>& args, const std::string& stdin_from);
+// Why a test of several ranks or of the host backend cannot run here: the build has no MPI
+// (-DBUCKETSIM_MPI=OFF); empty where it can. Such a test starts with
+//   if (auto why = testing::WithoutMpi(); !why.empty()) GTEST_SKIP() << why;
+std::string WithoutMpi();
 // Runs it under `mpirun -np ranks` (as root and oversubscribed where that needs flags).
 BinaryResult RunBucketsimUnderMpi(int ranks, const std::vector<std::string>& args);
 // With COLUMNS=columns, as in a terminal that wide (the others run with no width).

@@ -54,15 +54,15 @@ def make_parser():
                         help="record the model converted to this dtype (model.to(dtype), and the "
                              "batch's floating-point tensors), as a run in that precision "
                              "computes; default: as build_model() makes it")
-    parser.add_argument("--mixed-precision", choices=["auto", "bf16", "off"], default="off",
+    parser.add_argument("--mixed-precision", choices=["auto", "bf16", "off"], default="auto",
                         help="with an fp32 recording (no --dtype, or --dtype fp32; no "
                              "--autocast): also record the model in bf16, as a MixedPrecision "
                              "run computes, into the program's `low_precision` key, which `gen "
                              "program --activation-dtype param-dtype` then emits (the model's "
                              "own fp32 casts and the attention kernel a bf16 run takes are "
-                             "kept). auto: when the fp32 recording saw what a cast cannot "
-                             "give (the model's own fp32 casts, or an attention kernel picked "
-                             "by dtype); bf16: always; off (default): never")
+                             "kept). auto (default): when the fp32 recording saw what a cast "
+                             "cannot give (the model's own fp32 casts, or an attention kernel "
+                             "picked by dtype); bf16: always; off: never")
     parser.add_argument("--autocast", choices=["bf16", "fp16"],
                         help="record the forward (and the loss computed in it) under "
                              "torch.autocast(device, dtype) as an AMP training loop runs it, the "

@@ -77,4 +77,5 @@ def summary(program, path):
     numel = sum(p["numel"] for i in program["instances"] for p in i["params"])
     measured = program.get("measured")
     return (f"record_program: {path}: {len(program['instances'])} instance(s), {runs} runs, "
-            f"{numel:,} parameters" + (", measured on " + measured["device"] if measured else ""))
+            f"{numel:,} parameters" + (", measured on " + measured["device"] if measured else "") +
+            (", and its bf16 recording (low_precision)" if "low_precision" in program else ""))

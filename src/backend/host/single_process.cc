@@ -31,7 +31,11 @@ MpiWorld::MpiWorld(int rank, int size, bool owns) : rank_(rank), size_(size), ow
 
 MpiWorld::~MpiWorld() = default;
 
-Status MpiWorld::Agree(const Status& local) { return local; }
+// The message the MPI world's Agree gives: the failing rank named, here always 0.
+Status MpiWorld::Agree(const Status& local) {
+  if (local.ok()) return local;
+  return Status(local.code(), fmt::format("rank 0: {}", local.message()));
+}
 
 Status MpiWorld::Barrier() { return Status::Ok(); }
 
