@@ -89,6 +89,17 @@ void PrintWhatIfChanges(const WhatIfChanges& changes, const ProgramWhatIfs& what
                    fmt::format("{}", fmt::join(placed.classes, ", ")).c_str(),
                    FormatBytes(placed.kept_bytes).c_str(), removed.c_str());
     }
+    if (!placed.saved_runs.empty()) {
+      std::vector<std::string> runs;
+      for (const auto& [op, count] : placed.saved_runs)
+        runs.push_back(fmt::format("{} x{}", op, count));
+      fmt::print(stderr, "gen: selective checkpointing ({}): saved {} ({}), not recomputed\n",
+                 what_ifs.checkpoint_save, fmt::join(runs, ", "), FormatBytes(placed.saved_bytes));
+    }
+    if (!placed.unmatched_ops.empty()) {
+      fmt::print(stderr, "gen: note: --checkpoint-save {}: no checkpointed run is {}\n",
+                 what_ifs.checkpoint_save, fmt::join(placed.unmatched_ops, ", "));
+    }
   }
   if (changes.unit_settings_dropped) {
     std::fprintf(stderr,
@@ -153,8 +164,9 @@ void PrintTarget(const RecordedTarget& target, const std::string& model_path,
                "gen: warning: the model casts to fp32 itself ({}: {} call(s) of .float() or "
                ".to(torch.float32) on tensors the fp32 recording had in fp32 already): a {} run "
                "copies there and computes what follows in fp32, which --activation-dtype "
-               "param-dtype has put in {} too; record the model with --dtype {} for that run's "
-               "activations (docs/laptop-to-h100.md)\n",
+               "param-dtype has put in {} too; record the model again (tools/record_program.py "
+               "--mixed-precision auto, the default, also records it in bf16) or with --dtype "
+               "{} for that run's activations (docs/laptop-to-h100.md)\n",
                fmt::join(target.fp32_upcast_modules, ", "), target.fp32_upcasts, dtype, dtype,
                dtype);
   }

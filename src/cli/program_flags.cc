@@ -150,6 +150,32 @@ void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs) {
       ->check(CLI::IsMember({"reentrant", "no-reentrant"}))
       ->capture_default_str();
   command
+      .add_option("--checkpoint-save", what_ifs.checkpoint_save,
+                  "Selective activation checkpointing in the regions --checkpoint places "
+                  "(needs --checkpoint-impl no-reentrant), as create_selective_checkpoint_"
+                  "contexts runs a policy: none (full checkpointing), torchtitan (its op-level "
+                  "default: mm/2 and the attention kernels, max, abs, reduce_scatter_tensor), "
+                  "torchtitan-2026 (its later save set, mm and linear on one counter), or "
+                  "OP,...: the calls of these ATen ops are saved, not recomputed; OP[+OP...]/N: "
+                  "their calls share a counter per region and every N-th is recomputed "
+                  "(mm/2: torchtitan's every other mm)")
+      ->type_name("none|torchtitan|torchtitan-2026|OP[/N],...")
+      ->capture_default_str();
+  command
+      .add_option("--checkpoint-every", what_ifs.checkpoint_every,
+                  "Layer-level selective checkpointing: of the calls --checkpoint names, in "
+                  "forward order, only every N-th gets a region (torchtitan's selective_ac_"
+                  "option N: the N-th, 2N-th, ...)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      .add_option("--checkpoint-early-stop", what_ifs.checkpoint_early_stop,
+                  "Non-reentrant regions' early stop: true (torch 2.6's default: the recompute "
+                  "stops once every saved tensor is packed again) or false (it reruns the whole "
+                  "region; torchtitan since 2025 passes early_stop=False)")
+      ->check(CLI::IsMember({"true", "false"}))
+      ->capture_default_str();
+  command
       .add_option("--activation-dtype", what_ifs.activation_dtype,
                   "recorded: the activations' dtypes as in the program; param-dtype: its fp32 "
                   "activations (a model recorded in fp32, without autocast) in --param-dtype's "

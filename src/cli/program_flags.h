@@ -23,8 +23,15 @@ namespace bucketsim {
 void AddParamFlag(CLI::App& command, const PresetParam& param);
 
 // The what-if flags, without their dashes, in the order ApplyWhatIfs applies them.
-inline constexpr std::array<std::string_view, 6> kWhatIfFlags = {
-    "wrap", "batch-size", "seq-len", "checkpoint", "checkpoint-impl", "activation-dtype"};
+inline constexpr std::array<std::string_view, 9> kWhatIfFlags = {"wrap",
+                                                                 "batch-size",
+                                                                 "seq-len",
+                                                                 "checkpoint",
+                                                                 "checkpoint-impl",
+                                                                 "checkpoint-save",
+                                                                 "checkpoint-every",
+                                                                 "checkpoint-early-stop",
+                                                                 "activation-dtype"};
 
 // The kWhatIfFlags into `what_ifs`, and the repeatable --unit-setting (not varied by tune).
 void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs);

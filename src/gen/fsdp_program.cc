@@ -74,7 +74,9 @@ class FsdpTrace final : public TraceEmitter {
         saved_(model.forward.size()),
         op_tensors_(model.forward.size()),
         span_names_(model.forward.size(), {kUninterned, kUninterned, kUninterned}),
-        regions_(FindCheckpointRegions(model)) {
+        regions_(FindCheckpointRegions(model)),
+        cached_outputs_(model.forward.size()),
+        cached_saves_(model.forward.size()) {
     IndexTensors();
     IndexParamTargets();
   }
@@ -337,9 +339,13 @@ class FsdpTrace final : public TraceEmitter {
         in_checkpoint = true;
         BUCKETSIM_RETURN_IF_ERROR(Save(i, saved_[i]));
         return ReleaseReads(op_tensors_[i].save_reads);
-      case OpKind::kCheckpointEnd:
+      case OpKind::kCheckpointEnd: {
         in_checkpoint = false;
-        return Status::Ok();
+        // A region whose runs save nothing has no recompute: nothing keeps its frame, and its
+        // cache goes with it now.
+        const std::size_t begin = regions_.region[i];
+        return regions_.stop[begin] == begin ? ReleaseCache(begin) : Status::Ok();
+      }
       case OpKind::kEndForward:
         return impl_->PostForward(op.instance, Pass::kForward);
     }
@@ -398,8 +404,17 @@ class FsdpTrace final : public TraceEmitter {
       }
       made.push_back(storage);
     }
-    // Under no_grad nothing is saved: the new tensors die with the run, references keep nothing.
-    if (mode == RunMode::kNoGrad) {
+    // Under no_grad nothing is saved: the new tensors die with the run, references keep nothing;
+    // but what selective checkpointing's policy saves, its cache keeps: the whole output.
+    if (mode == RunMode::kNoGrad && op.policy_saved) {
+      for (std::size_t storage : made) {
+        Acquire(storage);
+        cached_outputs_[i].push_back(storage);
+      }
+      for (std::size_t storage : transient) {
+        if (storage != kNone) cached_saves_[i].push_back(storage);
+      }
+    } else if (mode == RunMode::kNoGrad) {
       for (auto it = transient.rbegin(); it != transient.rend(); ++it) {
         if (*it != kNone) BUCKETSIM_RETURN_IF_ERROR(Release(*it));
       }
@@ -416,10 +431,61 @@ class FsdpTrace final : public TraceEmitter {
     }
     BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].save_reads));
     for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
+    return ReleaseNamed(i, mode);
+  }
+
+  // The tensors run i's `releases` names: the model's code lets go of them. A recompute
+  // releases only what it made itself (the rest went at the region's end, or is a cached
+  // output, made in forward).
+  Status ReleaseNamed(std::size_t i, RunMode mode) {
     for (std::size_t t : releases_of_[i]) {
-      // A recompute releases only what its own region made (the rest went at its end).
-      if (mode == RunMode::kRecompute && tensors_[t].released_after_region) continue;
+      if (mode == RunMode::kRecompute &&
+          (tensors_[t].released_after_region || epoch_of_[t] != epoch_)) {
+        continue;
+      }
       BUCKETSIM_RETURN_IF_ERROR(Release(storage_of_[t]));
+    }
+    return Status::Ok();
+  }
+
+  // Run i in a recompute, its policy having saved it: not run, its outputs the cache's (the
+  // forward's storages); autograd's node for it saves as in forward, its new saves the cached
+  // ones. The cache lets go of the outputs when the recompute ends (popped, then held only by
+  // the recomputed function until it returns or is abandoned), unless `popped` is false: the
+  // run an early stop ends at, whose inputs autograd packs before the op is dispatched, the
+  // last pack raising _StopRecomputationError, so that its cache entry stays until the frame
+  // dies (torch 2.6 torch/utils/checkpoint.py: _checkpoint_hook.pack_hook, then
+  // _CachedTorchDispatchMode never sees the op).
+  Status ServeFromCache(std::size_t i, bool popped) {
+    const ForwardOp& op = model_.forward[i];
+    std::vector<std::size_t>& saved = saved_[i];
+    std::size_t fresh = 0;
+    for (const SavedTensor& save : op.saves) {
+      saved.push_back(save.tensor.empty() ? cached_saves_[i][fresh++] : kNone);
+    }
+    cached_saves_[i].clear();
+    SaveReferences(i, saved);
+    if (popped) {
+      recompute_holds_.insert(recompute_holds_.end(), cached_outputs_[i].begin(),
+                              cached_outputs_[i].end());
+      cached_outputs_[i].clear();
+    }
+    if (op.in_post_forward_hook) {
+      const std::vector<std::size_t>& reads = op_tensors_[i].inputs;
+      hook_reads_.insert(hook_reads_.end(), reads.begin(), reads.end());
+    } else {
+      BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].inputs));
+    }
+    BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].save_reads));
+    return ReleaseNamed(i, RunMode::kRecompute);
+  }
+
+  // What the cache of the region that begins at `begin` still holds (the calls its recompute
+  // did not reach, or all, without one) goes: the region's frame, which owns it, dies.
+  Status ReleaseCache(std::size_t begin) {
+    for (std::size_t i = begin + 1; i < model_.forward.size() && regions_.region[i] == begin; ++i) {
+      BUCKETSIM_RETURN_IF_ERROR(ReleaseAll(cached_saves_[i]));
+      BUCKETSIM_RETURN_IF_ERROR(ReleaseAll(cached_outputs_[i]));
     }
     return Status::Ok();
   }
@@ -544,7 +610,9 @@ class FsdpTrace final : public TraceEmitter {
   Status ReleaseSaves(std::size_t i) {
     BUCKETSIM_RETURN_IF_ERROR(ReleaseAll(saved_[i]));
     const std::size_t frame = regions_.frame_release[i];
-    return frame == kNone ? Status::Ok() : ReleaseAll(saved_[frame]);
+    if (frame == kNone) return Status::Ok();
+    BUCKETSIM_RETURN_IF_ERROR(ReleaseCache(frame));
+    return ReleaseAll(saved_[frame]);
   }
 
   // A gradient for each parameter run i reads (param_reads).
@@ -584,7 +652,11 @@ class FsdpTrace final : public TraceEmitter {
     ++epoch_;
     for (std::size_t i = recomputing_ + 1; i <= regions_.stop[recomputing_]; ++i) {
       const ForwardOp& op = model_.forward[i];
-      if (op.kind == OpKind::kRun) {
+      if (op.kind == OpKind::kRun && op.policy_saved) {
+        const bool stops_here =
+            i == regions_.stop[recomputing_] && model_.forward[recomputing_].early_stop;
+        BUCKETSIM_RETURN_IF_ERROR(ServeFromCache(i, /*popped=*/!stops_here));
+      } else if (op.kind == OpKind::kRun) {
         BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kRecomputeSpan), op.flops));
         BUCKETSIM_RETURN_IF_ERROR(RunForward(i, RunMode::kRecompute));
       } else if (op.kind == OpKind::kGather) {
@@ -815,8 +887,11 @@ class FsdpTrace final : public TraceEmitter {
   std::set<std::size_t> region_grads_;        // ... and the gradients of its outputs it keeps
   std::size_t recomputing_ = 0;               // the checkpoint_begin of the latest recompute
   std::vector<std::size_t> recompute_holds_;  // what a cache holds until a recompute ends
-  std::vector<std::size_t> hook_reads_;       // what post-forward hook runs read, until it returns
-  bool per_param_ = false;                    // the program has param_reads
+  // Per run the selective-checkpointing policy saved (ForwardOp::policy_saved): the storages
+  // its cache entry holds from its forward on, of its outputs and of its new saves.
+  std::vector<std::vector<std::size_t>> cached_outputs_, cached_saves_;
+  std::vector<std::size_t> hook_reads_;  // what post-forward hook runs read, until it returns
+  bool per_param_ = false;               // the program has param_reads
   // [instance][param]: the tensor index of each gradient target (its views, or itself)
   std::vector<std::vector<std::vector<std::size_t>>> target_tensor_;
   std::vector<std::vector<std::size_t>> run_targets_;  // per forward op: the targets it reads

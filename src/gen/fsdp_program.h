@@ -168,6 +168,18 @@ struct ForwardOp {
   // kCheckpointBegin: torch.utils.checkpoint's use_reentrant. False: the non-reentrant
   // implementation as torch 2.x runs it (the recompute stops early, see the emitter).
   bool reentrant = true;
+  // kCheckpointBegin of a non-reentrant region: the recompute stops once every tensor the
+  // region saves has been packed again (torch 2.6: set_checkpoint_early_stop, on by default;
+  // later torch also checkpoint(early_stop=)). False: it reruns the whole region.
+  bool early_stop = true;
+  // kRun in a non-reentrant region: selective activation checkpointing's policy saved this call
+  // (CheckpointPolicy.MUST_SAVE or PREFER_SAVE; torch 2.6 torch/utils/checkpoint.py,
+  // _CachingTorchDispatchMode): its whole output, every tensor of it (its new saves too), is
+  // cached in forward, pinning the storages, and the recompute takes it from the cache instead
+  // of running it. What autograd saves of it goes when its last user's backward does; the rest
+  // when the recompute ends, or, where the recompute stops before reaching it, with the region's
+  // frame (reference/cuda_from_cpu.md 1.3, 1.4).
+  bool policy_saved = false;
   std::vector<NewTensor> workspace;  // kRun: made in its backward, freed at its end
   // kRun: the parameters (a view's name, or a parameter without views) whose gradient this
   // run's backward makes, of instances in `uses`. Unset: the whole gradient of every instance

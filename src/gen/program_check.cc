@@ -30,8 +30,8 @@ struct OtherDType {
   Bytes size;
 };
 constexpr OtherDType kOtherDTypes[] = {
-    {"int64", 8},      {"int32", 4},      {"int16", 2},      {"int8", 1},   {"uint8", 1},
-    {"bool", 1},       {"complex32", 4},  {"complex64", 8},  {"complex128", 16},
+    {"int64", 8}, {"int32", 4},     {"int16", 2},     {"int8", 1},        {"uint8", 1},
+    {"bool", 1},  {"complex32", 4}, {"complex64", 8}, {"complex128", 16},
 };
 
 std::string_view WithoutTorchPrefix(std::string_view dtype) {
@@ -265,6 +265,12 @@ class ProgramChecker {
           BUCKETSIM_RETURN_IF_ERROR(CheckSave(fmt::format("{}/saves/{}", pointer, k), op.saves[k]));
           if (!op.saves[k].tensor.empty()) region_keeps_.insert(op.saves[k].tensor);
         }
+        if (op.reentrant && !op.early_stop) {
+          return InvalidArgument(fmt::format(
+              "{}/early_stop: a reentrant region reruns its whole forward; early_stop is a "
+              "setting of non-reentrant ones (\"reentrant\": false)",
+              pointer));
+        }
         region_begin_ = i;
         return Status::Ok();
       case OpKind::kCheckpointEnd:
@@ -311,6 +317,14 @@ class ProgramChecker {
   Status CheckRun(const std::string& pointer, const ForwardOp& op) {
     if (op.name.empty())
       return InvalidArgument(fmt::format("{}/name: a run needs a name", pointer));
+    // Selective checkpointing's policy runs in non-reentrant regions only (torch 2.6
+    // checkpoint() refuses context_fn with use_reentrant=True).
+    if (op.policy_saved && (!region_begin_ || model_.forward[*region_begin_].reentrant)) {
+      return InvalidArgument(fmt::format(
+          "{}/policy: \"save\" is selective checkpointing's decision, made only inside a "
+          "non-reentrant checkpointed region (\"reentrant\": false)",
+          pointer));
+    }
     std::vector<double> all = {op.flops, op.BackwardFlops()};
     all.insert(all.end(), op.flops_growth.begin(), op.flops_growth.end());
     if (op.backward_flops_growth) {

@@ -1,6 +1,7 @@
 #include "gen/program_checkpoint.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <set>
@@ -165,7 +166,155 @@ Bytes KeptBytes(const FsdpModel& model) {
   return bytes;
 }
 
+// An op as a policy names it, by its overload packet: "mm" for mm, aten.mm, aten.mm.default,
+// torch.ops.aten.mm.default or _c10d_functional.reduce_scatter_tensor.default.
+std::string_view PacketName(std::string_view op) {
+  for (std::string_view prefix : {"torch.ops.", "ops."}) {
+    if (op.starts_with(prefix)) op.remove_prefix(prefix.size());
+  }
+  for (std::string_view space : {"aten.", "_c10d_functional.", "c10d_functional.", "c10d."}) {
+    if (op.starts_with(space)) op.remove_prefix(space.size());
+  }
+  return op.substr(0, op.find('.'));
+}
+
+// The named policies (ParseSavePolicy).
+std::optional<std::string_view> NamedSavePolicy(std::string_view name) {
+  // torchtitan 9dec370 torchtitan/parallelisms/parallelize_llama.py _save_list and
+  // _custom_policy: mm counted alone, every second one recomputed.
+  if (name == "torchtitan") {
+    return "mm/2,_scaled_dot_product_efficient_attention,_scaled_dot_product_flash_attention,"
+           "reduce_scatter_tensor,abs,max";
+  }
+  // torchtitan b5bcd76c6 torchtitan/distributed/activation_checkpoint.py: the functorch
+  // partitioner's compute-intensive ops (torch 2.6 partitioners.py), the other attention
+  // kernels, max, topk and the collectives; mm and linear share the counter. Its other rules
+  // (a CUDA-to-CPU _to_copy always saved, the MoE router's mm recomputed) are not expressible
+  // in a program's run names.
+  if (name == "torchtitan-2026") {
+    return "mm+linear/2,convolution,convolution_backward,bmm,addmm,"
+           "_scaled_dot_product_flash_attention,_scaled_dot_product_efficient_attention,"
+           "_flash_attention_forward,_efficient_attention_forward,upsample_bilinear2d,_scaled_mm,"
+           "_scaled_dot_product_cudnn_attention,_scaled_dot_product_attention_math,"
+           "_scaled_dot_product_fused_attention_overrideable,max,topk,reduce_scatter_tensor,"
+           "all_to_all_single";
+  }
+  return std::nullopt;
+}
+
+// Marks the runs `policy` saves in every region of `model`, counting per region forward.
+void MarkPolicySaves(FsdpModel& model, const SavePolicy& policy, CheckpointSummary& summary) {
+  std::set<std::string, std::less<>> matched;
+  std::vector<std::uint64_t> counts(policy.rules.size());
+  bool in_region = false;
+  for (ForwardOp& op : model.forward) {
+    if (op.kind == OpKind::kCheckpointBegin) {
+      in_region = true;
+      std::fill(counts.begin(), counts.end(), 0);
+    }
+    if (op.kind == OpKind::kCheckpointEnd) in_region = false;
+    if (!in_region || op.kind != OpKind::kRun) continue;
+    const std::string_view name = RunOpName(op.name);
+    for (std::size_t r = 0; r < policy.rules.size(); ++r) {
+      const SavePolicy::Rule& rule = policy.rules[r];
+      if (std::find(rule.ops.begin(), rule.ops.end(), name) == rule.ops.end()) continue;
+      matched.insert(std::string(name));
+      const std::uint64_t every = rule.recompute_every;
+      op.policy_saved = every == 0 || ++counts[r] % every != 0;
+      if (op.policy_saved) {
+        ++summary.saved_runs[std::string(name)];
+        for (const ProgramTensor& output : op.outputs) {
+          if (output.alias.empty()) summary.saved_bytes += output.bytes;
+        }
+        for (const SavedTensor& save : op.saves) {
+          if (save.tensor.empty()) summary.saved_bytes += save.fresh.bytes;
+        }
+      }
+      break;
+    }
+  }
+  for (const SavePolicy::Rule& rule : policy.rules) {
+    for (const std::string& name : rule.ops) {
+      if (!matched.contains(name)) summary.unmatched_ops.push_back(name);
+    }
+  }
+}
+
+// The ops the regions' runs are, most frequent first (for a policy that saves none of them).
+std::string RegionOps(const FsdpModel& model) {
+  std::map<std::string, std::size_t, std::less<>> count;
+  bool in_region = false;
+  for (const ForwardOp& op : model.forward) {
+    if (op.kind == OpKind::kCheckpointBegin) in_region = true;
+    if (op.kind == OpKind::kCheckpointEnd) in_region = false;
+    if (in_region && op.kind == OpKind::kRun) ++count[std::string(RunOpName(op.name))];
+  }
+  std::vector<std::pair<std::size_t, std::string>> ranked;
+  for (const auto& [name, n] : count) ranked.emplace_back(n, name);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> names;
+  for (std::size_t k = 0; k < ranked.size() && k < 12; ++k) {
+    names.push_back(fmt::format("{} x{}", ranked[k].second, ranked[k].first));
+  }
+  return fmt::format("{}{}", fmt::join(names, ", "), ranked.size() > 12 ? ", ..." : "");
+}
+
 }  // namespace
+
+std::string_view RunOpName(std::string_view run_name) {
+  const std::size_t colon = run_name.rfind(':');
+  return colon == std::string_view::npos ? run_name : run_name.substr(colon + 1);
+}
+
+Result<SavePolicy> ParseSavePolicy(std::string_view text) {
+  SavePolicy policy;
+  policy.text = std::string(text);
+  // ';' separates ops too: tune's --vary separates its values by commas.
+  std::string spec(NamedSavePolicy(text).value_or(text));
+  std::replace(spec.begin(), spec.end(), ';', ',');
+  const auto bad = [&](std::string_view why) {
+    return InvalidArgument(fmt::format(
+        "'{}': {} (expected torchtitan, torchtitan-2026, or ops separated by commas, each OP or "
+        "OP[+OP...]/N: their calls share a counter and every N-th is recomputed, as "
+        "mm,_scaled_dot_product_flash_attention or mm/2)",
+        text, why));
+  };
+  std::set<std::string, std::less<>> seen;
+  for (std::string_view item : SplitCommaList(spec)) {
+    SavePolicy::Rule rule;
+    std::string_view ops = item;
+    if (const std::size_t slash = item.find('/'); slash != std::string_view::npos) {
+      ops = item.substr(0, slash);
+      const std::string_view every = item.substr(slash + 1);
+      std::uint64_t n = 0;
+      const auto [end, error] = std::from_chars(every.data(), every.data() + every.size(), n);
+      if (error != std::errc() || end != every.data() + every.size() || n < 2) {
+        return bad(
+            fmt::format("'{}': after '/' comes how often a call is recomputed, an "
+                        "integer of 2 or more",
+                        item));
+      }
+      rule.recompute_every = n;
+    }
+    for (std::size_t at = 0; at <= ops.size();) {
+      const std::size_t plus = std::min(ops.find('+', at), ops.size());
+      const std::string_view op = PacketName(ops.substr(at, plus - at));
+      if (op.empty()) return bad(fmt::format("'{}' names no op", item));
+      if (!seen.insert(std::string(op)).second) {
+        return bad(fmt::format("'{}' is named twice", op));
+      }
+      rule.ops.emplace_back(op);
+      at = plus + 1;
+    }
+    if (rule.ops.size() > 1 && rule.recompute_every == 0) {
+      return bad(fmt::format("'{}': ops joined by '+' share a counter, which needs /N", item));
+    }
+    policy.rules.push_back(std::move(rule));
+  }
+  if (policy.rules.empty()) return bad("no op");
+  return policy;
+}
 
 Result<CheckpointChoice> ParseCheckpointChoice(std::string_view text) {
   CheckpointChoice choice;
@@ -200,10 +349,26 @@ Result<CheckpointSummary> CheckpointModules(FsdpModel& model, const CheckpointCh
     if (!named.ok()) return named.status();
     classes = std::move(*named);
   }
+  if (choice.reentrant && (choice.save || !choice.early_stop)) {
+    return InvalidArgument(
+        choice.save ? "selective checkpointing needs non-reentrant regions (--checkpoint-impl "
+                      "no-reentrant): torch's checkpoint() takes a context_fn only with "
+                      "use_reentrant=False"
+                    : "early stop is a setting of non-reentrant regions (--checkpoint-impl "
+                      "no-reentrant); a reentrant one reruns its whole forward");
+  }
   CheckpointSummary summary;
   FsdpModel checkpointed = model;
   summary.removed = RemoveRegions(checkpointed);
-  const std::vector<ModuleCall> chosen = ChosenCalls(checkpointed, classes);
+  std::vector<ModuleCall> chosen = ChosenCalls(checkpointed, classes);
+  summary.calls = chosen.size();
+  if (choice.every > 1) {
+    std::vector<ModuleCall> every;
+    for (std::size_t k = 0; k < chosen.size(); ++k) {
+      if ((k + 1) % choice.every == 0) every.push_back(chosen[k]);
+    }
+    chosen = std::move(every);
+  }
   for (const ModuleCall& call : chosen) {
     if (std::find(summary.classes.begin(), summary.classes.end(), call.type) ==
         summary.classes.end()) {
@@ -226,6 +391,7 @@ Result<CheckpointSummary> CheckpointModules(FsdpModel& model, const CheckpointCh
     if (next != chosen.end() && next->begin == i) {
       forward.push_back(RegionBegin(checkpointed, next->begin, next->end));
       forward.back().reentrant = choice.reentrant;
+      forward.back().early_stop = choice.early_stop;
       open = true;
       open_until = next->end;
       ++next;
@@ -233,12 +399,26 @@ Result<CheckpointSummary> CheckpointModules(FsdpModel& model, const CheckpointCh
     forward.push_back(std::move(checkpointed.forward[i]));
   }
   checkpointed.forward = std::move(forward);
+  if (choice.save) {
+    MarkPolicySaves(checkpointed, *choice.save, summary);
+    if (summary.saved_runs.empty() && !chosen.empty()) {
+      return InvalidArgument(fmt::format(
+          "--checkpoint-save {}: the policy saves none of the checkpointed calls' runs (their "
+          "ops: {}; a recorded program names each run MODULE:OP, OP the ATen op's packet)",
+          choice.save->text, RegionOps(checkpointed)));
+    }
+  }
   checkpointed.module_calls.clear();
   if (!chosen.empty() || summary.removed > 0) {
     checkpointed.description += fmt::format(
         "{}{}", checkpointed.description.empty() ? "" : "; ",
         chosen.empty() ? std::string("not checkpointed")
-                       : fmt::format("checkpointed: {}", fmt::join(summary.classes, ", ")));
+                       : fmt::format("checkpointed: {}{}{}{}", fmt::join(summary.classes, ", "),
+                                     choice.every > 1 ? fmt::format(" (every {} of {} calls)",
+                                                                    choice.every, summary.calls)
+                                                      : "",
+                                     choice.save ? ", selective: saving " + choice.save->text : "",
+                                     choice.early_stop ? "" : ", no early stop"));
   }
   DropReleasesAcrossRegions(checkpointed);
   summary.regions = chosen.size();

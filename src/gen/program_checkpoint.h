@@ -8,6 +8,9 @@
 #define BUCKETSIM_GEN_PROGRAM_CHECKPOINT_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +20,37 @@
 #include "gen/fsdp_program.h"
 
 namespace bucketsim {
+
+// Selective activation checkpointing's policy (--checkpoint-save), as
+// torch.utils.checkpoint.create_selective_checkpoint_contexts runs one in torch 2.6 eagerly: it
+// is asked before each ATen op a region's forward dispatches (after decomposition: F.linear is
+// view, mm, _unsafe_view) and says save or recompute; a saved call's output is cached and not
+// recomputed (reference/cuda_from_cpu.md 1.2-1.4). Each rule saves the calls of its ops; with
+// `recompute_every` N > 0 the ops share one counter per region forward and every N-th call
+// (the N-th, 2N-th, ...) is recomputed instead, as torchtitan's "save every other mm" (its
+// policy's mm count, made anew for each block's forward) with N = 2. Ops are named by their
+// overload packet ("mm" for aten.mm.default): a program's runs are named MODULE:OP, without the
+// overload (tools/record_program.py).
+struct SavePolicy {
+  struct Rule {
+    std::vector<std::string> ops;
+    std::uint64_t recompute_every = 0;
+  };
+  std::vector<Rule> rules;
+  std::string text;  // as given
+};
+
+// "OP[,OP...]" (or ';' between them, as in tune's --vary values), each item an op or "OP[+OP...]/N"
+// (one counter over those ops, every N-th call recomputed), ops as "mm", "aten.mm" or
+// "aten.mm.default"; or a named policy: "torchtitan" (torchtitan 9dec370's _save_list with mm
+// counted alone: mm/2, _scaled_dot_product_efficient_attention,
+// _scaled_dot_product_flash_attention, reduce_scatter_tensor, abs, max), "torchtitan-2026" (its
+// later default save set, mm and linear on one counter).
+Result<SavePolicy> ParseSavePolicy(std::string_view text);
+
+// The op a program run stands for: the part of its name after the last ':' (a recorded run,
+// MODULE:OP), or the whole name.
+std::string_view RunOpName(std::string_view run_name);
 
 // What --checkpoint asks for: no checkpointing, every FSDP unit's module (the classes of the
 // program's instances other than the root: apply_activation_checkpointing with the check_fn
@@ -30,6 +64,14 @@ struct CheckpointChoice {
   // apply_activation_checkpointing's checkpoint_wrapper in torch 2.x), run as the emitter runs a
   // non-reentrant region (fsdp_program.cc: the recompute stops early).
   bool reentrant = true;
+  // Layer-level selective checkpointing (--checkpoint-every N, torchtitan's selective_ac_option
+  // "N"): of the calls that would get a region, in forward order, only the N-th, 2N-th, ... do
+  // (torchtitan 9dec370: ptd_checkpoint_wrapper._count incremented, then `_count % N == 0`).
+  std::uint64_t every = 1;
+  // Op-level selective checkpointing in every region placed (non-reentrant only); unset: full.
+  std::optional<SavePolicy> save = std::nullopt;
+  // The regions' early stop (non-reentrant only): --checkpoint-early-stop.
+  bool early_stop = true;
 };
 
 // "none", "all" or "CLASS[,CLASS...]" (class names as type(module).__name__ gives them).
@@ -44,7 +86,13 @@ struct CheckpointSummary {
   std::size_t regions = 0;           // regions placed, one per call
   std::vector<std::string> classes;  // the classes whose calls they are (a class whose calls
                                      // all lie inside other chosen calls is not among them)
-  Bytes kept_bytes = 0;  // what the regions' begins keep, each storage once, but the inputs
+  Bytes kept_bytes = 0;   // what the regions' begins keep, each storage once, but the inputs
+  std::size_t calls = 0;  // the calls that could have had a region (--checkpoint-every: more)
+  // With a save policy: the runs it saved, by op, and the bytes of their outputs and new saves
+  // (each storage once per call); and the policy's ops no run in a region is.
+  std::map<std::string, std::size_t> saved_runs;
+  Bytes saved_bytes = 0;
+  std::vector<std::string> unmatched_ops;
 };
 
 // Takes the program's checkpointed regions out and, unless `choice` is none, places a region on

@@ -5,6 +5,8 @@
 // when the backward first unpacks one of its saved tensors, the backward of its last run that
 // saves any, and stops (_StopRecomputationError, early_stop=True) once every saved tensor has
 // been packed again: after that run. Its later runs save nothing and are not rerun.
+// Without early stop (the begin's early_stop false) the recompute, started at the same
+// backward, runs to the region's end.
 #ifndef BUCKETSIM_GEN_PROGRAM_REGIONS_H_
 #define BUCKETSIM_GEN_PROGRAM_REGIONS_H_
 

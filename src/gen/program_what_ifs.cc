@@ -63,10 +63,32 @@ Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options
         "--checkpoint-impl no-reentrant: the regions it makes are those --checkpoint places "
         "(CLASS,... or all); a recorded program's regions are as recorded");
   }
+  const bool selective = what_ifs.checkpoint_save != "none" || what_ifs.checkpoint_every != 1 ||
+                         what_ifs.checkpoint_early_stop != "true";
+  if (selective && (what_ifs.checkpoint == "recorded" || what_ifs.checkpoint == "none")) {
+    return InvalidArgument(fmt::format(
+        "--checkpoint-save, --checkpoint-every and --checkpoint-early-stop set the regions "
+        "--checkpoint places (CLASS,... or all), and --checkpoint is {}",
+        what_ifs.checkpoint));
+  }
   if (what_ifs.checkpoint != "recorded") {
     Result<CheckpointChoice> choice = ParseCheckpointChoice(what_ifs.checkpoint);
     if (!choice.ok()) return InvalidArgument("--checkpoint " + choice.status().message());
     choice->reentrant = *reentrant;
+    if (what_ifs.checkpoint_every == 0) {
+      return InvalidArgument("--checkpoint-every 0: expected a positive number of calls");
+    }
+    choice->every = what_ifs.checkpoint_every;
+    if (what_ifs.checkpoint_early_stop != "true" && what_ifs.checkpoint_early_stop != "false") {
+      return InvalidArgument(fmt::format("--checkpoint-early-stop {}: expected true or false",
+                                         what_ifs.checkpoint_early_stop));
+    }
+    choice->early_stop = what_ifs.checkpoint_early_stop == "true";
+    if (what_ifs.checkpoint_save != "none") {
+      Result<SavePolicy> policy = ParseSavePolicy(what_ifs.checkpoint_save);
+      if (!policy.ok()) return InvalidArgument("--checkpoint-save " + policy.status().message());
+      choice->save = std::move(*policy);
+    }
     Result<CheckpointSummary> placed = CheckpointModules(program, *choice);
     if (!placed.ok()) {
       return InvalidArgument(

@@ -30,6 +30,9 @@ struct ProgramWhatIfs {
   std::uint64_t seq_len = 0;                  // --seq-len; 0: as recorded
   std::string checkpoint = "recorded";        // --checkpoint: recorded, none, all, CLASS,...
   std::string checkpoint_impl = "reentrant";  // --checkpoint-impl: reentrant, no-reentrant
+  std::string checkpoint_save = "none";       // --checkpoint-save: none, or a SavePolicy
+  std::uint64_t checkpoint_every = 1;         // --checkpoint-every N (layer SAC)
+  std::string checkpoint_early_stop = "true";  // --checkpoint-early-stop: true, false
   std::string activation_dtype = "recorded";  // --activation-dtype: recorded, param-dtype
   std::vector<std::string> unit_settings;     // --unit-setting SELECTOR:KEY=VALUE, in order
 };

@@ -64,6 +64,22 @@ Status SetVaried(GenOptions& options, ProgramWhatIfs& what_ifs, const std::strin
     Result<bool> reentrant = ParseCheckpointReentrant(value);
     if (!reentrant.ok()) return reentrant.status();
     what_ifs.checkpoint_impl = value;
+  } else if (flag == "checkpoint-save") {
+    if (value != "none") {
+      Result<SavePolicy> policy = ParseSavePolicy(value);
+      if (!policy.ok()) return policy.status();
+    }
+    what_ifs.checkpoint_save = value;
+  } else if (flag == "checkpoint-every") {
+    const std::optional<std::uint64_t> every = ParseBatchSize(value);
+    if (!every)
+      return InvalidArgument(fmt::format("'{}' is not a positive number of calls", value));
+    what_ifs.checkpoint_every = *every;
+  } else if (flag == "checkpoint-early-stop") {
+    if (value != "true" && value != "false") {
+      return InvalidArgument(fmt::format("'{}': expected true or false", value));
+    }
+    what_ifs.checkpoint_early_stop = value;
   } else if (flag == "activation-dtype") {
     if (value != "recorded" && value != "param-dtype") {
       return InvalidArgument(fmt::format("'{}': expected recorded or param-dtype", value));

@@ -528,10 +528,11 @@ class ProgramReader {
     }
     if (kind == "checkpoint_begin") {
       op.kind = OpKind::kCheckpointBegin;
-      BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op", "saves", "reentrant"}));
+      BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"op", "saves", "reentrant", "early_stop"}));
       BUCKETSIM_RETURN_IF_ERROR(
           List(at / "saves", op.saves, [&](const Pointer& p) { return ReadSave(p); }));
       BUCKETSIM_RETURN_IF_ERROR(OptionalBool(at / "reentrant", op.reentrant));
+      BUCKETSIM_RETURN_IF_ERROR(OptionalBool(at / "early_stop", op.early_stop));
       return op;
     }
     if (kind == "checkpoint_end") {
@@ -545,11 +546,21 @@ class ProgramReader {
                                                kind));
     }
     op.kind = OpKind::kRun;
-    BUCKETSIM_RETURN_IF_ERROR(Keys(at,
-                                   {"op", "name", "flops", "backward_flops", "uses", "inputs",
-                                    "outputs", "saves", "workspace", "param_reads", "releases"},
-                                   {"flops", "backward_flops"}));
+    BUCKETSIM_RETURN_IF_ERROR(
+        Keys(at,
+             {"op", "name", "flops", "backward_flops", "uses", "inputs", "outputs", "saves",
+              "workspace", "param_reads", "releases", "policy"},
+             {"flops", "backward_flops"}));
     PROGRAM_ASSIGN(op.name, doc_.String(at / "name"));
+    if (doc_.Has(at / "policy")) {
+      std::string policy;
+      PROGRAM_ASSIGN(policy, doc_.String(at / "policy"));
+      if (policy != "save" && policy != "recompute") {
+        return doc_.Error(at / "policy",
+                          fmt::format("expected \"save\" or \"recompute\", got \"{}\"", policy));
+      }
+      op.policy_saved = policy == "save";
+    }
     if (doc_.Has(at / "flops")) PROGRAM_ASSIGN(op.flops, doc_.Number(at / "flops"));
     if (doc_.Has(at / "backward_flops")) {
       double flops = 0;

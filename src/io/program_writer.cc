@@ -87,6 +87,7 @@ Json OpJson(const ForwardOp& op, const FsdpModel& model) {
     case OpKind::kCheckpointBegin: {
       Json json = {{"op", "checkpoint_begin"}, {"saves", SavesJson(op.saves, model)}};
       if (!op.reentrant) json["reentrant"] = false;
+      if (!op.early_stop) json["early_stop"] = false;
       return json;
     }
     case OpKind::kCheckpointEnd:
@@ -95,6 +96,7 @@ Json OpJson(const ForwardOp& op, const FsdpModel& model) {
       break;
   }
   Json json = {{"op", "run"}, {"name", op.name}, {"flops", op.flops}};
+  if (op.policy_saved) json["policy"] = "save";
   if (op.backward_flops) json["backward_flops"] = *op.backward_flops;
   PutGrowth(json, "flops", op.flops_growth, model);
   if (op.backward_flops_growth) {

@@ -532,12 +532,90 @@ TEST(GenCommand, TheModelsOwnUpcastsAreWarnedOfWhenActivationsAreCast) {
                          "call(s) of .float() or .to(torch.float32) on tensors the fp32 "
                          "recording had in fp32 already): a bf16 run copies there and computes "
                          "what follows in fp32, which --activation-dtype param-dtype has put in "
-                         "bf16 too; record the model with --dtype bf16"),
+                         "bf16 too; record the model again (tools/record_program.py "
+                         "--mixed-precision auto, the default, also records it in bf16) or with "
+                         "--dtype bf16"),
             std::string::npos)
       << run.err;
   run = RunBucketsim(gen);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err.find("casts to fp32 itself"), std::string::npos) << run.err;
+}
+
+// Selective checkpointing from the command line, on a recorded one-block Llama (the fuzz seed):
+// torchtitan's policy saves every other mm and flash attention, said on stderr with the ops the
+// program does not have; the trace is smaller after forward than without checkpointing and
+// larger than with full checkpointing; the flags need non-reentrant regions that --checkpoint
+// places.
+TEST(GenCommand, SelectiveCheckpointingIsSaidAndChecked) {
+  const std::string program = "tests/fuzz/seeds/program/llama1l-bf16-flash.json";
+  const std::vector<std::string> base = {"gen",
+                                         "program",
+                                         program,
+                                         "--fsdp-impl",
+                                         "fsdp2",
+                                         "--checkpoint",
+                                         "TransformerBlock",
+                                         "--checkpoint-impl",
+                                         "no-reentrant",
+                                         "-o"};
+  const auto after_fwd = [&](const std::string& save) {
+    const std::string trace = testing::WriteTempFile("sac-" + save + ".json", "");
+    std::vector<std::string> args = base;
+    args.push_back(trace);
+    args.insert(args.end(), {"--checkpoint-save", save});
+    testing::BinaryResult run = RunBucketsim(args);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    testing::BinaryResult replay =
+        RunBucketsim({"compare", trace, "--policy", "fsdp2", "--format", "json"});
+    EXPECT_EQ(replay.exit_code, 0) << replay.err;
+    const nlohmann::json report = nlohmann::json::parse(replay.out);
+    for (const auto& mark : report["policies"][0]["marks"]) {
+      if (mark["name"] == "after fwd")
+        return std::make_pair(mark["allocated_bytes"].get<long>(), run.err);
+    }
+    ADD_FAILURE() << replay.out;
+    return std::make_pair(0L, run.err);
+  };
+  const auto [full, full_err] = after_fwd("none");
+  const auto [titan, titan_err] = after_fwd("torchtitan");
+  const auto [mm, mm_err] = after_fwd("mm");
+  EXPECT_LT(full, titan);
+  EXPECT_LT(titan, mm);
+  EXPECT_NE(titan_err.find("gen: selective checkpointing (torchtitan): saved "
+                           "_scaled_dot_product_flash_attention x1, mm x4 ("),
+            std::string::npos)
+      << titan_err;
+  EXPECT_NE(titan_err.find("gen: note: --checkpoint-save torchtitan: no checkpointed run is "
+                           "_scaled_dot_product_efficient_attention, reduce_scatter_tensor, abs, "
+                           "max"),
+            std::string::npos)
+      << titan_err;
+  EXPECT_NE(mm_err.find("saved mm x7 ("), std::string::npos) << mm_err;
+
+  testing::BinaryResult reentrant =
+      RunBucketsim({"gen", "program", program, "--checkpoint", "TransformerBlock",
+                    "--checkpoint-save", "mm", "-o", "/dev/null"});
+  EXPECT_EQ(reentrant.exit_code, 2);
+  EXPECT_NE(reentrant.err.find("--checkpoint TransformerBlock: selective checkpointing needs "
+                               "non-reentrant regions (--checkpoint-impl no-reentrant)"),
+            std::string::npos)
+      << reentrant.err;
+  testing::BinaryResult recorded =
+      RunBucketsim({"gen", "program", program, "--checkpoint-every", "2", "-o", "/dev/null"});
+  EXPECT_EQ(recorded.exit_code, 2);
+  EXPECT_NE(recorded.err.find("--checkpoint-save, --checkpoint-every and --checkpoint-early-stop "
+                              "set the regions --checkpoint places (CLASS,... or all), and "
+                              "--checkpoint is recorded"),
+            std::string::npos)
+      << recorded.err;
+  std::vector<std::string> bad = base;
+  bad.insert(bad.end(), {"/dev/null", "--checkpoint-save", "mm/1"});
+  testing::BinaryResult policy = RunBucketsim(bad);
+  EXPECT_EQ(policy.exit_code, 2);
+  EXPECT_NE(policy.err.find("--checkpoint-save 'mm/1': 'mm/1': after '/' comes how often"),
+            std::string::npos)
+      << policy.err;
 }
 
 // A program's "optimizer" key is taken as the flags it says, each unless the command line gives

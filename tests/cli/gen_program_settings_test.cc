@@ -196,6 +196,9 @@ TEST(GenProgramDefaults, EveryStatedDefaultIsTheOneApplied) {
                                                         {"seq-len", "0"},
                                                         {"checkpoint", "recorded"},
                                                         {"checkpoint-impl", "reentrant"},
+                                                        {"checkpoint-save", "none"},
+                                                        {"checkpoint-every", "1"},
+                                                        {"checkpoint-early-stop", "true"},
                                                         {"activation-dtype", "recorded"}}) {
     stated.emplace_back(flag, value);
   }

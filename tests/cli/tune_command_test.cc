@@ -162,7 +162,8 @@ TEST(TuneCommand, BadVariesAreUsageErrors) {
             "it\n");
   EXPECT_EQ(error({"--vary", "colour=red"}),
             "bucketsim: error: --vary colour: not a flag of gen program (the FSDP options, wrap, "
-            "batch-size, seq-len, checkpoint, checkpoint-impl, activation-dtype) nor policy\n");
+            "batch-size, seq-len, checkpoint, checkpoint-impl, checkpoint-save, "
+            "checkpoint-every, checkpoint-early-stop, activation-dtype) nor policy\n");
   EXPECT_EQ(error({"--vary", "optimizer-impl=foreach,fast"}).substr(0, 52),
             "bucketsim: error: --vary optimizer-impl=foreach,fast");
   EXPECT_EQ(error({"--vary", "checkpoint=Blok"}),

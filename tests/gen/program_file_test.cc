@@ -379,6 +379,44 @@ std::string WithCalls(const std::string& calls) {
   return text.replace(text.find("CALLS"), 5, calls);
 }
 
+// Selective checkpointing's keys: a run's "policy" and a non-reentrant region's "early_stop",
+// read, written back the same and checked (a saved run only in a non-reentrant region, early
+// stop only of one).
+TEST(ProgramFile, SelectiveCheckpointingKeysRoundTripAndAreChecked) {
+  const auto program = [](const std::string& begin, const std::string& policy) {
+    return std::string("{") + kHead +
+           R"(, "inputs": [{"id": "x", "bytes": 64, "dtype": "fp32"}], "forward": [)" + begin +
+           R"(, {"op": "run", "name": "b:mm", "inputs": ["x"], "outputs": [{"id": "y",
+           "bytes": 64, "dtype": "fp32"}], "saves": [{"tensor": "x"}])" +
+           policy + R"(}, {"op": "checkpoint_end"}], "loss": "y"})";
+  };
+  const std::string begin =
+      R"({"op": "checkpoint_begin", "saves": [{"tensor": "x"}], "reentrant": false,
+      "early_stop": false})";
+  Result<FsdpModel> model = ParseProgram("m.json", program(begin, R"(, "policy": "save")"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_FALSE(model->forward[0].early_stop);
+  EXPECT_TRUE(model->forward[1].policy_saved);
+  const std::string written = ProgramText(*model);
+  EXPECT_NE(written.find("\"policy\":\"save\""), std::string::npos) << written;
+  EXPECT_NE(written.find("\"early_stop\":false"), std::string::npos) << written;
+  Result<FsdpModel> again = ParseProgram("m.json", written);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ProgramText(*again), written);
+  EXPECT_TRUE(ParseProgram("m.json", program(begin, R"(, "policy": "recompute")")).ok());
+  EXPECT_EQ(ErrorOf(program(begin, R"(, "policy": "keep")")),
+            "m.json: /forward/1/policy: expected \"save\" or \"recompute\", got \"keep\"");
+  const std::string reentrant = R"({"op": "checkpoint_begin", "saves": [{"tensor": "x"}]})";
+  EXPECT_EQ(ErrorOf(program(reentrant, R"(, "policy": "save")")),
+            "m.json: /forward/1/policy: \"save\" is selective checkpointing's decision, made "
+            "only inside a non-reentrant checkpointed region (\"reentrant\": false)");
+  EXPECT_EQ(ErrorOf(program(R"({"op": "checkpoint_begin", "saves": [{"tensor": "x"}],
+      "early_stop": false})",
+                            "")),
+            "m.json: /forward/0/early_stop: a reentrant region reruns its whole forward; "
+            "early_stop is a setting of non-reentrant ones (\"reentrant\": false)");
+}
+
 TEST(ProgramFile, ModuleCallsRoundTrip) {
   Result<FsdpModel> model =
       ParseProgram("m.json", WithCalls(R"({"name": "b", "class": "Block", "ops": [1, 3]},

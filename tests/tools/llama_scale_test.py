@@ -2,8 +2,8 @@
 """bucketsim against PyTorch's own FSDPMemTracker at the users' scale: tools/examples/llama.py
 at Llama 3 8B's width (dim 4096, 32 heads, 8 KV heads, vocab 128,256, batch 2, sequence 8192),
 FSDP2 with bf16 parameters and fp32 reduction, every block its own unit and the root, AdamW
-foreach, at 8 and 128 ranks, without checkpointing and with every block checkpointed
-(non-reentrant).
+foreach, at 8 and 128 ranks, without checkpointing, with every block checkpointed
+(non-reentrant), and with every block under torchtitan's selective (op-level) policy (SAC).
 
 The oracle is torch/fake_mem_tracker.py under torch 2.6 (the real FSDP2 code on fake tensors, a
 fake process group: any world size on this CPU). bucketsim's side is the same model recorded on
@@ -20,8 +20,10 @@ tools/llama_scale.sh), gap = bucketsim - tracker in bytes:
 | ----- | ---------- | --------------- | ----- | ----- | -------- | ---------- | ---- | ----- |
 |     8 | none       |  37,509,257,312 |  +416 |     0 |        0 |       +500 |    0 |   -84 |
 |     8 | full       |  30,793,914,464 |  +416 |     0 |        0 |       +500 |    0 |   -84 |
+|     8 | sac        |  32,610,048,096 |  +416 |     0 |        0 |       +500 |    0 |   -84 |
 |   128 | none       |  35,418,302,432 | +6176 | +1920 |        0 |       +500 |    0 | +3756 |
 |   128 | full       |  28,702,959,584 | +6176 | +1920 |        0 |       +500 |    0 | +3756 |
+|   128 | sac        |  30,519,093,216 | +6176 | +1920 |        0 |       +500 |    0 | +3756 |
 
 Causes: bucketsim's exact allocator rounds each allocation up to 512 B (CUDA's unit), the
 tracker counts a fake CPU storage's raw bytes (at 128 ranks many shards are not multiples of
@@ -52,7 +54,12 @@ MODEL = os.path.join(TOOLS, "examples", "llama.py")
 TRACKER = os.path.join(HERE, "torch2", "fake_mem_tracker.py")
 BUCKETSIM = os.environ.get("BUCKETSIM", os.path.join(ROOT, "build", "bucketsim"))
 LAYERS = int(os.environ.get("LLAMA_LAYERS", "2"))
-CONFIGS = [(8, "none"), (8, "full"), (128, "none"), (128, "full")]
+CONFIGS = [(8, "none"), (8, "full"), (8, "sac"), (128, "none"), (128, "full"), (128, "sac")]
+# "sac": every block checkpointed with torchtitan's op-level policy, every other mm and the
+# attention kernel saved; on the fake CPU run that kernel is the CPU flash one, which the
+# program recorded with --target cpu names too (a CUDA recording's `--checkpoint-save
+# torchtitan` says _scaled_dot_product_flash_attention instead).
+SAC = "mm/2,_scaled_dot_product_flash_attention_for_cpu"
 TOLERANCE = 1e-3
 
 # bucketsim's categories (summed) -> FSDPMemTracker's (summed): the split the issue asks for
@@ -95,7 +102,9 @@ def tracked(directory, world_size, checkpoint):
     out = os.path.join(directory, f"tracker-{world_size}-{checkpoint}.json")
     _, wall = run([TORCH2, "python", TRACKER, f"{MODEL}:build_model_8b",
                    "--batch", f"{MODEL}:make_batch_8b", "--wrap", "TransformerBlock",
-                   "--world-size", str(world_size), "--checkpoint", checkpoint, "--json", out],
+                   "--world-size", str(world_size),
+                   "--checkpoint", "none" if checkpoint == "none" else "full",
+                   "--checkpoint-save", SAC if checkpoint == "sac" else "none", "--json", out],
                   env=llama_env())
     with open(out) as f:
         result = json.load(f)
@@ -111,8 +120,10 @@ def predicted(directory, program, world_size, checkpoint):
            str(world_size), "--param-dtype", "bf16", "--reduce-dtype", "fp32",
            "--optimizer", "adamw", "--optimizer-impl", "foreach", "--iterations", "2",
            "-o", trace]
-    if checkpoint == "full":
+    if checkpoint != "none":
         gen += ["--checkpoint", "TransformerBlock", "--checkpoint-impl", "no-reentrant"]
+    if checkpoint == "sac":
+        gen += ["--checkpoint-save", SAC]
     _, gen_seconds = run(gen)
     out, compare_seconds = run([BUCKETSIM, "compare", trace, "--policy", "fsdp2",
                                 "--allocator", "exact", "--format", "json"])
@@ -172,7 +183,8 @@ class LlamaScale(unittest.TestCase):
         """The configurations are not one figure four times."""
         totals = {c: tracker["peak"]["Total"] for c, (tracker, _) in Measured.get().items()}
         self.assertEqual(len(set(totals.values())), len(CONFIGS), totals)
-        self.assertLess(totals[(8, "full")], totals[(8, "none")])
+        self.assertLess(totals[(8, "full")], totals[(8, "sac")])
+        self.assertLess(totals[(8, "sac")], totals[(8, "none")])
         self.assertLess(totals[(128, "none")], totals[(8, "none")])
 
 

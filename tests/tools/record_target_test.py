@@ -135,6 +135,66 @@ class RecordTarget(unittest.TestCase):
                           "modules": ["Attention", "RMSNorm", "Transformer"]})
         self.assertNotIn("fp32_upcasts", recorded("--dtype", "bf16"))
 
+    def test_an_fp32_recording_records_the_bf16_run_beside_it(self):
+        """llama.py recorded in fp32 on meta (--mixed-precision auto, the default) also holds the
+        model recorded in bf16 (its low_precision key): its own x.float() copies, flash
+        attention, event for event what a --dtype bf16 recording is
+        (tools/device/program_diff.py: no difference), which gen program --activation-dtype
+        param-dtype then emits (tests/gen/program_file_test.cc); --mixed-precision off leaves
+        it out, and a bf16 recording has none."""
+        sys.path.insert(0, os.path.join(TOOLS, "device"))
+        import program_diff
+        llama = os.path.join(TOOLS, "examples", "llama.py")
+
+        def recorded(*flags):
+            path = os.path.join(self.tmp.name, f"twin{len(os.listdir(self.tmp.name))}.json")
+            run = subprocess.run([sys.executable, os.path.join(TOOLS, "record_program.py"),
+                                  f"{llama}:build_model", "--batch", f"{llama}:make_batch",
+                                  "--wrap", "TransformerBlock", "--device", "meta", *flags,
+                                  "-o", path], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            with open(path) as f:
+                return json.load(f), run.stdout
+        fp32, said = recorded()
+        self.assertIn("and its bf16 recording (low_precision)", said)
+        bf16, _ = recorded("--dtype", "bf16")
+        twin = fp32["low_precision"]
+        self.assertEqual(twin["dtype"], "bf16")
+        self.assertEqual(twin["target"]["attention"], {"flash": 2})
+        self.assertEqual(fp32["target"]["attention"], {"efficient": 2})
+        keys = set(twin) - {"dtype", "target"}
+        self.assertLessEqual({"inputs", "forward", "loss", "modules"}, keys)
+        self.assertEqual("held" in keys, "held" in bf16)
+        shown, total = program_diff.differences({k: twin[k] for k in keys},
+                                                {k: bf16[k] for k in keys}, 5)
+        self.assertEqual(total, 0, shown)
+        self.assertNotIn("low_precision", bf16)
+        self.assertNotIn("low_precision", recorded("--mixed-precision", "off")[0])
+        self.assertIn("low_precision", recorded("--mixed-precision", "bf16")[0])
+        stderr = self.record("--mixed-precision", "bf16", expect=2)
+        self.assertIn("--mixed-precision bf16: the recording is not fp32 (--dtype bf16", stderr)
+
+    def test_a_selective_checkpointing_policy_is_recorded_as_it_decides(self):
+        """tiny_gpt.py's build_model_sdpa_sac checkpoints each Block with a context_fn whose
+        policy saves attention and every other addmm: the recorder asks it of every op the
+        region dispatches, as torch does, and marks what it saves ("policy": "save"), attention
+        by the target's op (CUDA's flash kernel on a meta recording for CUDA)."""
+        gpt = os.path.join(TOOLS, "examples", "tiny_gpt.py")
+        path = os.path.join(self.tmp.name, "gpt-sac.json")
+        run = subprocess.run([sys.executable, os.path.join(TOOLS, "record_program.py"),
+                              f"{gpt}:build_model_sdpa_sac", "--batch", f"{gpt}:make_batch",
+                              "--wrap", "Block", "--device", "meta", "--mixed-precision", "off",
+                              "-o", path], capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(path) as f:
+            program = json.load(f)
+        saved = [op["name"] for op in program["forward"] if op.get("policy") == "save"]
+        per_block = ["attn.q:addmm", "attn.v:addmm",
+                     "attn:_scaled_dot_product_efficient_attention", "mlp.fc:addmm"]
+        self.assertEqual(saved, [f"blocks.{b}.{name}" for b in range(2) for name in per_block])
+        begins = [op for op in program["forward"] if op["op"] == "checkpoint_begin"]
+        self.assertEqual([b.get("reentrant") for b in begins], [False, False])
+
     def test_meta_records_cuda_flash_saves(self):
         program, err = self.record()
         run = self.attention_run(program)

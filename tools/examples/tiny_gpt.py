@@ -218,3 +218,41 @@ def build_model_sdpa():
 
 def build_model_sdpa_checkpointed():
     return build_model(dropout=0.0, sdpa=True, checkpointing=True, use_reentrant=False)
+
+
+def every_other_addmm_policy():
+    """A context_fn for checkpoint(..., use_reentrant=False): selective checkpointing in
+    torchtitan's form (torchtitan 9dec370, parallelize_llama.py _get_custom_policy): attention's
+    kernel saved, every other addmm (these linears have biases; Llama's are mm) saved and the
+    others recomputed, counted per region forward and per phase (torch 2.6 asks the policy in
+    the recompute too). bucketsim's what-if of the same: `gen program --checkpoint Block
+    --checkpoint-impl no-reentrant --checkpoint-save addmm/2,<the attention op>`."""
+    import collections
+    import functools
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    attention = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                 "_scaled_dot_product_flash_attention_for_cpu")
+
+    def policy(counts, ctx, func, *args, **kwargs):
+        name = func.overloadpacket.__name__
+        if name in attention:
+            return CheckpointPolicy.MUST_SAVE
+        if name == "addmm":
+            phase = "recompute" if ctx.is_recompute else "forward"
+            counts[phase] += 1
+            if counts[phase] % 2:
+                return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    return lambda: create_selective_checkpoint_contexts(
+        functools.partial(policy, collections.defaultdict(int)))
+
+
+def build_model_sdpa_sac():
+    """build_model_sdpa with every Block checkpointed (non-reentrant) under
+    every_other_addmm_policy, as torchtitan checkpoints Llama (preserve_rng_state=False;
+    torch >= 2.4)."""
+    model = build_model(dropout=0.0, sdpa=True, checkpointing=True, use_reentrant=False)
+    model.checkpoint_kwargs.update(context_fn=every_other_addmm_policy(),
+                                   preserve_rng_state=False)
+    return model

@@ -8,6 +8,7 @@ import contextlib
 import torch
 import torch.utils.checkpoint
 
+from .errors import UsageError
 from .lifetimes import RNG_STATE_RUN
 from .tensors import storage_key
 
@@ -38,11 +39,59 @@ def recording(rec):
         _active_recorder = None
 
 
+# checkpoint()'s own keyword arguments (torch 2.6 and later), not the function's.
+CHECKPOINT_KWARGS = ("use_reentrant", "preserve_rng_state", "context_fn", "determinism_check",
+                     "debug", "early_stop")
+
+
+class SacPolicy:
+    """A selective-checkpointing policy as torch 2.6 calls it (torch/utils/checkpoint.py,
+    _CachingTorchDispatchMode): before every op the region's forward dispatches but
+    SAC_IGNORED_OPS, with SelectiveCheckpointContext(is_recompute=False), the op and its real
+    arguments; MUST_SAVE, PREFER_SAVE or True saves it. The op it is shown is the target
+    device's (a meta or CPU recording for CUDA shows CUDA's attention kernel, so a policy that
+    lists _scaled_dot_product_flash_attention saves it here too)."""
+
+    def __init__(self, policy_fn):
+        self.policy_fn = policy_fn
+
+    def saves(self, func, op_name, args, kwargs):
+        from torch.utils.checkpoint import (SAC_IGNORED_OPS, CheckpointPolicy,
+                                            SelectiveCheckpointContext)
+        if func in SAC_IGNORED_OPS:
+            return False
+        if op_name != func.overloadpacket.__name__:
+            func = getattr(getattr(torch.ops.aten, op_name), "default", func)
+        policy = self.policy_fn(SelectiveCheckpointContext(is_recompute=False), func, *args,
+                                **kwargs)
+        if isinstance(policy, bool):
+            return policy
+        return policy in (CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE)
+
+
+def sac_policy_of(rec, kwargs):
+    """The SacPolicy of a checkpoint call's context_fn, None without one; a context_fn that is
+    not create_selective_checkpoint_contexts' is refused (nothing says what it does)."""
+    context_fn = kwargs.get("context_fn")
+    if context_fn is None or context_fn is getattr(torch.utils.checkpoint, "noop_context_fn", None):
+        return None
+    contexts = context_fn()
+    policy_fn = getattr(contexts[0], "policy_fn", None) if isinstance(contexts, tuple) else None
+    if policy_fn is None:
+        raise UsageError(f"checkpoint(context_fn=...) {rec.where_text()}: the recorder knows "
+                         "the contexts of torch.utils.checkpoint."
+                         "create_selective_checkpoint_contexts only; this one's effect on "
+                         "memory is not known")
+    return SacPolicy(policy_fn)
+
+
 def region(rec, function, args, kwargs):
     """A checkpoint(function, *args, **kwargs) call in the recorded forward: checkpoint_begin
-    (saves: the region's tensor arguments; reentrant: False for use_reentrant=False), the
-    function's runs, checkpoint_end. The function
-    runs with grad enabled, so that its saves (what the recompute keeps) are seen."""
+    (saves: the region's tensor arguments; reentrant: False for use_reentrant=False;
+    early_stop: False where the call or torch 2.6's set_checkpoint_early_stop turns it off),
+    the function's runs (with a selective-checkpointing context_fn, each run its policy saves
+    marked "policy": "save"), checkpoint_end. The function runs with grad enabled, so that its
+    saves (what the recompute keeps) are seen."""
     rec.settle()
     saves = []
     for a in args:
@@ -70,14 +119,25 @@ def region(rec, function, args, kwargs):
             rec.held.append(tid)
         else:
             saves.append({"tensor": tid})
-    kwargs = {k: v for k, v in kwargs.items()
-              if k not in ("use_reentrant", "preserve_rng_state")}
+    policy = sac_policy_of(rec, kwargs)
+    early_stop = kwargs.get("early_stop", True) is not False and \
+        getattr(torch.utils.checkpoint, "_enable_checkpoint_early_stop", True) is not False
+    kwargs = {k: v for k, v in kwargs.items() if k not in CHECKPOINT_KWARGS}
     begin_op = {"op": "checkpoint_begin", "saves": saves}
     if not reentrant:
         begin_op["reentrant"] = False
+        if not early_stop:
+            begin_op["early_stop"] = False
+    elif policy is not None:
+        raise UsageError(f"checkpoint(context_fn=...) {rec.where_text()}: selective "
+                         "checkpointing needs use_reentrant=False (torch refuses it too)")
     rec.program_ops.append(begin_op)
     begin = len(rec.program_ops) - 1
-    out = function(*args, **kwargs)
+    rec.sac_policy = policy
+    try:
+        out = function(*args, **kwargs)
+    finally:
+        rec.sac_policy = None
     rec.settle()
     rec.program_ops.append({"op": "checkpoint_end"})
     rec.regions.append((begin, function, args, kwargs))

@@ -42,6 +42,9 @@ class Recorder(TorchDispatchMode):
         self.next_id = 0
         self.regions = []           # (checkpoint_begin index, function, args, kwargs)
         self.replaying = False      # the forward runs again (lifetimes.py): record nothing
+        # Inside a checkpoint region with a selective-checkpointing context_fn: asked of every
+        # op the region dispatches (checkpoint.py, SacPolicy), whether its policy saves it.
+        self.sac_policy = None
         self.held = []              # tensors alive until the loss is dropped
         self.ids = {}               # TensorImpl (t._cdata) -> program tensor id
         self.latest = {}            # storage key -> its newest program tensor id
@@ -199,9 +202,11 @@ class Recorder(TorchDispatchMode):
             except DTypeError as e:
                 raise UsageError(f"{e}: output {k} of aten.{func.overloadpacket.__name__} "
                                  f"(shape {list(o.shape)}), {self.where_text()}")
+        op_name = func.overloadpacket.__name__ if self.target is None else \
+            self.target.op_name(func)
+        saved = self.sac_policy is not None and not self.replaying and \
+            self.sac_policy.saves(func, op_name, args, kwargs)
         if outputs:
-            op_name = func.overloadpacket.__name__ if self.target is None else \
-                self.target.op_name(func)
             new_outputs = [o for o, e in outputs if "alias" not in e]
             out_ids = {e["id"] for _, e in outputs}
             run = {"op": "run", "name": f"{self.where()}:{op_name}",
@@ -211,6 +216,8 @@ class Recorder(TorchDispatchMode):
                    "inputs": [input_ref(tid, grad_kind(op_name, a, out_tensors[0]))
                               for tid, a in inputs if tid not in out_ids],
                    "outputs": [e for _, e in outputs], "saves": []}
+            if saved:
+                run["policy"] = "save"
             if self.target is not None and not self.replaying:
                 self.target.fix_attention_run(func, run, out_tensors)
                 self.target.fix_embedding_run(func, args, run)

@@ -50,6 +50,11 @@ def parse_args(argv=None):
     p.add_argument("--world-size", type=int, required=True)
     p.add_argument("--checkpoint", choices=("none", "full"), default="none",
                    help="full: every --wrap module in a non-reentrant checkpoint_wrapper")
+    p.add_argument("--checkpoint-save", default="none", metavar="SPEC",
+                   help="with --checkpoint full: selective checkpointing, a sac_policy.py SPEC "
+                        "(torchtitan's form of policy), as bucketsim's --checkpoint-save")
+    p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
+                   help="with --checkpoint full: only every N-th module (layer-level)")
     p.add_argument("--param-dtype", choices=DTYPES, default="bf16")
     p.add_argument("--reduce-dtype", choices=DTYPES, default="fp32")
     p.add_argument("--lr", type=float, default=1e-4)
@@ -92,10 +97,11 @@ def main(argv=None):
             units = [m for m in model.modules() if m is not model and isinstance(m, classes)]
             if args.checkpoint == "full":
                 # The wrapper is sharded in its block's place, as torchtitan does.
-                checkpoint_wrap(model, args.wrap, "no-reentrant")
+                checkpoint_wrap(model, args.wrap, "no-reentrant", args.checkpoint_save,
+                                args.checkpoint_every)
                 wrapper = {m._checkpoint_wrapped_module: m for m in model.modules()
                            if hasattr(m, "_checkpoint_wrapped_module")}
-                units = [wrapper[m] for m in units]
+                units = [wrapper.get(m, m) for m in units]
             for unit in units:
                 fully_shard(unit, mesh=mesh, reshard_after_forward=True, mp_policy=mp)
             fully_shard(model, mesh=mesh, reshard_after_forward=True, mp_policy=mp)
@@ -122,6 +128,7 @@ def main(argv=None):
         dist.destroy_process_group()
     seconds["total"] = time.perf_counter() - START
     result = {"world_size": args.world_size, "checkpoint": args.checkpoint,
+              "checkpoint_save": args.checkpoint_save, "checkpoint_every": args.checkpoint_every,
               "units": len(units) + 1, "peak": peak, "seconds": seconds}
     text = json.dumps(result, indent=1)
     if args.json:

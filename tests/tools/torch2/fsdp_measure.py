@@ -136,6 +136,12 @@ def parse_args(argv=None):
                    choices=["reentrant", "no-reentrant"],
                    help="the checkpoint_wrapper's CheckpointImpl: REENTRANT (default here) or "
                         "NO_REENTRANT (apply_activation_checkpointing's own default)")
+    p.add_argument("--checkpoint-save", default="none", metavar="SPEC",
+                   help="selective checkpointing in each no-reentrant wrapper: a sac_policy.py "
+                        "SPEC, as bucketsim's gen program --checkpoint-save")
+    p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
+                   help="wrap only the N-th, 2N-th, ... module of --checkpoint-wrap's classes")
+    p.add_argument("--checkpoint-early-stop", default="true", choices=["true", "false"])
     p.add_argument("--hsdp-shape", help="R,S: a (replicate, shard) device mesh (HYBRID_SHARD "
                                         "for fsdp1, HSDP for fsdp2)")
     g = p.add_argument_group("fsdp1")
@@ -183,6 +189,8 @@ def config_of(args, world_size):
               "batch": args.batch, "wrap": args.wrap, "optimizer": args.optimizer,
               "iterations": args.iterations, "hsdp_shape": args.hsdp_shape,
               "checkpoint_wrap": args.checkpoint_wrap, "checkpoint_impl": args.checkpoint_impl,
+              "checkpoint_save": args.checkpoint_save, "checkpoint_every": args.checkpoint_every,
+              "checkpoint_early_stop": args.checkpoint_early_stop,
               "settle": args.settle == "on", "as_built": args.as_built}
     if args.impl == "fsdp1":
         return dict(common, sharding_strategy=args.sharding_strategy,
@@ -215,21 +223,46 @@ def _unit_classes(model, names):
     return classes
 
 
-def checkpoint_wrap(model, names, impl="reentrant"):
+def checkpoint_wrap(model, names, impl="reentrant", save="none", every=1, early_stop=True):
     """apply_activation_checkpointing with a checkpoint_wrapper (CheckpointImpl.REENTRANT, or
     NO_REENTRANT for impl "no-reentrant") around each module of the classes `names`
     (torch.distributed.algorithms._checkpoint.checkpoint_wrapper, as PyTorch's FSDP tutorial
-    applies it); the model, changed in place."""
+    applies it); the model, changed in place. Selective checkpointing as torchtitan applies it:
+    `save` a sac_policy.py SPEC (op-level: context_fn), `every` N: only the N-th, 2N-th, ...
+    module visited is wrapped (layer-level, torchtitan's selective_ac_option), both with
+    preserve_rng_state=False as torchtitan passes it; `early_stop` torch 2.6's global
+    set_checkpoint_early_stop (read when each region's forward runs)."""
     import functools
+    import torch.utils.checkpoint
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
         CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)
+    import sac_policy
     classes = _unit_classes(model, names)
+    kwargs = {}
+    if save != "none":
+        kwargs = {"context_fn": sac_policy.context_fn(save), "preserve_rng_state": False}
+    elif every > 1:
+        kwargs = {"preserve_rng_state": False}
+    torch.utils.checkpoint._enable_checkpoint_early_stop = early_stop
+    visited = [0]
+
+    def check(module):
+        if not isinstance(module, tuple(classes)):
+            return False
+        visited[0] += 1
+        return visited[0] % every == 0
     apply_activation_checkpointing(
-        model, check_fn=lambda m: isinstance(m, tuple(classes)),
+        model, check_fn=check,
         checkpoint_wrapper_fn=functools.partial(
             checkpoint_wrapper, checkpoint_impl=CheckpointImpl.REENTRANT
-            if impl == "reentrant" else CheckpointImpl.NO_REENTRANT))
+            if impl == "reentrant" else CheckpointImpl.NO_REENTRANT, **kwargs))
     return model
+
+
+def _checkpoint_wrap(model, args):
+    return checkpoint_wrap(model, args.checkpoint_wrap, args.checkpoint_impl,
+                           args.checkpoint_save, args.checkpoint_every,
+                           args.checkpoint_early_stop == "true")
 
 
 def wrap_fsdp1(model, args, world_size):
@@ -251,7 +284,7 @@ def wrap_fsdp1(model, args, world_size):
         use_orig_params=args.use_orig_params, mixed_precision=mp, device_id=torch.device("cpu"),
         device_mesh=mesh)
     # After wrapping: each checkpoint wrapper lands inside its FSDP unit.
-    return checkpoint_wrap(fsdp, args.checkpoint_wrap, args.checkpoint_impl) \
+    return _checkpoint_wrap(fsdp, args) \
         if args.checkpoint_wrap else fsdp
 
 
@@ -273,7 +306,7 @@ def wrap_fsdp2(model, args, world_size):
     if args.checkpoint_wrap:
         # Before sharding, and the wrapper of a unit sharded in its place (as torchtitan does):
         # FSDP2's hooks then run around the checkpoint, as FSDP1's do.
-        checkpoint_wrap(model, args.checkpoint_wrap, args.checkpoint_impl)
+        _checkpoint_wrap(model, args)
         wrapper = {m._checkpoint_wrapped_module: m for m in model.modules()
                    if hasattr(m, "_checkpoint_wrapped_module")}
         units = [wrapper.get(m, m) for m in units]
