@@ -14,9 +14,11 @@
 
 #include "cli/command.h"
 #include "cli/program_flags.h"
+#include "core/size_format.h"
 #include "engine/tune_grid.h"
 #include "gen/fsdp_program.h"
 #include "gen/preset_param.h"
+#include "gen/program_checkpoint.h"
 #include "gen/tune_runner.h"
 #include "io/atomic_file.h"
 #include "io/program_file.h"
@@ -99,6 +101,68 @@ Result<std::vector<TuneAxis>> Axes(const TuneFlags& flags, const CLI::App& comma
   return axes;
 }
 
+// --vary checkpoint-save=auto: the greedy policies (GreedySavePolicies) over the regions the
+// fixed --checkpoint places, full checkpointing (none) first; said on stderr with the order.
+Status ExpandAutoSave(TuneAxis& axis, const FsdpModel& program, const ProgramWhatIfs& what_ifs) {
+  if (axis.flag != "checkpoint-save") return Status::Ok();
+  const auto at = std::find(axis.values.begin(), axis.values.end(), "auto");
+  if (at == axis.values.end()) return Status::Ok();
+  if (what_ifs.checkpoint == "recorded" || what_ifs.checkpoint == "none" ||
+      what_ifs.checkpoint_impl != "no-reentrant") {
+    return InvalidArgument(
+        "--vary checkpoint-save=auto searches the policies of the regions a fixed --checkpoint "
+        "CLASS places, non-reentrant: give --checkpoint CLASS --checkpoint-impl no-reentrant");
+  }
+  Result<CheckpointChoice> choice = ParseCheckpointChoice(what_ifs.checkpoint);
+  if (!choice.ok()) return InvalidArgument("--checkpoint " + choice.status().message());
+  choice->reentrant = false;
+  choice->every = what_ifs.checkpoint_every;
+  Result<std::vector<SaveCandidate>> candidates = SaveCandidates(program, *choice);
+  if (!candidates.ok()) {
+    return InvalidArgument(fmt::format("--vary checkpoint-save=auto: --checkpoint {}: {}",
+                                       what_ifs.checkpoint, candidates.status().message()));
+  }
+  constexpr std::size_t kMostPolicies = 16;
+  std::vector<std::string> found = GreedySavePolicies(*candidates, kMostPolicies);
+  found.insert(found.begin(), "none");
+  std::vector<std::string> values(axis.values.begin(), at);
+  for (const std::string& policy : found) {
+    if (std::find(axis.values.begin(), axis.values.end(), policy) == axis.values.end()) {
+      values.push_back(policy);
+    }
+  }
+  values.insert(values.end(), std::next(at), axis.values.end());
+  axis.values = std::move(values);
+  std::vector<std::string> order;
+  for (const SaveCandidate& c : *candidates) {
+    if (c.bytes > 0 && c.flops > 0) {
+      order.push_back(
+          fmt::format("{} (x{}: {}, {:.3g} FLOP)", c.op, c.runs, FormatBytes(c.bytes), c.flops));
+    }
+  }
+  fmt::print(
+      stderr,
+      "tune: checkpoint-save=auto: {} polic(ies): full checkpointing, then ops added in "
+      "the order of recompute FLOPs avoided per byte cached (every other call first); "
+      "the ops that hold memory and cost FLOPs: {}\n",
+      found.size(),
+      order.empty() ? std::string("none holds memory") : fmt::format("{}", fmt::join(order, ", ")));
+  return Status::Ok();
+}
+
+// The chosen configuration's save policy, as Python for create_selective_checkpoint_contexts.
+void PrintChosenSavePolicy(const TunePoint& chosen, const TuneFlags& flags) {
+  std::string save = flags.what_ifs.checkpoint_save;
+  for (const auto& [flag, value] : chosen.settings) {
+    if (flag == "checkpoint-save") save = value;
+  }
+  if (save == "none") return;
+  Result<SavePolicy> policy = ParseSavePolicy(save);
+  if (!policy.ok()) return;
+  std::cout << "\nIts selective checkpointing as a policy for torch.utils.checkpoint:\n\n"
+            << SavePolicyPython(*policy);
+}
+
 int RunTune(const TuneFlags& flags, const CLI::App& command, CommandContext& context) {
   Result<std::vector<TuneAxis>> axes = Axes(flags, command);
   if (!axes.ok()) return ReportError(axes.status());
@@ -122,6 +186,12 @@ int RunTune(const TuneFlags& flags, const CLI::App& command, CommandContext& con
   Result<ReplayRequest> replay_request = MakeReplayRequest(flags.replay, DefaultPolicies());
   if (!replay_request.ok()) return ReportError(replay_request.status());
   if (flags.replay.policies.empty()) replay_request->policies.clear();
+
+  for (TuneAxis& axis : *axes) {
+    if (Status expanded = ExpandAutoSave(axis, *program, flags.what_ifs); !expanded.ok()) {
+      return ReportError(expanded);
+    }
+  }
 
   TuneReport report;
   report.program = flags.model;
@@ -162,6 +232,7 @@ int RunTune(const TuneFlags& flags, const CLI::App& command, CommandContext& con
     std::cout << json;
   } else {
     std::cout << TuneText(report, ConsoleWidth(flags.replay.wide));
+    if (report.advice.chosen) PrintChosenSavePolicy(report.points[*report.advice.chosen], flags);
   }
   const bool limited = budget || !flags.replay.device_memory.empty();
   return limited && !report.advice.chosen ? kExitBudgetBroken : kExitOk;

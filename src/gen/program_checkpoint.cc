@@ -262,12 +262,126 @@ std::string RegionOps(const FsdpModel& model) {
 
 }  // namespace
 
+Result<std::vector<SaveCandidate>> SaveCandidates(const FsdpModel& model,
+                                                  const CheckpointChoice& choice) {
+  FsdpModel placed = model;
+  CheckpointChoice full = choice;
+  full.save.reset();
+  BUCKETSIM_RETURN_IF_ERROR(CheckpointModules(placed, full).status());
+  std::vector<SaveCandidate> candidates;
+  std::map<std::string, std::size_t, std::less<>> in_this_region;
+  bool in_region = false;
+  for (const ForwardOp& op : placed.forward) {
+    if (op.kind == OpKind::kCheckpointBegin) {
+      in_region = true;
+      in_this_region.clear();
+    }
+    if (op.kind == OpKind::kCheckpointEnd) in_region = false;
+    if (!in_region || op.kind != OpKind::kRun) continue;
+    const std::string_view name = RunOpName(op.name);
+    auto it = std::find_if(candidates.begin(), candidates.end(),
+                           [&](const SaveCandidate& c) { return c.op == name; });
+    if (it == candidates.end()) {
+      candidates.push_back({std::string(name)});
+      it = std::prev(candidates.end());
+    }
+    ++it->runs;
+    it->most_in_a_region = std::max(it->most_in_a_region, ++in_this_region[it->op]);
+    it->flops += op.flops;
+    for (const ProgramTensor& output : op.outputs) {
+      if (output.alias.empty()) it->bytes += output.bytes;
+    }
+    for (const SavedTensor& save : op.saves) {
+      if (save.tensor.empty()) it->bytes += save.fresh.bytes;
+    }
+  }
+  return candidates;
+}
+
+std::vector<std::string> GreedySavePolicies(const std::vector<SaveCandidate>& candidates,
+                                            std::size_t limit) {
+  struct Step {
+    const SaveCandidate* op;
+    bool half;  // every other call
+  };
+  std::vector<Step> steps;
+  for (const SaveCandidate& c : candidates) {
+    if (c.bytes == 0 || c.flops <= 0) continue;
+    if (c.most_in_a_region >= 2) steps.push_back({&c, true});
+    steps.push_back({&c, false});
+  }
+  // FLOPs per byte, descending (compared without division); a half step has its op's ratio and
+  // comes first.
+  std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
+    return a.op->flops * static_cast<double>(b.op->bytes) >
+           b.op->flops * static_cast<double>(a.op->bytes);
+  });
+  std::vector<std::string> policies;
+  std::vector<std::string> items;  // the policy's ops, in the order first added
+  for (const Step& step : steps) {
+    if (policies.size() >= limit) break;
+    const std::string half = step.op->op + "/2";
+    const auto at = std::find(items.begin(), items.end(), half);
+    if (at != items.end()) {
+      *at = step.op->op;
+    } else {
+      items.push_back(step.half ? half : step.op->op);
+    }
+    policies.push_back(fmt::format("{}", fmt::join(items, ",")));
+  }
+  return policies;
+}
+
+std::string SavePolicyPython(const SavePolicy& policy) {
+  std::string saved, counted;
+  for (std::size_t r = 0; r < policy.rules.size(); ++r) {
+    const SavePolicy::Rule& rule = policy.rules[r];
+    std::vector<std::string> ops;
+    for (const std::string& op : rule.ops) ops.push_back("\"" + op + "\"");
+    if (rule.recompute_every == 0) {
+      saved += fmt::format("{}{}", saved.empty() ? "" : ", ", fmt::join(ops, ", "));
+    } else {
+      counted += fmt::format("    ({{{}}}, {}),\n", fmt::join(ops, ", "), rule.recompute_every);
+    }
+  }
+  return fmt::format(
+      "# --checkpoint-save {}\n"
+      "import collections, functools\n"
+      "from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts\n"
+      "\n"
+      "SAVE = {}\n"
+      "COUNTED = [  # (ops sharing one counter, N): every N-th call recomputed\n"
+      "{}]\n"
+      "\n"
+      "def _policy(counts, ctx, func, *args, **kwargs):\n"
+      "    name = func.overloadpacket.__name__\n"
+      "    if name in SAVE:\n"
+      "        return CheckpointPolicy.MUST_SAVE\n"
+      "    for k, (ops, n) in enumerate(COUNTED):\n"
+      "        if name in ops:\n"
+      "            key = (ctx.is_recompute, k)\n"
+      "            counts[key] += 1\n"
+      "            if counts[key] % n:\n"
+      "                return CheckpointPolicy.MUST_SAVE\n"
+      "    return CheckpointPolicy.PREFER_RECOMPUTE\n"
+      "\n"
+      "def context_fn():  # checkpoint(block, x, use_reentrant=False, context_fn=context_fn)\n"
+      "    return create_selective_checkpoint_contexts(\n"
+      "        functools.partial(_policy, collections.defaultdict(int)))\n",
+      policy.text, saved.empty() ? "set()" : "{" + saved + "}", counted);
+}
+
 std::string_view RunOpName(std::string_view run_name) {
   const std::size_t colon = run_name.rfind(':');
   return colon == std::string_view::npos ? run_name : run_name.substr(colon + 1);
 }
 
 Result<SavePolicy> ParseSavePolicy(std::string_view text) {
+  if (text == "auto") {
+    return InvalidArgument(
+        "'auto' is tune's search (tune --vary checkpoint-save=auto), not a policy: name the ops "
+        "to save");
+  }
   SavePolicy policy;
   policy.text = std::string(text);
   // ';' separates ops too: tune's --vary separates its values by commas.

@@ -116,6 +116,34 @@ struct CheckpointSummary {
 // calls' (the message lists them), or with `all`, when no instance but the root is a call.
 Result<CheckpointSummary> CheckpointModules(FsdpModel& model, const CheckpointChoice& choice);
 
+// What saving an op would buy in the regions `choice` places on `model` (a copy; the model is
+// unchanged): per op the runs of it in the regions, the bytes their outputs and new saves hold
+// (what the policy's cache would keep) and the forward FLOPs their recompute costs.
+struct SaveCandidate {
+  std::string op;
+  std::size_t runs = 0;
+  std::size_t most_in_a_region = 0;  // the most runs of it one region has
+  Bytes bytes = 0;
+  double flops = 0;
+};
+Result<std::vector<SaveCandidate>> SaveCandidates(const FsdpModel& model,
+                                                  const CheckpointChoice& choice);
+
+// The policies `tune --vary checkpoint-save=auto` tries, in order: the ops that hold memory, by
+// recompute FLOPs avoided per byte cached, most first (sac_estimator's greedy order, by
+// FLOPs for runtime), and each prefix of that order as a policy ("mm", "mm,silu", ...); an op
+// run twice or more in a region comes in two steps, every other call first ("mm/2", as
+// torchtitan saves it), then all ("mm"); the ops that cost no FLOPs are left out (saving them
+// buys no time). `limit` caps the count.
+std::vector<std::string> GreedySavePolicies(const std::vector<SaveCandidate>& candidates,
+                                            std::size_t limit);
+
+// `policy` as Python a user pastes beside checkpoint(..., use_reentrant=False,
+// context_fn=context_fn): a policy function for create_selective_checkpoint_contexts that makes
+// the same decisions, counters per region forward and per phase (torch 2.6 asks it in the
+// recompute too).
+std::string SavePolicyPython(const SavePolicy& policy);
+
 }  // namespace bucketsim
 
 #endif  // BUCKETSIM_GEN_PROGRAM_CHECKPOINT_H_

@@ -65,7 +65,8 @@ Status SetVaried(GenOptions& options, ProgramWhatIfs& what_ifs, const std::strin
     if (!reentrant.ok()) return reentrant.status();
     what_ifs.checkpoint_impl = value;
   } else if (flag == "checkpoint-save") {
-    if (value != "none") {
+    // auto: the command's search, expanded into policies before the grid runs (cmd_tune.cc).
+    if (value != "none" && value != "auto") {
       Result<SavePolicy> policy = ParseSavePolicy(value);
       if (!policy.ok()) return policy.status();
     }

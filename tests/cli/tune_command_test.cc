@@ -145,6 +145,59 @@ TEST(TuneCommand, NothingFitsIsExitOneWithTheClosest) {
       << run.out;
 }
 
+// --vary checkpoint-save=auto on a recorded one-block Llama (the program fuzz seed): full
+// checkpointing, then the greedy order's policies, every other mm before every mm; the chosen
+// one printed as a policy function for create_selective_checkpoint_contexts; a search without
+// a fixed non-reentrant --checkpoint is refused.
+TEST(TuneCommand, TheSavePolicySearch) {
+  const std::string llama = "tests/fuzz/seeds/program/llama1l-bf16-flash.json";
+  testing::BinaryResult run =
+      RunBucketsim({"tune", llama, "--fsdp-impl", "fsdp2", "--world-size", "8", "--param-dtype",
+                    "bf16", "--checkpoint", "TransformerBlock", "--checkpoint-impl", "no-reentrant",
+                    "--vary", "checkpoint-save=auto", "--format", "json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("tune: checkpoint-save=auto: 17 polic(ies): full checkpointing, then "
+                         "ops added in the order of recompute FLOPs avoided per byte cached"),
+            std::string::npos)
+      << run.err;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  std::vector<std::string> tried;
+  for (const auto& point : report["configurations"])
+    tried.push_back(point["settings"]["checkpoint-save"]);
+  ASSERT_GE(tried.size(), 3u);
+  EXPECT_EQ(tried[0], "none");
+  EXPECT_EQ(tried[1], "_scaled_dot_product_flash_attention");
+  EXPECT_EQ(tried[2], "_scaled_dot_product_flash_attention,mm/2");
+  EXPECT_EQ(tried[3], "_scaled_dot_product_flash_attention,mm");
+
+  testing::BinaryResult table =
+      RunBucketsim({"tune", llama, "--fsdp-impl", "fsdp2", "--world-size", "8", "--param-dtype",
+                    "bf16", "--checkpoint", "TransformerBlock", "--checkpoint-impl", "no-reentrant",
+                    "--vary", "checkpoint-save=none,mm/2"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("Its selective checkpointing as a policy for torch.utils.checkpoint:"
+                           "\n\n# --checkpoint-save mm/2\n"),
+            std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("COUNTED = [  # (ops sharing one counter, N): every N-th call "
+                           "recomputed\n    ({\"mm\"}, 2),\n]"),
+            std::string::npos)
+      << table.out;
+
+  testing::BinaryResult unfixed =
+      RunBucketsim({"tune", llama, "--fsdp-impl", "fsdp2", "--vary", "checkpoint-save=auto"});
+  EXPECT_EQ(unfixed.exit_code, 2);
+  EXPECT_NE(unfixed.err.find("--vary checkpoint-save=auto searches the policies of the regions "
+                             "a fixed --checkpoint CLASS places, non-reentrant"),
+            std::string::npos)
+      << unfixed.err;
+  testing::BinaryResult gen = RunBucketsim({"gen", "program", llama, "--checkpoint",
+                                            "TransformerBlock", "--checkpoint-impl", "no-reentrant",
+                                            "--checkpoint-save", "auto", "-o", "/dev/null"});
+  EXPECT_EQ(gen.exit_code, 2);
+  EXPECT_NE(gen.err.find("'auto' is tune's search"), std::string::npos) << gen.err;
+}
+
 TEST(TuneCommand, BadVariesAreUsageErrors) {
   const auto error = [](std::vector<std::string> more) {
     testing::BinaryResult run = RunBucketsim(Tune(std::move(more)));
