@@ -448,7 +448,8 @@ class FsdpTrace final : public TraceEmitter {
     return Status::Ok();
   }
 
-  // Run i in a recompute, its policy having saved it: not run, its outputs the cache's (the
+  // Run i in a recompute, its policy having saved it (or where an early stop ends before its
+  // kernel, with nothing cached): not run, its outputs the cache's (the
   // forward's storages); autograd's node for it saves as in forward, its new saves the cached
   // ones. The cache lets go of the outputs when the recompute ends (popped, then held only by
   // the recomputed function until it returns or is abandoned), unless `popped` is false: the
@@ -478,6 +479,19 @@ class FsdpTrace final : public TraceEmitter {
     }
     BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].save_reads));
     return ReleaseNamed(i, RunMode::kRecompute);
+  }
+
+  // Whether run i saves only tensors made before it (its inputs, earlier tensors): autograd
+  // packs them before the kernel runs. A save of its own output, or a new one, comes after.
+  bool SavesOnlyItsInputs(std::size_t i) const {
+    const OpTensors& tensors = op_tensors_[i];
+    for (std::size_t t : tensors.saves) {
+      if (t == kNone ||
+          std::find(tensors.outputs.begin(), tensors.outputs.end(), t) != tensors.outputs.end()) {
+        return false;
+      }
+    }
+    return !tensors.saves.empty();
   }
 
   // What the cache of the region that begins at `begin` still holds (the calls its recompute
@@ -652,9 +666,14 @@ class FsdpTrace final : public TraceEmitter {
     ++epoch_;
     for (std::size_t i = recomputing_ + 1; i <= regions_.stop[recomputing_]; ++i) {
       const ForwardOp& op = model_.forward[i];
-      if (op.kind == OpKind::kRun && op.policy_saved) {
-        const bool stops_here =
-            i == regions_.stop[recomputing_] && model_.forward[recomputing_].early_stop;
+      const ForwardOp& begin = model_.forward[recomputing_];
+      const bool stops_here =
+          i == regions_.stop[recomputing_] && !begin.reentrant && begin.early_stop;
+      if (op.kind == OpKind::kRun && (op.policy_saved || (stops_here && SavesOnlyItsInputs(i)))) {
+        // Cached, or the run the early stop ends at whose saves autograd packs before its
+        // kernel runs: the last pack raises _StopRecomputationError, the kernel never runs
+        // (reference/cuda_from_cpu.md 1.4: the recompute stops right before a Llama block's w2
+        // mm).
         BUCKETSIM_RETURN_IF_ERROR(ServeFromCache(i, /*popped=*/!stops_here));
       } else if (op.kind == OpKind::kRun) {
         BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kRecomputeSpan), op.flops));

@@ -4,7 +4,9 @@
 // backward. A non-reentrant one (torch 2.x's _checkpoint_without_reentrant_generator) reruns it
 // when the backward first unpacks one of its saved tensors, the backward of its last run that
 // saves any, and stops (_StopRecomputationError, early_stop=True) once every saved tensor has
-// been packed again: after that run. Its later runs save nothing and are not rerun.
+// been packed again: at that run, whose kernel runs only if it saves its own outputs or new
+// tensors (autograd packs what a node reads before the kernel, its outputs after; the emitter's
+// Recompute). Its later runs save nothing and are not rerun.
 // Without early stop (the begin's early_stop false) the recompute, started at the same
 // backward, runs to the region's end.
 #ifndef BUCKETSIM_GEN_PROGRAM_REGIONS_H_

@@ -146,6 +146,21 @@ TEST(SelectiveCheckpointing, WithoutEarlyStopAnEntryNoNodeSavesGoesWhenTheRecomp
   EXPECT_NE(at, events.end()) << fmt::format("{}", fmt::join(events, "\n"));
 }
 
+// Without a policy too, an early stop ends before the kernel of a run that saves only what it
+// reads (autograd packs those first): down:mm is never recomputed, its output never made
+// again (reference/cuda_from_cpu.md 1.4: a Llama block's w2 mm); without early stop it is.
+TEST(SelectiveCheckpointing, AnEarlyStopEndsBeforeTheLastSavingRunsKernel) {
+  const auto has = [](const std::vector<std::string>& events, const std::string& event) {
+    return std::find(events.begin(), events.end(), event) != events.end();
+  };
+  const std::vector<std::string> early = Emit(Checkpointed(""));
+  EXPECT_TRUE(has(early, "compute recompute block.act:gelu"));
+  EXPECT_FALSE(has(early, "compute recompute block.down:mm"));
+  const std::vector<std::string> whole = Emit(Checkpointed("", /*early_stop=*/false));
+  EXPECT_TRUE(has(whole, "compute recompute block.down:mm"));
+  EXPECT_TRUE(has(whole, "compute recompute block:add"));
+}
+
 // Full checkpointing (no policy) keeps h alone after forward and recomputes every run; "mm/2"
 // saves up alone (the 2nd mm of each region forward is recomputed); a policy of an op no run is
 // saves nothing and is refused.
