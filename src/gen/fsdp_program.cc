@@ -421,17 +421,23 @@ class FsdpTrace final : public TraceEmitter {
     } else {
       SaveReferences(i, saved);
     }
+    BUCKETSIM_RETURN_IF_ERROR(ReleaseRunReads(i));
+    for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
+    return ReleaseNamed(i, mode);
+  }
+
+  // Run i has read its inputs and its saves by reference: each read gives up its reference
+  // (ReleaseReads). What a post-forward hook reads is the module's output, which
+  // nn.Module._call_impl holds (`result`) until the hook has returned.
+  Status ReleaseRunReads(std::size_t i) {
+    const ForwardOp& op = model_.forward[i];
     if (op.in_post_forward_hook) {
-      // What a post-forward hook reads is the module's output: nn.Module._call_impl holds it
-      // (`result`) until the hook has returned.
       const std::vector<std::size_t>& reads = op_tensors_[i].inputs;
       hook_reads_.insert(hook_reads_.end(), reads.begin(), reads.end());
     } else {
       BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].inputs));
     }
-    BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].save_reads));
-    for (std::size_t storage : made) BUCKETSIM_RETURN_IF_ERROR(Release(storage));
-    return ReleaseNamed(i, mode);
+    return ReleaseReads(op_tensors_[i].save_reads);
   }
 
   // The tensors run i's `releases` names: the model's code lets go of them. A recompute
@@ -471,13 +477,7 @@ class FsdpTrace final : public TraceEmitter {
                               cached_outputs_[i].end());
       cached_outputs_[i].clear();
     }
-    if (op.in_post_forward_hook) {
-      const std::vector<std::size_t>& reads = op_tensors_[i].inputs;
-      hook_reads_.insert(hook_reads_.end(), reads.begin(), reads.end());
-    } else {
-      BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].inputs));
-    }
-    BUCKETSIM_RETURN_IF_ERROR(ReleaseReads(op_tensors_[i].save_reads));
+    BUCKETSIM_RETURN_IF_ERROR(ReleaseRunReads(i));
     return ReleaseNamed(i, RunMode::kRecompute);
   }
 

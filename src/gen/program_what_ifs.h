@@ -25,16 +25,16 @@ namespace bucketsim {
 
 // The flags, as given.
 struct ProgramWhatIfs {
-  std::string wrap = "recorded";              // --wrap: recorded, none, CLASS,...
-  std::uint64_t batch_size = 0;               // --batch-size; 0: as recorded
-  std::uint64_t seq_len = 0;                  // --seq-len; 0: as recorded
-  std::string checkpoint = "recorded";        // --checkpoint: recorded, none, all, CLASS,...
-  std::string checkpoint_impl = "reentrant";  // --checkpoint-impl: reentrant, no-reentrant
-  std::string checkpoint_save = "none";       // --checkpoint-save: none, or a SavePolicy
-  std::uint64_t checkpoint_every = 1;         // --checkpoint-every N (layer SAC)
+  std::string wrap = "recorded";               // --wrap: recorded, none, CLASS,...
+  std::uint64_t batch_size = 0;                // --batch-size; 0: as recorded
+  std::uint64_t seq_len = 0;                   // --seq-len; 0: as recorded
+  std::string checkpoint = "recorded";         // --checkpoint: recorded, none, all, CLASS,...
+  std::string checkpoint_impl = "reentrant";   // --checkpoint-impl: reentrant, no-reentrant
+  std::string checkpoint_save = "none";        // --checkpoint-save: none, or a SavePolicy
+  std::uint64_t checkpoint_every = 1;          // --checkpoint-every N (layer SAC)
   std::string checkpoint_early_stop = "true";  // --checkpoint-early-stop: true, false
-  std::string activation_dtype = "recorded";  // --activation-dtype: recorded, param-dtype
-  std::vector<std::string> unit_settings;     // --unit-setting SELECTOR:KEY=VALUE, in order
+  std::string activation_dtype = "recorded";   // --activation-dtype: recorded, param-dtype
+  std::vector<std::string> unit_settings;      // --unit-setting SELECTOR:KEY=VALUE, in order
 };
 
 // What they changed (unset: that what-if was not asked for, or changed nothing).

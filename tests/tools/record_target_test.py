@@ -71,6 +71,19 @@ class RecordTarget(unittest.TestCase):
         with open(path) as f:
             return json.load(f), run.stderr
 
+    def record_llama(self, *flags):
+        """tools/examples/llama.py (2 blocks) recorded on meta for CUDA: the program and the
+        recorder's stdout."""
+        llama = os.path.join(TOOLS, "examples", "llama.py")
+        path = os.path.join(self.tmp.name, f"llama{len(os.listdir(self.tmp.name))}.json")
+        run = subprocess.run([sys.executable, os.path.join(TOOLS, "record_program.py"),
+                              f"{llama}:build_model", "--batch", f"{llama}:make_batch",
+                              "--wrap", "TransformerBlock", "--device", "meta", *flags,
+                              "-o", path], capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(path) as f:
+            return json.load(f), run.stdout
+
     @staticmethod
     def attention_run(program):
         runs = [op for op in program["forward"] if op["op"] == "run" and
@@ -118,22 +131,11 @@ class RecordTarget(unittest.TestCase):
         """llama.py's x.float() (RMSNorm, rotary q and k) and logits.float(): in an fp32
         recording no-ops that no run shows, counted in target.fp32_upcasts; in a bf16 one
         copies, recorded as runs, so none is counted."""
-        llama = os.path.join(TOOLS, "examples", "llama.py")
-
-        def recorded(*flags):
-            path = os.path.join(self.tmp.name, f"llama{len(os.listdir(self.tmp.name))}.json")
-            run = subprocess.run([sys.executable, os.path.join(TOOLS, "record_program.py"),
-                                  f"{llama}:build_model", "--batch", f"{llama}:make_batch",
-                                  "--wrap", "TransformerBlock", "--device", "meta", *flags,
-                                  "-o", path], capture_output=True, text=True)
-            self.assertEqual(run.returncode, 0, run.stderr)
-            with open(path) as f:
-                return json.load(f)["target"]
         # 2 blocks: 2 norms each and the final one, q and k per block, the logits.
-        self.assertEqual(recorded()["fp32_upcasts"],
+        self.assertEqual(self.record_llama()[0]["target"]["fp32_upcasts"],
                          {"calls": 2 * 2 + 1 + 2 * 2 + 1,
                           "modules": ["Attention", "RMSNorm", "Transformer"]})
-        self.assertNotIn("fp32_upcasts", recorded("--dtype", "bf16"))
+        self.assertNotIn("fp32_upcasts", self.record_llama("--dtype", "bf16")[0]["target"])
 
     def test_an_fp32_recording_records_the_bf16_run_beside_it(self):
         """llama.py recorded in fp32 on meta (--mixed-precision auto, the default) also holds the
@@ -144,17 +146,7 @@ class RecordTarget(unittest.TestCase):
         it out, and a bf16 recording has none."""
         sys.path.insert(0, os.path.join(TOOLS, "device"))
         import program_diff
-        llama = os.path.join(TOOLS, "examples", "llama.py")
-
-        def recorded(*flags):
-            path = os.path.join(self.tmp.name, f"twin{len(os.listdir(self.tmp.name))}.json")
-            run = subprocess.run([sys.executable, os.path.join(TOOLS, "record_program.py"),
-                                  f"{llama}:build_model", "--batch", f"{llama}:make_batch",
-                                  "--wrap", "TransformerBlock", "--device", "meta", *flags,
-                                  "-o", path], capture_output=True, text=True)
-            self.assertEqual(run.returncode, 0, run.stderr)
-            with open(path) as f:
-                return json.load(f), run.stdout
+        recorded = self.record_llama
         fp32, said = recorded()
         self.assertIn("and its bf16 recording (low_precision)", said)
         bf16, _ = recorded("--dtype", "bf16")
