@@ -8,7 +8,9 @@
 #include <benchmark/benchmark.h>
 
 #include <functional>
+#include <memory>
 
+#include "backend/sim/sim_backend.h"
 #include "grid_bench.h"
 #include "io/program_file.h"
 
@@ -62,21 +64,37 @@ BENCHMARK(BM_Llama8BConfigurations)->Unit(benchmark::kMillisecond)->UseRealTime(
 // Issue 31's grid: selective checkpointing's policies x world sizes x reshard_after_forward x
 // optimizer implementation x early stop, 6 x 8 x 2 x 2 x 2 = 384 configurations of the 8B
 // program, every block checkpointed non-reentrant (the issue asks <= 10 s on 2 cores).
+std::vector<TuneSettings> SacGrid384() {
+  return TuneGrid({{"checkpoint-save",
+                    {"none", "torchtitan", "_scaled_dot_product_flash_attention", "mm/2", "mm",
+                     "_scaled_dot_product_flash_attention,mm"}},
+                   {"world-size", {"8", "16", "32", "64", "128", "256", "512", "1024"}},
+                   {"reshard-after-forward", {"true", "false"}},
+                   {"optimizer-impl", {"foreach", "for-loop"}},
+                   {"checkpoint-early-stop", {"true", "false"}}});
+}
+
 void BM_Llama8BSacTune384(benchmark::State& state) {
-  RunTorchtitanGrid(state,
-                    TuneGrid({{"checkpoint-save",
-                               {"none", "torchtitan", "_scaled_dot_product_flash_attention", "mm/2",
-                                "mm", "_scaled_dot_product_flash_attention,mm"}},
-                              {"world-size", {"8", "16", "32", "64", "128", "256", "512", "1024"}},
-                              {"reshard-after-forward", {"true", "false"}},
-                              {"optimizer-impl", {"foreach", "for-loop"}},
-                              {"checkpoint-early-stop", {"true", "false"}}}),
-                    [](TuneRun& run) {
-                      run.what_ifs.checkpoint = "TransformerBlock";
-                      run.threads = 0;
-                    });
+  RunTorchtitanGrid(state, SacGrid384(), [](TuneRun& run) {
+    run.what_ifs.checkpoint = "TransformerBlock";
+    run.threads = 0;
+  });
 }
 BENCHMARK(BM_Llama8BSacTune384)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+
+// The same 384 configurations priced on an H100 (`tune --gpu h100-80gb`): compute spans as the
+// GPU's roofline, collectives and copies by its estimate (EstimateTimeProfile).
+void BM_Llama8BSacTune384OnH100(benchmark::State& state) {
+  const auto profile = std::make_shared<const TimeProfile>(
+      EstimateTimeProfile(*FindGpu("h100-80gb"), GpuEfficiency{}));
+  RunTorchtitanGrid(state, SacGrid384(), [profile](TuneRun& run) {
+    run.what_ifs.checkpoint = "TransformerBlock";
+    run.options.gpu = "h100-80gb";
+    run.replay.make_backend = [profile] { return std::make_unique<SimBackend>(profile); };
+    run.threads = 0;
+  });
+}
+BENCHMARK(BM_Llama8BSacTune384OnH100)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 }  // namespace
 }  // namespace bucketsim

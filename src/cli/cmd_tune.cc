@@ -16,12 +16,14 @@
 #include "cli/program_flags.h"
 #include "core/size_format.h"
 #include "engine/tune_grid.h"
+#include "gen/compute_rates.h"
 #include "gen/fsdp_program.h"
 #include "gen/preset_param.h"
 #include "gen/program_checkpoint.h"
 #include "gen/tune_runner.h"
 #include "io/atomic_file.h"
 #include "io/program_file.h"
+#include "memory/device_capacity.h"
 #include "policy/policy_spec.h"
 #include "report/tune_report.h"
 
@@ -83,6 +85,13 @@ Result<std::vector<TuneAxis>> Axes(const TuneFlags& flags, const CLI::App& comma
     if (option->count() > 0) {
       return InvalidArgument(
           fmt::format("--vary {}: --{} is also given; vary it or fix it", axis->flag, axis->flag));
+    }
+    if (axis->flag == "gpu" || axis->flag == "gpu-efficiency") {
+      // One GPU's estimate prices every replay of the grid, and its capacity is the device.
+      return InvalidArgument(fmt::format(
+          "--vary {}: tune prices one GPU (its rates, collectives and capacity) per run; give "
+          "--{} and run tune once for each",
+          axis->flag, axis->flag));
     }
     for (const TuneAxis& other : axes) {
       if (other.flag == axis->flag) {
@@ -182,8 +191,20 @@ int RunTune(const TuneFlags& flags, const CLI::App& command, CommandContext& con
   if (Status applied = ApplyProgramSettings(*program, command, options); !applied.ok()) {
     return ReportError(applied);
   }
+  // --gpu: the GPU's estimate prices collectives and copies, and its capacity is the device,
+  // unless --profile or --device-memory say otherwise.
+  ReplayFlags replay_flags = flags.replay;
+  if (!options.gpu.empty()) {
+    if (replay_flags.profile_path.empty()) {
+      replay_flags.profile_path = options.gpu;
+      replay_flags.profile_efficiency = options.gpu_efficiency;
+    }
+    if (replay_flags.device_memory.empty() && NamedDeviceCapacity(options.gpu)) {
+      replay_flags.device_memory = options.gpu;
+    }
+  }
   // The one policy --policy names; none: each configuration's implementation's own.
-  Result<ReplayRequest> replay_request = MakeReplayRequest(flags.replay, DefaultPolicies());
+  Result<ReplayRequest> replay_request = MakeReplayRequest(replay_flags, DefaultPolicies());
   if (!replay_request.ok()) return ReportError(replay_request.status());
   if (flags.replay.policies.empty()) replay_request->policies.clear();
 
@@ -198,6 +219,7 @@ int RunTune(const TuneFlags& flags, const CLI::App& command, CommandContext& con
   report.fixed = FixedFlags(command);
   report.axes = std::move(*axes);
   report.budget_bytes = budget;
+  report.time_estimate = EstimateText(options);
   TuneRun run{&*program, options, flags.what_ifs, std::move(*replay_request), flags.replay.jobs};
   Result<std::vector<TunePoint>> points = RunTuneGrid(run, TuneGrid(report.axes));
   if (!points.ok()) return ReportError(points.status());
@@ -213,7 +235,7 @@ int RunTune(const TuneFlags& flags, const CLI::App& command, CommandContext& con
   report.advice = AdviseTune(report.points, budget);
 
   // No trace file: the alloc_conf is the flag's or PyTorch's default (a program carries none).
-  ReplayFlags replay = flags.replay;
+  ReplayFlags replay = replay_flags;
   replay.trace = "-";
   Result<ReportContext> report_context = ContextFor(context, replay);
   if (!report_context.ok()) return ReportError(report_context.status());
@@ -234,7 +256,7 @@ int RunTune(const TuneFlags& flags, const CLI::App& command, CommandContext& con
     std::cout << TuneText(report, ConsoleWidth(flags.replay.wide));
     if (report.advice.chosen) PrintChosenSavePolicy(report.points[*report.advice.chosen], flags);
   }
-  const bool limited = budget || !flags.replay.device_memory.empty();
+  const bool limited = budget || !replay_flags.device_memory.empty();
   return limited && !report.advice.chosen ? kExitBudgetBroken : kExitOk;
 }
 

@@ -16,6 +16,7 @@
 #include "backend/sim/sim_backend.h"
 #include "cli/progress_reporter.h"
 #include "core/comma_list.h"
+#include "core/gpu_catalog.h"
 #include "core/size_format.h"
 #include "io/time_profile_io.h"
 #include "io/trace_reader.h"
@@ -95,8 +96,10 @@ void AddReplayFlags(CLI::App& command, ReplayFlags& flags, bool with_cap) {
   }
   command.add_option("--profile", flags.profile_path,
                      "Time profile (JSON, traces/profiles/) for the sim backend's time model: "
-                     "collective alpha-beta and copy bandwidth. Without it copies and "
-                     "collectives take no time");
+                     "collective alpha-beta and copy bandwidth; or a GPU's name (" +
+                         GpuNameList() +
+                         "): an estimate from its published rates (docs/time-model.md). Without "
+                         "it copies and collectives take no time");
   command.add_option("--json", flags.json_path, "Also write the JSON report to FILE");
   command
       .add_option("--allocator", flags.allocator,
@@ -264,7 +267,7 @@ Result<ReplayRequest> MakeReplayRequest(const ReplayFlags& flags,
   }
   std::shared_ptr<const TimeProfile> profile;
   if (!flags.profile_path.empty()) {
-    Result<TimeProfile> read = ReadTimeProfile(flags.profile_path);
+    Result<TimeProfile> read = LoadTimeProfile(flags.profile_path, flags.profile_efficiency);
     if (!read.ok()) return read.status();
     profile = std::make_shared<const TimeProfile>(std::move(*read));
   }
@@ -331,7 +334,7 @@ Result<ReportContext> ContextFor(const CommandContext& context, const ReplayFlag
     }
   }
   if (!flags.profile_path.empty()) {
-    Result<TimeProfile> profile = ReadTimeProfile(flags.profile_path);
+    Result<TimeProfile> profile = LoadTimeProfile(flags.profile_path, flags.profile_efficiency);
     if (!profile.ok()) return profile.status();
     report.time_profile = profile->name;
   }
@@ -347,6 +350,12 @@ Result<Bytes> ParseSizeFlag(std::string_view flag, std::string_view text) {
 
 Result<Bytes> ParseDeviceMemoryFlag(std::string_view text) {
   if (std::optional<Bytes> named = NamedDeviceCapacity(text)) return *named;
+  if (const GpuSpec* gpu = FindGpu(text)) {
+    return InvalidArgument(fmt::format(
+        "--device-memory {}: no totalGlobalMem of the {} is on record (only its published "
+        "rates, for --gpu); give its capacity as a SIZE",
+        text, gpu->description));
+  }
   Result<Bytes> size = ParseSize(text);
   if (size.ok()) return size;
   return Status(size.status().code(), fmt::format("--device-memory: {}; or a device's name: {}",

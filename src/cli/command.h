@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/gpu_catalog.h"
 #include "core/status.h"
 #include "engine/replay_policies.h"
 #include "report/memory_viz_snapshot.h"
@@ -67,6 +68,8 @@ struct ReplayFlags {
   std::string device_memory;              // SIZE; empty: unlimited
   std::string device_overhead;            // SIZE; empty: the estimate (memory/device_overhead.h)
   std::string profile_path;  // --profile: the sim's time model; empty: copies and collectives free
+  // A GPU's name as --profile: the efficiencies its estimate assumes (tune's --gpu-efficiency).
+  GpuEfficiency profile_efficiency;
   ProgressFlags progress;
   bool full_log = false;  // --full-log: every collective in the report, not only the summary
   bool wide = false;      // --wide (compare, sweep, run): console tables at full width

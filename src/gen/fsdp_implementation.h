@@ -26,6 +26,7 @@
 #include "core/status.h"
 #include "core/trace_header.h"
 #include "core/units.h"
+#include "gen/compute_rates.h"
 #include "gen/gen_options.h"
 
 namespace bucketsim {
@@ -45,8 +46,11 @@ class TraceEmitter {
   virtual Status Free(std::uint64_t id) = 0;
   // Any other event (a reduce-scatter request, a flush, zero_grad); its index is set here.
   virtual Status Emit(Event event) = 0;
-  // A compute span on the default stream of `flops` at the device's sustained rate.
-  virtual Status Compute(std::string_view span, double flops) = 0;
+  // A span on the default stream doing `work`, priced by the run's rates (gen/compute_rates.h).
+  virtual Status Compute(std::string_view span, const SpanWork& work) = 0;
+  // A copy of `bytes` between host and device memory on `stream` (CPU offload): a span at the
+  // host link's rate; nothing where the rates do not price host copies (no --gpu).
+  virtual Status HostCopy(std::string_view span, Bytes bytes, StreamId stream) = 0;
   // Parameter p of unit f's gradient as autograd hands it to the unit's post-backward hook:
   // the gradient of a parameter of its own, or a flat parameter's (its views' gradients
   // concatenated, with the implementation's GradPadding); zeros where no backward reached it.

@@ -67,6 +67,7 @@ class FsdpTrace final : public TraceEmitter {
   FsdpTrace(const FsdpModel& model, const GenOptions& options, TraceHeader& header, EventSink& sink)
       : model_(model),
         options_(options),
+        rates_(options),
         header_(header),
         sink_(sink),
         impl_(MakeFsdpImplementation(model, options, *this)),
@@ -333,7 +334,7 @@ class FsdpTrace final : public TraceEmitter {
       case OpKind::kGather:
         return impl_->PreForward(op.instance, Pass::kForward);
       case OpKind::kRun:
-        BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kForwardSpan), op.flops));
+        BUCKETSIM_RETURN_IF_ERROR(ComputeRun(i, kForwardSpan));
         return RunForward(i, in_checkpoint ? RunMode::kNoGrad : RunMode::kForward);
       case OpKind::kCheckpointBegin:
         in_checkpoint = true;
@@ -573,7 +574,7 @@ class FsdpTrace final : public TraceEmitter {
     // The engine never runs a node no gradient reaches; its saved tensors go with the graph.
     if (!reached) return ReleaseSaves(i);
 
-    BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kBackwardSpan), op.BackwardFlops()));
+    BUCKETSIM_RETURN_IF_ERROR(ComputeRun(i, kBackwardSpan));
     std::vector<std::pair<std::size_t, std::size_t>> produced;  // (tensor, gradient storage)
     if (!op.param_reads) {
       for (std::size_t f : op.uses) BUCKETSIM_RETURN_IF_ERROR(AllocFullGrads(f));
@@ -676,7 +677,7 @@ class FsdpTrace final : public TraceEmitter {
         // mm).
         BUCKETSIM_RETURN_IF_ERROR(ServeFromCache(i, /*popped=*/!stops_here));
       } else if (op.kind == OpKind::kRun) {
-        BUCKETSIM_RETURN_IF_ERROR(Compute(SpanName(i, kRecomputeSpan), op.flops));
+        BUCKETSIM_RETURN_IF_ERROR(ComputeRun(i, kRecomputeSpan));
         BUCKETSIM_RETURN_IF_ERROR(RunForward(i, RunMode::kRecompute));
       } else if (op.kind == OpKind::kGather) {
         BUCKETSIM_RETURN_IF_ERROR(impl_->PreForward(op.instance, Pass::kRecompute));
@@ -845,8 +846,12 @@ class FsdpTrace final : public TraceEmitter {
     event.index = next_index_++;
     return sink_.OnEvent(event);
   }
-  Status Compute(std::string_view span, double flops) override {
-    return Compute(header_.Intern(span), flops);
+  Status Compute(std::string_view span, const SpanWork& work) override {
+    return Emit(ComputeEvent(kDefaultStream, rates_.Duration(work), header_.Intern(span)));
+  }
+  Status HostCopy(std::string_view span, Bytes bytes, StreamId stream) override {
+    if (!rates_.prices_host() || bytes == 0) return Status::Ok();
+    return Emit(ComputeEvent(stream, rates_.HostCopy(bytes), header_.Intern(span)));
   }
 
   Status EnterPhase(Phase phase) { return Emit(PhaseEvent(phase)); }
@@ -861,9 +866,27 @@ class FsdpTrace final : public TraceEmitter {
     return Emit(FreeEvent(id));
   }
 
-  // Span `name` (interned) on the default stream; FLOPs at the device's sustained rate.
-  Status Compute(std::uint32_t name, double flops) {
-    return Emit(ComputeEvent(kDefaultStream, flops / (options_.device_tflops * 1e6), name));
+  // Run i's span `span` (SpanName) on the default stream, priced by the run's rates: its FLOPs
+  // (forward, or BackwardFlops) and the bytes it moves, its inputs and outputs once each in
+  // forward and a recompute, twice in backward (the output's gradient and the saved inputs read,
+  // the inputs' gradients written), as backward's FLOPs default to twice forward's. A view (every
+  // output aliasing another tensor) moves nothing; an in-place op's writes are not counted; a
+  // parameter's reads are not counted (its matmuls are compute-bound).
+  Status ComputeRun(std::size_t i, Span span) {
+    const ForwardOp& op = model_.forward[i];
+    SpanWork work;
+    work.flops = span == kBackwardSpan ? op.BackwardFlops() : op.flops;
+    work.tensor_cores = !op.outputs.empty() &&
+                        (op.outputs.front().dtype == "bf16" || op.outputs.front().dtype == "fp16");
+    const OpTensors& indexes = op_tensors_[i];
+    const bool view = std::all_of(indexes.outputs.begin(), indexes.outputs.end(),
+                                  [&](std::size_t t) { return tensors_[t].alias.has_value(); });
+    if (!view) {
+      for (std::size_t t : indexes.inputs) work.bytes += static_cast<double>(tensors_[t].bytes);
+      for (std::size_t t : indexes.outputs) work.bytes += static_cast<double>(tensors_[t].bytes);
+      if (span == kBackwardSpan) work.bytes *= 2;
+    }
+    return Emit(ComputeEvent(kDefaultStream, rates_.Duration(work), SpanName(i, span)));
   }
 
   // "forward NAME", "backward NAME", "recompute NAME" of op i, interned the first time it is
@@ -881,6 +904,7 @@ class FsdpTrace final : public TraceEmitter {
 
   const FsdpModel& model_;
   const GenOptions& options_;
+  const ComputeRates rates_;
   TraceHeader& header_;
   EventSink& sink_;
   const std::unique_ptr<FsdpImplementation> impl_;

@@ -242,6 +242,19 @@ Status ValidateGenOptions(const GenOptions& options) {
     return InvalidArgument(
         fmt::format("device_tflops must be a positive number (got {})", options.device_tflops));
   }
+  if (!options.gpu.empty()) {
+    if (FindGpu(options.gpu) == nullptr) {
+      return InvalidArgument(fmt::format("gpu '{}' is not one of {}", options.gpu, GpuNameList()));
+    }
+    if (options.device_tflops != GenOptions{}.device_tflops) {
+      return InvalidArgument(fmt::format(
+          "device_tflops and gpu both price compute: give one (gpu {} prices it from its "
+          "published rates at gpu_efficiency compute={:.4g})",
+          options.gpu, options.gpu_efficiency.compute));
+    }
+  } else if (options.gpu_efficiency != GpuEfficiency{}) {
+    return InvalidArgument("gpu_efficiency scales a GPU's published rates: give gpu too");
+  }
   return Status::Ok();
 }
 
@@ -405,6 +418,52 @@ std::string DescribeGenOptions(const GenOptions& options) {
                      options.iterations,
                      options.reshard_after_forward ? "" : ", no reshard after forward");
 }
+
+namespace {
+
+// --gpu NAME: the spans priced from that GPU's published rates (gen/compute_rates.h).
+PresetParam GpuParam(GenOptions& o) {
+  PresetParam param{"gpu",
+                    "Price compute spans from this GPU's published rates, an estimate (a "
+                    "roofline of FLOPs and bytes, host copies and the CPU step of offload; "
+                    "docs/time-model.md); none: --device-tflops alone",
+                    ParamKind::kChoice,
+                    {"none"},
+                    {},
+                    {}};
+  for (const GpuSpec& gpu : Gpus()) param.choices.emplace_back(gpu.name);
+  param.get = [&o] { return o.gpu.empty() ? std::string("none") : o.gpu; };
+  param.set = [&o](std::string_view text) {
+    if (text == "none") {
+      o.gpu.clear();
+      return Status::Ok();
+    }
+    if (FindGpu(text) == nullptr) return UnknownChoice(text, GpuParam(o).choices);
+    o.gpu = std::string(text);
+    return Status::Ok();
+  };
+  return param;
+}
+
+PresetParam GpuEfficiencyParam(GenOptions& o) {
+  PresetParam param{"gpu-efficiency",
+                    "With --gpu: the fraction of each published rate a run reaches, F (compute) "
+                    "or compute=F,memory=F,link=F,host=F",
+                    ParamKind::kChoice,
+                    {},
+                    {},
+                    {}};
+  param.get = [&o] { return GpuEfficiencyText(o.gpu_efficiency); };
+  param.set = [&o](std::string_view text) {
+    Result<GpuEfficiency> parsed = ParseGpuEfficiency(text);
+    if (!parsed.ok()) return parsed.status();
+    o.gpu_efficiency = *parsed;
+    return Status::Ok();
+  };
+  return param;
+}
+
+}  // namespace
 
 std::vector<PresetParam> GenOptionParams(GenOptions& o) {
   std::vector<PresetParam> params;
@@ -585,6 +644,8 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                                o.bucket_cap_mb));
   params.push_back(NumberParam(
       "device-tflops", "Sustained TFLOP/s of one device, for compute spans", o.device_tflops));
+  params.push_back(GpuParam(o));
+  params.push_back(GpuEfficiencyParam(o));
   return params;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/gpu_catalog.h"
 #include "core/status.h"
 #include "core/trace_header.h"
 #include "gen/preset_param.h"
@@ -115,6 +116,11 @@ struct GenOptions {
   int backward_prefetch_modules = 0;
   double bucket_cap_mb = 25.0;   // recorded in the header: the run's default cap
   double device_tflops = 400.0;  // sustained FLOP/s of one device, for compute spans
+  // --gpu: the device's published rates (core/gpu_catalog.h) price the spans instead, as a
+  // roofline at gpu_efficiency, with host copies and a CPU optimizer step when offloaded
+  // (gen/compute_rates.h); empty: device_tflops alone.
+  std::string gpu;
+  GpuEfficiency gpu_efficiency;
 
   // The dtype gradients are reduce-scattered in.
   DType ReduceDType() const;

@@ -31,18 +31,41 @@ double StepFlopsPerElement(OptimizerKind optimizer) {
   return 0;
 }
 
+// The step's bytes per element, what a roofline prices it by (gen/compute_rates.h): fp32
+// tensors read and written once each by the update, SGD the parameter and gradient (12 B) and
+// momentum's buffer (8 B more), Adam the parameter, gradient, exp_avg and exp_avg_sq (16 B read,
+// 12 written); the for-loop's two temporaries per parameter (exp_avg_sq.sqrt() and its
+// quotient, each written and read: 16 B) and foreach's one set (8 B) on top; fused none.
+double StepBytesPerElement(OptimizerKind optimizer, OptimizerImpl impl) {
+  const double temporaries = impl == OptimizerImpl::kForLoop   ? 16
+                             : impl == OptimizerImpl::kForeach ? 8
+                                                               : 0;
+  switch (optimizer) {
+    case OptimizerKind::kSgd:
+      return 12;
+    case OptimizerKind::kSgdMomentum:
+      return 20;
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW:
+      return 28 + temporaries;
+  }
+  return 0;
+}
+
 // One step's allocations on the trace; every tensor is on the default stream, as the step runs.
 class StepEmitter {
  public:
-  StepEmitter(const GenOptions& options, const std::vector<Numel>& params, bool first,
+  StepEmitter(const GenOptions& options, const std::vector<Numel>& params, bool first, bool on_host,
               TraceEmitter& trace)
-      : options_(options), first_(first), trace_(trace) {
+      : options_(options), first_(first), on_host_(on_host), trace_(trace) {
     for (Numel numel : params) {
       if (numel > 0) params_.push_back(numel);  // torch skips a parameter without a gradient
     }
   }
 
   Status Run() {
+    // On the CPU (offloaded parameters): nothing on the device, the pass over host memory.
+    if (on_host_) return Compute();
     switch (options_.optimizer) {
       case OptimizerKind::kSgd:
       case OptimizerKind::kSgdMomentum:
@@ -81,8 +104,12 @@ class StepEmitter {
   Status Compute() {
     Numel elements = 0;
     for (Numel numel : params_) elements += numel;
-    return trace_.Compute("optimizer step",
-                          StepFlopsPerElement(options_.optimizer) * static_cast<double>(elements));
+    const double n = static_cast<double>(elements);
+    SpanWork work;
+    work.flops = StepFlopsPerElement(options_.optimizer) * n;
+    work.bytes = StepBytesPerElement(options_.optimizer, options_.optimizer_impl) * n;
+    work.on_host = on_host_;
+    return trace_.Compute("optimizer step", work);
   }
   // A state tensor: kept for the rest of the run.
   Status State(Bytes bytes) {
@@ -175,6 +202,7 @@ class StepEmitter {
 
   const GenOptions& options_;
   const bool first_;
+  const bool on_host_;
   TraceEmitter& trace_;
   std::vector<Numel> params_;
 };
@@ -191,7 +219,12 @@ double DefaultWeightDecay(OptimizerKind optimizer) {
 
 Status EmitOptimizerStep(const GenOptions& options, const std::vector<Numel>& params, int iteration,
                          TraceEmitter& trace) {
-  return StepEmitter(options, params, iteration == 0, trace).Run();
+  return StepEmitter(options, params, iteration == 0, /*on_host=*/false, trace).Run();
+}
+
+Status EmitHostOptimizerStep(const GenOptions& options, const std::vector<Numel>& params,
+                             TraceEmitter& trace) {
+  return StepEmitter(options, params, /*first=*/false, /*on_host=*/true, trace).Run();
 }
 
 }  // namespace bucketsim

@@ -51,5 +51,10 @@ double DefaultWeightDecay(OptimizerKind optimizer);
 // skips it): the state at iteration 0, the temporaries, and the step's compute span.
 Status EmitOptimizerStep(const GenOptions& options, const std::vector<Numel>& params, int iteration,
                          TraceEmitter& trace);
+// optimizer.step() over offloaded parameters (CPU offload): state and step on the CPU, nothing
+// on the device; its "optimizer step" span the step's bytes over host memory, priced only with
+// --gpu (gen/compute_rates.h; without it the span takes no time).
+Status EmitHostOptimizerStep(const GenOptions& options, const std::vector<Numel>& params,
+                             TraceEmitter& trace);
 
 }  // namespace bucketsim

@@ -189,10 +189,19 @@ class TorchFsdp1 final : public FsdpImplementation {
     }
     if (Sharded()) {
       BUCKETSIM_RETURN_IF_ERROR(ReduceGrad(f, grad_numel));
+      BUCKETSIM_RETURN_IF_ERROR(OffloadGrad(units_[f].shard_numel));
       if (reduce_copy != 0) BUCKETSIM_RETURN_IF_ERROR(trace_.Free(reduce_copy));
       return trace_.Free(grad);
     }
-    return ReduceGradNoShard(f, grad, reduce_copy);
+    BUCKETSIM_RETURN_IF_ERROR(ReduceGradNoShard(f, grad, reduce_copy));
+    return OffloadGrad(grad_numel);
+  }
+
+  // rt _offload_grad: the fp32 reduced shard copied into `_cpu_grad` on the post-backward
+  // stream, after its reduction (a span where host copies are priced; no device memory).
+  Status OffloadGrad(Numel numel) {
+    if (!options_.offload_params) return Status::Ok();
+    return trace_.HostCopy("offload grad to host", numel * kFp32Size, kPostBackwardStream);
   }
 
   // rt _post_backward_final_callback: _catch_all_reshard frees what a post-backward hook did
@@ -221,9 +230,10 @@ class TorchFsdp1 final : public FsdpImplementation {
   Status Step(int iteration) override {
     iteration_ = iteration + 1;
     std::vector<Numel> params;
-    for (std::size_t f = 0; f < units_.size() && !options_.offload_params; ++f) {
+    for (std::size_t f = 0; f < units_.size(); ++f) {
       for (Numel numel : OptimizerStateNumels(f)) params.push_back(numel);
     }
+    if (options_.offload_params) return EmitHostOptimizerStep(options_, params, trace_);
     return EmitOptimizerStep(options_, params, iteration, trace_);
   }
 
@@ -395,6 +405,13 @@ class TorchFsdp1 final : public FsdpImplementation {
     } else if (options_.offload_params) {
       BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(unit.shard_numel * kFp32Size, kPreUnshardStream,
                                              Category::kAllGather, device_shard));
+    }
+    // flat_param_to(device) of the CPU shard, on the pre-unshard stream; priced on the unshard
+    // stream, whose all-gather waits for it (one stream of the sim's serves both).
+    if (options_.offload_params) {
+      BUCKETSIM_RETURN_IF_ERROR(trace_.HostCopy("offload param to device",
+                                                unit.shard_numel * kFp32Size,
+                                                Sharded() ? kUnshardStream : kDefaultStream));
     }
     if (!Sharded()) {
       unit.unsharded = device_shard;

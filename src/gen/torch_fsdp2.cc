@@ -224,11 +224,10 @@ class TorchFsdp2 final : public FsdpImplementation {
     std::vector<Numel> params;
     for (const Unit& unit : units_) {
       for (std::size_t k = 0; k < unit.params.size(); ++k) {
-        if (!options_.offload_params && unit.has_grad[k]) {
-          params.push_back(unit.params[k].local_shard);
-        }
+        if (unit.has_grad[k]) params.push_back(unit.params[k].local_shard);
       }
     }
+    if (options_.offload_params) return EmitHostOptimizerStep(options_, params, trace_);
     return EmitOptimizerStep(options_, params, iteration, trace_);
   }
 
@@ -422,6 +421,12 @@ class TorchFsdp2 final : public FsdpImplementation {
         inputs.push_back(copy);
       }
     }
+    // The inputs' .to(device) on the copy-in stream, priced on the all-gather stream, which
+    // waits for the copy-in stream before it gathers (one stream of the sim's serves both).
+    if (options_.offload_params && !post_forward) {
+      BUCKETSIM_RETURN_IF_ERROR(
+          trace_.HostCopy("offload param to device", input_numel * kFp32Size, kAllGatherStream));
+    }
     // _get_param_all_gather_inputs' foreach-copy path (param_dtype set, not offloaded): one
     // flat param_dtype tensor the shards are cast into.
     if (MixedPrecision(f) && inputs.empty()) {
@@ -553,6 +558,16 @@ class TorchFsdp2 final : public FsdpImplementation {
       BUCKETSIM_RETURN_IF_ERROR(request(reduced[i], mode));
     }
     if (reduced.size() <= 1) BUCKETSIM_RETURN_IF_ERROR(FreeAll(grads));
+    // CPUOffloadPolicy: each sharded gradient's .to("cpu"), which 2.6 issues on the
+    // reduce-scatter stream after the collective. The sim runs the policy's collectives on the
+    // stream 2.6 allocates their input on, the default one; the copies go beside compute on the
+    // copy-in stream, which nothing else of the time model uses.
+    if (options_.offload_params) {
+      Numel offloaded = 0;
+      for (std::size_t k : reduced) offloaded += params[k].local_shard;
+      BUCKETSIM_RETURN_IF_ERROR(
+          trace_.HostCopy("offload grad to host", offloaded * kFp32Size, kCopyInStream));
+    }
     return Status::Ok();
   }
 

@@ -1,5 +1,6 @@
 #include "io/time_profile_io.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -196,6 +197,22 @@ Result<TimeProfile> ReadTimeProfile(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return ParseTimeProfile(text.str(), path);
+}
+
+Result<TimeProfile> LoadTimeProfile(const std::string& file_or_gpu,
+                                    const GpuEfficiency& efficiency) {
+  std::error_code error;
+  const bool exists = std::filesystem::exists(file_or_gpu, error);
+  if (const GpuSpec* gpu = FindGpu(file_or_gpu); gpu != nullptr && !exists) {
+    return EstimateTimeProfile(*gpu, efficiency);
+  }
+  Result<TimeProfile> read = ReadTimeProfile(file_or_gpu);
+  if (!read.ok() && !exists) {
+    return Status(read.status().code(),
+                  fmt::format("{}; or a GPU's name for its estimate from published rates: {}",
+                              read.status().message(), GpuNameList()));
+  }
+  return read;
 }
 
 std::string TimeProfileJson(const TimeProfile& profile) {

@@ -3,7 +3,8 @@
 // which is also cudaMemGetInfo's total: the figure device overhead is measured against
 // (docs/memory-model.md). It is less than nvidia-smi's MiB total (NVML counts memory the driver
 // reserves) and a driver version can move it by a few MiB; each figure names the deviceQuery
-// output it comes from. A GPU without such a source is left out.
+// output it comes from (core/gpu_catalog.cc, the one table of GPUs). A GPU without such a
+// source is left out.
 #pragma once
 
 #include <optional>

@@ -150,9 +150,10 @@ std::string TuneAdviceText(const TuneReport& report) {
     }
     if (report.time_profile == "none") {
       text +=
-          " Step times are compute alone (no --profile): copies and collectives cost "
+          " Step times are compute alone (no --profile or --gpu): copies and collectives cost "
           "nothing, so offloading and resharding look free.";
     }
+    if (!report.time_estimate.empty()) text += " " + report.time_estimate;
     return text + "\nTo emit it: " + TuneCommand(report, *advice.chosen) + "\n";
   }
   if (advice.closest) {
@@ -197,6 +198,7 @@ std::string TuneJson(const TuneReport& report, const ReportContext& context) {
   }
   out.EndArray();
   out.Field("policy", report.policy);
+  if (!report.time_estimate.empty()) out.Field("time_estimate", report.time_estimate);
   if (report.budget_bytes) out.Field("budget_bytes", *report.budget_bytes);
   if (const std::optional<DeviceBudget>& device = DeviceOf(report)) {
     out.Field("device_memory_bytes", device->device_memory_bytes);

@@ -22,8 +22,11 @@ struct TuneReport {
   std::vector<std::string>
       fixed;  // the flags every configuration has, as given ("--world-size 64")
   std::vector<TuneAxis> axes;
-  std::string policy;                 // the bucket policy every configuration replays under
-  std::string time_profile;           // the sim's time profile, by its name ("none": compute alone)
+  std::string policy;        // the bucket policy every configuration replays under
+  std::string time_profile;  // the sim's time profile, by its name ("none": compute alone)
+  // Where times are an estimate from a GPU's published rates (--gpu), what they rest on
+  // (EstimateText); empty otherwise.
+  std::string time_estimate;
   std::optional<Bytes> budget_bytes;  // --budget: peak reserved
   std::vector<TunePoint> points;      // one per configuration, in grid order
   TuneAdvice advice;

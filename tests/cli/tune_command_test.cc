@@ -62,15 +62,16 @@ TEST(TuneCommand, TheLargestBatchSizeThatFitsAsDerivedByHand) {
     EXPECT_NE(Squeezed(run.out).find(row), std::string::npos) << row << "\n" << run.out;
   }
   EXPECT_NE(
-      run.out.find("The largest batch size that fits a budget of 40.00 KiB of peak reserved memory "
-                   "is 2: batch-size=2, checkpoint=none (peak reserved 27.50 KiB, 12.50 KiB under "
-                   "budget, step 0.000 ms). At batch size 4 nothing fits. Step times are compute "
-                   "alone (no --profile): copies and collectives cost nothing, so offloading and "
-                   "resharding look free.\nTo emit it: bucketsim "
-                   "gen program " +
-                   kProgram +
-                   " --world-size 1 --iterations 1 --param-dtype fp32 --optimizer sgd --batch-size "
-                   "2 --checkpoint none -o TRACE\n"),
+      run.out.find(
+          "The largest batch size that fits a budget of 40.00 KiB of peak reserved memory "
+          "is 2: batch-size=2, checkpoint=none (peak reserved 27.50 KiB, 12.50 KiB under "
+          "budget, step 0.000 ms). At batch size 4 nothing fits. Step times are compute "
+          "alone (no --profile or --gpu): copies and collectives cost nothing, so offloading and "
+          "resharding look free.\nTo emit it: bucketsim "
+          "gen program " +
+          kProgram +
+          " --world-size 1 --iterations 1 --param-dtype fp32 --optimizer sgd --batch-size "
+          "2 --checkpoint none -o TRACE\n"),
       std::string::npos)
       << run.out;
   const nlohmann::json report = nlohmann::json::parse(testing::ReadFile(json));
@@ -196,6 +197,45 @@ TEST(TuneCommand, TheSavePolicySearch) {
                                             "--checkpoint-save", "auto", "-o", "/dev/null"});
   EXPECT_EQ(gen.exit_code, 2);
   EXPECT_NE(gen.err.find("'auto' is tune's search"), std::string::npos) << gen.err;
+}
+
+// --gpu on a one-block Llama at 8 ranks: the GPU's estimate prices collectives and copies, its
+// capacity is the device, and CPU offload now costs its host copies and the CPU's AdamW step
+// (without --gpu it tied with the device's step and won on memory).
+TEST(TuneCommand, AGpusEstimatePricesOffload) {
+  const std::string llama = "tests/fuzz/seeds/program/llama1l-bf16-flash.json";
+  const std::vector<std::string> args = {
+      "tune",          llama,  "--fsdp-impl", "fsdp2", "--world-size", "8",
+      "--param-dtype", "bf16", "--optimizer", "adamw", "--vary",       "offload-params=false,true"};
+  std::vector<std::string> on_gpu = args;
+  on_gpu.insert(on_gpu.end(), {"--gpu", "h100-80gb", "--format", "json"});
+  testing::BinaryResult run = RunBucketsim(on_gpu);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  EXPECT_EQ(report["context"]["time_profile"], "h100-80gb-estimate");
+  EXPECT_EQ(report["device_memory_bytes"], 85045477376);
+  EXPECT_EQ(report["time_estimate"].get<std::string>().substr(0, 81),
+            "Times are an estimate from the NVIDIA H100 80GB HBM3 (SXM)'s published rates (989");
+  const auto& points = report["configurations"];
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0]["settings"]["offload-params"], "false");
+  EXPECT_LT(points[0]["step_time_us"].get<double>(), points[1]["step_time_us"].get<double>());
+  EXPECT_EQ(report["advice"]["chosen"], 0);
+
+  testing::BinaryResult flat = RunBucketsim(args);
+  ASSERT_EQ(flat.exit_code, 0) << flat.err;
+  EXPECT_NE(flat.out.find("The fastest configuration that fits: offload-params=true ("),
+            std::string::npos)
+      << flat.out;
+
+  testing::BinaryResult both = RunBucketsim(
+      {"gen", "program", llama, "--gpu", "h100-80gb", "--device-tflops", "300", "-o", "/dev/null"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("device_tflops and gpu both price compute: give one"), std::string::npos)
+      << both.err;
+  testing::BinaryResult varied = RunBucketsim({"tune", llama, "--vary", "gpu=h100-80gb,a100-80gb"});
+  EXPECT_EQ(varied.exit_code, 2);
+  EXPECT_NE(varied.err.find("--vary gpu: tune prices one GPU"), std::string::npos) << varied.err;
 }
 
 TEST(TuneCommand, BadVariesAreUsageErrors) {

@@ -17,12 +17,15 @@
 // the smallest checked, and 3 more than its own), or the scaling refuses it; and so does the
 // program re-wrapped (`--wrap`: the root alone, the first call's class), or the wrapping refuses it
 // (RewrapModules checks what it made: a refusal is never a finding).
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "engine/trace_checker.h"
 #include "fuzz_input.h"
@@ -50,7 +53,13 @@ std::vector<Bytes> AllBytes(const FsdpModel& model) {
 class CheckedSink final : public EventSink {
  public:
   Status OnHeader(const TraceHeader& header) override { return Note(checker_.OnHeader(header)); }
-  Status OnEvent(const Event& event) override { return Note(checker_.OnEvent(event)); }
+  Status OnEvent(const Event& event) override {
+    // A span's duration is what a trace file may carry: a finite number, not negative.
+    if (event.kind == EventKind::kCompute && !(std::isfinite(event.dur_us) && event.dur_us >= 0)) {
+      return Note(InvalidTrace(fmt::format("compute span of {} us", event.dur_us)));
+    }
+    return Note(checker_.OnEvent(event));
+  }
   Status OnEnd() override { return Note(checker_.OnEnd()); }
   const Status& refusal() const { return refusal_; }
 
@@ -95,9 +104,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   GenOptions base;
   base.world_size = 2;
   base.iterations = 2;  // the second iteration has the optimizer state and zero_grad behind it
-  std::vector<GenOptions> runs(5, base);
+  std::vector<GenOptions> runs(7, base);
   for (std::size_t i = 1; i < runs.size(); ++i) {
-    runs[i].fsdp_impl = i == 2 || i == 4 ? FsdpImpl::kFsdp2 : FsdpImpl::kFsdp1;
+    runs[i].fsdp_impl = i == 2 || i == 4 || i == 5 ? FsdpImpl::kFsdp2 : FsdpImpl::kFsdp1;
     runs[i].group_layout = GroupLayout::kShared;
     runs[i].compute_dtype = DType::kFloat32;
   }
@@ -115,6 +124,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   runs[2].optimizer_impl = OptimizerImpl::kFused;
   runs[3].optimizer = OptimizerKind::kSgdMomentum;
   runs[3].weight_decay = 0.1;
+  // Priced by a GPU's rates (--gpu), offloaded: the roofline, the host copies, the CPU step.
+  runs[5].gpu = "h100-80gb";
+  runs[5].offload_params = true;
+  runs[5].optimizer = OptimizerKind::kAdamW;
+  runs[6].gpu = "l40s-48gb";
+  runs[6].gpu_efficiency.compute = 0.5;
+  runs[6].offload_params = true;
   // The first run as `gen program` would take the program's own optimizer.
   if (model->optimizer) {
     for (const auto& [flag, value] : OptimizerFlagsOf(*model->optimizer)) {

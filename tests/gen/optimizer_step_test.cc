@@ -31,10 +31,14 @@ class Recorder : public TraceEmitter {
     return Status::Ok();
   }
   Status Emit(Event /*event*/) override { return InvalidArgument("no event expected"); }
-  Status Compute(std::string_view span, double /*flops*/) override {
+  Status Compute(std::string_view span, const SpanWork& work) override {
     EXPECT_EQ(span, "optimizer step");
     lines.push_back("compute");
+    this->work = work;
     return Status::Ok();
+  }
+  Status HostCopy(std::string_view, Bytes, StreamId) override {
+    return InvalidArgument("no host copy expected");
   }
   Status TakeParamGrad(std::size_t, std::size_t, std::uint64_t&) override {
     return InvalidArgument("no gradient expected");
@@ -43,6 +47,7 @@ class Recorder : public TraceEmitter {
     return InvalidArgument("no gradient expected");
   }
   std::vector<std::string> lines;
+  SpanWork work;  // the last span's
 
  private:
   std::uint64_t last_id_ = 0;
@@ -144,6 +149,37 @@ TEST(OptimizerStep, AdamFusedStepTensorsOnTheDeviceAndNoTemporaries) {
             (Lines{"alloc 1 4", "alloc 2 12", "alloc 3 12", "alloc 4 4", "alloc 5 20", "alloc 6 20",
                    "compute"}));
   EXPECT_EQ(Step(OptimizerKind::kAdamW, OptimizerImpl::kFused, 0.01, 1), Lines{"compute"});
+}
+
+// The span's work, what a --gpu roofline prices (8 elements here): Adam's 12 FLOPs per element,
+// and its bytes: 28 of the update, 16 more of the for-loop's two temporaries, 8 of foreach's.
+TEST(OptimizerStep, TheSpanSaysTheFlopsAndBytesOfTheUpdate) {
+  const auto work = [](OptimizerKind optimizer, OptimizerImpl impl) {
+    GenOptions options;
+    options.optimizer = optimizer;
+    options.optimizer_impl = impl;
+    Recorder recorder;
+    EXPECT_TRUE(EmitOptimizerStep(options, kParams, 1, recorder).ok());
+    return std::pair{recorder.work.flops, recorder.work.bytes};
+  };
+  EXPECT_EQ(work(OptimizerKind::kAdamW, OptimizerImpl::kFused), std::pair(96.0, 224.0));
+  EXPECT_EQ(work(OptimizerKind::kAdamW, OptimizerImpl::kForeach), std::pair(96.0, 288.0));
+  EXPECT_EQ(work(OptimizerKind::kAdam, OptimizerImpl::kForLoop), std::pair(96.0, 352.0));
+  EXPECT_EQ(work(OptimizerKind::kSgd, OptimizerImpl::kForeach), std::pair(16.0, 96.0));
+  EXPECT_EQ(work(OptimizerKind::kSgdMomentum, OptimizerImpl::kFused), std::pair(32.0, 160.0));
+}
+
+// Offloaded parameters: the step runs on the CPU, nothing on the device even at the first step
+// (no state allocated), one span on the host.
+TEST(OptimizerStep, AnOffloadedStepAllocatesNothingAndRunsOnTheHost) {
+  GenOptions options;
+  options.optimizer = OptimizerKind::kAdamW;
+  options.optimizer_impl = OptimizerImpl::kForeach;
+  Recorder recorder;
+  ASSERT_TRUE(EmitHostOptimizerStep(options, kParams, recorder).ok());
+  EXPECT_EQ(recorder.lines, Lines{"compute"});
+  EXPECT_TRUE(recorder.work.on_host);
+  EXPECT_EQ(recorder.work.bytes, 288.0);
 }
 
 TEST(OptimizerStep, TorchDefaults) {

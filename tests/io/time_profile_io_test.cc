@@ -130,5 +130,48 @@ TEST(TimeProfileIo, MissingFileIsAnIoError) {
   EXPECT_EQ(profile.status().code(), StatusCode::kIoError);
 }
 
+// --profile NAME: a GPU's estimate from its published rates. An 8xH100 SXM node's is the shipped
+// derived profile's fit (the same alpha, busbw from the link efficiency), copies at HBM/2 x 0.8.
+TEST(TimeProfileIo, AGpuNameIsItsEstimate) {
+  Result<TimeProfile> estimate = LoadTimeProfile("h100-80gb");
+  ASSERT_TRUE(estimate.ok()) << estimate.status().message();
+  EXPECT_EQ(estimate->name, "h100-80gb-estimate");
+  EXPECT_EQ(estimate->provenance.kind, "estimate");
+  ASSERT_EQ(estimate->reduce_scatter.size(), 1u);
+  EXPECT_EQ(estimate->reduce_scatter[0].group_size, 8);
+  EXPECT_DOUBLE_EQ(estimate->reduce_scatter[0].alpha_us, 87.73);
+  EXPECT_DOUBLE_EQ(estimate->reduce_scatter[0].busbw_GBps, 450 * 0.8065);  // 362.925
+  EXPECT_DOUBLE_EQ(estimate->copy_GBps, 3350.0 / 2 * 0.8);
+  Result<TimeProfile> shipped =
+      ReadTimeProfile(std::string(BUCKETSIM_SOURCE_DIR) + "/traces/profiles/h100-8gpu-nvlink.json");
+  ASSERT_TRUE(shipped.ok());
+  for (Bytes bytes : {Bytes{1} << 20, Bytes{1} << 30}) {
+    const Micros shipped_us = shipped->ReduceScatterTime(bytes, 8);
+    EXPECT_NEAR(estimate->ReduceScatterTime(bytes, 8) / shipped_us, 1, 2e-5);
+  }
+
+  // A bridged pair (H100 PCIe): NVLink for 2 ranks, PCIe above; a group of 8 takes PCIe's.
+  Result<TimeProfile> pcie = LoadTimeProfile("h100-pcie-80gb", GpuEfficiency{0.7, 0.8, 0.5, 0.8});
+  ASSERT_TRUE(pcie.ok());
+  ASSERT_EQ(pcie->reduce_scatter.size(), 2u);
+  EXPECT_DOUBLE_EQ(pcie->ReduceScatterAt(2).busbw_GBps, 150.0);
+  EXPECT_DOUBLE_EQ(pcie->ReduceScatterAt(8).busbw_GBps, 32.0);
+  // No NVLink at all (L40S): the host link for every group.
+  Result<TimeProfile> l40s = LoadTimeProfile("l40s-48gb");
+  ASSERT_TRUE(l40s.ok());
+  ASSERT_EQ(l40s->reduce_scatter.size(), 1u);
+  EXPECT_NEAR(l40s->ReduceScatterAt(8).busbw_GBps, 32 * GpuEfficiency{}.link, 1e-9);
+}
+
+TEST(TimeProfileIo, NeitherAFileNorAGpuSaysBoth) {
+  Result<TimeProfile> profile = LoadTimeProfile("h100");
+  ASSERT_FALSE(profile.ok());
+  EXPECT_EQ(profile.status().code(), StatusCode::kIoError);
+  EXPECT_NE(profile.status().message().find("h100: cannot open the profile; or a GPU's name for "
+                                            "its estimate from published rates: h100-80gb, "),
+            std::string::npos)
+      << profile.status().message();
+}
+
 }  // namespace
 }  // namespace bucketsim

@@ -129,4 +129,34 @@ Micros TimeProfile::CopyTime(Bytes bytes) const {
   return static_cast<double>(bytes) / (copy_GBps * 1e3);
 }
 
+TimeProfile EstimateTimeProfile(const GpuSpec& gpu, const GpuEfficiency& efficiency) {
+  TimeProfile profile;
+  profile.name = fmt::format("{}-estimate", gpu.name);
+  profile.provenance.kind = "estimate";
+  profile.provenance.description = fmt::format(
+      "{} from its published rates (core/gpu_catalog.cc): reduce-scatter alpha {} us, busbw "
+      "{} at efficiency {:.4g}; copies at half of {} GB/s device memory x {:.4g}. An estimate, "
+      "not a measurement",
+      gpu.description, kEstimateAlphaUs,
+      gpu.nvlink_ranks >= 2 ? fmt::format("NVLink {} GB/s per direction (groups up to {}), host "
+                                          "link {} GB/s above",
+                                          gpu.nvlink_GBps, gpu.nvlink_ranks, gpu.host_link_GBps)
+                            : fmt::format("host link {} GB/s per direction", gpu.host_link_GBps),
+      efficiency.link, gpu.hbm_GBps, efficiency.memory);
+  profile.provenance.sources = {"bucketsim src/core/gpu_catalog.cc (vendor datasheets)",
+                                "traces/profiles/h100-8gpu-nvlink.json (alpha, link efficiency)"};
+  if (gpu.nvlink_ranks >= 2) {
+    profile.reduce_scatter.push_back(
+        {gpu.nvlink_ranks, kEstimateAlphaUs, gpu.nvlink_GBps * efficiency.link, {}});
+  }
+  const int host_group = gpu.nvlink_ranks >= 2 ? 2 * gpu.nvlink_ranks : 2;
+  if (gpu.nvlink_ranks < 8) {
+    profile.reduce_scatter.push_back(
+        {host_group, kEstimateAlphaUs, gpu.host_link_GBps * efficiency.link, {}});
+  }
+  profile.copy_GBps = gpu.hbm_GBps / 2 * efficiency.memory;
+  BUCKETSIM_CHECK(profile.Validate().ok());
+  return profile;
+}
+
 }  // namespace bucketsim

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gpu_catalog.h"
 #include "core/status.h"
 #include "core/units.h"
 
@@ -35,9 +36,10 @@ struct AlphaBeta {
 };
 
 // Where a profile's figures come from: `derived` from published figures (with the sources),
-// or `measured` by `bucketsim calibrate` (with the machine and backend it ran on).
+// or `measured` by `bucketsim calibrate` (with the machine and backend it ran on), or an
+// `estimate` of a named GPU from its datasheet (EstimateTimeProfile; never read from a file).
 struct ProfileProvenance {
-  std::string kind;  // "derived" or "measured"
+  std::string kind;  // "derived", "measured" or "estimate"
   std::string description;
   std::vector<std::string> sources;  // URLs or documents the figures come from
   std::string host;
@@ -77,6 +79,16 @@ struct TimeProfile {
   Micros AllGatherTime(Bytes bytes, int group_size) const;
   Micros CopyTime(Bytes bytes) const;
 };
+
+// A GPU's collectives and copies estimated from its published rates (core/gpu_catalog.h), for a
+// run with --gpu and no measured profile; provenance "estimate", named "NAME-estimate".
+// Reduce-scatters (and the all-gathers and all-reduces priced from them) at kEstimateAlphaUs
+// and busbw = link bandwidth x efficiency.link: NVLink's for groups up to nvlink_ranks, the host
+// link's above (an entry at each; a group beyond the largest takes its figures, as for any
+// profile: across nodes an 8-GPU node's rings leave through its 8 NICs, reference/anchors.md
+// §3.2's multi-node busbw); copies at half the device memory bandwidth x efficiency.memory (a
+// device copy reads and writes every byte).
+TimeProfile EstimateTimeProfile(const GpuSpec& gpu, const GpuEfficiency& efficiency);
 
 // alpha + (n-1)/n * S / busbw with S in bytes, busbw in GB/s (1e3 bytes per µs).
 Micros AlphaBetaTime(const AlphaBeta& model, Bytes send_bytes);
