@@ -42,7 +42,7 @@ Status ValidateGroup(const ProcessGroup& group, int world_size, int rank) {
 }  // namespace
 
 int TraceHeader::WrittenSchemaVersion() const {
-  const bool v4 = !fsdp_impl.empty() || !fsdp_setting.empty();
+  const bool v4 = fsdp_impl.has_value() || !fsdp_setting.empty();
   int version = v4 ? std::max(schema_version, kImplSchemaVersion) : schema_version;
   if (replicate_group) version = std::max(version, kCollectivesSchemaVersion);
   return version;
@@ -53,10 +53,6 @@ Status TraceHeader::Finalize() {
     return InvalidTrace(
         fmt::format("schema_version {} is not supported (this build reads {} to {})",
                     schema_version, kOldestTraceSchemaVersion, kTraceSchemaVersion));
-  }
-  if (!fsdp_impl.empty() && fsdp_impl != "fairscale" && fsdp_impl != "fsdp1" &&
-      fsdp_impl != "fsdp2") {
-    return InvalidTrace(fmt::format("fsdp_impl '{}' is not fairscale, fsdp1 or fsdp2", fsdp_impl));
   }
   if (world_size < 1 || world_size > kMaxWorldSize) {
     return InvalidTrace(fmt::format("world_size {} is outside [1, {}]", world_size, kMaxWorldSize));

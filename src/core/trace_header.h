@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/fsdp_impl.h"
 #include "core/status.h"
 #include "core/units.h"
 
@@ -75,7 +76,7 @@ struct TraceHeader {
   // every older trace) and its settings in that framework's own words
   // ("FullyShardedDataParallel(sharding_strategy=ShardingStrategy.FULL_SHARD, ...)"). compare
   // shows that implementation's own policy first; sweep's advice quotes the setting.
-  std::string fsdp_impl;
+  std::optional<FsdpImpl> fsdp_impl;
   std::string fsdp_setting;
   // v5: HYBRID_SHARD (FSDP1) or an FSDP2 2-D mesh: after its reduce-scatter over the shard
   // group, every reduced gradient shard is all-reduced in place over this group (the rank's

@@ -39,8 +39,8 @@ Status Replay::OnHeader(const TraceHeader& header) {
   header_ = &header;
   // A trace emitted for this policy's own implementation says how it was set up: that is the
   // setting to quote (FSDP1's or FSDP2's constructor call), not the policy's generic one.
-  if (spec_.setting.empty() && !header.fsdp_setting.empty() &&
-      header.fsdp_impl == StrategyName(spec_.strategy)) {
+  if (spec_.setting.empty() && !header.fsdp_setting.empty() && header.fsdp_impl &&
+      header.fsdp_impl == ImplementationOf(spec_.strategy)) {
     spec_.setting = header.fsdp_setting;
     result_.setting = FrameworkSetting(spec_, result_.bucket_cap_mb);
   }

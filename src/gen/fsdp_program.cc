@@ -93,7 +93,7 @@ class FsdpTrace final : public TraceEmitter {
     header_.bucket_cap_mb = options_.bucket_cap_mb;
     header_.description = model_.description;
     if (options_.fsdp_impl != FsdpImpl::kFairscale) {
-      header_.fsdp_impl = std::string(FsdpImplName(options_.fsdp_impl));
+      header_.fsdp_impl = options_.fsdp_impl;
       header_.fsdp_setting = TorchFsdpSetting(options_);
     }
     BUCKETSIM_RETURN_IF_ERROR(impl_->BuildHeader(header_));

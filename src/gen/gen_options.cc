@@ -34,18 +34,6 @@ std::vector<int> GenOptions::ReplicaRanks() const {
   return ranks;
 }
 
-std::string_view FsdpImplName(FsdpImpl impl) {
-  switch (impl) {
-    case FsdpImpl::kFairscale:
-      return "fairscale";
-    case FsdpImpl::kFsdp1:
-      return "fsdp1";
-    case FsdpImpl::kFsdp2:
-      return "fsdp2";
-  }
-  return "?";
-}
-
 std::string_view ShardingStrategyName(ShardingStrategy strategy) {
   switch (strategy) {
     case ShardingStrategy::kFullShard:
@@ -421,6 +409,13 @@ std::string DescribeGenOptions(const GenOptions& options) {
 
 namespace {
 
+// The implementations by their one name (core/fsdp_impl.h), as --fsdp-impl takes them.
+std::vector<std::pair<std::string, FsdpImpl>> ImplNames() {
+  std::vector<std::pair<std::string, FsdpImpl>> names;
+  for (const FsdpImplInfo& info : FsdpImpls()) names.emplace_back(info.name, info.impl);
+  return names;
+}
+
 // --gpu NAME: the spans priced from that GPU's published rates (gen/compute_rates.h).
 PresetParam GpuParam(GenOptions& o) {
   PresetParam param{"gpu",
@@ -470,10 +465,7 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
   PresetParam impl = ChoiceParam("fsdp-impl",
                                  "Whose FSDP: fairscale (2021), fsdp1 (PyTorch "
                                  "FullyShardedDataParallel), fsdp2 (PyTorch fully_shard)",
-                                 o.fsdp_impl,
-                                 {{"fairscale", FsdpImpl::kFairscale},
-                                  {"fsdp1", FsdpImpl::kFsdp1},
-                                  {"fsdp2", FsdpImpl::kFsdp2}});
+                                 o.fsdp_impl, ImplNames());
   // The implementation's default precision unless --param-dtype was given (either order).
   impl.set = [&o, set = impl.set](std::string_view text) {
     BUCKETSIM_RETURN_IF_ERROR(set(text));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/fsdp_impl.h"
 #include "core/gpu_catalog.h"
 #include "core/status.h"
 #include "core/trace_header.h"
@@ -37,14 +38,6 @@ enum class OptimizerKind { kSgd, kSgdMomentum, kAdam, kAdamW };
 // How torch.optim runs the step (the foreach= and fused= arguments): a Python loop over the
 // parameters, _foreach_* ops over all of them at once, or one fused kernel.
 enum class OptimizerImpl { kForLoop, kForeach, kFused };
-
-// Whose FSDP the trace follows (src/gen/fsdp_implementation.h): what each rank keeps of the
-// parameters, when it gathers and frees them, and how a unit's gradients are reduced.
-enum class FsdpImpl {
-  kFairscale,  // fairscale's FullyShardedDataParallel (2021), the reference/fsdp_semantics.md one
-  kFsdp1,      // torch.distributed.fsdp.FullyShardedDataParallel (torch 2.6)
-  kFsdp2,      // torch.distributed.fsdp.fully_shard (torch 2.6)
-};
 
 // FSDP1's ShardingStrategy (torch/distributed/fsdp/api.py).
 enum class ShardingStrategy { kFullShard, kShardGradOp, kNoShard, kHybridShard };
@@ -142,8 +135,6 @@ PresetParam HsdpShapeParam(GenOptions& options);
 // Fails unless `autocast` is unset, fp16 or bf16.
 Status ValidateAutocast(const std::optional<DType>& autocast);
 
-// "fairscale", "fsdp1", "fsdp2".
-std::string_view FsdpImplName(FsdpImpl impl);
 // "FULL_SHARD", ...: the CLI's and PyTorch's spelling.
 std::string_view ShardingStrategyName(ShardingStrategy strategy);
 

@@ -31,7 +31,7 @@ Result<TunePoint> RunConfiguration(const TuneRun& run, const TuneSettings& setti
   Result<WhatIfChanges> changed = ApplyWhatIfs(program, options, what_ifs);
   if (!changed.ok()) return changed.status();
   if (request.policies.empty()) {
-    request.policies = {DefaultPoliciesFor(FsdpImplName(options.fsdp_impl)).front()};
+    request.policies = {DefaultPoliciesFor(options.fsdp_impl).front()};
   }
   // The generator is the source: the trace is never written, and the replay keeps no more of
   // it than of a file.

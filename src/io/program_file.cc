@@ -232,7 +232,9 @@ class ProgramReader {
     BUCKETSIM_RETURN_IF_ERROR(Keys(at, {"implementation", "settings", "instances"}));
     std::string implementation;
     PROGRAM_ASSIGN(implementation, doc_.String(at / "implementation"));
-    if (implementation != "fsdp1" && implementation != "fsdp2") {
+    // A recorded model's wrapping: PyTorch's (fairscale's is never recorded).
+    const std::optional<FsdpImpl> impl = ParseFsdpImpl(implementation);
+    if (!impl || *impl == FsdpImpl::kFairscale) {
       return doc_.Error(at / "implementation",
                         fmt::format("expected \"fsdp1\" or \"fsdp2\", got \"{}\"", implementation));
     }

@@ -84,8 +84,8 @@ std::optional<BackwardPrefetch> BackwardPrefetchOf(const Json& value) {
 // The settings of one unit that UnitSettings models, from `s` (the program's "settings", or an
 // entry of its "instances"); every other key is left in `rest`. An error names `where` and the
 // key.
-Status ReadUnitSettings(const Json& s, std::string_view impl, std::string_view where,
-                        UnitSettings& out, Json& rest) {
+Status ReadUnitSettings(const Json& s, FsdpImpl impl, std::string_view where, UnitSettings& out,
+                        Json& rest) {
   rest = Json::object();
   for (const auto& item : s.items()) {
     const std::string& key = item.key();
@@ -94,10 +94,10 @@ Status ReadUnitSettings(const Json& s, std::string_view impl, std::string_view w
       return InvalidArgument(fmt::format("the program's fsdp {}.{} is {}: expected {}", where, key,
                                          value.dump(), expected));
     };
-    if (impl == "fsdp1" && key == "backward_prefetch") {
+    if (impl == FsdpImpl::kFsdp1 && key == "backward_prefetch") {
       out.backward_prefetch = BackwardPrefetchOf(value);
       if (!out.backward_prefetch) return bad("\"BACKWARD_PRE\", \"BACKWARD_POST\" or null");
-    } else if (impl == "fsdp2" && key == "reshard_after_forward") {
+    } else if (impl == FsdpImpl::kFsdp2 && key == "reshard_after_forward") {
       if (value.is_boolean()) {
         out.reshard_after_forward = UnitSettings::Reshard{value.get<bool>(), 0};
       } else if (value.is_number_integer() && value.get<long long>() > 0 &&
@@ -106,7 +106,7 @@ Status ReadUnitSettings(const Json& s, std::string_view impl, std::string_view w
       } else {
         return bad("true, false or a positive int");
       }
-    } else if (impl == "fsdp2" &&
+    } else if (impl == FsdpImpl::kFsdp2 &&
                (key == "modules_to_forward_prefetch" || key == "modules_to_backward_prefetch")) {
       if (!value.is_array()) return bad("a list of unit names");
       std::vector<std::string> names;
@@ -186,15 +186,21 @@ Result<ProgramFsdpFlags> FsdpFlagsOf(const std::string& fsdp_json) {
     return InvalidArgument("the program's \"fsdp\" key has no settings object");
   }
   ProgramFsdpFlags out;
-  const std::string impl = fsdp.value("implementation", "");
+  const std::string name = fsdp.value("implementation", "");
+  const std::optional<FsdpImpl> parsed = ParseFsdpImpl(name);
+  if (!parsed || *parsed == FsdpImpl::kFairscale) {
+    return InvalidArgument(fmt::format(
+        "the program's fsdp implementation is \"{}\": expected \"fsdp1\" or \"fsdp2\"", name));
+  }
+  const FsdpImpl impl = *parsed;
   const Json& s = fsdp["settings"];
   // The first unit's settings that are modelled per unit, read once: they are also every
   // unit's flags (backward_prefetch, reshard_after_forward).
   Json rest;
   BUCKETSIM_RETURN_IF_ERROR(ReadUnitSettings(s, impl, "settings", out.every_unit, rest));
   const UnitSettings& first = out.every_unit;
-  out.flags.emplace_back("fsdp-impl", impl);
-  if (impl == "fsdp1") {
+  out.flags.emplace_back("fsdp-impl", FsdpImplName(impl));
+  if (impl == FsdpImpl::kFsdp1) {
     if (s.contains("sharding_strategy") && s["sharding_strategy"].is_string()) {
       out.flags.emplace_back("sharding-strategy", s["sharding_strategy"].get<std::string>());
     }

@@ -130,7 +130,14 @@ Status ParseHeaderValue(std::string_view key, const Json& value, TraceHeader& he
       return InvalidTrace(fmt::format("key '{}' needs schema_version {} (this trace has {})", key,
                                       kImplSchemaVersion, header.schema_version));
     }
-    return ToString(value, key, key == "fsdp_impl" ? header.fsdp_impl : header.fsdp_setting);
+    if (key == "fsdp_setting") return ToString(value, key, header.fsdp_setting);
+    std::string name;
+    BUCKETSIM_RETURN_IF_ERROR(ToString(value, key, name));
+    header.fsdp_impl = ParseFsdpImpl(name);
+    if (!header.fsdp_impl) {
+      return InvalidTrace(fmt::format("fsdp_impl '{}' is not {}", name, FsdpImplChoices()));
+    }
+    return Status::Ok();
   }
   if (key == "replicate_group") {
     if (header.schema_version < kCollectivesSchemaVersion) {

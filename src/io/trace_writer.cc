@@ -31,7 +31,7 @@ OrderedJson HeaderJson(const TraceHeader& header) {
   j["rank"] = header.rank;
   j["bucket_cap_mb"] = header.bucket_cap_mb;
   if (!header.alloc_conf.empty()) j["alloc_conf"] = header.alloc_conf;
-  if (!header.fsdp_impl.empty()) j["fsdp_impl"] = header.fsdp_impl;
+  if (header.fsdp_impl) j["fsdp_impl"] = FsdpImplName(*header.fsdp_impl);
   if (!header.fsdp_setting.empty()) j["fsdp_setting"] = header.fsdp_setting;
   if (header.replicate_group) j["replicate_group"] = *header.replicate_group;
   j["streams"] = OrderedJson::array();

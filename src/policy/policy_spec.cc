@@ -420,15 +420,25 @@ std::vector<PolicySpec> DefaultPolicies() {
   return specs;
 }
 
-std::vector<PolicySpec> DefaultPoliciesFor(std::string_view fsdp_impl) {
+std::vector<PolicySpec> DefaultPoliciesFor(std::optional<FsdpImpl> fsdp_impl) {
   std::vector<PolicySpec> specs;
+  const std::string_view own = fsdp_impl ? InfoOf(*fsdp_impl).own_policy : std::string_view();
   for (const Preset& preset : kPresets) {
-    if (preset.name == fsdp_impl && preset.strategy != Strategy::kFairscale) {
-      specs.push_back(FromPreset(preset));
-    }
+    if (!own.empty() && preset.name == own) specs.push_back(FromPreset(preset));
   }
   for (PolicySpec& spec : DefaultPolicies()) specs.push_back(std::move(spec));
   return specs;
+}
+
+std::optional<FsdpImpl> ImplementationOf(Strategy strategy) {
+  switch (strategy) {
+    case Strategy::kFsdp1:
+      return FsdpImpl::kFsdp1;
+    case Strategy::kFsdp2:
+      return FsdpImpl::kFsdp2;
+    default:
+      return std::nullopt;
+  }
 }
 
 std::vector<PolicySpec> NamedPolicies() {

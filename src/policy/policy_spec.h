@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/fsdp_impl.h"
 #include "core/status.h"
 #include "core/units.h"
 
@@ -93,10 +94,13 @@ std::string FrameworkSetting(const PolicySpec& spec, double resolved_cap_mb);
 std::string_view FrameworkName(const PolicySpec& spec);
 // always-allocated, backward-only, per-group-dedup, unbucketed: the default comparison.
 std::vector<PolicySpec> DefaultPolicies();
-// The default comparison of a trace emitted for `fsdp_impl` (its header's fsdp_impl:
-// "fsdp1", "fsdp2"): that implementation's own policy first, then the default ones as
-// what-ifs. Empty or "fairscale": DefaultPolicies().
-std::vector<PolicySpec> DefaultPoliciesFor(std::string_view fsdp_impl);
+// The default comparison of a trace emitted for `fsdp_impl` (its header's): that
+// implementation's own policy first (core/fsdp_impl.h names it), then the default ones as
+// what-ifs. None, or fairscale (no policy of its own): DefaultPolicies().
+std::vector<PolicySpec> DefaultPoliciesFor(std::optional<FsdpImpl> fsdp_impl);
+// The implementation whose own policy's strategy `strategy` is (fsdp1, fsdp2); none for the
+// others (fairscale's bucketer is a choice, the other frameworks are not FSDP implementations).
+std::optional<FsdpImpl> ImplementationOf(Strategy strategy);
 // Every named preset, fairscale's and the other frameworks' (the fuzzer replays them all).
 std::vector<PolicySpec> NamedPolicies();
 // The names ParsePolicySpec accepts besides the general form, for --help and errors.

@@ -225,7 +225,7 @@ TEST(TraceWriter, ImplementationKeysMakeAVersion4Trace) {
   header.world_size = 2;
   ASSERT_TRUE(header.Finalize().ok());
   EXPECT_EQ(header.WrittenSchemaVersion(), 3);
-  header.fsdp_impl = "fsdp1";
+  header.fsdp_impl = FsdpImpl::kFsdp1;
   header.fsdp_setting = "FullyShardedDataParallel(module)";
   EXPECT_EQ(header.WrittenSchemaVersion(), 4);
   std::ostringstream out;
@@ -236,7 +236,7 @@ TEST(TraceWriter, ImplementationKeysMakeAVersion4Trace) {
   Trace t;
   ASSERT_TRUE(ReadTraceFromString(out.str(), "t.json", t.header, t.sink).ok());
   EXPECT_EQ(t.header.schema_version, 4);
-  EXPECT_EQ(t.header.fsdp_impl, "fsdp1");
+  EXPECT_EQ(t.header.fsdp_impl, FsdpImpl::kFsdp1);
   EXPECT_EQ(t.header.fsdp_setting, "FullyShardedDataParallel(module)");
 }
 

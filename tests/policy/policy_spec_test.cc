@@ -185,9 +185,9 @@ TEST(DefaultPoliciesFor, PutsTheTracesImplementationFirst) {
   };
   const std::vector<std::string> defaults = {"always-allocated", "backward-only", "per-group-dedup",
                                              "unbucketed"};
-  EXPECT_EQ(names(DefaultPoliciesFor("")), defaults);
-  EXPECT_EQ(names(DefaultPoliciesFor("fairscale")), defaults);
-  std::vector<PolicySpec> fsdp1 = DefaultPoliciesFor("fsdp1");
+  EXPECT_EQ(names(DefaultPoliciesFor(std::nullopt)), defaults);
+  EXPECT_EQ(names(DefaultPoliciesFor(FsdpImpl::kFairscale)), defaults);
+  std::vector<PolicySpec> fsdp1 = DefaultPoliciesFor(FsdpImpl::kFsdp1);
   ASSERT_EQ(fsdp1.size(), 5u);
   EXPECT_EQ(fsdp1.front().name, "fsdp1");
   EXPECT_EQ(FrameworkName(fsdp1.front()), "PyTorch FSDP1");
@@ -195,10 +195,33 @@ TEST(DefaultPoliciesFor, PutsTheTracesImplementationFirst) {
   fsdp1.front().setting = "FullyShardedDataParallel(module, limit_all_gathers=True)";
   EXPECT_EQ(FrameworkSetting(fsdp1.front(), 0),
             "FullyShardedDataParallel(module, limit_all_gathers=True)");
-  std::vector<PolicySpec> fsdp2 = DefaultPoliciesFor("fsdp2");
+  std::vector<PolicySpec> fsdp2 = DefaultPoliciesFor(FsdpImpl::kFsdp2);
   EXPECT_EQ(names(fsdp2).front(), "fsdp2");
   fsdp2.front().setting = "fully_shard(module, reshard_after_forward=True)";
   EXPECT_EQ(FrameworkSetting(fsdp2.front(), 0), "fully_shard(module, reshard_after_forward=True)");
+}
+
+// The one identity of an implementation (core/fsdp_impl.h): its name parses back to it, and the
+// policy it names as its own is a preset whose strategy belongs to it, so that renaming either
+// fails here rather than silently dropping the trace's own policy from the comparison.
+TEST(FsdpImpls, EachNamesItselfAndItsOwnPolicyOnce) {
+  for (const FsdpImplInfo& info : FsdpImpls()) {
+    SCOPED_TRACE(std::string(info.name));
+    EXPECT_EQ(ParseFsdpImpl(info.name), info.impl);
+    EXPECT_EQ(&InfoOf(info.impl), &info);
+    if (info.own_policy.empty()) {
+      EXPECT_EQ(DefaultPoliciesFor(info.impl).size(), DefaultPolicies().size());
+      continue;
+    }
+    Result<PolicySpec> own = ParsePolicySpec(info.own_policy);
+    ASSERT_TRUE(own.ok()) << own.status().message();
+    EXPECT_EQ(ImplementationOf(own->strategy), info.impl);
+    EXPECT_EQ(DefaultPoliciesFor(info.impl).front().name, info.own_policy);
+  }
+  EXPECT_EQ(ParseFsdpImpl("fsdp3"), std::nullopt);
+  EXPECT_EQ(FsdpImplChoices(), "fairscale, fsdp1 or fsdp2");
+  EXPECT_EQ(ImplementationOf(Strategy::kFairscale), std::nullopt);
+  EXPECT_EQ(ImplementationOf(Strategy::kDdp), std::nullopt);
 }
 
 }  // namespace
