@@ -64,9 +64,12 @@ Status TraceHeader::Finalize() {
   if (streams.empty()) streams.push_back({"default"});
 
   post_backward_stream_ = 0;
+  std::optional<StreamId> reduce_scatter;
   for (std::size_t s = 0; s < streams.size(); ++s) {
     if (streams[s].name == "post_backward") post_backward_stream_ = static_cast<StreamId>(s);
+    if (streams[s].name == "reduce_scatter") reduce_scatter = static_cast<StreamId>(s);
   }
+  collective_stream_ = reduce_scatter.value_or(post_backward_stream_);
 
   group_index_.clear();
   for (std::size_t g = 0; g < groups.size(); ++g) {

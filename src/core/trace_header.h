@@ -97,6 +97,10 @@ struct TraceHeader {
   // The stream fairscale runs its reduce-scatters and allocates its buckets on: the stream
   // named "post_backward", else stream 0.
   StreamId post_backward_stream() const { return post_backward_stream_; }
+  // The stream the framework's reduce-scatters run on: the stream named "reduce_scatter" (FSDP2's
+  // reduce_scatter_stream, where nothing of a trace is allocated: 2.6 makes the reduce-scatter
+  // input on the current stream), else the post-backward stream.
+  StreamId collective_stream() const { return collective_stream_; }
   // Dense index of a parameter over all instances, for per-parameter state.
   std::uint32_t ParamIndex(std::uint32_t fsdp_index, std::uint32_t param) const {
     return param_base_[fsdp_index] + param;
@@ -126,6 +130,7 @@ struct TraceHeader {
   std::vector<std::uint32_t> param_base_;
   std::uint32_t num_params_ = 0;
   StreamId post_backward_stream_ = 0;
+  StreamId collective_stream_ = 0;
 };
 
 }  // namespace bucketsim

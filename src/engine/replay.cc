@@ -45,6 +45,7 @@ Status Replay::OnHeader(const TraceHeader& header) {
     result_.setting = FrameworkSetting(spec_, result_.bucket_cap_mb);
   }
   policy_stream_ = header.post_backward_stream();
+  collective_stream_ = header.collective_stream();
   held_grad_.assign(header.num_params(), kNoBuffer);
   BUCKETSIM_RETURN_IF_ERROR(policy_->Start(header));
   if (options_.memory_events != nullptr) {
@@ -91,14 +92,14 @@ Status Replay::OnEvent(const Event& event) {
       BUCKETSIM_CHECK(call.group != nullptr);
       // FSDP's post-backward hook: post_backward.wait_stream(current_stream()) before it
       // reduces the gradient the backward pass just produced (reference/fsdp_semantics.md §2).
-      backend_->WaitStream(policy_stream_, kComputeStream);
+      backend_->WaitStream(collective_stream_, kComputeStream);
       BUCKETSIM_RETURN_IF_ERROR(policy_->ReduceScatter(call, *this));
       return std::exchange(deferred_error_, Status::Ok());
     }
     case EventKind::kFlush:
       BUCKETSIM_RETURN_IF_ERROR(policy_->EndBackward(*this));
       // _wait_for_post_backward: current_stream().wait_stream(post_backward) after the flush.
-      backend_->WaitStream(kComputeStream, policy_stream_);
+      backend_->WaitStream(kComputeStream, collective_stream_);
       return std::exchange(deferred_error_, Status::Ok());
     case EventKind::kZeroGrad:
       if (event.set_to_none) ZeroGrad();
@@ -231,7 +232,8 @@ Status Replay::Charge(Allocation& allocation, BufferHandle handle, Bytes request
   allocation.block = *block;
   allocation.since = current_event_;
   allocation.stream = stream;
-  if (backend_holds_buffers_) backend_->Materialize(handle, requested, stream);
+  if (backend_holds_buffers_)
+    backend_->Materialize(handle, requested, BackendStream(handle, stream));
   ledger_.Charge(allocation.category, block->charged, current_event_);
   ledger_.ObserveReserved(memory_->reserved_bytes());
   if (options_.keep_timeline) SampleMemory(stream);
@@ -252,7 +254,7 @@ void Replay::Discharge(Allocation& allocation, BufferHandle handle) {
     stream_uses_.erase(uses);
   }
   if (allocation.in_model) {
-    if (backend_holds_buffers_) backend_->Release(handle, allocation.stream);
+    if (backend_holds_buffers_) backend_->Release(handle, BackendStream(handle, allocation.stream));
     if (used_on.empty()) {
       memory_->Free(allocation.block);
     } else {
@@ -319,7 +321,7 @@ BufferId Replay::Stage(Bytes bytes, DType dtype, GroupId group) {
   buffer.allocation.group = group;
   buffer.allocation.stream = policy_stream_;
   if (backend_holds_buffers_ && !out_of_memory_) {
-    backend_->Materialize(id, bytes, policy_stream_);
+    backend_->Materialize(id, bytes, collective_stream_);
     buffer.allocation.in_model = true;  // held by the backend: released there
   }
   return id;
@@ -330,7 +332,7 @@ void Replay::Release(BufferId id) {
   BUCKETSIM_CHECK(buffer.refs > 0);
   if (--buffer.refs > 0) return;
   if (buffer.staged) {
-    if (buffer.allocation.in_model) backend_->Release(id, buffer.allocation.stream);
+    if (buffer.allocation.in_model) backend_->Release(id, collective_stream_);
     free_buffers_.push_back(id);
     return;
   }
@@ -355,11 +357,11 @@ void Replay::Relabel(BufferId id, Category category) {
 }
 
 void Replay::FillGradient(const GradientFill& fill) {
-  if (!out_of_memory_) backend_->FillGradient(fill, policy_stream_);
+  if (!out_of_memory_) backend_->FillGradient(fill, collective_stream_);
 }
 
 void Replay::Copy(const BufferCopy& copy) {
-  if (!out_of_memory_) backend_->Copy(copy, policy_stream_);
+  if (!out_of_memory_) backend_->Copy(copy, collective_stream_);
 }
 
 void Replay::Collective(const CollectiveRecord& record, const CollectiveBuffers& buffers) {
@@ -368,7 +370,7 @@ void Replay::Collective(const CollectiveRecord& record, const CollectiveBuffers&
   // HYBRID_SHARD: the reduced shard is then all-reduced over the rank's replicas, in place
   // (FSDP1 _reduce_grad, FSDP2 foreach_reduce); the backend runs both, the log has both.
   stamped.replicate_group = header_->replicate_group;
-  if (!out_of_memory_) backend_->Collective(stamped, buffers, policy_stream_);
+  if (!out_of_memory_) backend_->Collective(stamped, buffers, collective_stream_);
   Log(stamped);
   if (stamped.replicate_group) {
     Log(ReplicaAllReduce(stamped, header_->FindGroup(*stamped.replicate_group)->size()));

@@ -144,6 +144,11 @@ class Replay final : public EventSink,
   // With keep_timeline: the memory counters now, at `stream`'s issue clock.
   void SampleMemory(StreamId stream);
   void AddInstant(std::string category, std::string name);
+  // The stream a backend makes, uses and releases a buffer on: a policy buffer's is the
+  // collective stream, a trace allocation's the one it was allocated on.
+  StreamId BackendStream(BufferHandle handle, StreamId allocated) const {
+    return (handle & kTraceBufferBit) == 0 ? collective_stream_ : allocated;
+  }
 
   PolicySpec spec_;
   std::unique_ptr<BucketPolicy> policy_;
@@ -152,7 +157,12 @@ class Replay final : public EventSink,
   bool backend_holds_buffers_ = true;  // Backend::holds_buffers, asked once
   ReplayOptions options_;
   const TraceHeader* header_ = nullptr;
+  // The policy's buffers are allocated on policy_stream_ (the memory model's stream: fairscale's
+  // and FSDP1's post-backward stream, FSDP2's current stream) and its fills, copies and
+  // collectives run on collective_stream_ (the same, or FSDP2's reduce_scatter_stream), where a
+  // backend also makes and releases them.
   StreamId policy_stream_ = 0;
+  StreamId collective_stream_ = 0;
   EventIndex current_event_ = 0;
   Status deferred_error_;       // an allocation failure inside a policy call
   bool out_of_memory_ = false;  // the device ran out: the rest of the trace is not replayed

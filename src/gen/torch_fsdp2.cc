@@ -24,6 +24,9 @@ namespace {
 // reduce-scatter buffers are the policy's (its input on the default stream, as 2.6 makes it).
 constexpr StreamId kCopyInStream = 1;
 constexpr StreamId kAllGatherStream = 2;
+// foreach_reduce's reduce_scatter_stream (it waits for the current stream, then reduces): the
+// policy's collectives run on it (TraceHeader::collective_stream), nothing is allocated on it.
+constexpr StreamId kReduceScatterStream = 3;
 constexpr GroupId kShardGroup = 1;
 constexpr GroupId kReplicateGroup = 2;    // HSDP: the mesh's replicate dimension
 constexpr GroupId kPostForwardGroup = 3;  // reshard_after_forward=N: the post-forward mesh
@@ -66,7 +69,7 @@ class TorchFsdp2 final : public FsdpImplementation {
 
   Status BuildHeader(TraceHeader& header) const override {
     BUCKETSIM_RETURN_IF_ERROR(setup_);
-    header.streams = {{"default"}, {"all_gather_copy_in"}, {"all_gather"}};
+    header.streams = {{"default"}, {"all_gather_copy_in"}, {"all_gather"}, {"reduce_scatter"}};
     // One mesh: every group all-gathers and reduce-scatters over its shard process group.
     header.groups.push_back({kShardGroup, options_.ShardGroupRanks(), "shard_group"});
     // HSDP (a 2-D mesh): foreach_reduce all-reduces each reduced shard over the replicas.
@@ -558,15 +561,13 @@ class TorchFsdp2 final : public FsdpImplementation {
       BUCKETSIM_RETURN_IF_ERROR(request(reduced[i], mode));
     }
     if (reduced.size() <= 1) BUCKETSIM_RETURN_IF_ERROR(FreeAll(grads));
-    // CPUOffloadPolicy: each sharded gradient's .to("cpu"), which 2.6 issues on the
-    // reduce-scatter stream after the collective. The sim runs the policy's collectives on the
-    // stream 2.6 allocates their input on, the default one; the copies go beside compute on the
-    // copy-in stream, which nothing else of the time model uses.
+    // CPUOffloadPolicy: each sharded gradient's .to("cpu"), on the reduce-scatter stream after
+    // the collective.
     if (options_.offload_params) {
       Numel offloaded = 0;
       for (std::size_t k : reduced) offloaded += params[k].local_shard;
       BUCKETSIM_RETURN_IF_ERROR(
-          trace_.HostCopy("offload grad to host", offloaded * kFp32Size, kCopyInStream));
+          trace_.HostCopy("offload grad to host", offloaded * kFp32Size, kReduceScatterStream));
     }
     return Status::Ok();
   }

@@ -71,6 +71,21 @@ TEST(TraceHeader, WithoutAPostBackwardStreamPoliciesUseStreamZero) {
   EXPECT_EQ(h.post_backward_stream(), 0u);
 }
 
+// fairscale and FSDP1 reduce on the stream they allocate their buckets on; FSDP2 allocates the
+// reduce-scatter input on the current stream and reduces on reduce_scatter_stream.
+TEST(TraceHeader, ThePoliciesCollectivesRunOnTheReduceScatterStreamWhereThereIsOne) {
+  TraceHeader fairscale = Valid();
+  fairscale.streams = {{"default"}, {"all_gather"}, {"post_backward"}};
+  ASSERT_TRUE(fairscale.Finalize().ok());
+  EXPECT_EQ(fairscale.post_backward_stream(), 2u);
+  EXPECT_EQ(fairscale.collective_stream(), 2u);
+  TraceHeader fsdp2 = Valid();
+  fsdp2.streams = {{"default"}, {"all_gather_copy_in"}, {"all_gather"}, {"reduce_scatter"}};
+  ASSERT_TRUE(fsdp2.Finalize().ok());
+  EXPECT_EQ(fsdp2.post_backward_stream(), 0u);
+  EXPECT_EQ(fsdp2.collective_stream(), 3u);
+}
+
 TEST(TraceHeader, RejectsInconsistentHeaders) {
   TraceHeader h = Valid();
   h.schema_version = 7;

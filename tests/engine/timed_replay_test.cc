@@ -68,6 +68,27 @@ TEST(TimedReplay, FinalFlushOfABucketIsAnExposedTail) {
   EXPECT_EQ(spans.back().start_us, 188);  // the step
 }
 
+// FSDP2's streams: nothing of the trace on a `reduce_scatter` stream, but the policy's
+// collectives run there (foreach_reduce's reduce_scatter_stream) while its buffers are allocated
+// on stream 0, so the copy-in (chunk_cat, 8000 bytes: [150, 158]) and the reduce-scatter
+// [158, 172] hide under the rest of backward [150, 180]; on stream 0 they would have run after
+// that compute and delayed the step by 22 µs. The fsdp2 policy reduces the one parameter at its
+// request (its group of one).
+TEST(TimedReplay, AReduceScatterStreamTakesThePoliciesCollectives) {
+  testing::TraceBuilder t(2);
+  t.Streams({"default", "all_gather_copy_in", "all_gather", "reduce_scatter"});
+  t.Group(1, {0, 1}).Fsdp("layer", {{"w", 2000, DType::kFloat32}});
+  t.Iteration(0).Phase(Phase::kForward).Compute(50).Phase(Phase::kBackward).Compute(100);
+  t.Rs(0, 0, 1, DType::kFloat32, 1000).Compute(30).Flush().Phase(Phase::kStep).Compute(20);
+  RunResult run = ReplayTimed(t, "fsdp2");
+  ASSERT_EQ(run.collectives.size(), 1u);
+  EXPECT_EQ(run.collectives[0].start_us, 158);
+  EXPECT_EQ(run.collectives[0].dur_us, 14);
+  EXPECT_EQ(run.iterations[0].copy_us, 8);
+  EXPECT_EQ(run.iterations[0].exposed_communication_us, 0);
+  EXPECT_EQ(run.iterations[0].iteration_us, 200);  // 50 + 100 + 30 + 20: nothing waits
+}
+
 TEST(TimedReplay, TimelineSamplesMemoryAndInstantsInOrder) {
   RunResult run = ReplayTimed(OneGradient(), "backward-only");
   ASSERT_TRUE(run.stream_timeline);
