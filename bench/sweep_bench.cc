@@ -8,6 +8,7 @@
 
 #include "backend/sim/sim_backend.h"
 #include "bench_trace.h"
+#include "engine/cap_sweep.h"
 #include "io/time_profile_io.h"
 #include "memory/make_memory_model.h"
 
@@ -21,13 +22,11 @@ constexpr const char* kPolicies[] = {"always-allocated", "backward-only", "per-g
 void BM_Sweep16(benchmark::State& state, const char* allocator, const char* profile_file) {
   Result<ReplayRequest> request = RequestFor({});
   if (SkipIfError(state, request.status())) return;
-  for (const char* name : kPolicies) {
-    for (double cap : kCapsMb) {
-      PolicySpec spec = *ParsePolicySpec(name);
-      spec.cap_mb = cap;
-      request->policies.push_back(spec);
-    }
-  }
+  // Each policy at each cap, as sweep expands them (engine/cap_sweep.h).
+  std::vector<PolicySpec> policies;
+  for (const char* name : kPolicies) policies.push_back(*ParsePolicySpec(name));
+  request->policies = SweepPolicies(policies, {std::begin(kCapsMb), std::end(kCapsMb)},
+                                    /*with_fixed=*/true);
   Result<MemoryModelFactory> factory =
       MakeMemoryModelFactory(MemoryModelOptions{allocator, "", std::nullopt, std::nullopt});
   if (SkipIfError(state, factory.status())) return;

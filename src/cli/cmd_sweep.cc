@@ -8,14 +8,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <set>
 
 #include <fmt/format.h>
 
 #include "backend/host/mpi_world.h"
 #include "cli/command.h"
 #include "cli/sweep_ranks.h"
-#include "engine/cap_search.h"
+#include "engine/cap_sweep.h"
 #include "io/trace_reader.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
@@ -36,11 +35,7 @@ struct SweepFlags {
 };
 
 // --bucket-cap-mb: the caps listed, and the range to search when `auto` or A..B is given.
-struct CapFlag {
-  std::vector<double> listed_mb;
-  bool search = false;
-  std::optional<CapRange> range;  // A..B; unset with `auto` (from the trace)
-};
+using CapFlag = CapChoice;
 
 const NumberFlagSpec kCapFlag{"--bucket-cap-mb", "MiB", "1,5,25"};
 
@@ -76,118 +71,25 @@ Result<CapFlag> ParseCapFlag(const std::vector<std::string>& values) {
   return flag;
 }
 
-// Each policy at each cap; a policy that fixes its own cap (unbucketed) only when `with_fixed`.
-std::vector<PolicySpec> SweepPolicies(const std::vector<PolicySpec>& policies,
-                                      const std::vector<double>& caps_mb, bool with_fixed) {
-  std::vector<PolicySpec> expanded;
-  for (const PolicySpec& policy : policies) {
-    if (policy.cap_mb) {
-      if (with_fixed) expanded.push_back(policy);
-      continue;
-    }
-    for (double cap : caps_mb) {
-      PolicySpec at_cap = policy;
-      at_cap.cap_mb = cap;
-      expanded.push_back(at_cap);
-    }
-  }
-  return expanded;
-}
-
-// The replays of a sweep, listed caps and searched ones, in the order of the --policy flags and
-// then by cap.
-struct SweepReplays {
-  ReplayOutcome outcome;
-  std::optional<CapSearch> search;
-  std::optional<double> smallest_bucketing_cap_mb;
-};
-
-// The points of the runs so far, with the choices a refinement round looks around.
-std::vector<std::size_t> Chosen(const std::vector<RunResult>& runs, double tolerance,
-                                std::optional<Bytes> budget, std::vector<SweepPoint>& points) {
-  points = SummarizeSweep(runs);
-  std::vector<std::size_t> chosen;
-  KneeAnswer knee = FindKnee(points, tolerance);
-  if (knee.knee) chosen.push_back(*knee.knee);
-  if (budget) {
-    BudgetAnswer answer = ChooseUnderBudget(points, *budget);
-    if (answer.best) chosen.push_back(*answer.best);
-  }
-  return chosen;
-}
-
+// The sweep of one trace in this process (RunCapSweep), its passes read from the file.
 Result<SweepReplays> ReplaySweep(const ReplayFlags& replay, double time_tolerance_pct,
                                  const std::vector<PolicySpec>& policies, const CapFlag& caps,
                                  std::optional<Bytes> budget) {
-  SweepReplays sweep;
-  // A search needs the thresholds before its first pass: one more read of the trace. Without
-  // one, they are collected during the (only) pass.
-  std::optional<CapThresholds> thresholds;
-  CapThresholdScan scan;
-  if (caps.search) {
-    if (replay.trace == "-") {
-      return InvalidArgument(
-          "--bucket-cap-mb auto or A..B replays the trace several times: give a trace file, not "
-          "'-'");
-    }
-    const std::string& path = replay.trace;
-    Result<CapThresholds> scanned = ScanCapThresholds(
-        [&path](TraceHeader& header, EventSink& sink) { return ReadTrace(path, header, sink); });
-    if (!scanned.ok()) return scanned.status();
-    thresholds = std::move(*scanned);
+  CapSweep sweep;
+  sweep.policies = policies;
+  sweep.caps = caps;
+  sweep.time_tolerance = time_tolerance_pct / 100;
+  sweep.budget = budget;
+  sweep.trace_name = replay.trace;
+  if (replay.trace != "-") {
+    sweep.rescan = [path = replay.trace](TraceHeader& header, EventSink& sink) {
+      return ReadTrace(path, header, sink);
+    };
   }
-  std::vector<double> round_caps = caps.listed_mb;
-  std::optional<CapRange> range = caps.range;
-  if (caps.search && !range) {
-    range = AutoCapRange(*thresholds);
-    if (!range) {
-      return InvalidArgument(fmt::format(
-          "--bucket-cap-mb auto: {} has no reduce-scatter request, so no cap buckets anything",
-          replay.trace));
-    }
-  }
-  if (range) {
-    for (double cap : InitialSearchCaps(*thresholds, *range)) round_caps.push_back(cap);
-  }
-  std::set<double> tried;
-  for (int pass = 1;; ++pass) {
-    std::vector<double> fresh;
-    for (double cap : round_caps) {
-      if (tried.insert(cap).second) fresh.push_back(cap);
-    }
-    std::vector<PolicySpec> expanded = SweepPolicies(policies, fresh, /*with_fixed=*/pass == 1);
-    if (expanded.empty() && pass > 1) break;
-    Result<ReplayOutcome> outcome =
-        ReplaySweepPass(replay, std::move(expanded), thresholds ? nullptr : &scan);
-    if (!outcome.ok()) return outcome.status();
-    if (pass == 1) {
-      sweep.outcome = std::move(*outcome);
-      if (!thresholds) thresholds = scan.Take();
-      sweep.smallest_bucketing_cap_mb = thresholds->SmallestBucketingCapMb();
-    } else {
-      for (RunResult& run : outcome->runs) sweep.outcome.runs.push_back(std::move(run));
-    }
-    if (!range) break;
-    sweep.search = CapSearch{range->from_mb, range->to_mb, pass, tried.size(), caps.listed_mb};
-    if (pass == kCapSearchMaxRounds) break;
-    std::vector<SweepPoint> points;
-    std::vector<std::size_t> chosen =
-        Chosen(sweep.outcome.runs, time_tolerance_pct / 100, budget, points);
-    round_caps = RefineSearchCaps(points, chosen, tried, *range);
-    if (round_caps.empty()) break;
-  }
-  // The order of the --policy flags, then the cap: the listed and the searched caps interleave.
-  auto policy_rank = [&policies](const RunResult& run) {
-    auto at = std::find_if(policies.begin(), policies.end(),
-                           [&run](const PolicySpec& p) { return p.name == run.policy; });
-    return at - policies.begin();
+  sweep.pass = [&replay](std::vector<PolicySpec> expanded, CapThresholdScan* scan) {
+    return ReplaySweepPass(replay, std::move(expanded), scan);
   };
-  std::stable_sort(sweep.outcome.runs.begin(), sweep.outcome.runs.end(),
-                   [&](const RunResult& a, const RunResult& b) {
-                     return std::pair(policy_rank(a), a.bucket_cap_mb) <
-                            std::pair(policy_rank(b), b.bucket_cap_mb);
-                   });
-  return sweep;
+  return RunCapSweep(sweep);
 }
 
 // The table and the advice on stdout: the answer, printed before the slow optional outputs.
