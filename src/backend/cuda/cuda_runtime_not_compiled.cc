@@ -1,4 +1,4 @@
-// Stands in for the CUDA backend in builds without nvcc or NCCL, so that every build has the
+// The CUDA backend's availability in builds without nvcc or NCCL: every build has the
 // same commands and `--backend cuda` can say clearly why it cannot run.
 #include "backend/availability.h"
 
