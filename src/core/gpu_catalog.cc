@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -63,20 +64,13 @@ constexpr std::array<GpuSpec, 8> kGpus = {{
     {"l40s-48gb", "NVIDIA L40S", 47803596800, 362.05, 91.6, 864, 0, 0, 32, kDgxH100HostGBps},
 }};
 
-constexpr std::array<std::string_view, 4> kEfficiencyKeys = {"compute", "memory", "link", "host"};
-
-double& EfficiencyField(GpuEfficiency& e, std::size_t key) {
-  switch (key) {
-    case 0:
-      return e.compute;
-    case 1:
-      return e.memory;
-    case 2:
-      return e.link;
-    default:
-      return e.host;
-  }
-}
+// The keys of --gpu-efficiency, in the order GpuEfficiencyText writes them.
+constexpr std::array<std::pair<std::string_view, double GpuEfficiency::*>, 4> kEfficiencyKeys = {{
+    {"compute", &GpuEfficiency::compute},
+    {"memory", &GpuEfficiency::memory},
+    {"link", &GpuEfficiency::link},
+    {"host", &GpuEfficiency::host},
+}};
 
 Result<double> ParseFraction(std::string_view text) {
   double value = 0;
@@ -121,7 +115,7 @@ Result<GpuEfficiency> ParseGpuEfficiency(std::string_view text) {
     const std::size_t eq = item.find('=');
     const std::string_view key = item.substr(0, eq);
     std::size_t k = 0;
-    while (k < kEfficiencyKeys.size() && kEfficiencyKeys[k] != key) ++k;
+    while (k < kEfficiencyKeys.size() && kEfficiencyKeys[k].first != key) ++k;
     if (eq == std::string_view::npos || k == kEfficiencyKeys.size()) {
       return InvalidArgument(
           fmt::format("'{}' is not KEY=FRACTION with KEY compute, memory, link or host", item));
@@ -130,17 +124,15 @@ Result<GpuEfficiency> ParseGpuEfficiency(std::string_view text) {
     seen[k] = true;
     Result<double> value = ParseFraction(item.substr(eq + 1));
     if (!value.ok()) return InvalidArgument(fmt::format("{}: {}", key, value.status().message()));
-    EfficiencyField(efficiency, k) = *value;
+    efficiency.*kEfficiencyKeys[k].second = *value;
   }
   return efficiency;
 }
 
 std::string GpuEfficiencyText(const GpuEfficiency& efficiency) {
-  GpuEfficiency e = efficiency;
   std::string text;
-  for (std::size_t k = 0; k < kEfficiencyKeys.size(); ++k) {
-    text +=
-        fmt::format("{}{}={:.4g}", k == 0 ? "" : ",", kEfficiencyKeys[k], EfficiencyField(e, k));
+  for (const auto& [key, field] : kEfficiencyKeys) {
+    text += fmt::format("{}{}={:.4g}", text.empty() ? "" : ",", key, efficiency.*field);
   }
   return text;
 }

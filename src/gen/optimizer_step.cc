@@ -15,41 +15,26 @@ namespace {
 // Adam's fused `step`: torch.zeros((), dtype=_get_scalar_dtype(is_fused=True)), fp32.
 constexpr Bytes kStepTensorBytes = 4;
 
-// The step's FLOPs per element: an elementwise, memory-bound pass (read and write the
-// parameter, the gradient and the state); an order of magnitude, tiny next to forward and
-// backward, which is all the time model needs.
-double StepFlopsPerElement(OptimizerKind optimizer) {
+// The step's work per element, what the time model prices it by (gen/compute_rates.h): an
+// elementwise, memory-bound pass. FLOPs: an order of magnitude, tiny next to forward and
+// backward. Bytes: fp32 tensors read and written once each by the update, SGD the parameter and
+// gradient (12 B) and momentum's buffer (8 B more), Adam the parameter, gradient, exp_avg and
+// exp_avg_sq (16 B read, 12 written), and Adam's temporaries on top: the for-loop's two per
+// parameter (exp_avg_sq.sqrt() and its quotient, each written and read: 16 B), foreach's one set
+// (8 B), fused none.
+SpanWork StepWorkPerElement(OptimizerKind optimizer, OptimizerImpl impl) {
   switch (optimizer) {
     case OptimizerKind::kSgd:
-      return 2;
+      return {2, 12};
     case OptimizerKind::kSgdMomentum:
-      return 4;
+      return {4, 20};
     case OptimizerKind::kAdam:
     case OptimizerKind::kAdamW:
-      return 12;
+      return {12, 28.0 + (impl == OptimizerImpl::kForLoop   ? 16
+                          : impl == OptimizerImpl::kForeach ? 8
+                                                            : 0)};
   }
-  return 0;
-}
-
-// The step's bytes per element, what a roofline prices it by (gen/compute_rates.h): fp32
-// tensors read and written once each by the update, SGD the parameter and gradient (12 B) and
-// momentum's buffer (8 B more), Adam the parameter, gradient, exp_avg and exp_avg_sq (16 B read,
-// 12 written); the for-loop's two temporaries per parameter (exp_avg_sq.sqrt() and its
-// quotient, each written and read: 16 B) and foreach's one set (8 B) on top; fused none.
-double StepBytesPerElement(OptimizerKind optimizer, OptimizerImpl impl) {
-  const double temporaries = impl == OptimizerImpl::kForLoop   ? 16
-                             : impl == OptimizerImpl::kForeach ? 8
-                                                               : 0;
-  switch (optimizer) {
-    case OptimizerKind::kSgd:
-      return 12;
-    case OptimizerKind::kSgdMomentum:
-      return 20;
-    case OptimizerKind::kAdam:
-    case OptimizerKind::kAdamW:
-      return 28 + temporaries;
-  }
-  return 0;
+  return {};
 }
 
 // One step's allocations on the trace; every tensor is on the default stream, as the step runs.
@@ -105,9 +90,9 @@ class StepEmitter {
     Numel elements = 0;
     for (Numel numel : params_) elements += numel;
     const double n = static_cast<double>(elements);
-    SpanWork work;
-    work.flops = StepFlopsPerElement(options_.optimizer) * n;
-    work.bytes = StepBytesPerElement(options_.optimizer, options_.optimizer_impl) * n;
+    SpanWork work = StepWorkPerElement(options_.optimizer, options_.optimizer_impl);
+    work.flops *= n;
+    work.bytes *= n;
     work.on_host = on_host_;
     return trace_.Compute("optimizer step", work);
   }
