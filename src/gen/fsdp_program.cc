@@ -12,28 +12,18 @@
 
 #include <fmt/format.h>
 
-#include "gen/fairscale_fsdp.h"
+#include "gen/fsdp_impl_options.h"
 #include "gen/fsdp_implementation.h"
 #include "gen/param_target.h"
 #include "gen/program_boundary_casts.h"
 #include "gen/program_regions.h"
-#include "gen/torch_fsdp1.h"
-#include "gen/torch_fsdp2.h"
 
 namespace bucketsim {
 
 std::unique_ptr<FsdpImplementation> MakeFsdpImplementation(const FsdpModel& model,
                                                            const GenOptions& options,
                                                            TraceEmitter& trace) {
-  switch (options.fsdp_impl) {
-    case FsdpImpl::kFairscale:
-      return MakeFairscaleFsdp(model, options, trace);
-    case FsdpImpl::kFsdp1:
-      return MakeTorchFsdp1(model, options, trace);
-    case FsdpImpl::kFsdp2:
-      return MakeTorchFsdp2(model, options, trace);
-  }
-  return nullptr;
+  return OptionsOf(options.fsdp_impl).make(model, options, trace);
 }
 
 std::uint64_t SaturatingProduct(std::initializer_list<std::uint64_t> factors) {
@@ -92,9 +82,10 @@ class FsdpTrace final : public TraceEmitter {
     header_.rank = options_.rank;
     header_.bucket_cap_mb = options_.bucket_cap_mb;
     header_.description = model_.description;
-    if (options_.fsdp_impl != FsdpImpl::kFairscale) {
+    // An implementation with a PyTorch setting names itself (fairscale's traces never did).
+    if (const FsdpImplOptions& entry = OptionsOf(options_.fsdp_impl); entry.setting) {
       header_.fsdp_impl = options_.fsdp_impl;
-      header_.fsdp_setting = TorchFsdpSetting(options_);
+      header_.fsdp_setting = entry.setting(options_);
     }
     BUCKETSIM_RETURN_IF_ERROR(impl_->BuildHeader(header_));
     return header_.Finalize();
@@ -958,17 +949,11 @@ Status EmitValidTrace(const FsdpModel& model, const GenOptions& options, EventSi
 Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSink& sink) {
   BUCKETSIM_RETURN_IF_ERROR(ValidateGenOptions(options));
   BUCKETSIM_RETURN_IF_ERROR(ValidateProgram(model));
-  // FSDP's hooks cast at the units' boundaries: runs of their own, in a copy of the program.
-  // FSDP2: every unit's inputs (cast_forward_inputs) and the root's outputs (output_dtype);
-  // FSDP1: the root's inputs (cast_root_forward_inputs), with a param_dtype.
-  if (options.fsdp_impl != FsdpImpl::kFairscale) {
-    const bool fsdp2 = options.fsdp_impl == FsdpImpl::kFsdp2;
-    BoundaryCasts casts;
-    if (options.compute_dtype != DType::kFloat32 && (!fsdp2 || options.cast_forward_inputs)) {
-      casts.inputs = options.compute_dtype;  // (MixedPrecision / MixedPrecisionPolicy).param_dtype
-    }
-    casts.inputs_root_only = !fsdp2;
-    casts.root_outputs = options.output_dtype;
+  // FSDP's hooks cast at the units' boundaries: runs of their own, in a copy of the program
+  // (each implementation's entry says which: FSDP2 every unit's inputs and the root's outputs,
+  // FSDP1 the root's inputs, with a param_dtype).
+  if (const FsdpImplOptions& entry = OptionsOf(options.fsdp_impl); entry.boundary_casts) {
+    const BoundaryCasts casts = entry.boundary_casts(options);
     if (casts.inputs || casts.root_outputs) {
       FsdpModel cast = model;
       Result<BoundaryCastSummary> added = InsertBoundaryCasts(cast, casts);

@@ -6,12 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "gen/fsdp_impl_options.h"
 #include "gen/optimizer_step.h"
 
 namespace bucketsim {
 
 DType GenOptions::ReduceDType() const {
-  if (fp32_reduce_scatter) return DType::kFloat32;
+  if (fairscale.fp32_reduce_scatter) return DType::kFloat32;
   return reduce_dtype.value_or(compute_dtype);
 }
 
@@ -32,20 +33,6 @@ std::vector<int> GenOptions::ReplicaRanks() const {
   if (group_layout != GroupLayout::kHsdp) return ranks;
   for (int r = rank % hsdp_shard_size; r < world_size; r += hsdp_shard_size) ranks.push_back(r);
   return ranks;
-}
-
-std::string_view ShardingStrategyName(ShardingStrategy strategy) {
-  switch (strategy) {
-    case ShardingStrategy::kFullShard:
-      return "FULL_SHARD";
-    case ShardingStrategy::kShardGradOp:
-      return "SHARD_GRAD_OP";
-    case ShardingStrategy::kNoShard:
-      return "NO_SHARD";
-    case ShardingStrategy::kHybridShard:
-      return "HYBRID_SHARD";
-  }
-  return "?";
 }
 
 std::string_view OptimizerName(OptimizerKind optimizer) {
@@ -90,62 +77,49 @@ std::string_view GroupLayoutName(GroupLayout layout) {
 
 namespace {
 
-// An option of one implementation set away from its default under another is an error: the
-// trace would not be what the user asked for.
+// An implementation's own option set away from its default under another is an error, as is a
+// shared option the run's implementation does not take: the trace would not be what the user
+// asked for. Then the run's implementation's own rules.
 Status ValidateImplOptions(const GenOptions& o) {
-  const GenOptions defaults;
-  const auto only = [&](bool changed, std::string_view flag, FsdpImpl impl) {
-    if (!changed || o.fsdp_impl == impl) return Status::Ok();
-    return InvalidArgument(fmt::format("--{} is an option of --fsdp-impl {} (this is {})", flag,
-                                       FsdpImplName(impl), FsdpImplName(o.fsdp_impl)));
-  };
-  BUCKETSIM_RETURN_IF_ERROR(only(o.sharding_strategy != defaults.sharding_strategy,
-                                 "sharding-strategy", FsdpImpl::kFsdp1));
-  BUCKETSIM_RETURN_IF_ERROR(only(o.backward_prefetch != defaults.backward_prefetch,
-                                 "backward-prefetch", FsdpImpl::kFsdp1));
-  BUCKETSIM_RETURN_IF_ERROR(
-      only(o.forward_prefetch != defaults.forward_prefetch, "forward-prefetch", FsdpImpl::kFsdp1));
-  BUCKETSIM_RETURN_IF_ERROR(only(o.limit_all_gathers != defaults.limit_all_gathers,
-                                 "limit-all-gathers", FsdpImpl::kFsdp1));
-  BUCKETSIM_RETURN_IF_ERROR(
-      only(o.use_orig_params != defaults.use_orig_params, "use-orig-params", FsdpImpl::kFsdp1));
-  BUCKETSIM_RETURN_IF_ERROR(
-      only(o.reshard_after_forward_ranks != 0, "reshard-after-forward=N", FsdpImpl::kFsdp2));
-  BUCKETSIM_RETURN_IF_ERROR(only(o.output_dtype.has_value(), "output-dtype", FsdpImpl::kFsdp2));
-  BUCKETSIM_RETURN_IF_ERROR(only(!o.cast_forward_inputs, "cast-forward-inputs", FsdpImpl::kFsdp2));
-  BUCKETSIM_RETURN_IF_ERROR(
-      only(o.forward_prefetch_modules != 0, "modules-to-forward-prefetch", FsdpImpl::kFsdp2));
-  BUCKETSIM_RETURN_IF_ERROR(
-      only(o.backward_prefetch_modules != 0, "modules-to-backward-prefetch", FsdpImpl::kFsdp2));
-  for (const auto& [flag, count] :
-       {std::pair<std::string_view, int>{"modules-to-forward-prefetch", o.forward_prefetch_modules},
-        {"modules-to-backward-prefetch", o.backward_prefetch_modules}}) {
-    if (count < 0) {
-      return InvalidArgument(
-          fmt::format("--{} {}: expected a count of units, 0 or more", flag, count));
+  const FsdpImplOptions& run = OptionsOf(o.fsdp_impl);
+  const std::string_view impl = FsdpImplName(o.fsdp_impl);
+  GenOptions given = o;  // the params bind to a configuration they may set; neither is set here
+  GenOptions defaults;
+  for (const FsdpImplOptions& other : FsdpImplOptionsTable()) {
+    if (other.impl == o.fsdp_impl) continue;
+    const std::vector<PresetParam> set = other.params(given);
+    const std::vector<PresetParam> unset = other.params(defaults);
+    for (std::size_t i = 0; i < set.size(); ++i) {
+      if (set[i].get() == unset[i].get()) continue;
+      for (const auto& [flag, instead] : other.said_elsewhere) {
+        if (flag == set[i].name) {
+          return InvalidArgument(fmt::format("--{} is {}'s; with --fsdp-impl {} say {}", flag,
+                                             FsdpImplName(other.impl), impl, instead));
+        }
+      }
+      return InvalidArgument(fmt::format("--{} is an option of --fsdp-impl {} (this is {})",
+                                         set[i].name, FsdpImplName(other.impl), impl));
     }
   }
-  if (o.fp32_reduce_scatter && o.fsdp_impl != FsdpImpl::kFairscale) {
-    return InvalidArgument(fmt::format(
-        "--fp32-reduce-scatter is fairscale's; with --fsdp-impl {} say --reduce-dtype fp32",
-        FsdpImplName(o.fsdp_impl)));
-  }
-  if (o.offload_params && o.fsdp_impl == FsdpImpl::kFairscale) {
-    return InvalidArgument("--offload-params is an option of --fsdp-impl fsdp1 or fsdp2");
-  }
-  if (o.fsdp_impl != FsdpImpl::kFairscale && o.group_layout != GroupLayout::kShared &&
-      o.group_layout != GroupLayout::kHsdp) {
-    return InvalidArgument(fmt::format(
-        "--groups {} is fairscale's; PyTorch's {} uses one process group for every unit "
-        "(--groups shared) or a 2-D mesh (--hsdp-shape R,S)",
-        GroupLayoutName(o.group_layout), FsdpImplName(o.fsdp_impl)));
-  }
-  const bool hybrid = o.sharding_strategy == ShardingStrategy::kHybridShard;
-  if (o.fsdp_impl == FsdpImpl::kFsdp1 && hybrid != (o.group_layout == GroupLayout::kHsdp)) {
+  // The shared options some implementations take, named by whoever takes them.
+  const auto taken_by = [&](bool FsdpImplOptions::*takes, bool used, std::string_view flag) {
+    if (!used || run.*takes) return Status::Ok();
+    std::vector<std::string_view> takers;
+    for (const FsdpImplOptions& entry : FsdpImplOptionsTable()) {
+      if (entry.*takes) takers.push_back(FsdpImplName(entry.impl));
+    }
+    std::string names;
+    for (std::size_t i = 0; i < takers.size(); ++i) {
+      names += fmt::format("{}{}", i == 0 ? "" : i + 1 == takers.size() ? " or " : ", ", takers[i]);
+    }
     return InvalidArgument(
-        "HYBRID_SHARD needs its replicate and shard groups: give --sharding-strategy "
-        "HYBRID_SHARD with --hsdp-shape R,S (R replicas of S ranks)");
-  }
+        fmt::format("--{} is an option of --fsdp-impl {} (this is {})", flag, names, impl));
+  };
+  BUCKETSIM_RETURN_IF_ERROR(taken_by(&FsdpImplOptions::reshards_to_ranks,
+                                     o.reshard_after_forward_ranks != 0,
+                                     "reshard-after-forward=N"));
+  BUCKETSIM_RETURN_IF_ERROR(
+      taken_by(&FsdpImplOptions::offloads, o.offload_params, "offload-params"));
   if (o.reshard_after_forward_ranks < 0 ||
       (o.reshard_after_forward_ranks > 0 && (o.reshard_after_forward_ranks >= o.world_size ||
                                              o.world_size % o.reshard_after_forward_ranks != 0))) {
@@ -154,7 +128,7 @@ Status ValidateImplOptions(const GenOptions& o) {
         "reshards to that many ranks after forward)",
         o.reshard_after_forward_ranks, o.world_size));
   }
-  return Status::Ok();
+  return run.validate ? run.validate(o) : Status::Ok();
 }
 
 }  // namespace
@@ -201,23 +175,12 @@ Status ValidateGenOptions(const GenOptions& options) {
         fmt::format("hsdp_shard_size ({}) is only meaningful with the hsdp group layout (got {})",
                     options.hsdp_shard_size, GroupLayoutName(options.group_layout)));
   }
-  BUCKETSIM_RETURN_IF_ERROR(ValidateImplOptions(options));
   const DType compute = options.compute_dtype;
   if (compute != DType::kFloat32 && compute != DType::kFloat16 && compute != DType::kBFloat16) {
     return InvalidArgument(
         fmt::format("compute_dtype must be fp32, fp16 or bf16 (got {})", DTypeName(compute)));
   }
-  // fairscale reduces in the compute dtype, or in fp32 with fp32_reduce_scatter; PyTorch's
-  // MixedPrecision(reduce_dtype=...) and MixedPrecisionPolicy take any float dtype.
-  const DType reduce = options.reduce_dtype.value_or(compute);
-  if (options.fsdp_impl == FsdpImpl::kFairscale && reduce != compute && reduce != DType::kFloat32) {
-    return InvalidArgument(fmt::format("reduce_dtype must be compute_dtype ({}) or fp32 (got {})",
-                                       DTypeName(compute), DTypeName(reduce)));
-  }
-  if (options.fp32_reduce_scatter && reduce != DType::kFloat32 && options.reduce_dtype) {
-    return InvalidArgument(fmt::format(
-        "fp32_reduce_scatter reduces in fp32, but reduce_dtype is {}", DTypeName(reduce)));
-  }
+  BUCKETSIM_RETURN_IF_ERROR(ValidateImplOptions(options));
   // torch.optim: "Invalid weight_decay value" below zero.
   if (!std::isfinite(options.weight_decay) || options.weight_decay < 0) {
     return InvalidArgument(
@@ -246,10 +209,6 @@ Status ValidateGenOptions(const GenOptions& options) {
   return Status::Ok();
 }
 
-namespace {
-
-// "adam", or "adam foreach, weight_decay 0.1" where the implementation or the weight decay is
-// not torch's default for the run.
 std::string DescribeOptimizer(const GenOptions& o) {
   std::string s(OptimizerName(o.optimizer));
   std::string sep = " ";
@@ -263,148 +222,13 @@ std::string DescribeOptimizer(const GenOptions& o) {
   return s;
 }
 
-// "PyTorch fsdp1 rank 0 of 8: FullyShardedDataParallel(module, ...), adam, 2 iterations": the
-// setting as TorchFsdpSetting spells it, with the run's shape around it.
-std::string DescribeTorchFsdpOptions(const GenOptions& o) {
-  return fmt::format("PyTorch {} rank {} of {}: {}, {}, {} iterations", FsdpImplName(o.fsdp_impl),
-                     o.rank, o.world_size, TorchFsdpSetting(o), DescribeOptimizer(o), o.iterations);
-}
-
-DType DefaultComputeDType(FsdpImpl impl) {
-  return impl == FsdpImpl::kFairscale ? DType::kBFloat16 : DType::kFloat32;
-}
-
-GroupLayout DefaultGroupLayout(FsdpImpl impl) {
-  return impl == FsdpImpl::kFairscale ? GroupLayout::kPerInstance : GroupLayout::kShared;
-}
-
-}  // namespace
-
-namespace {
-
-std::string_view TorchDType(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "torch.float32";
-    case DType::kBFloat16:
-      return "torch.bfloat16";
-    case DType::kFloat16:
-      return "torch.float16";
-    default:
-      return DTypeName(dtype);
-  }
-}
-
-// MixedPrecision(...) / MixedPrecisionPolicy(...) with the dtypes that differ from fp32, or
-// empty without mixed precision.
-std::string MixedPrecisionArgs(const GenOptions& o) {
-  std::string args;
-  const auto add = [&args](std::string_view name, DType dtype) {
-    args += fmt::format("{}{}={}", args.empty() ? "" : ", ", name, TorchDType(dtype));
-  };
-  // reduce_dtype=None reduces in param_dtype (FSDP1 MixedPrecision, FSDP2 MixedPrecisionPolicy).
-  if (o.compute_dtype != DType::kFloat32) add("param_dtype", o.compute_dtype);
-  if (o.reduce_dtype && *o.reduce_dtype != o.compute_dtype) add("reduce_dtype", *o.reduce_dtype);
-  return args;
-}
-
-}  // namespace
-
-std::string_view TorchBackwardPrefetch(BackwardPrefetch prefetch) {
-  switch (prefetch) {
-    case BackwardPrefetch::kPre:
-      return "BackwardPrefetch.BACKWARD_PRE";
-    case BackwardPrefetch::kPost:
-      return "BackwardPrefetch.BACKWARD_POST";
-    case BackwardPrefetch::kNone:
-      return "None";
-  }
-  return "?";
-}
-
-std::string TorchReshardAfterForward(bool reshard, int ranks) {
-  if (ranks > 0) return std::to_string(ranks);
-  return reshard ? "True" : "False";
-}
-
-std::string TorchFsdpSetting(const GenOptions& o) {
-  const std::string mesh = o.group_layout == GroupLayout::kHsdp
-                               ? fmt::format("init_device_mesh(\"cuda\", ({}, {}))",
-                                             o.world_size / o.hsdp_shard_size, o.hsdp_shard_size)
-                               : std::string();
-  const std::string mp = MixedPrecisionArgs(o);
-  switch (o.fsdp_impl) {
-    case FsdpImpl::kFairscale:
-      return "";
-    case FsdpImpl::kFsdp1: {
-      // (--output-dtype is FSDP2's: ValidateGenOptions refuses it here.)
-      std::string s = fmt::format(
-          "FullyShardedDataParallel(module, sharding_strategy=ShardingStrategy.{}, "
-          "backward_prefetch={}, forward_prefetch={}, limit_all_gathers={}, use_orig_params={}",
-          ShardingStrategyName(o.sharding_strategy), TorchBackwardPrefetch(o.backward_prefetch),
-          o.forward_prefetch ? "True" : "False", o.limit_all_gathers ? "True" : "False",
-          o.use_orig_params ? "True" : "False");
-      if (!mp.empty()) s += fmt::format(", mixed_precision=MixedPrecision({})", mp);
-      if (o.offload_params) s += ", cpu_offload=CPUOffload(offload_params=True)";
-      if (!mesh.empty()) s += ", device_mesh=" + mesh;
-      return s + ")";
-    }
-    case FsdpImpl::kFsdp2: {
-      const std::string reshard =
-          "reshard_after_forward=" +
-          TorchReshardAfterForward(o.reshard_after_forward, o.reshard_after_forward_ranks);
-      std::string s = "fully_shard(module, " + reshard;
-      // cast_forward_inputs=False matters only with a param_dtype (_fsdp_state.py _pre_forward).
-      std::string policy = mp;
-      if (o.compute_dtype != DType::kFloat32 && !o.cast_forward_inputs) {
-        policy += ", cast_forward_inputs=False";
-      }
-      std::string rest;
-      if (o.offload_params) rest += ", offload_policy=CPUOffloadPolicy()";
-      if (!mesh.empty()) rest += ", mesh=" + mesh;
-      const auto with_policy = [&](const std::string& args) {
-        return args.empty() ? std::string()
-                            : fmt::format(", mp_policy=MixedPrecisionPolicy({})", args);
-      };
-      s += with_policy(policy) + rest + ")";
-      // The explicit prefetch of PyTorch's FSDP2 example (examples/distributed/FSDP2), over
-      // the units in forward order.
-      if (o.forward_prefetch_modules > 0) {
-        s += fmt::format(
-            ", then set_modules_to_forward_prefetch as PyTorch's FSDP2 example "
-            "(num_to_forward_prefetch={})",
-            o.forward_prefetch_modules);
-      }
-      if (o.backward_prefetch_modules > 0) {
-        s += fmt::format(
-            ", then set_modules_to_backward_prefetch as PyTorch's FSDP2 example "
-            "(num_to_backward_prefetch={})",
-            o.backward_prefetch_modules);
-      }
-      // output_dtype is the root's alone (gen/program_boundary_casts.h).
-      if (o.output_dtype) {
-        const std::string root_policy = fmt::format(
-            "{}{}output_dtype={}", policy, policy.empty() ? "" : ", ", TorchDType(*o.output_dtype));
-        s += fmt::format(", and on the root fully_shard(model, {}{}{})", reshard,
-                         with_policy(root_policy), rest);
-      }
-      return s;
-    }
-  }
-  return "";
+std::string TorchFsdpSetting(const GenOptions& options) {
+  const FsdpImplOptions& entry = OptionsOf(options.fsdp_impl);
+  return entry.setting ? entry.setting(options) : std::string();
 }
 
 std::string DescribeGenOptions(const GenOptions& options) {
-  if (options.fsdp_impl != FsdpImpl::kFairscale) return DescribeTorchFsdpOptions(options);
-  std::string layout = fmt::format("{} groups", GroupLayoutName(options.group_layout));
-  if (options.group_layout == GroupLayout::kHsdp) {
-    layout = fmt::format("hsdp shard groups of {}", options.hsdp_shard_size);
-  }
-  return fmt::format("fairscale FSDP rank {} of {}, compute {}, reduce {}, {}, {}, {} iterations{}",
-                     options.rank, options.world_size, DTypeName(options.compute_dtype),
-                     DTypeName(options.ReduceDType()), layout, DescribeOptimizer(options),
-                     options.iterations,
-                     options.reshard_after_forward ? "" : ", no reshard after forward");
+  return OptionsOf(options.fsdp_impl).describe(options);
 }
 
 namespace {
@@ -466,12 +290,13 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                                  "Whose FSDP: fairscale (2021), fsdp1 (PyTorch "
                                  "FullyShardedDataParallel), fsdp2 (PyTorch fully_shard)",
                                  o.fsdp_impl, ImplNames());
-  // The implementation's default precision unless --param-dtype was given (either order).
+  // The implementation's defaults of the shared options, unless they were given (either order).
   impl.set = [&o, set = impl.set](std::string_view text) {
     BUCKETSIM_RETURN_IF_ERROR(set(text));
-    if (!o.compute_dtype_given) o.compute_dtype = DefaultComputeDType(o.fsdp_impl);
-    if (!o.group_layout_given) o.group_layout = DefaultGroupLayout(o.fsdp_impl);
-    if (!o.optimizer_impl_given) o.optimizer_impl = DefaultOptimizerImpl(o.fsdp_impl);
+    const FsdpImplOptions& entry = OptionsOf(o.fsdp_impl);
+    if (!o.compute_dtype_given) o.compute_dtype = entry.compute_dtype;
+    if (!o.group_layout_given) o.group_layout = entry.group_layout;
+    if (!o.optimizer_impl_given) o.optimizer_impl = entry.optimizer_impl;
     return Status::Ok();
   };
   params.push_back(std::move(impl));
@@ -497,10 +322,6 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                                 {"fp32", DType::kFloat32},
                                 {"bf16", DType::kBFloat16},
                                 {"fp16", DType::kFloat16}}));
-  params.push_back(BoolParam("fp32-reduce-scatter",
-                             "fairscale fp32_reduce_scatter: copy the gradient to fp32 and reduce "
-                             "in fp32",
-                             o.fp32_reduce_scatter));
   PresetParam reshard = SwitchParam("reshard-after-forward",
                                     "Free gathered parameters after each instance's forward "
                                     "(false: keep them until its backward; fsdp2 also takes N: "
@@ -586,50 +407,14 @@ std::vector<PresetParam> GenOptionParams(GenOptions& o) {
                             "With --groups hsdp: ranks per shard group (consecutive ranks)",
                             o.hsdp_shard_size));
   params.push_back(HsdpShapeParam(o));
-  params.push_back(ChoiceParam("sharding-strategy",
-                               "fsdp1 ShardingStrategy (HYBRID_SHARD with --hsdp-shape)",
-                               o.sharding_strategy,
-                               {{"FULL_SHARD", ShardingStrategy::kFullShard},
-                                {"SHARD_GRAD_OP", ShardingStrategy::kShardGradOp},
-                                {"NO_SHARD", ShardingStrategy::kNoShard},
-                                {"HYBRID_SHARD", ShardingStrategy::kHybridShard}}));
-  params.push_back(ChoiceParam("backward-prefetch",
-                               "fsdp1 backward_prefetch: BACKWARD_PRE, BACKWARD_POST or None",
-                               o.backward_prefetch,
-                               {{"pre", BackwardPrefetch::kPre},
-                                {"post", BackwardPrefetch::kPost},
-                                {"none", BackwardPrefetch::kNone}}));
-  params.push_back(
-      SwitchParam("forward-prefetch", "fsdp1 forward_prefetch (on|off)", o.forward_prefetch));
-  params.push_back(
-      SwitchParam("limit-all-gathers", "fsdp1 limit_all_gathers (on|off)", o.limit_all_gathers));
-  params.push_back(
-      SwitchParam("use-orig-params", "fsdp1 use_orig_params (on|off)", o.use_orig_params));
   params.push_back(SwitchParam("offload-params",
                                "fsdp1 CPUOffload(offload_params=True), fsdp2 CPUOffloadPolicy: "
                                "sharded parameters, gradients and optimizer state in host memory",
                                o.offload_params));
-  params.push_back(ChoiceParam(
-      "output-dtype",
-      "fsdp2 the root's MixedPrecisionPolicy.output_dtype: the model's floating outputs cast to "
-      "it (none: no cast)",
-      o.output_dtype,
-      {{"none", std::nullopt},
-       {"fp32", DType::kFloat32},
-       {"bf16", DType::kBFloat16},
-       {"fp16", DType::kFloat16}}));
-  params.push_back(IntParam("modules-to-forward-prefetch",
-                            "fsdp2: each unit set_modules_to_forward_prefetch(the next N units), "
-                            "as PyTorch's FSDP2 example (0: none)",
-                            o.forward_prefetch_modules));
-  params.push_back(IntParam("modules-to-backward-prefetch",
-                            "fsdp2: each unit set_modules_to_backward_prefetch(the N before it), "
-                            "as PyTorch's FSDP2 example (0: the implicit prefetch)",
-                            o.backward_prefetch_modules));
-  params.push_back(SwitchParam("cast-forward-inputs",
-                               "fsdp2 MixedPrecisionPolicy.cast_forward_inputs (on|off): each "
-                               "unit's floating inputs cast to the param dtype",
-                               o.cast_forward_inputs));
+  // Each implementation's own, after the shared ones.
+  for (const FsdpImplOptions& entry : FsdpImplOptionsTable()) {
+    for (PresetParam& param : entry.params(o)) params.push_back(std::move(param));
+  }
   params.push_back(NumberParam("bucket-cap-mb",
                                "The run's bucket_cap_mb, recorded in the trace header (the cap "
                                "compare/check use without --bucket-cap-mb)",

@@ -14,7 +14,10 @@
 #include "core/gpu_catalog.h"
 #include "core/status.h"
 #include "core/trace_header.h"
+#include "gen/fairscale_fsdp_options.h"
 #include "gen/preset_param.h"
+#include "gen/torch_fsdp1_options.h"
+#include "gen/torch_fsdp2_options.h"
 
 namespace bucketsim {
 
@@ -39,11 +42,6 @@ enum class OptimizerKind { kSgd, kSgdMomentum, kAdam, kAdamW };
 // parameters, _foreach_* ops over all of them at once, or one fused kernel.
 enum class OptimizerImpl { kForLoop, kForeach, kFused };
 
-// FSDP1's ShardingStrategy (torch/distributed/fsdp/api.py).
-enum class ShardingStrategy { kFullShard, kShardGradOp, kNoShard, kHybridShard };
-// FSDP1's BackwardPrefetch (api.py): BACKWARD_PRE, BACKWARD_POST, or None.
-enum class BackwardPrefetch { kPre, kPost, kNone };
-
 struct GenOptions {
   FsdpImpl fsdp_impl = FsdpImpl::kFairscale;
   int world_size = 8;
@@ -59,9 +57,6 @@ struct GenOptions {
   DType compute_dtype = DType::kBFloat16;
   bool compute_dtype_given = false;
   std::optional<DType> reduce_dtype;
-  // fairscale's fp32_reduce_scatter: with mixed precision the post-backward hook copies the
-  // gradient to fp32 and reduces that. The same as reduce_dtype fp32.
-  bool fp32_reduce_scatter = false;
   // Free the gathered parameters after each instance's forward (re-gathered in backward). The
   // outermost instance never reshards (fairscale's disable_reshard_on_root).
   bool reshard_after_forward = true;
@@ -82,31 +77,18 @@ struct GenOptions {
   int hsdp_shard_size = 0;  // with kHsdp: ranks per shard group, dividing world_size
   int hsdp_replicas = 0;    // --hsdp-shape R,S: R (checked against world_size); 0: unset
 
-  // FSDP1 (torch.distributed.fsdp.FullyShardedDataParallel), PyTorch's names and defaults.
-  // HYBRID_SHARD takes its shard group from hsdp_shard_size (--hsdp-shape R,S).
-  ShardingStrategy sharding_strategy = ShardingStrategy::kFullShard;
-  BackwardPrefetch backward_prefetch = BackwardPrefetch::kPre;
-  bool forward_prefetch = false;
-  bool limit_all_gathers = true;
-  bool use_orig_params = false;
   // FSDP1 CPUOffload(offload_params=True), FSDP2 CPUOffloadPolicy: the sharded parameters,
   // their gradients and the optimizer state live in host memory.
   bool offload_params = false;
   // FSDP2: reshard_after_forward=N (an int): after forward, keep the parameters sharded over
-  // N ranks instead of freeing them; 0: the bool reshard_after_forward decides.
+  // N ranks instead of freeing them; 0: the bool reshard_after_forward decides. Taken by an
+  // implementation whose entry says reshards_to_ranks.
   int reshard_after_forward_ranks = 0;
-  // FSDP2 MixedPrecisionPolicy: the root's output_dtype, the model's floating outputs cast to
-  // it (unset: none), and every unit's cast_forward_inputs, its floating forward inputs cast to
-  // param_dtype (PyTorch's default, true; only with a param_dtype).
-  // gen/program_boundary_casts.h.
-  std::optional<DType> output_dtype;
-  bool cast_forward_inputs = true;
-  // FSDP2 explicit prefetch as PyTorch's FSDP2 example sets it: each unit but the root, in
-  // forward order, set_modules_to_forward_prefetch(the next N units) (0: none, the default)
-  // and set_modules_to_backward_prefetch(the N before it), from the N+1-th on (0: the implicit
-  // prefetch of the unit before it in post-forward order).
-  int forward_prefetch_modules = 0;
-  int backward_prefetch_modules = 0;
+  // Each implementation's own options (its file, gen/fsdp_impl_options.h), at their defaults
+  // unless this is that implementation's run.
+  FairscaleOptions fairscale;
+  Fsdp1Options fsdp1;
+  Fsdp2Options fsdp2;
   double bucket_cap_mb = 25.0;   // recorded in the header: the run's default cap
   double device_tflops = 400.0;  // sustained FLOP/s of one device, for compute spans
   // --gpu: the device's published rates (core/gpu_catalog.h) price the spans instead, as a
@@ -135,24 +117,20 @@ PresetParam HsdpShapeParam(GenOptions& options);
 // Fails unless `autocast` is unset, fp16 or bf16.
 Status ValidateAutocast(const std::optional<DType>& autocast);
 
-// "FULL_SHARD", ...: the CLI's and PyTorch's spelling.
-std::string_view ShardingStrategyName(ShardingStrategy strategy);
-
-// PyTorch's spelling of a setting's value, as a user writes it: "BackwardPrefetch.BACKWARD_PRE",
-// "None"; reshard_after_forward "True", "False" or the int of `ranks` (> 0).
-std::string_view TorchBackwardPrefetch(BackwardPrefetch prefetch);
-std::string TorchReshardAfterForward(bool reshard, int ranks);
-
 // The setting that makes PyTorch run as `options` say, as a user writes it: for FSDP1
 // "FullyShardedDataParallel(module, sharding_strategy=ShardingStrategy.FULL_SHARD, ...)",
-// for FSDP2 "fully_shard(module, reshard_after_forward=True, ...)"; empty for fairscale. The
-// emitter puts it in the trace header (fsdp_setting), where advice quotes it.
+// for FSDP2 "fully_shard(module, reshard_after_forward=True, ...)"; empty for fairscale (the
+// implementation's entry, gen/fsdp_impl_options.h). The emitter puts it in the trace header
+// (fsdp_setting), where advice quotes it.
 std::string TorchFsdpSetting(const GenOptions& options);
 
 // Fails on options that describe no job; the message names the field.
 Status ValidateGenOptions(const GenOptions& options);
 // "fairscale FSDP rank 0 of 8, compute bf16, reduce bf16, per-instance groups, adam, 2 iterations"
 std::string DescribeGenOptions(const GenOptions& options);
+// "adam", or "adam foreach, weight_decay 0.1" where the implementation or the weight decay is
+// not torch's default for the run.
+std::string DescribeOptimizer(const GenOptions& options);
 std::string_view OptimizerName(OptimizerKind optimizer);
 // "for-loop", "foreach", "fused".
 std::string_view OptimizerImplName(OptimizerImpl impl);

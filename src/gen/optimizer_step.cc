@@ -1,5 +1,7 @@
 #include "gen/optimizer_step.h"
 
+#include "gen/fsdp_impl_options.h"
+
 #include <cstdint>
 #include <utility>
 
@@ -194,9 +196,7 @@ class StepEmitter {
 
 }  // namespace
 
-OptimizerImpl DefaultOptimizerImpl(FsdpImpl impl) {
-  return impl == FsdpImpl::kFairscale ? OptimizerImpl::kForLoop : OptimizerImpl::kForeach;
-}
+OptimizerImpl DefaultOptimizerImpl(FsdpImpl impl) { return OptionsOf(impl).optimizer_impl; }
 
 double DefaultWeightDecay(OptimizerKind optimizer) {
   return optimizer == OptimizerKind::kAdamW ? 1e-2 : 0;

@@ -39,9 +39,8 @@ class TraceEmitter;
 
 // torch's default implementation under `impl` on CUDA (torch.optim.optimizer
 // _default_to_fused_or_foreach): foreach when every parameter is a plain Tensor, Parameter or
-// DTensor on a device with foreach kernels: FSDP1 (its FlatParameter is created as a plain
-// nn.Parameter) and FSDP2 (DTensor). fairscale's FlatParameter is its own subclass, which
-// torch's check does not accept, and the torch 1.x of its day defaulted to for-loop anyway.
+// DTensor on a device with foreach kernels. Each implementation's entry says which
+// (gen/fsdp_impl_options.h).
 OptimizerImpl DefaultOptimizerImpl(FsdpImpl impl);
 // torch's default weight_decay: 0, AdamW's 1e-2.
 double DefaultWeightDecay(OptimizerKind optimizer);

@@ -244,7 +244,7 @@ class TorchFsdp1 final : public FsdpImplementation {
   // (rt _root_pre_forward -> fp _reset_flat_param_grad_info_if_needed). Offloaded, .grad is on
   // the CPU: the device holds nothing since the end of backward.
   Status ZeroGrad() override {
-    if (options_.use_orig_params || options_.offload_params) return Status::Ok();
+    if (options_.fsdp1.use_orig_params || options_.offload_params) return Status::Ok();
     return ReleaseGrads();
   }
 
@@ -261,13 +261,14 @@ class TorchFsdp1 final : public FsdpImplementation {
  private:
   // iu _init_core_state: one rank (of the shard group) is NO_SHARD whatever was asked.
   static ShardingStrategy EffectiveStrategy(const GenOptions& options, int shard_group_size) {
-    return shard_group_size == 1 ? ShardingStrategy::kNoShard : options.sharding_strategy;
+    return shard_group_size == 1 ? ShardingStrategy::kNoShard : options.fsdp1.sharding_strategy;
   }
   bool Sharded() const { return strategy_ != ShardingStrategy::kNoShard; }
   // rt _get_handle_to_prefetch: the backward_prefetch of the state whose hook runs, the unit's
   // own where a recorded model gave it one.
   BackwardPrefetch BackwardPrefetchOf(std::size_t f) const {
-    return model_.instances[f].settings.backward_prefetch.value_or(options_.backward_prefetch);
+    return model_.instances[f].settings.backward_prefetch.value_or(
+        options_.fsdp1.backward_prefetch);
   }
   Numel ShardGroupSize() const { return static_cast<Numel>(shard_ranks_.size()); }
 
@@ -292,7 +293,7 @@ class TorchFsdp1 final : public FsdpImplementation {
     const std::vector<Numel> numels = OrigNumels(f);
     std::vector<Numel> offsets;
     total = 0;
-    const Numel aligned = options_.use_orig_params ? 16 / ComputeSize(f) : 0;
+    const Numel aligned = options_.fsdp1.use_orig_params ? 16 / ComputeSize(f) : 0;
     for (Numel numel : numels) {
       if (aligned > 0 && total % aligned != 0) total += aligned - total % aligned;
       offsets.push_back(total);
@@ -343,7 +344,7 @@ class TorchFsdp1 final : public FsdpImplementation {
   Status ForwardBegins() override {
     if (!lazy_initialized_) BUCKETSIM_RETURN_IF_ERROR(LazyInit());
     lazy_initialized_ = true;
-    if (options_.forward_prefetch) {
+    if (options_.fsdp1.forward_prefetch) {
       for (Unit& unit : units_) {
         unit.needs_pre_forward_unshard = true;
         unit.prefetched = false;
@@ -351,7 +352,7 @@ class TorchFsdp1 final : public FsdpImplementation {
     }
     const bool held =
         std::any_of(units_.begin(), units_.end(), [](const Unit& unit) { return unit.holds_grad; });
-    return options_.use_orig_params && held ? ReleaseGrads() : Status::Ok();
+    return options_.fsdp1.use_orig_params && held ? ReleaseGrads() : Status::Ok();
   }
 
   // rt _lazy_init -> fp init_flat_param_attributes, per handle in order: `_mp_shard` (mixed
@@ -476,7 +477,7 @@ class TorchFsdp1 final : public FsdpImplementation {
   // in the first iteration (so none while it is being recorded).
   std::optional<std::size_t> HandleToForwardPrefetch(std::size_t f) const {
     const std::optional<std::size_t> index = units_[f].pre_forward_index;
-    if (!options_.forward_prefetch || iteration_ == 0 || !index ||
+    if (!options_.fsdp1.forward_prefetch || iteration_ == 0 || !index ||
         *index + 1 >= pre_forward_order_.size()) {
       return std::nullopt;
     }
@@ -553,7 +554,7 @@ class TorchFsdp1 final : public FsdpImplementation {
   std::vector<Numel> OptimizerStateNumels(std::size_t f) const {
     const Unit& unit = units_[f];
     if (unit.flat_numel == 0) return {};
-    if (!options_.use_orig_params) return {unit.shard_numel};
+    if (!options_.fsdp1.use_orig_params) return {unit.shard_numel};
     const std::vector<Numel> numels = OrigNumels(f);
     if (!Sharded()) return numels;
     Numel total = 0;

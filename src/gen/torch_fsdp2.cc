@@ -288,8 +288,8 @@ class TorchFsdp2 final : public FsdpImplementation {
         layers.push_back(op.instance);
       }
     }
-    const std::size_t ahead = static_cast<std::size_t>(options_.forward_prefetch_modules);
-    const std::size_t behind = static_cast<std::size_t>(options_.backward_prefetch_modules);
+    const std::size_t ahead = static_cast<std::size_t>(options_.fsdp2.forward_prefetch_modules);
+    const std::size_t behind = static_cast<std::size_t>(options_.fsdp2.backward_prefetch_modules);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       for (std::size_t j = 1; j <= ahead && i + ahead < layers.size(); ++j) {
         forward_prefetch_[layers[i]].push_back(layers[i + j]);

@@ -113,9 +113,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // FSDP2 with bf16 parameters casts the units' fp32 inputs and the root's outputs to fp32
   // (gen/program_boundary_casts.h): runs it adds to the program.
   runs[4].compute_dtype = DType::kBFloat16;
-  runs[4].output_dtype = DType::kFloat32;
-  runs[3].sharding_strategy = ShardingStrategy::kShardGradOp;
-  runs[3].backward_prefetch = BackwardPrefetch::kPost;
+  runs[4].fsdp2.output_dtype = DType::kFloat32;
+  runs[3].fsdp1.sharding_strategy = ShardingStrategy::kShardGradOp;
+  runs[3].fsdp1.backward_prefetch = BackwardPrefetch::kPost;
   runs[3].compute_dtype = DType::kBFloat16;
   // Each optimizer implementation with a weight decay that makes temporaries where it can.
   runs[1].optimizer_impl = OptimizerImpl::kForeach;

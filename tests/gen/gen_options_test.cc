@@ -19,7 +19,7 @@ TEST(GenOptions, ReduceDTypeFollowsComputeUnlessSetOrFp32ReduceScatter) {
   options.reduce_dtype = DType::kFloat32;
   EXPECT_EQ(options.ReduceDType(), DType::kFloat32);
   options.reduce_dtype.reset();
-  options.fp32_reduce_scatter = true;
+  options.fairscale.fp32_reduce_scatter = true;
   EXPECT_EQ(options.ReduceDType(), DType::kFloat32);
 }
 
@@ -55,7 +55,7 @@ TEST(GenOptions, InvalidOptionsNameTheField) {
       {[](GenOptions& o) { o.hsdp_shard_size = 2; }, "hsdp_shard_size"},  // not hsdp
       {[](GenOptions& o) { o.reduce_dtype = DType::kFloat16; }, "reduce_dtype"},
       {[](GenOptions& o) {
-         o.fp32_reduce_scatter = true;
+         o.fairscale.fp32_reduce_scatter = true;
          o.reduce_dtype = DType::kBFloat16;
        },
        "fp32_reduce_scatter"},
@@ -215,7 +215,7 @@ TEST(GenOptions, ImplementationOptionsAreRefusedUnderAnotherImplementation) {
           {{{"fsdp-impl", "fsdp1"}, {"reshard-after-forward", "4"}},
            "--reshard-after-forward=N is an option of --fsdp-impl fsdp2 (this is fsdp1)"},
           {{{"offload-params", "true"}},
-           "--offload-params is an option of --fsdp-impl fsdp1 or fsdp2"},
+           "--offload-params is an option of --fsdp-impl fsdp1 or fsdp2 (this is fairscale)"},
           {{{"fsdp-impl", "fsdp1"}, {"output-dtype", "fp32"}},
            "--output-dtype is an option of --fsdp-impl fsdp2 (this is fsdp1)"},
           {{{"fsdp-impl", "fsdp1"}, {"cast-forward-inputs", "off"}},

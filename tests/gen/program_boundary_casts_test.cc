@@ -175,7 +175,7 @@ TEST(BoundaryCasts, TheRootsPostForwardFreesTheLastAllGatherAfterItsOutputCast) 
   GenOptions options = testing::TinyFsdpOptions(2);
   options.fsdp_impl = FsdpImpl::kFsdp2;
   options.compute_dtype = DType::kBFloat16;
-  options.output_dtype = DType::kFloat32;
+  options.fsdp2.output_dtype = DType::kFloat32;
   const std::vector<std::string> events = testing::EmitSummary(ImageModel(), options);
   const auto cast =
       std::find(events.begin(), events.end(), "compute forward root:cast_forward_outputs");

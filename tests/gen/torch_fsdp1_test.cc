@@ -140,7 +140,7 @@ TEST(TorchFsdp1, FullShardBackwardPrePrefetchesTheNextUnitInThePreBackwardHook) 
 
 TEST(TorchFsdp1, FullShardBackwardPostPrefetchesAfterResharding) {
   GenOptions options = Fsdp1Options(2);
-  options.backward_prefetch = BackwardPrefetch::kPost;
+  options.fsdp1.backward_prefetch = BackwardPrefetch::kPost;
   const std::vector<std::string> expected = Concat({
       kFullShardForward,
       {
@@ -177,8 +177,8 @@ TEST(TorchFsdp1, FullShardBackwardPostPrefetchesAfterResharding) {
 
 TEST(TorchFsdp1, WithoutBackwardPrefetchEachUnitGathersInItsPreBackwardHook) {
   GenOptions options = Fsdp1Options(2);
-  options.backward_prefetch = BackwardPrefetch::kNone;
-  options.limit_all_gathers = false;  // changes nothing in a trace (torch_fsdp1.cc, Unshard)
+  options.fsdp1.backward_prefetch = BackwardPrefetch::kNone;
+  options.fsdp1.limit_all_gathers = false;  // changes nothing in a trace (torch_fsdp1.cc, Unshard)
   const std::vector<std::string> expected = Concat({
       kFullShardForward,
       {
@@ -215,7 +215,7 @@ TEST(TorchFsdp1, WithoutBackwardPrefetchEachUnitGathersInItsPreBackwardHook) {
 
 TEST(TorchFsdp1, ShardGradOpKeepsParametersFromForwardToPostBackward) {
   GenOptions options = Fsdp1Options(2);
-  options.sharding_strategy = ShardingStrategy::kShardGradOp;
+  options.fsdp1.sharding_strategy = ShardingStrategy::kShardGradOp;
   const std::vector<std::string> expected = Concat({
       {
           "alloc 1 12 s0 param",
@@ -318,7 +318,7 @@ const std::vector<std::string> kNoShard = {
 
 TEST(TorchFsdp1, NoShardKeepsTheAllReducedGradient) {
   GenOptions options = Fsdp1Options(2);
-  options.sharding_strategy = ShardingStrategy::kNoShard;
+  options.fsdp1.sharding_strategy = ShardingStrategy::kNoShard;
   EXPECT_EQ(Emit(Chain(), options), kNoShard);
 }
 
@@ -329,7 +329,7 @@ TEST(TorchFsdp1, OneRankIsNoShard) { EXPECT_EQ(Emit(Chain(), Fsdp1Options(1)), k
 // replicate group {1, 3}, which the header declares with the shard group.
 TEST(TorchFsdp1, HybridShardReducesInTheShardGroupAndDeclaresBoth) {
   GenOptions options = Fsdp1Options(4);
-  options.sharding_strategy = ShardingStrategy::kHybridShard;
+  options.fsdp1.sharding_strategy = ShardingStrategy::kHybridShard;
   options.group_layout = GroupLayout::kHsdp;
   options.hsdp_shard_size = 2;
   options.hsdp_replicas = 2;
@@ -356,7 +356,7 @@ TEST(TorchFsdp1, HybridShardReducesInTheShardGroupAndDeclaresBoth) {
 // second prefetches: the root's pre-forward gathers a, a's gathers b.
 TEST(TorchFsdp1, ForwardPrefetchFromTheSecondIteration) {
   GenOptions options = Fsdp1Options(2);
-  options.forward_prefetch = true;
+  options.fsdp1.forward_prefetch = true;
   options.iterations = 2;
   const std::vector<std::string> events = Emit(Chain(), options);
   const auto second = std::find(events.begin(), events.end(), "iteration 1");
@@ -523,7 +523,7 @@ TEST(TorchFsdp1, PaddingOfTheFlatParameterOrOfTheGradient) {
   EXPECT_EQ(std::vector<std::string>(b, b + b_backward_unpadded.size()), b_backward_unpadded);
 
   GenOptions orig = Fsdp1Options(2);
-  orig.use_orig_params = true;
+  orig.fsdp1.use_orig_params = true;
   // The same events as with 10 elements: the padding element is part of the flat parameter.
   EXPECT_EQ(Emit(Chain(false, 9), orig), Emit(Chain(false, 10), orig));
 }
@@ -532,7 +532,7 @@ TEST(TorchFsdp1, PaddingOfTheFlatParameterOrOfTheGradient) {
 // flat_param.grad keeps the shard until the next root pre-forward.
 TEST(TorchFsdp1, UseOrigParamsReleasesShardsAtTheNextRootPreForward) {
   GenOptions options = Fsdp1Options(2);
-  options.use_orig_params = true;
+  options.fsdp1.use_orig_params = true;
   options.iterations = 2;
   const std::vector<std::string> events = Emit(Chain(), options);
   const std::vector<std::string> expected = {
@@ -608,7 +608,7 @@ TEST(TorchFsdp1, OptimizerStatePerShardOrPerOriginalParameterPart) {
                                          " 20 s0 optimizer_state", " 20 s0 optimizer_state",
                                          " 20 s0 optimizer_state", " 20 s0 optimizer_state"};
   EXPECT_EQ(state_bytes(Emit(Chain(false, 9), options)), flat);
-  options.use_orig_params = true;
+  options.fsdp1.use_orig_params = true;
   const std::vector<std::string> orig = {" 12 s0 optimizer_state", " 12 s0 optimizer_state",
                                          " 16 s0 optimizer_state", " 16 s0 optimizer_state",
                                          " 16 s0 optimizer_state", " 16 s0 optimizer_state"};
@@ -729,7 +729,7 @@ TEST(TorchFsdp1, CpuOffloadWithMixedPrecisionCastsFromADeviceCopy) {
   options.offload_params = true;
   options.compute_dtype = DType::kBFloat16;
   options.reduce_dtype = DType::kFloat32;
-  options.sharding_strategy = ShardingStrategy::kShardGradOp;
+  options.fsdp1.sharding_strategy = ShardingStrategy::kShardGradOp;
   const std::vector<std::string> events = Emit(Chain(), options);
   const auto at = std::find(events.begin(), events.end(), "alloc 24 4 s0 grad");
   ASSERT_NE(at, events.end()) << ::testing::PrintToString(events);
@@ -762,7 +762,7 @@ TEST(TorchFsdp1, CpuOffloadWithMixedPrecisionCastsFromADeviceCopy) {
 TEST(TorchFsdp1, CpuOffloadNoShardComputesWithADeviceCopy) {
   GenOptions options = Fsdp1Options(2);
   options.offload_params = true;
-  options.sharding_strategy = ShardingStrategy::kNoShard;
+  options.fsdp1.sharding_strategy = ShardingStrategy::kNoShard;
   const std::vector<std::string> events = Emit(Chain(), options);
   const std::vector<std::string> forward(events.begin() + 3, events.begin() + 14);
   EXPECT_EQ(forward, (std::vector<std::string>{
@@ -830,7 +830,7 @@ TEST(TorchFsdp1Collectives, MixedPrecisionGathersTheLowPrecisionShard) {
 // then the root right after a (its head's gradient was waiting).
 TEST(TorchFsdp1Collectives, NoShardAllReducesEachFlatGradient) {
   GenOptions options = Fsdp1Options(2);
-  options.sharding_strategy = ShardingStrategy::kNoShard;
+  options.fsdp1.sharding_strategy = ShardingStrategy::kNoShard;
   EXPECT_EQ(CollectivesInContext(testing::EmitSummary(Chain(), options, true)),
             (std::vector<std::string>{"free 5", "all_reduce 11 s2 g1 fp32 10", "free 12",
                                       "all_reduce 13 s2 g1 fp32 10", "all_reduce 13 s2 g1 fp32 10",

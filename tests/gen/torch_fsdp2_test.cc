@@ -307,7 +307,7 @@ TEST(TorchFsdp2, Bf16ParamsWithFp32ReduceCastTheShardsBeforeTheAllGather) {
   options.compute_dtype = DType::kBFloat16;
   options.reduce_dtype = DType::kFloat32;
   // The program's activations are fp32; the units' input casts are program_boundary_casts_test's.
-  options.cast_forward_inputs = false;
+  options.fsdp2.cast_forward_inputs = false;
   const std::vector<std::string> expected = {
       "alloc 1 12 s0 param",
       "alloc 2 4 s0 param",
@@ -677,7 +677,7 @@ TEST(TorchFsdp2, ANonReentrantRegionsKeptInputsGoWithItsLastSavingNode) {
 // stands in for the implicit prefetch (the same unit here: the events are the implicit run's).
 TEST(TorchFsdp2, ExplicitPrefetchGathersTheListedUnitsAfterTheCopyOut) {
   GenOptions options = Fsdp2Options(2);
-  options.forward_prefetch_modules = 1;
+  options.fsdp2.forward_prefetch_modules = 1;
   const std::vector<std::string> events = Emit(TwoUnits(), options);
   const std::vector<std::string> forward = {
       "phase forward",
@@ -696,11 +696,11 @@ TEST(TorchFsdp2, ExplicitPrefetchGathersTheListedUnitsAfterTheCopyOut) {
   };
   EXPECT_NE(std::search(events.begin(), events.end(), forward.begin(), forward.end()), events.end())
       << ::testing::PrintToString(events);
-  options.forward_prefetch_modules = 0;
-  options.backward_prefetch_modules = 1;
+  options.fsdp2.forward_prefetch_modules = 0;
+  options.fsdp2.backward_prefetch_modules = 1;
   EXPECT_EQ(Emit(TwoUnits(), options), Emit(TwoUnits(), Fsdp2Options(2)));
   // The setting says how to get it.
-  options.forward_prefetch_modules = 2;
+  options.fsdp2.forward_prefetch_modules = 2;
   EXPECT_NE(TorchFsdpSetting(options).find(
                 "then set_modules_to_forward_prefetch as PyTorch's FSDP2 example "
                 "(num_to_forward_prefetch=2), then set_modules_to_backward_prefetch as PyTorch's "
@@ -715,7 +715,7 @@ TEST(TorchFsdp2, ExplicitPrefetchGathersTheListedUnitsAfterTheCopyOut) {
 // option. A unit that keeps its own (l2) while the other follows the option gathers only once.
 TEST(TorchFsdp2, AUnitsOwnSettingsAreItsOwn) {
   GenOptions n_ahead = Fsdp2Options(2);
-  n_ahead.forward_prefetch_modules = 1;
+  n_ahead.fsdp2.forward_prefetch_modules = 1;
   FsdpModel listed = TwoUnits();
   listed.instances[1].settings.modules_to_forward_prefetch = std::vector<std::string>{"l2"};
   EXPECT_EQ(Emit(listed, Fsdp2Options(2)), Emit(TwoUnits(), n_ahead));

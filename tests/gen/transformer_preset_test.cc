@@ -916,7 +916,7 @@ TransformerConfig ConfigA() {
   config.seq = 8;
   config.micro_batch = 2;
   config.compute_dtype = DType::kBFloat16;
-  config.fp32_reduce_scatter = true;
+  config.fairscale.fp32_reduce_scatter = true;
   config.world_size = 6;
   config.group_layout = GroupLayout::kHsdp;
   config.hsdp_shard_size = 3;
