@@ -62,6 +62,9 @@ FsdpImplOptions FairscaleFsdpOptions() {
   entry.params = Params;
   entry.said_elsewhere = {{"fp32-reduce-scatter", "--reduce-dtype fp32"}};
   entry.validate = Validate;
+  // An instance's own reshard_after_forward and own_group are fairscale's wrapper settings
+  // (auto_wrap_bn, a preset's last unit).
+  entry.own_groups = true;
   entry.describe = Describe;
   entry.make = MakeFairscaleFsdp;
   return entry;

@@ -55,6 +55,11 @@ struct FsdpImplOptions {
   // The unit setting keys it takes (gen/unit_settings.h), as a recorded program's "fsdp" key
   // and --unit-setting spell them.
   std::vector<std::string_view> unit_keys;
+  // A program instance's keys (traces/README.md "Instance object") it applies: an instance's
+  // own reshard_after_forward false (null: applied; else what it takes instead, for the first
+  // such unit `unit`, in a sentence), and an instance's own_group under --groups shared-bn-own.
+  std::string (*instance_reshard_instead)(std::string_view unit) = nullptr;
+  bool own_groups = false;
   std::unique_ptr<FsdpImplementation> (*make)(const FsdpModel& model, const GenOptions& options,
                                               TraceEmitter& trace) = nullptr;
 };

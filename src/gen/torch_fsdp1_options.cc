@@ -100,6 +100,13 @@ BoundaryCasts Casts(const GenOptions& o) {
   return casts;
 }
 
+// FSDP1 keeps a unit's parameters after forward by its sharding strategy, not an instance's
+// own setting.
+std::string InstanceReshardInstead(std::string_view /*unit*/) {
+  return "FSDP1 keeps a unit's parameters by its sharding strategy, every unit's here "
+         "(--sharding-strategy SHARD_GRAD_OP)";
+}
+
 }  // namespace
 
 FsdpImplOptions TorchFsdp1Options() {
@@ -117,6 +124,7 @@ FsdpImplOptions TorchFsdp1Options() {
   entry.describe = DescribeTorchFsdpOptions;
   entry.boundary_casts = Casts;
   entry.unit_keys = {"backward_prefetch"};
+  entry.instance_reshard_instead = InstanceReshardInstead;
   entry.make = MakeTorchFsdp1;
   return entry;
 }

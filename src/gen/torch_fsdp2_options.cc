@@ -112,6 +112,10 @@ BoundaryCasts Casts(const GenOptions& o) {
   return casts;
 }
 
+std::string InstanceReshardInstead(std::string_view unit) {
+  return fmt::format("--unit-setting {}:reshard_after_forward=false gives fully_shard's", unit);
+}
+
 }  // namespace
 
 FsdpImplOptions TorchFsdp2Options() {
@@ -131,6 +135,7 @@ FsdpImplOptions TorchFsdp2Options() {
   entry.boundary_casts = Casts;
   entry.unit_keys = {"reshard_after_forward", "modules_to_forward_prefetch",
                      "modules_to_backward_prefetch"};
+  entry.instance_reshard_instead = InstanceReshardInstead;
   entry.make = MakeTorchFsdp2;
   return entry;
 }

@@ -90,13 +90,10 @@ Status ParseKeyValue(std::string_view key, std::string_view value, const FsdpMod
                      FsdpImpl impl, UnitSettings& out) {
   // A key another implementation takes names it; one no implementation takes, the keys this one
   // does (each implementation's entry lists its keys, gen/fsdp_impl_options.h).
-  const auto takes = [&](const FsdpImplOptions& entry) {
-    return std::find(entry.unit_keys.begin(), entry.unit_keys.end(), key) != entry.unit_keys.end();
-  };
-  if (!takes(OptionsOf(impl))) {
+  if (!TakesUnitSetting(impl, key)) {
     const std::string keys = UnitSettingKeys(impl);
     for (const FsdpImplOptions& owner : FsdpImplOptionsTable()) {
-      if (!takes(owner)) continue;
+      if (!TakesUnitSetting(owner.impl, key)) continue;
       return InvalidArgument(fmt::format(
           "{} is a unit setting of --fsdp-impl {} (this is {}{})", key, FsdpImplName(owner.impl),
           FsdpImplName(impl), keys.empty() ? ", which has none" : fmt::format(": {}", keys)));
@@ -147,6 +144,11 @@ void OverlayUnitSettings(const std::vector<UnitSettingsFor>& units, FsdpModel& p
   }
 }
 
+bool TakesUnitSetting(FsdpImpl impl, std::string_view key) {
+  const std::vector<std::string_view>& keys = OptionsOf(impl).unit_keys;
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
 std::string UnitSettingKeys(FsdpImpl impl) {
   return fmt::format("{}", fmt::join(OptionsOf(impl).unit_keys, ", "));
 }
@@ -183,22 +185,16 @@ std::vector<std::string> UnappliedInstanceKeys(const FsdpModel& program,
   }
   std::vector<std::string> notes;
   const std::string_view impl = FsdpImplName(options.fsdp_impl);
-  if (!kept.empty() && options.fsdp_impl != FsdpImpl::kFairscale) {
-    const std::string instead =
-        options.fsdp_impl == FsdpImpl::kFsdp2
-            ? fmt::format("--unit-setting {}:reshard_after_forward=false gives fully_shard's",
-                          kept.front())
-            : std::string(
-                  "FSDP1 keeps a unit's parameters by its sharding strategy, every "
-                  "unit's here (--sharding-strategy SHARD_GRAD_OP)");
+  const FsdpImplOptions& entry = OptionsOf(options.fsdp_impl);
+  if (!kept.empty() && entry.instance_reshard_instead) {
+    const std::string instead = entry.instance_reshard_instead(kept.front());
     notes.push_back(fmt::format(
         "instance(s) {}: reshard_after_forward false is fairscale's wrapper setting, not "
         "applied under {} ({})",
         fmt::join(kept, ", "), impl, instead));
   }
-  if (!own.empty() &&
-      (options.fsdp_impl != FsdpImpl::kFairscale || options.group_layout == GroupLayout::kShared ||
-       options.group_layout == GroupLayout::kHsdp)) {
+  if (!own.empty() && (!entry.own_groups || options.group_layout == GroupLayout::kShared ||
+                       options.group_layout == GroupLayout::kHsdp)) {
     notes.push_back(fmt::format(
         "instance(s) {}: own_group true is not applied under {} --groups {} (a group of its own "
         "is fairscale's --groups shared-bn-own)",

@@ -24,6 +24,8 @@ using UnitSettingsFor = std::pair<std::string, UnitSettings>;
 // entry naming no instance is a programming error (callers resolve names first).
 void OverlayUnitSettings(const std::vector<UnitSettingsFor>& units, FsdpModel& program);
 
+// Whether `impl` takes the unit setting `key` (its entry's unit_keys, gen/fsdp_impl_options.h).
+bool TakesUnitSetting(FsdpImpl impl, std::string_view key);
 // The keys `--unit-setting` takes under `impl`, as "a, b" ("" for fairscale, which has none).
 std::string UnitSettingKeys(FsdpImpl impl);
 

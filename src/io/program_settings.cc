@@ -94,10 +94,12 @@ Status ReadUnitSettings(const Json& s, FsdpImpl impl, std::string_view where, Un
       return InvalidArgument(fmt::format("the program's fsdp {}.{} is {}: expected {}", where, key,
                                          value.dump(), expected));
     };
-    if (impl == FsdpImpl::kFsdp1 && key == "backward_prefetch") {
+    if (!TakesUnitSetting(impl, key)) {
+      rest[key] = value;
+    } else if (key == "backward_prefetch") {
       out.backward_prefetch = BackwardPrefetchOf(value);
       if (!out.backward_prefetch) return bad("\"BACKWARD_PRE\", \"BACKWARD_POST\" or null");
-    } else if (impl == FsdpImpl::kFsdp2 && key == "reshard_after_forward") {
+    } else if (key == "reshard_after_forward") {
       if (value.is_boolean()) {
         out.reshard_after_forward = UnitSettings::Reshard{value.get<bool>(), 0};
       } else if (value.is_number_integer() && value.get<long long>() > 0 &&
@@ -106,8 +108,7 @@ Status ReadUnitSettings(const Json& s, FsdpImpl impl, std::string_view where, Un
       } else {
         return bad("true, false or a positive int");
       }
-    } else if (impl == FsdpImpl::kFsdp2 &&
-               (key == "modules_to_forward_prefetch" || key == "modules_to_backward_prefetch")) {
+    } else if (key == "modules_to_forward_prefetch" || key == "modules_to_backward_prefetch") {
       if (!value.is_array()) return bad("a list of unit names");
       std::vector<std::string> names;
       for (const Json& name : value) {
