@@ -5,14 +5,14 @@
 # skipped, with the reason, and the rest still run.
 #
 #   tools/test.sh           everything
-#   tools/test.sh --fast    the inner loop: every test but those labelled oracle (real PyTorch
-#                           as the reference) or slow (over a minute); ctest's own arguments may
-#                           follow (-R REGEX, ...)
+#   tools/test.sh --fast    the inner loop: the tests labelled fast, every one but those
+#                           labelled oracle (real PyTorch as the reference) or slow (over a
+#                           minute); ctest's own arguments may follow (-R REGEX, ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 select=()
 if [[ "${1:-}" == "--fast" ]]; then
-  select=(-LE 'oracle|slow')
+  select=(-L fast)
   shift
 fi
 tools/setup.sh test

@@ -15,7 +15,7 @@ all-gathers and all-reduces, HYBRID_SHARD's all-reduce of each reduced shard) eq
 run's collectives of its training iteration, one by one: kind, bytes (torch.distributed's
 tensor, nccl-tests' size), group size and order.
 
-Run by ctest (Tools.Torch2FsdpOracle) with the host's /usr/bin/python3, BUCKETSIM naming the
+Run by ctest in three shards (Tools.Torch2FsdpOracle.1of3 ...: `--shard K/N`) with the host's /usr/bin/python3, BUCKETSIM naming the
 binary; exit code 77 (skipped) when `tools/torch2.sh status` says the root cannot be used, or
 when torch is missing on the host (the recorder needs it).
 """
@@ -379,8 +379,34 @@ def make_test(case):
     return test
 
 
+def shard_cases(shard, shards):
+    """The cases of shard `shard` of `shards` (ctest runs each shard as a test of its own, so
+    that -j spreads them): about as many cases each, those of one recorded program kept
+    together where that allows (each shard records the programs of its cases)."""
+    groups = {}
+    for case, (build, *_rest) in CASES.items():
+        groups.setdefault((RECORD_AS.get(case, build), BATCH.get(case, "make_batch")), []).append(case)
+    target = -(-len(CASES) // shards)
+    members = [[] for _ in range(shards)]
+    for key in sorted(groups, key=lambda k: (-len(groups[k]), k)):
+        home = None
+        for case in groups[key]:
+            if home is None or len(members[home]) >= target:
+                home = min(range(shards), key=lambda s: len(members[s]))
+            members[home].append(case)
+    return set(members[shard])
+
+
+# --shard K/N (K from 1): that shard's cases alone; without it, every case.
+_selected = set(CASES)
+if "--shard" in sys.argv:
+    _at = sys.argv.index("--shard")
+    _k, _n = (int(x) for x in sys.argv[_at + 1].split("/"))
+    del sys.argv[_at:_at + 2]
+    _selected = shard_cases(_k - 1, _n)
 for _case in CASES:
-    setattr(FsdpOracle, "test_" + _case.replace("-", "_"), make_test(_case))
+    if _case in _selected:
+        setattr(FsdpOracle, "test_" + _case.replace("-", "_"), make_test(_case))
 
 
 if __name__ == "__main__":
