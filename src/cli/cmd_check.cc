@@ -4,9 +4,8 @@
 // from being decided (bad trace, bad budget or baseline file, bad size, a mark that never occurs, a
 // policy with nothing to check) is exit 2: an error never passes.
 //
-// Budgets combine: "*" of the budget file, then the policy's own entry in it, then the flags;
-// each later one replaces the earlier ones' budgets of the same kind (peak allocated, peak
-// reserved, each mark by name, step time) and keeps the rest.
+// What the check decides (budgets layered, a baseline's comparability, the outcomes) is
+// report/check_gate.h's; this file parses, calls and reports.
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -18,6 +17,7 @@
 #include "engine/budget_check.h"
 #include "io/budget_file.h"
 #include "io/trace_reader.h"
+#include "report/check_gate.h"
 #include "report/check_report.h"
 #include "report/json_report.h"
 #include "report/junit_writer.h"
@@ -70,29 +70,10 @@ Result<PolicyBudget> FlagBudget(const CheckFlags& flags) {
   return budget;
 }
 
-// Everything the check needs before it replays: read and checked up front, so that a bad
+// Everything the check needs before it replays, read and checked up front, so that a bad
 // file fails in milliseconds, not after a long replay.
-struct CheckPlan {
-  std::vector<std::string> policies;
-  std::vector<PolicyBudget> budgets;  // by policy
-  std::optional<ReportDocument> baseline;
-  std::vector<PolicyFigures> baseline_figures;  // of baseline->runs, in order
-  Tolerance tolerance;
-  // --device-memory: a check of its own, that every policy runs without running out of it
-  // once the memory outside the caching allocator is taken (RunResult::device).
-  std::optional<Bytes> device_memory_bytes;
-
-  // The baseline's figures of the policy `policy` (as the user named it), or null.
-  const PolicyFigures* BaselineOf(std::string_view policy) const {
-    for (const PolicyFigures& figures : baseline_figures) {
-      if (figures.policy == policy) return &figures;
-    }
-    return nullptr;
-  }
-};
-
-Result<CheckPlan> Plan(const CheckFlags& flags) {
-  CheckPlan plan;
+Result<CheckGate> Plan(const CheckFlags& flags) {
+  CheckGate plan;
   Result<PolicyBudget> flag_budget = FlagBudget(flags);
   if (!flag_budget.ok()) return flag_budget.status();
   std::optional<BudgetFile> file;
@@ -137,18 +118,11 @@ Result<CheckPlan> Plan(const CheckFlags& flags) {
              : std::string("no policy: give --policy P (repeatable) or a "
                            "--budget file that names policies"));
   }
-  for (const std::string& policy : plan.policies) {
-    PolicyBudget budget = file ? file->For(policy) : PolicyBudget{};
-    budget.OverrideWith(*flag_budget);
-    if (budget.empty() && !plan.baseline && !plan.device_memory_bytes) {
-      return InvalidArgument(fmt::format(
-          "nothing to check for policy '{}': give a budget (--budget FILE, --max-peak-allocated, "
-          "--max-peak-reserved, --max-at-mark, --max-step-time-us), --device-memory SIZE or "
-          "--baseline REPORT.json",
-          policy));
-    }
-    plan.budgets.push_back(std::move(budget));
-  }
+  Result<std::vector<PolicyBudget>> budgets =
+      LayerBudgets(plan.policies, file ? &*file : nullptr, *flag_budget,
+                   plan.baseline.has_value() || plan.device_memory_bytes.has_value());
+  if (!budgets.ok()) return budgets.status();
+  plan.budgets = std::move(*budgets);
   return plan;
 }
 
@@ -166,7 +140,7 @@ class CheckRun {
       : flags_(flags), context_(context), started_(std::chrono::system_clock::now()) {}
 
   int Run() {
-    Result<CheckPlan> plan = Plan(flags_);
+    Result<CheckGate> plan = Plan(flags_);
     if (!plan.ok()) return Error(plan.status());
     ReplayFlags replay = flags_.replay;
     replay.policies = plan->policies;
@@ -179,8 +153,9 @@ class CheckRun {
       report_context_ = *report_context;
     }
     if (plan->baseline) {
-      if (Status comparable = ComparableModel(*plan->baseline); !comparable.ok()) {
-        return Error(comparable);
+      if (Status same = SameMemoryModel(*plan->baseline, report_context_.memory_model);
+          !same.ok()) {
+        return Error(same);
       }
     }
     tolerance_ = plan->tolerance.text;
@@ -189,37 +164,25 @@ class CheckRun {
     // The trace's digest is the reader's, so a baseline's trace is compared after the replay.
     if (with_context) DescribeTrace(replay.trace, outcome->header, report_context_);
     if (plan->baseline) {
-      if (Status comparable = ComparableTrace(*plan->baseline, outcome->header); !comparable.ok()) {
+      // A trace from stdin has no header of its own to compare, its digest does.
+      const bool from_stdin = flags_.replay.trace == "-";
+      const std::vector<std::string> differences = TraceDifferences(
+          *plan->baseline, from_stdin ? nullptr : &outcome->header, report_context_.trace_digest);
+      if (Status comparable =
+              RefuseDifferences(*plan->baseline, differences, flags_.allow_different_trace, notes_);
+          !comparable.ok()) {
         return Error(comparable);
       }
-      if (Status same = SameCaps(*plan->baseline, outcome->runs); !same.ok()) return Error(same);
-    }
-
-    for (std::size_t i = 0; i < outcome->runs.size(); ++i) {
-      const RunResult& run = outcome->runs[i];
-      // Without --device-memory nothing can run out, and there is nothing to check.
-      if (plan->device_memory_bytes) outcomes_.push_back(CheckFitsDevice(run));
-      // A policy that does not fit the device fails: its figures stop at the OOM.
-      if (run.oom) continue;
-      PolicyFigures figures = FiguresOf(run);
-      Result<std::vector<CheckOutcome>> budget = CheckBudget(figures, plan->budgets[i]);
-      if (!budget.ok()) return Error(budget.status());
-      outcomes_.insert(outcomes_.end(), budget->begin(), budget->end());
-      if (plan->baseline) {
-        std::vector<CheckOutcome> growth =
-            CheckBaseline(figures, plan->BaselineOf(run.policy), plan->tolerance);
-        outcomes_.insert(outcomes_.end(), growth.begin(), growth.end());
+      if (Status same =
+              RefuseDifferences(*plan->baseline, CapDifferences(*plan->baseline, outcome->runs),
+                                flags_.allow_different_trace, notes_);
+          !same.ok()) {
+        return Error(same);
       }
     }
-    // A policy whose only check was skipped (no baseline for it, no budget) was not checked.
-    for (const RunResult& run : outcome->runs) {
-      if (!AnyDecided(run.policy)) {
-        return Error(InvalidArgument(fmt::format(
-            "nothing was checked for policy '{}': the baseline has no figures for it and no "
-            "budget was given",
-            run.policy)));
-      }
-    }
+    Result<std::vector<CheckOutcome>> decided = DecideChecks(*plan, outcome->runs);
+    if (!decided.ok()) return Error(decided.status());
+    outcomes_ = std::move(*decided);
     if (!replay.json_path.empty()) {
       Status written = WriteReportJson(replay.json_path, *outcome, report_context_);
       if (!written.ok()) return Error(written);
@@ -237,78 +200,6 @@ class CheckRun {
   }
 
  private:
-  // A baseline is comparable when it replayed the same trace the same way: another memory model
-  // counts other bytes, another world size, rank or cap another workload, so a figure would pass
-  // or fail on that, not on the change. --allow-different-trace compares a changed trace anyway
-  // (each difference becomes a NOTE line); a memory model difference is never comparable, and is
-  // refused before the replay.
-  Status ComparableModel(const ReportDocument& baseline) {
-    if (baseline.context.memory_model != report_context_.memory_model) {
-      return InvalidArgument(fmt::format(
-          "{}: the baseline was replayed with memory model '{}', this check with '{}' "
-          "(--allocator, --alloc-conf): their figures are not comparable",
-          baseline.source, baseline.context.memory_model, report_context_.memory_model));
-    }
-    return Status::Ok();
-  }
-  // `header` is the one the replay read (with its digest).
-  Status ComparableTrace(const ReportDocument& baseline, const TraceHeader& header) {
-    std::vector<std::string> differences;
-    if (flags_.replay.trace != "-") {
-      auto differ = [&](std::string_view what, auto baseline_value, auto this_value) {
-        if (baseline_value != this_value) {
-          differences.push_back(
-              fmt::format("{} {} (this trace {})", what, baseline_value, this_value));
-        }
-      };
-      differ("world size", baseline.trace.world_size, header.world_size);
-      differ("rank", baseline.trace.rank, header.rank);
-      differ("bucket_cap_mb", baseline.trace.bucket_cap_mb, header.bucket_cap_mb);
-    }
-    if (baseline.context.trace_digest != report_context_.trace_digest) {
-      differences.push_back(fmt::format("trace digest {} (this trace {})",
-                                        baseline.context.trace_digest,
-                                        report_context_.trace_digest));
-    }
-    return Different(baseline, differences);
-  }
-
-  // After the replay: a policy's cap (--bucket-cap-mb, or its own) must be the baseline's.
-  Status SameCaps(const ReportDocument& baseline, const std::vector<RunResult>& runs) {
-    std::vector<std::string> differences;
-    for (const RunResult& run : runs) {
-      for (const RunResult& earlier : baseline.runs) {
-        if (earlier.policy == run.policy && earlier.bucket_cap_mb != run.bucket_cap_mb) {
-          differences.push_back(fmt::format("{}'s bucket cap {} MiB (this check {} MiB)",
-                                            run.policy, earlier.bucket_cap_mb, run.bucket_cap_mb));
-        }
-      }
-    }
-    return Different(baseline, differences);
-  }
-
-  Status Different(const ReportDocument& baseline, const std::vector<std::string>& differences) {
-    if (differences.empty()) return Status::Ok();
-    std::string list;
-    for (const std::string& d : differences) list += (list.empty() ? "" : "; ") + d;
-    if (flags_.allow_different_trace) {
-      notes_.push_back(fmt::format("NOTE: the baseline {} differs (--allow-different-trace): {}",
-                                   baseline.source, list));
-      return Status::Ok();
-    }
-    return InvalidArgument(fmt::format(
-        "{}: the baseline is not comparable with this check: it has {}; regenerate it, or give "
-        "--allow-different-trace to compare anyway",
-        baseline.source, list));
-  }
-
-  bool AnyDecided(const std::string& policy) const {
-    for (const CheckOutcome& checked : outcomes_) {
-      if (checked.policy == policy && checked.verdict != Verdict::kSkipped) return true;
-    }
-    return false;
-  }
-
   int Error(const Status& status) {
     int code = ReportError(status);
     std::printf("verdict: ERROR (the check could not be decided: see the error above)\n");
