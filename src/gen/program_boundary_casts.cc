@@ -252,7 +252,15 @@ Result<BoundaryCastSummary> InsertBoundaryCasts(FsdpModel& model, const Boundary
                                          model.forward[e].instance == instance)) {
       ++e;
     }
-    BUCKETSIM_CHECK(e < model.forward.size());  // ValidateProgram pairs them
+    // A unit without an end_forward (ValidateProgram allows it: its forward runs to the
+    // program's end) takes its input casts over the rest of the forward; where its outputs end
+    // is not in the program, so output_dtype cannot be said of it.
+    if (e == model.forward.size() && casts.root_outputs && instance == root) {
+      return InvalidArgument(fmt::format(
+          "the root '{}' has no end_forward, so the program does not say where its forward "
+          "ends, after which output_dtype casts its outputs",
+          model.instances[root].name));
+    }
     BUCKETSIM_RETURN_IF_ERROR(CastUnit(model, g, e, root, casts, maker));
     // Step over the input casts inserted before this gather.
     while (model.forward[g].kind != OpKind::kGather || model.forward[g].instance != instance) ++g;

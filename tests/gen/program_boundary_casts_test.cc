@@ -47,6 +47,33 @@ FsdpModel ImageModel(bool fp32_a = false, bool checkpoint_b1 = false) {
   return program.Take();
 }
 
+// A root whose forward has no end_forward (the program may leave it out: it runs to the end)
+// casts its inputs over the whole forward; output_dtype, which casts after that end, is refused.
+// (tools/fuzz.sh program found the root's missing end stopping the casts on a check.)
+TEST(BoundaryCasts, ARootWithoutEndForwardCastsItsInputsAndRefusesOutputDtype) {
+  const auto model_of = [] {
+    ProgramBuilder program("no end");
+    const std::size_t root = program.AddInstance({"root", {{"flat_param_0", 8}}, true, true});
+    program.AddInput(Tensor("img", 400, "fp32"));
+    program.Gather(root);
+    program.Run("stem", 0, {root}, {In("img")}, {Tensor("a", 200, "bf16")}, {Keep("img")});
+    program.Run("loss", 0, {}, {In("a")}, {Tensor("loss", 4, "fp32")});
+    program.SetLoss("loss");
+    return program.Take();
+  };
+  FsdpModel inputs = model_of();
+  Result<BoundaryCastSummary> added = InsertBoundaryCasts(inputs, {.inputs = DType::kBFloat16});
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  EXPECT_EQ(added->casts, 1u);  // the image
+  FsdpModel outputs = model_of();
+  Result<BoundaryCastSummary> refused =
+      InsertBoundaryCasts(outputs, {.root_outputs = DType::kFloat32});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "the root 'root' has no end_forward, so the program does not say where its forward "
+            "ends, after which output_dtype casts its outputs");
+}
+
 // param_dtype bf16 (cast_forward_inputs) and the root's output_dtype fp32: the root casts the
 // fp32 image before its all-gather (b1's and b2's bf16 inputs pass), and the bf16 logits after
 // its end_forward; what read the originals now reads the copies.
