@@ -1,11 +1,9 @@
 // mpirun -np N bucketsim calibrate --backend host|cuda -o PROFILE: measures reduce-scatter over a
 // size sweep and contiguous copies through the backend (the spans `run` times), fits the sim's
-// alpha-beta model to them (weighted by relative error, so that small buckets count as much as
-// large ones), and writes a time profile (traces/profiles/README.md)
-// marked "measured" with the machine, backend and ranks. One job measures one group size (its
-// world); --merge adds that size to an existing profile, so 2, 4 and 8 ranks make one file.
-#include <unistd.h>
-
+// alpha-beta model to them, and writes a time profile (traces/profiles/README.md) marked
+// "measured" with the machine, backend and ranks; --merge adds this world size to an existing
+// profile. The measurement and fit are backend/host/calibration.h's; this file parses, makes
+// the backend, prints as nccl-tests does and writes.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/host/calibration.h"
 #include "backend/host/collective_sweep.h"
 #include "backend/host/host_backend.h"
 #include "backend/host/mpi_world.h"
@@ -65,31 +64,25 @@ Result<std::unique_ptr<Backend>> MakeBackend(const CalibrateFlags& flags, MpiWor
   return backend;
 }
 
-std::vector<TimingSample> Samples(const std::vector<CollectiveSweepPoint>& points) {
-  std::vector<TimingSample> samples;
-  for (const CollectiveSweepPoint& p : points) samples.push_back({p.send_bytes, p.backend_us});
-  return samples;
-}
-
 Result<TimeProfile> Calibrate(const CalibrateFlags& flags, MpiWorld& world) {
-  if (world.size() < 2) {
-    return InvalidArgument(
-        "calibrate measures collectives: run it under mpirun with 2 or more ranks");
-  }
   Result<Bytes> max_bytes = ParseSizeFlag("--max-bytes", flags.max_bytes);
   if (!max_bytes.ok()) return max_bytes.status();
-  if (*max_bytes < 2 * kKiB) return InvalidArgument("--max-bytes: the sweep needs 2KiB or more");
-  TimeProfile profile;
+  CalibrationOptions options;
+  options.backend_name = flags.backend;
+  options.max_bytes = *max_bytes;
+  options.iterations = flags.iterations;
+  options.passes = flags.passes;
+  options.name = flags.name;
+  options.tool_version = BUCKETSIM_VERSION;
+  options.merge_path = flags.merge;
+  TimeProfile existing;
   if (!flags.merge.empty()) {
-    Result<TimeProfile> existing = ReadTimeProfile(flags.merge);
-    if (!existing.ok()) return existing.status();
-    profile = *existing;
-    if (profile.provenance.kind != "measured" || profile.provenance.backend != flags.backend) {
-      return InvalidArgument(fmt::format(
-          "--merge {}: a {} profile of backend '{}' cannot take figures measured on backend {}",
-          flags.merge, profile.provenance.kind, profile.provenance.backend, flags.backend));
-    }
+    Result<TimeProfile> read = ReadTimeProfile(flags.merge);
+    if (!read.ok()) return read.status();
+    existing = *read;
+    options.merge_into = &existing;
   }
+  BUCKETSIM_RETURN_IF_ERROR(CheckCalibration(world, options));
   Result<std::unique_ptr<Backend>> backend = MakeBackend(flags, world);
   // A backend that cannot start here (no GPU) fails every rank alike, before any collective.
   BUCKETSIM_RETURN_IF_ERROR(world.Agree(backend.status()));
@@ -97,10 +90,6 @@ Result<TimeProfile> Calibrate(const CalibrateFlags& flags, MpiWorld& world) {
   if (!header.ok()) return header.status();
   BUCKETSIM_RETURN_IF_ERROR((*backend)->Start(*header));
 
-  CollectiveSweepOptions options;
-  options.send_bytes = HalfOctaveSizes(kKiB, *max_bytes);
-  options.iterations = flags.iterations;
-  options.passes = flags.passes;
   // Each size as it is measured, as nccl-tests prints them (its doc/PERFORMANCE.md: algbw is
   // the send buffer over the time, busbw that times (n-1)/n); the medians so far of each pass.
   if (world.rank() == 0) {
@@ -117,54 +106,19 @@ Result<TimeProfile> Calibrate(const CalibrateFlags& flags, MpiWorld& world) {
       std::fflush(stdout);
     };
   }
-  Result<std::vector<CollectiveSweepPoint>> collectives =
-      MeasureBackendCollectives(world, **backend, *header, options);
-  if (!collectives.ok()) return collectives.status();
-  options.on_measured = nullptr;
-  options.send_bytes = DoublingSizes(kMiB, std::max(*max_bytes, kMiB));
-  Result<std::vector<CollectiveSweepPoint>> copies =
-      MeasureBackendCopies(world, **backend, *header, options);
-  if (!copies.ok()) return copies.status();
-
-  std::vector<TimingSample> samples = Samples(*collectives);
-  Result<AlphaBeta> fit = FitAlphaBeta(world.size(), samples, FitWeighting::kRelative);
-  if (!fit.ok()) return fit.status();
-  Result<double> copy = FitCopyBandwidth(Samples(*copies));
-  if (!copy.ok()) return copy.status();
-
-  if (flags.merge.empty()) {
-    profile.name = flags.name.empty() ? fmt::format("measured-{}", flags.backend) : flags.name;
-    profile.provenance.kind = "measured";
-    profile.provenance.description = fmt::format(
-        "bucketsim calibrate --backend {}: reduce-scatters of 1 KiB to {} through the backend "
-        "(the span a replay times; two sizes per octave; median of {} passes of {} after {} "
-        "warm-up, slowest rank, input refilled before each), alpha-beta "
-        "fit weighted by relative error; copy bandwidth of contiguous copies through the "
-        "backend's Copy, 1 MiB and up",
-        flags.backend, FormatBytes(*max_bytes), options.passes, options.iterations, options.warmup);
-    profile.provenance.backend = flags.backend;
-    profile.provenance.tool_version = BUCKETSIM_VERSION;
-    char host[256] = {};
-    if (gethostname(host, sizeof host - 1) == 0) profile.provenance.host = host;
-    profile.copy_GBps = *copy;
-  }
-  std::erase_if(profile.reduce_scatter,
-                [&](const AlphaBeta& e) { return e.group_size == world.size(); });
-  profile.provenance.ranks = std::max(profile.provenance.ranks, world.size());
-  AlphaBeta entry = *fit;
-  entry.measured = samples;
-  profile.reduce_scatter.push_back(std::move(entry));
-  BUCKETSIM_RETURN_IF_ERROR(profile.Validate());
+  Result<Calibration> calibration = bucketsim::Calibrate(world, **backend, *header, options);
+  if (!calibration.ok()) return calibration.status();
   if (world.rank() == 0) {
+    const AlphaBeta& fit = calibration->fit;
     std::printf("reduce-scatter on %d ranks: alpha %.1f us, busbw %.3f GB/s; copy %.2f GB/s\n",
-                world.size(), fit->alpha_us, fit->busbw_GBps, *copy);
+                world.size(), fit.alpha_us, fit.busbw_GBps, calibration->copy_GBps);
     std::printf(
         "%12s %14s %14s %8s  (the profile keeps the measurements; the line prices\n"
         "%12s %14s %14s %8s   sizes beyond them and summarises the machine)\n",
         "bytes", "measured (us)", "alpha-beta", "error", "", "", "(us)", "");
     double worst = 0;
-    for (const TimingSample& s : samples) {
-      Micros model = AlphaBetaTime(*fit, s.bytes);
+    for (const TimingSample& s : calibration->samples) {
+      Micros model = AlphaBetaTime(fit, s.bytes);
       double error = s.time_us > 0 ? model / s.time_us - 1 : 0;
       worst = std::max(worst, std::abs(error));
       std::printf("%12llu %14.1f %14.1f %+7.1f%%\n", static_cast<unsigned long long>(s.bytes),
@@ -172,7 +126,7 @@ Result<TimeProfile> Calibrate(const CalibrateFlags& flags, MpiWorld& world) {
     }
     std::printf("largest alpha-beta error over the sweep: %.1f%%\n", 100 * worst);
   }
-  return profile;
+  return std::move(calibration->profile);
 }
 
 int RunCalibrate(const CalibrateFlags& flags) {
