@@ -15,7 +15,7 @@ namespace bucketsim {
 
 // FSDP2 with bf16 parameters and shared process groups over `program` (not owned): the fixed
 // flags both grids start from.
-TuneRun Fsdp2Bf16Run(const FsdpModel& program);
+TuneRun Fsdp2Bf16Run(const ModelProgram& program);
 
 void RunGridOn80GiB(benchmark::State& state, TuneRun& run, const std::vector<TuneSettings>& grid);
 

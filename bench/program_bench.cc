@@ -12,7 +12,7 @@
 
 #include "backend/sim/sim_backend.h"
 #include "grid_bench.h"
-#include "io/program_file.h"
+#include "io/model_program_file.h"
 
 namespace bucketsim {
 namespace {
@@ -22,7 +22,7 @@ const char* const kLlama8B = BUCKETSIM_SOURCE_DIR "/traces/llama3-8b.program.jso
 void BM_Llama8BRead(benchmark::State& state) {
   std::size_t runs = 0;
   for (auto _ : state) {
-    Result<FsdpModel> program = ReadProgramFile(kLlama8B);
+    Result<ModelProgram> program = ReadProgramFile(kLlama8B);
     if (!program.ok()) {
       state.SkipWithError(program.status().ToString().c_str());
       return;
@@ -38,7 +38,7 @@ BENCHMARK(BM_Llama8BRead)->Unit(benchmark::kMillisecond)->UseRealTime();
 // non-reentrant checkpointing) with `more` set too, each configuration of `grid` on 80 GiB.
 void RunTorchtitanGrid(benchmark::State& state, const std::vector<TuneSettings>& grid,
                        const std::function<void(TuneRun&)>& more) {
-  Result<FsdpModel> program = ReadProgramFile(kLlama8B);
+  Result<ModelProgram> program = ReadProgramFile(kLlama8B);
   if (!program.ok()) {
     state.SkipWithError(program.status().ToString().c_str());
     return;

@@ -20,7 +20,7 @@
 
 namespace bucketsim {
 
-TuneRun Fsdp2Bf16Run(const FsdpModel& program) {
+TuneRun Fsdp2Bf16Run(const ModelProgram& program) {
   TuneRun run;
   run.program = &program;
   run.options.fsdp_impl = FsdpImpl::kFsdp2;
@@ -80,7 +80,7 @@ void BM_Tune384(benchmark::State& state) {
   config.seq = 4096;
   config.vocab = 32000;
   config.attention = AttentionKind::kFlash;
-  Result<FsdpModel> program = TransformerProgram(config);
+  Result<ModelProgram> program = TransformerProgram(config);
   if (!program.ok()) {
     state.SkipWithError(program.status().ToString().c_str());
     return;

@@ -15,18 +15,19 @@
 #include "cli/command.h"
 #include "cli/program_flags.h"
 #include "core/size_format.h"
-#include "gen/fsdp_program.h"
+#include "gen/fsdp_emitter.h"
+#include "gen/model_program.h"
 #include "gen/preset.h"
 #include "gen/program_what_ifs.h"
 #include "gen/unit_settings.h"
-#include "io/program_file.h"
+#include "io/model_program_file.h"
 #include "io/trace_writer.h"
 
 namespace bucketsim {
 namespace {
 
 // Emits `model` under `options` as a trace to `output` ("-": stdout).
-int WriteTrace(const FsdpModel& model, const GenOptions& options, const std::string& output) {
+int WriteTrace(const ModelProgram& model, const GenOptions& options, const std::string& output) {
   Status status;
   if (output == "-") {
     TraceWriter writer(std::cout, "stdout");
@@ -44,7 +45,7 @@ int WriteTrace(const FsdpModel& model, const GenOptions& options, const std::str
 // With --emit-program the preset's program is written, and the trace only when -o is given.
 int RunPreset(const Preset& preset, const std::string& output, bool output_given,
               const std::string& program_path) {
-  Result<FsdpModel> program = preset.Program();
+  Result<ModelProgram> program = preset.Program();
   if (!program.ok()) return ReportError(program.status());
   if (!program_path.empty()) {
     // The emitter's own checks first, so a program that could not be emitted is not written.
@@ -174,7 +175,7 @@ void PrintTarget(const RecordedTarget& target, const std::string& model_path,
 
 int RunProgram(const std::string& model_path, const CLI::App& command, GenOptions& options,
                const ProgramWhatIfs& what_ifs, const std::string& output) {
-  Result<FsdpModel> program = ReadProgramFile(model_path);
+  Result<ModelProgram> program = ReadProgramFile(model_path);
   if (!program.ok()) return ReportError(program.status());
   if (Status applied = ApplyProgramSettings(*program, command, options); !applied.ok()) {
     return ReportError(applied);

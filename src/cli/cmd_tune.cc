@@ -17,12 +17,12 @@
 #include "core/size_format.h"
 #include "engine/tune_grid.h"
 #include "gen/compute_rates.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 #include "gen/preset_param.h"
 #include "gen/program_checkpoint.h"
 #include "gen/tune_runner.h"
 #include "io/atomic_file.h"
-#include "io/program_file.h"
+#include "io/model_program_file.h"
 #include "memory/device_capacity.h"
 #include "policy/policy_spec.h"
 #include "report/tune_report.h"
@@ -112,7 +112,7 @@ Result<std::vector<TuneAxis>> Axes(const TuneFlags& flags, const CLI::App& comma
 
 // --vary checkpoint-save=auto: the greedy policies (GreedySavePolicies) over the regions the
 // fixed --checkpoint places, full checkpointing (none) first; said on stderr with the order.
-Status ExpandAutoSave(TuneAxis& axis, const FsdpModel& program, const ProgramWhatIfs& what_ifs) {
+Status ExpandAutoSave(TuneAxis& axis, const ModelProgram& program, const ProgramWhatIfs& what_ifs) {
   if (axis.flag != "checkpoint-save") return Status::Ok();
   const auto at = std::find(axis.values.begin(), axis.values.end(), "auto");
   if (at == axis.values.end()) return Status::Ok();
@@ -185,7 +185,7 @@ int RunTune(const TuneFlags& flags, const CLI::App& command, CommandContext& con
     return ReportError(InvalidArgument(
         "--policy: tune replays every configuration under one policy (sweep compares several)"));
   }
-  Result<FsdpModel> program = ReadProgramFile(flags.model);
+  Result<ModelProgram> program = ReadProgramFile(flags.model);
   if (!program.ok()) return ReportError(program.status());
   GenOptions options = flags.options;
   if (Status applied = ApplyProgramSettings(*program, command, options); !applied.ok()) {

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "io/program_file.h"
+#include "io/model_program_file.h"
 
 namespace bucketsim {
 namespace {
@@ -38,13 +38,13 @@ std::string Names(const std::vector<std::string>& names) {
 // Each instance's own settings (SetUnitSettings), but those a flag on the command line gives
 // every unit; each unit whose own differ from the first unit's is said on stderr.
 Status ApplyUnitSettings(const ProgramFsdpFlags& recorded, const CLI::App& command,
-                         FsdpModel& program) {
+                         ModelProgram& program) {
   const UnitSettingFlags given{command.count("--backward-prefetch") > 0,
                                command.count("--reshard-after-forward") > 0,
                                command.count("--modules-to-forward-prefetch") > 0,
                                command.count("--modules-to-backward-prefetch") > 0};
   BUCKETSIM_RETURN_IF_ERROR(SetUnitSettings(recorded, given, program));
-  for (const GenInstance& instance : program.instances) {
+  for (const FsdpUnit& instance : program.units) {
     UnitSettings differs = instance.settings;  // what differs from the first unit's, to say so
     if (differs.backward_prefetch == recorded.every_unit.backward_prefetch) {
       differs.backward_prefetch.reset();
@@ -200,7 +200,7 @@ void AddWhatIfFlags(CLI::App& command, ProgramWhatIfs& what_ifs) {
 // wrapped: each of its settings sets the flag that says it, unless the command line gave that
 // flag, or named another implementation with --fsdp-impl. Then the optimizer it was recorded
 // with (the "optimizer" key), flag by flag the same way, unless --optimizer names another.
-Status ApplyProgramSettings(FsdpModel& program, const CLI::App& command, GenOptions& options) {
+Status ApplyProgramSettings(ModelProgram& program, const CLI::App& command, GenOptions& options) {
   if (program.fsdp) {
     Result<ProgramFsdpFlags> recorded = FsdpFlagsOf(*program.fsdp);
     if (!recorded.ok()) return recorded.status();

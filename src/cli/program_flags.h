@@ -11,8 +11,8 @@
 #include <CLI/CLI.hpp>
 
 #include "core/status.h"
-#include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
+#include "gen/model_program.h"
 #include "gen/preset_param.h"
 #include "gen/program_what_ifs.h"
 
@@ -42,7 +42,7 @@ std::string DescribeUnitSettings(const UnitSettings& settings);
 // A recorded model that was already wrapped (the program's "fsdp" key) is emitted as it was
 // wrapped, and with the optimizer it was recorded with ("optimizer"), each setting unless the
 // command line gave its flag (`command`); what was taken is said on stderr ("gen: ..."). The
-// settings modelled per unit go to each instance (GenInstance::settings).
-Status ApplyProgramSettings(FsdpModel& program, const CLI::App& command, GenOptions& options);
+// settings modelled per unit go to each instance (FsdpUnit::settings).
+Status ApplyProgramSettings(ModelProgram& program, const CLI::App& command, GenOptions& options);
 
 }  // namespace bucketsim

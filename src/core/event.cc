@@ -58,7 +58,7 @@ Event MarkEvent(std::uint32_t name) {
 Event ReduceScatterEvent(std::uint32_t fsdp, std::uint32_t param, GroupId group, DType dtype,
                          Numel numel, ShardMode mode, DType cast_dtype) {
   Event event = OfKind(EventKind::kReduceScatter);
-  event.fsdp = fsdp;
+  event.unit = fsdp;
   event.param = param;
   event.group = group;
   event.dtype = dtype;

@@ -106,7 +106,7 @@ struct Event {
   bool has_totals = false;  // kSnapshot: numel, group and id hold the dump's totals
   StreamId stream = 0;
   std::uint32_t name = 0;
-  std::uint32_t fsdp = 0;
+  std::uint32_t unit = 0;  // the trace's "fsdp": the unit's index in the header's units
   std::uint32_t param = 0;
   std::uint32_t slot = 0;
   std::uint64_t id = 0;

@@ -89,16 +89,16 @@ Status TraceHeader::Finalize() {
 
   param_base_.clear();
   num_params_ = 0;
-  for (std::size_t f = 0; f < fsdp.size(); ++f) {
+  for (std::size_t f = 0; f < units.size(); ++f) {
     param_base_.push_back(num_params_);
-    for (std::size_t p = 0; p < fsdp[f].params.size(); ++p) {
-      const ParamInfo& param = fsdp[f].params[p];
+    for (std::size_t p = 0; p < units[f].params.size(); ++p) {
+      const ParamInfo& param = units[f].params[p];
       if (param.numel == 0 || param.numel > kMaxSaneBytes / ElementSize(param.dtype)) {
         return InvalidTrace(fmt::format("fsdp {} ('{}') param {}: numel {} is out of range", f,
-                                        fsdp[f].name, p, param.numel));
+                                        units[f].name, p, param.numel));
       }
     }
-    num_params_ += static_cast<std::uint32_t>(fsdp[f].params.size());
+    num_params_ += static_cast<std::uint32_t>(units[f].params.size());
   }
 
   name_index_.clear();

@@ -54,7 +54,7 @@ struct ParamInfo {
   DType dtype = DType::kFloat32;
 };
 
-struct FsdpInstance {
+struct UnitInfo {
   std::string name;
   std::vector<ParamInfo> params;
 };
@@ -66,7 +66,7 @@ struct TraceHeader {
   double bucket_cap_mb = 25.0;  // the root FSDP instance's cap: the run's default
   std::vector<StreamInfo> streams;
   std::vector<ProcessGroup> groups;
-  std::vector<FsdpInstance> fsdp;
+  std::vector<UnitInfo> units;     // the trace's "fsdp" key
   std::vector<std::string> names;  // interned mark and span names
   std::string description;
   // v3: the PYTORCH_CUDA_ALLOC_CONF the trace was recorded under (an imported snapshot's

@@ -405,7 +405,7 @@ void Replay::TraceCollective(const Event& event) {
 
 void Replay::Deliver(const ReduceScatterCall& call, BufferId reduced) {
   const Event& e = call.event;
-  std::uint32_t param = header_->ParamIndex(e.fsdp, e.param);
+  std::uint32_t param = header_->ParamIndex(e.unit, e.param);
   switch (e.shard_mode) {
     case ShardMode::kView:
       // _saved_grad_shard = reduced: a view that keeps the whole buffer alive.

@@ -324,14 +324,14 @@ Status TraceChecker::CheckReduceScatter(const Event& event) {
   // accumulate into.
   if (event.shard_mode != ShardMode::kAccumulate && event.shard_mode != ShardMode::kOffload &&
       event.shard_mode != ShardMode::kNoGrad) {
-    std::uint32_t param = header_->ParamIndex(event.fsdp, event.param);
+    std::uint32_t param = header_->ParamIndex(event.unit, event.param);
     if (holds_grad_[param]) {
       last_broken_ = Inconsistency::kRsOnHeldGradient;
       return InvalidTrace(fmt::format(
           "event {}: rs: shard '{}' for fsdp {} param {}, which still holds a reduced gradient "
           "(no zero_grad(set_to_none=True) since); FSDP accumulates into it: use shard "
           "'accumulate'",
-          event.index, ShardModeName(event.shard_mode), event.fsdp, event.param));
+          event.index, ShardModeName(event.shard_mode), event.unit, event.param));
     }
     holds_grad_[param] = true;
   }

@@ -8,7 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "gen/fsdp_program.h"
+#include "gen/fsdp_emitter.h"
+#include "gen/model_program.h"
 #include "gen/program_builder.h"
 
 namespace bucketsim {
@@ -52,7 +53,7 @@ class ConvnetBuilder {
         e_(ElementSize(activation_dtype_)),
         program_(Describe()) {}
 
-  FsdpModel Build() {
+  ModelProgram Build() {
     const auto hd = static_cast<std::uint64_t>(config_.hidden_dim);
     const std::vector<ConvGroup> stem = {{"stem.0", "stem.1", "stem.2", 3, kStemChannels, 3}};
     const std::vector<ConvGroup> blocks = {
@@ -305,7 +306,7 @@ class ConvnetPreset : public Preset {
     for (PresetParam& param : GenOptionParams(c)) params.push_back(std::move(param));
     return params;
   }
-  Result<FsdpModel> Program() const override { return ConvnetProgram(config_); }
+  Result<ModelProgram> Program() const override { return ConvnetProgram(config_); }
   const GenOptions& options() const override { return config_; }
 
  private:
@@ -314,13 +315,13 @@ class ConvnetPreset : public Preset {
 
 }  // namespace
 
-Result<FsdpModel> ConvnetProgram(const ConvnetConfig& config) {
+Result<ModelProgram> ConvnetProgram(const ConvnetConfig& config) {
   BUCKETSIM_RETURN_IF_ERROR(ValidateConfig(config));
   return ConvnetBuilder(config).Build();
 }
 
 Status GenerateConvnet(const ConvnetConfig& config, EventSink& sink) {
-  Result<FsdpModel> program = ConvnetProgram(config);
+  Result<ModelProgram> program = ConvnetProgram(config);
   if (!program.ok()) return program.status();
   return EmitFsdpTrace(*program, config, sink);
 }

@@ -20,8 +20,8 @@
 #include <optional>
 
 #include "core/event_sink.h"
-#include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
+#include "gen/model_program.h"
 #include "gen/preset.h"
 
 namespace bucketsim {
@@ -50,7 +50,7 @@ struct ConvnetConfig : GenOptions {
 };
 
 // The model program of `config`; fails on a configuration that describes no model.
-Result<FsdpModel> ConvnetProgram(const ConvnetConfig& config);
+Result<ModelProgram> ConvnetProgram(const ConvnetConfig& config);
 Status GenerateConvnet(const ConvnetConfig& config, EventSink& sink);
 
 std::unique_ptr<Preset> MakeConvnetPreset();

@@ -3,7 +3,7 @@
 #include <utility>
 #include <vector>
 
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 #include "gen/optimizer_step.h"
 #include "policy/shard_size.h"
 
@@ -17,13 +17,13 @@ constexpr StreamId kAllGatherStream = 1;
 constexpr StreamId kPostBackwardStream = 2;
 
 // The process-group object of each instance under `layout`: ids from 1, in instance order.
-std::vector<GroupId> InstanceGroups(const FsdpModel& model, GroupLayout layout) {
-  std::vector<GroupId> groups(model.instances.size(), 1);
+std::vector<GroupId> InstanceGroups(const ModelProgram& model, GroupLayout layout) {
+  std::vector<GroupId> groups(model.units.size(), 1);
   GroupId next = 1;
-  for (std::size_t f = 0; f < model.instances.size(); ++f) {
+  for (std::size_t f = 0; f < model.units.size(); ++f) {
     if (layout == GroupLayout::kPerInstance) {
       groups[f] = next++;
-    } else if (layout == GroupLayout::kSharedBnOwn && model.instances[f].own_group) {
+    } else if (layout == GroupLayout::kSharedBnOwn && model.units[f].own_group) {
       groups[f] = ++next;  // 1 is the shared group of every other instance
     }
   }
@@ -32,13 +32,13 @@ std::vector<GroupId> InstanceGroups(const FsdpModel& model, GroupLayout layout) 
 
 class FairscaleFsdp final : public FsdpImplementation {
  public:
-  FairscaleFsdp(const FsdpModel& model, const GenOptions& options, TraceEmitter& trace)
+  FairscaleFsdp(const ModelProgram& model, const GenOptions& options, TraceEmitter& trace)
       : model_(model),
         options_(options),
         trace_(trace),
         shard_group_size_(static_cast<Numel>(options.ShardGroupRanks().size())),
         groups_(InstanceGroups(model, options.group_layout)),
-        full_param_ids_(model.instances.size()) {}
+        full_param_ids_(model.units.size()) {}
 
   Status BuildHeader(TraceHeader& header) const override {
     header.streams = {{"default"}, {"all_gather"}, {"post_backward"}};
@@ -50,8 +50,8 @@ class FairscaleFsdp final : public FsdpImplementation {
         break;
       case GroupLayout::kPerInstance:
         // dist.new_group() inside each FSDP constructor: same members, distinct objects.
-        for (std::size_t f = 0; f < model_.instances.size(); ++f) {
-          header.groups.push_back({f + 1, ranks, model_.instances[f].name + ".process_group"});
+        for (std::size_t f = 0; f < model_.units.size(); ++f) {
+          header.groups.push_back({f + 1, ranks, model_.units[f].name + ".process_group"});
         }
         break;
       case GroupLayout::kSharedBnOwn:
@@ -59,10 +59,9 @@ class FairscaleFsdp final : public FsdpImplementation {
         // to the main instances; auto_wrap_bn passes process_group=None, so each BN wrapper's
         // FSDP constructor makes dist.new_group() (reference/fsdp_semantics.md §2.8, §3.1).
         header.groups.push_back({1, ranks, "global_group"});
-        for (std::size_t f = 0; f < model_.instances.size(); ++f) {
+        for (std::size_t f = 0; f < model_.units.size(); ++f) {
           if (groups_[f] != 1) {
-            header.groups.push_back(
-                {groups_[f], ranks, model_.instances[f].name + ".process_group"});
+            header.groups.push_back({groups_[f], ranks, model_.units[f].name + ".process_group"});
           }
         }
         break;
@@ -71,8 +70,8 @@ class FairscaleFsdp final : public FsdpImplementation {
         header.groups.push_back({1, ranks, "shard_group"});
         break;
     }
-    for (const GenInstance& instance : model_.instances) {
-      FsdpInstance& fsdp = header.fsdp.emplace_back();
+    for (const FsdpUnit& instance : model_.units) {
+      UnitInfo& fsdp = header.units.emplace_back();
       fsdp.name = instance.name;
       for (const GenParam& param : instance.params) {
         fsdp.params.push_back({param.name, param.numel, DType::kFloat32});
@@ -83,7 +82,7 @@ class FairscaleFsdp final : public FsdpImplementation {
 
   // Model construction: each rank keeps its fp32 shard of every parameter for the whole run.
   Status Init() override {
-    for (const GenInstance& instance : model_.instances) {
+    for (const FsdpUnit& instance : model_.units) {
       for (const GenParam& param : instance.params) {
         std::uint64_t id = 0;
         BUCKETSIM_RETURN_IF_ERROR(
@@ -105,7 +104,7 @@ class FairscaleFsdp final : public FsdpImplementation {
   // its gradient, then the full gradient dies when the hook returns. HEAD (#784) sets
   // param.grad = None before the reduce is queued, whether it is bucketed or bypassed.
   Status PostBackward(std::size_t f) override {
-    const std::vector<GenParam>& params = model_.instances[f].params;
+    const std::vector<GenParam>& params = model_.units[f].params;
     for (std::size_t p = 0; p < params.size(); ++p) {
       std::uint64_t grad = 0;
       BUCKETSIM_RETURN_IF_ERROR(trace_.TakeParamGrad(f, p, grad));
@@ -128,7 +127,7 @@ class FairscaleFsdp final : public FsdpImplementation {
   Status Step(int iteration) override {
     // The optimizer holds each instance's (flat) parameter shards.
     std::vector<Numel> params;
-    for (const GenInstance& instance : model_.instances) {
+    for (const FsdpUnit& instance : model_.units) {
       for (const GenParam& param : instance.params) params.push_back(ShardNumel(param));
     }
     return EmitOptimizerStep(options_, params, iteration, trace_);
@@ -156,7 +155,7 @@ class FairscaleFsdp final : public FsdpImplementation {
   Status KeepGradient(std::size_t f, std::size_t p, std::uint64_t grad) {
     if (MixedPrecision(f)) {
       std::uint64_t fp32 = 0;
-      BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(model_.instances[f].params[p].numel * kFp32Size,
+      BUCKETSIM_RETURN_IF_ERROR(trace_.Alloc(model_.units[f].params[p].numel * kFp32Size,
                                              kPostBackwardStream, Category::kGrad, fp32));
       BUCKETSIM_RETURN_IF_ERROR(trace_.Free(grad));
       grad = fp32;
@@ -167,7 +166,7 @@ class FairscaleFsdp final : public FsdpImplementation {
 
   // The post_backward-stream part of the hook: fp32 copy, chunk_and_pad, the request.
   Status ReduceScatter(std::size_t f, std::size_t p) {
-    const GenParam& param = model_.instances[f].params[p];
+    const GenParam& param = model_.units[f].params[p];
     const Numel shard_numel = ShardNumel(param);
     const DType reduce_dtype = ReduceDType(f);
     std::uint64_t fp32_copy = 0;
@@ -200,7 +199,7 @@ class FairscaleFsdp final : public FsdpImplementation {
   // _rebuild_full_params, idempotent: with mixed precision the fp32 shard is cast into
   // `_fp16_shard` first, which is freed right after the all-gather that reads it.
   Status AllGather(std::size_t f) {
-    const std::vector<GenParam>& params = model_.instances[f].params;
+    const std::vector<GenParam>& params = model_.units[f].params;
     if (!full_param_ids_[f].empty()) return Status::Ok();
     if (Unsharded()) return UseFullParams(f);
     for (const GenParam& param : params) {
@@ -233,7 +232,7 @@ class FairscaleFsdp final : public FsdpImplementation {
   // lives as the gathered parameter would.
   bool Unsharded() const { return shard_group_size_ == 1; }
   Status UseFullParams(std::size_t f) {
-    for (const GenParam& param : model_.instances[f].params) {
+    for (const GenParam& param : model_.units[f].params) {
       std::uint64_t id = 0;
       if (MixedPrecision(f)) {
         BUCKETSIM_RETURN_IF_ERROR(
@@ -245,10 +244,10 @@ class FairscaleFsdp final : public FsdpImplementation {
   }
 
   bool ReshardsAfterForward(std::size_t f) const {
-    return options_.reshard_after_forward && model_.instances[f].reshard_after_forward;
+    return options_.reshard_after_forward && model_.units[f].reshard_after_forward;
   }
   bool MixedPrecision(std::size_t f) const {
-    return model_.instances[f].mixed_precision && options_.compute_dtype != DType::kFloat32;
+    return model_.units[f].mixed_precision && options_.compute_dtype != DType::kFloat32;
   }
   DType ReduceDType(std::size_t f) const {
     return MixedPrecision(f) ? options_.ReduceDType() : DType::kFloat32;
@@ -259,7 +258,7 @@ class FairscaleFsdp final : public FsdpImplementation {
 
   // Created lazily by the first optimizer.step() and kept for the rest of the run; one fp32
   // tensor of s elements per state buffer and parameter (Adam: exp_avg and exp_avg_sq).
-  const FsdpModel& model_;
+  const ModelProgram& model_;
   const GenOptions& options_;
   TraceEmitter& trace_;
   const Numel shard_group_size_;
@@ -270,7 +269,7 @@ class FairscaleFsdp final : public FsdpImplementation {
 
 }  // namespace
 
-std::unique_ptr<FsdpImplementation> MakeFairscaleFsdp(const FsdpModel& model,
+std::unique_ptr<FsdpImplementation> MakeFairscaleFsdp(const ModelProgram& model,
                                                       const GenOptions& options,
                                                       TraceEmitter& trace) {
   return std::make_unique<FairscaleFsdp>(model, options, trace);

@@ -11,7 +11,7 @@
 
 namespace bucketsim {
 
-std::unique_ptr<FsdpImplementation> MakeFairscaleFsdp(const FsdpModel& model,
+std::unique_ptr<FsdpImplementation> MakeFairscaleFsdp(const ModelProgram& model,
                                                       const GenOptions& options,
                                                       TraceEmitter& trace);
 

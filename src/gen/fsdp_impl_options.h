@@ -4,7 +4,7 @@
 // units' boundaries, its unit settings and its emitter. One entry per implementation, each
 // defined in that implementation's own options file (fairscale_fsdp_options.cc,
 // torch_fsdp1_options.cc, torch_fsdp2_options.cc) and listed once in fsdp_impl_options.cc; the
-// shared code (gen_options.cc, fsdp_program.cc, unit_settings.cc) asks the entry and never
+// shared code (gen_options.cc, fsdp_emitter.cc, unit_settings.cc) asks the entry and never
 // switches on the implementation. A new implementation is its value in core/fsdp_impl.h, its
 // options file and emitter, and a line in the table.
 #pragma once
@@ -60,7 +60,7 @@ struct FsdpImplOptions {
   // such unit `unit`, in a sentence), and an instance's own_group under --groups shared-bn-own.
   std::string (*instance_reshard_instead)(std::string_view unit) = nullptr;
   bool own_groups = false;
-  std::unique_ptr<FsdpImplementation> (*make)(const FsdpModel& model, const GenOptions& options,
+  std::unique_ptr<FsdpImplementation> (*make)(const ModelProgram& model, const GenOptions& options,
                                               TraceEmitter& trace) = nullptr;
 };
 

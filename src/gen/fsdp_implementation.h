@@ -1,4 +1,4 @@
-// An FSDP implementation as the program emitter sees it. The emitter (fsdp_program.cc) runs a
+// An FSDP implementation as the program emitter sees it. The emitter (fsdp_emitter.cc) runs a
 // model program the way autograd runs it, the same for every implementation: activations,
 // their saves and gradients, checkpoint recomputation, each parameter's gradient as its
 // AccumulateGrad node receives it. What differs between fairscale's FSDP, PyTorch's FSDP1 and
@@ -31,7 +31,7 @@
 
 namespace bucketsim {
 
-struct FsdpModel;
+struct ModelProgram;
 
 // The default (computation) stream: activations, their gradients, the optimizer step. Every
 // implementation's header lists it first (BuildHeader).
@@ -98,7 +98,7 @@ class FsdpImplementation {
 };
 
 // The implementation `options.fsdp_impl` names, acting on `trace`, which must outlive it.
-std::unique_ptr<FsdpImplementation> MakeFsdpImplementation(const FsdpModel& model,
+std::unique_ptr<FsdpImplementation> MakeFsdpImplementation(const ModelProgram& model,
                                                            const GenOptions& options,
                                                            TraceEmitter& trace);
 

@@ -26,7 +26,7 @@ enum class GroupLayout {
   kShared,       // one cached group object of all ranks (fairscale since #678)
   kPerInstance,  // a new group object per instance, same members (fairscale at #633)
   // fairscale's memory test at #633/#650: the main instances share one group object
-  // (get_global_group()), each auto_wrap_bn wrapper (GenInstance::own_group) makes its own.
+  // (get_global_group()), each auto_wrap_bn wrapper (FsdpUnit::own_group) makes its own.
   kSharedBnOwn,
   // Hybrid sharding: parameters are sharded over a group of `hsdp_shard_size` consecutive
   // ranks and replicated across such groups (PyTorch FSDP HYBRID_SHARD). One shared shard-group

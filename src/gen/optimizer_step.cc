@@ -8,7 +8,7 @@
 #include "core/category.h"
 #include "core/event.h"
 #include "gen/fsdp_implementation.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 namespace bucketsim {
 

@@ -1,6 +1,6 @@
 // The parameters a run's backward makes gradients for, as a program names them in
 // `param_reads`: each view of a flat parameter, or a parameter without views. Shared by the
-// program's checks (program_check.cc) and the emitter (fsdp_program.cc), so both resolve a name
+// program's checks (program_check.cc) and the emitter (fsdp_emitter.cc), so both resolve a name
 // the same way.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 namespace bucketsim {
 
@@ -24,7 +24,7 @@ struct ParamTarget {
 // The gradient targets of an instance, by name: each view of a flat parameter, and each
 // parameter without views.
 template <typename Visit>
-void ForEachTarget(const GenInstance& instance, std::size_t f, Visit visit) {
+void ForEachTarget(const FsdpUnit& instance, std::size_t f, Visit visit) {
   for (std::size_t p = 0; p < instance.params.size(); ++p) {
     const GenParam& param = instance.params[p];
     if (param.views.empty()) {
@@ -39,7 +39,7 @@ void ForEachTarget(const GenInstance& instance, std::size_t f, Visit visit) {
 
 // A param_reads name among the targets of the instances a run uses; an error (no pointer) if
 // none or several have it.
-Result<ParamTarget> ResolveParamRead(const FsdpModel& model, const std::vector<std::size_t>& uses,
-                                     std::string_view name);
+Result<ParamTarget> ResolveParamRead(const ModelProgram& model,
+                                     const std::vector<std::size_t>& uses, std::string_view name);
 
 }  // namespace bucketsim

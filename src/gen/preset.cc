@@ -1,12 +1,13 @@
 #include "gen/preset.h"
 
 #include "gen/convnet_preset.h"
+#include "gen/fsdp_emitter.h"
 #include "gen/transformer_preset.h"
 
 namespace bucketsim {
 
 Status Preset::Generate(EventSink& sink) const {
-  Result<FsdpModel> program = Program();
+  Result<ModelProgram> program = Program();
   if (!program.ok()) return program.status();
   return EmitFsdpTrace(*program, options(), sink);
 }

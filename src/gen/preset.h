@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/event_sink.h"
-#include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
+#include "gen/model_program.h"
 #include "gen/preset_param.h"
 
 namespace bucketsim {
@@ -25,7 +25,7 @@ class Preset {
   // fresh preset's values are the defaults.
   virtual std::vector<PresetParam> Params() = 0;
   // The model program of the current configuration; fails on one that describes no model.
-  virtual Result<FsdpModel> Program() const = 0;
+  virtual Result<ModelProgram> Program() const = 0;
   // The FSDP options of the current configuration.
   virtual const GenOptions& options() const = 0;
   // Emits the trace of the current configuration: its program through the emitter.

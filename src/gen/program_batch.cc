@@ -149,7 +149,7 @@ std::string ShapeText(const BatchSummary& summary, ShapeSide side) {
   return text;
 }
 
-Result<BatchSummary> ScaleBatch(FsdpModel& model, BatchShape to) {
+Result<BatchSummary> ScaleBatch(ModelProgram& model, BatchShape to) {
   BatchSummary summary;
   Result<std::optional<BatchSummary::Change>> size =
       Move(model.batch, to.size, "batch size", "--batch-sizes", "the size");
@@ -164,7 +164,7 @@ Result<BatchSummary> ScaleBatch(FsdpModel& model, BatchShape to) {
 
   if (!summary.size && !summary.seq_len) return summary;  // as recorded: nothing moves
 
-  FsdpModel scaled = model;
+  ModelProgram scaled = model;
   Status status = Status::Ok();
   const auto scale = [&](auto& tensor) {
     summary.bytes_before += tensor.bytes;

@@ -1,7 +1,7 @@
 // The batch's shape as a what-if on a model program (`gen program --batch-size N --seq-len L`):
 // a program recorded at several batch sizes or sequence lengths (tools/record_program.py
 // --batch-sizes, --seq-lens) carries, for every tensor and run, how it grows with the batch size
-// and the length (Growth, gen/fsdp_program.h), checked by the recorder to be exact at every
+// and the length (Growth, gen/model_program.h), checked by the recorder to be exact at every
 // shape it ran; this puts the program at another shape.
 #ifndef BUCKETSIM_GEN_PROGRAM_BATCH_H_
 #define BUCKETSIM_GEN_PROGRAM_BATCH_H_
@@ -12,7 +12,7 @@
 
 #include "core/status.h"
 #include "core/units.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 namespace bucketsim {
 
@@ -50,7 +50,7 @@ std::string ShapeText(const BatchSummary& summary, ShapeSide side);
 // value below the smallest one checked (the model may run other ops there: at batch size 1
 // PyTorch can make a view where a larger batch copies), and where a tensor would need a negative
 // or more than a sane number of bytes.
-Result<BatchSummary> ScaleBatch(FsdpModel& model, BatchShape to);
+Result<BatchSummary> ScaleBatch(ModelProgram& model, BatchShape to);
 
 }  // namespace bucketsim
 

@@ -23,7 +23,7 @@ struct Made {
   std::size_t op = kModelInput;  // the run that made it; kModelInput for a model input
 };
 
-std::unordered_map<std::string, Made> TensorsOf(const FsdpModel& model) {
+std::unordered_map<std::string, Made> TensorsOf(const ModelProgram& model) {
   std::unordered_map<std::string, Made> made;
   for (const ProgramTensor& input : model.inputs) made[input.id] = {&input, kModelInput};
   for (std::size_t i = 0; i < model.forward.size(); ++i) {
@@ -49,7 +49,7 @@ void ForEachReference(ForwardOp& op, Fn&& fn) {
 // The cast of `source` to `to`: x.to(dtype), its storage the same count of elements.
 class CastMaker {
  public:
-  CastMaker(const FsdpModel& model, BoundaryCastSummary& summary) : summary_(summary) {
+  CastMaker(const ModelProgram& model, BoundaryCastSummary& summary) : summary_(summary) {
     for (const auto& [id, made] : TensorsOf(model)) ids_.insert(id);
   }
 
@@ -93,7 +93,7 @@ class CastMaker {
 // `count` runs inserted at forward[at], inside the module call of the unit whose hook makes
 // them (FSDP's forward hooks run inside module.__call__): a call that begins after them (or at
 // `at`, when the runs go after the unit's end_forward) moves, one that holds them grows.
-void ShiftModuleCalls(FsdpModel& model, std::size_t at, std::size_t count, bool after_unit) {
+void ShiftModuleCalls(ModelProgram& model, std::size_t at, std::size_t count, bool after_unit) {
   for (ModuleCall& call : model.module_calls) {
     if (call.begin > at || (after_unit && call.begin == at)) {
       call.begin += count;
@@ -112,20 +112,20 @@ bool NeedsCast(const ProgramTensor& tensor, DType to) {
   return dtype && *dtype != to && size != 0 && tensor.bytes % size == 0;
 }
 
-Status RefuseInRegion(const FsdpModel& model, std::size_t instance, std::string_view which) {
+Status RefuseInRegion(const ModelProgram& model, std::size_t instance, std::string_view which) {
   return InvalidArgument(fmt::format(
       "unit '{}' is inside a checkpointed region and its {} would need a cast: FSDP's hooks "
       "skip their casts when the region is recomputed (the module then runs on the uncast "
       "tensors), which is not modelled; record the model with its inputs/outputs already in "
       "that dtype, or without checkpointing that unit",
-      model.instances[instance].name, which));
+      model.units[instance].name, which));
 }
 
 // A checkpointed region inside the unit that reads a model input now reads its copy, an
 // activation, which its checkpoint_begin must keep (the checkpoint holds its inputs) as it need
 // not keep a model input (the loop holds those). An activation it read was kept already, and
 // is renamed in the begin's saves with the rest.
-void KeepCopiesInRegions(FsdpModel& model, std::size_t g, std::size_t e,
+void KeepCopiesInRegions(ModelProgram& model, std::size_t g, std::size_t e,
                          const std::unordered_map<std::string, Made>& made,
                          const std::unordered_map<std::string, std::string>& renamed) {
   std::unordered_set<std::string> model_input_copies;
@@ -153,10 +153,10 @@ void KeepCopiesInRegions(FsdpModel& model, std::size_t g, std::size_t e,
 }
 
 // The casts of one unit, gathered at forward[g] and ended at forward[e].
-Status CastUnit(FsdpModel& model, std::size_t g, std::size_t e, std::size_t root,
+Status CastUnit(ModelProgram& model, std::size_t g, std::size_t e, std::size_t root,
                 const BoundaryCasts& casts, CastMaker& maker) {
   const std::size_t instance = model.forward[g].instance;
-  const std::string& unit = model.instances[instance].name;
+  const std::string& unit = model.units[instance].name;
   const bool in_region = FindCheckpointRegions(model).region[g] != CheckpointRegions::kNone;
   if (casts.inputs && (!casts.inputs_root_only || instance == root)) {
     const std::unordered_map<std::string, Made> made = TensorsOf(model);
@@ -226,7 +226,7 @@ Status CastUnit(FsdpModel& model, std::size_t g, std::size_t e, std::size_t root
 
 }  // namespace
 
-Result<BoundaryCastSummary> InsertBoundaryCasts(FsdpModel& model, const BoundaryCasts& casts) {
+Result<BoundaryCastSummary> InsertBoundaryCasts(ModelProgram& model, const BoundaryCasts& casts) {
   BoundaryCastSummary summary;
   if (!casts.inputs && !casts.root_outputs) return summary;
   // The root is the program's instance 0 (tools/recorder, the presets); without parameters of
@@ -239,7 +239,7 @@ Result<BoundaryCastSummary> InsertBoundaryCasts(FsdpModel& model, const Boundary
     return InvalidArgument(fmt::format(
         "the root '{}' has no parameters of its own, so the program does not say where its "
         "forward ends, after which output_dtype casts its outputs",
-        model.instances.empty() ? std::string("?") : model.instances[root].name));
+        model.units.empty() ? std::string("?") : model.units[root].name));
   }
   CastMaker maker(model, summary);
   // One unit at a time, in the order the forward gathers them: a unit's output cast comes
@@ -259,7 +259,7 @@ Result<BoundaryCastSummary> InsertBoundaryCasts(FsdpModel& model, const Boundary
       return InvalidArgument(fmt::format(
           "the root '{}' has no end_forward, so the program does not say where its forward "
           "ends, after which output_dtype casts its outputs",
-          model.instances[root].name));
+          model.units[root].name));
     }
     BUCKETSIM_RETURN_IF_ERROR(CastUnit(model, g, e, root, casts, maker));
     // Step over the input casts inserted before this gather.

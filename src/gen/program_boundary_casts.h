@@ -18,7 +18,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 namespace bucketsim {
 
@@ -51,7 +51,7 @@ struct BoundaryCastSummary {
 // say which were its forward's arguments. Refused for a unit inside a checkpointed region that
 // would need a cast (FSDP's hooks skip their casts when the region is recomputed, which the
 // emitter's recompute would not).
-Result<BoundaryCastSummary> InsertBoundaryCasts(FsdpModel& model, const BoundaryCasts& casts);
+Result<BoundaryCastSummary> InsertBoundaryCasts(ModelProgram& model, const BoundaryCasts& casts);
 
 }  // namespace bucketsim
 

@@ -33,9 +33,9 @@ ProgramBuilder::ProgramBuilder(std::string description) {
   model_.description = std::move(description);
 }
 
-std::size_t ProgramBuilder::AddInstance(GenInstance instance) {
-  model_.instances.push_back(std::move(instance));
-  return model_.instances.size() - 1;
+std::size_t ProgramBuilder::AddInstance(FsdpUnit instance) {
+  model_.units.push_back(std::move(instance));
+  return model_.units.size() - 1;
 }
 
 void ProgramBuilder::AddInput(ProgramTensor tensor) { model_.inputs.push_back(std::move(tensor)); }

@@ -1,4 +1,4 @@
-// Builds a model program (FsdpModel) op by op for the presets: instances, gathers and
+// Builds a model program (ModelProgram) op by op for the presets: instances, gathers and
 // reshards, runs with their inputs, outputs and saves, checkpointed regions. It owns the
 // program until Take(); it checks nothing (ValidateProgram does, in the emitter).
 #pragma once
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 namespace bucketsim {
 
@@ -24,7 +24,7 @@ class ProgramBuilder {
  public:
   explicit ProgramBuilder(std::string description);
 
-  std::size_t AddInstance(GenInstance instance);
+  std::size_t AddInstance(FsdpUnit instance);
   void AddInput(ProgramTensor tensor);
   void Gather(std::size_t instance);
   void EndForward(std::size_t instance);
@@ -41,12 +41,12 @@ class ProgramBuilder {
   void SetLoss(std::string id);
   void SetAutocast(std::optional<DType> autocast);
 
-  FsdpModel Take() { return std::move(model_); }
+  ModelProgram Take() { return std::move(model_); }
 
  private:
   void Push(OpKind kind, std::size_t instance);
 
-  FsdpModel model_;
+  ModelProgram model_;
   std::vector<std::size_t> open_calls_;  // indexes into model_.module_calls
 };
 

@@ -1,9 +1,12 @@
 // The checks a program passes before the emitter runs (ValidateProgram, declared with the
-// program in fsdp_program.h): ids, references, regions, views and sizes, each error at its JSON
+// program in model_program.h): ids, references, regions, views and sizes, each error at its JSON
 // pointer.
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -19,6 +22,16 @@
 #include "gen/param_target.h"
 
 namespace bucketsim {
+
+std::uint64_t SaturatingProduct(std::initializer_list<std::uint64_t> factors) {
+  std::uint64_t product = 1;
+  for (std::uint64_t factor : factors) {
+    if (__builtin_mul_overflow(product, factor, &product)) {
+      return std::numeric_limits<std::uint64_t>::max();
+    }
+  }
+  return product;
+}
 namespace {
 
 // Program dtype names: the trace's floating-point names plus the integer and bool tensors a
@@ -41,9 +54,9 @@ std::string_view WithoutTorchPrefix(std::string_view dtype) {
 
 // Every allocation the trace makes is a parameter-sized tensor (at most numel x 4 bytes, the
 // fp32 grad copy) or a program tensor; none may exceed what a trace reader accepts.
-Status ValidateSizes(const FsdpModel& model) {
-  for (std::size_t f = 0; f < model.instances.size(); ++f) {
-    const GenInstance& instance = model.instances[f];
+Status ValidateSizes(const ModelProgram& model) {
+  for (std::size_t f = 0; f < model.units.size(); ++f) {
+    const FsdpUnit& instance = model.units[f];
     for (std::size_t p = 0; p < instance.params.size(); ++p) {
       const GenParam& param = instance.params[p];
       if (param.numel == 0) {
@@ -64,9 +77,9 @@ Status ValidateSizes(const FsdpModel& model) {
 
 // Views: named, not empty, their numels summing to the flat parameter's; gradient targets
 // unique in their instance.
-Status ValidateViews(const FsdpModel& model) {
-  for (std::size_t f = 0; f < model.instances.size(); ++f) {
-    const GenInstance& instance = model.instances[f];
+Status ValidateViews(const ModelProgram& model) {
+  for (std::size_t f = 0; f < model.units.size(); ++f) {
+    const FsdpUnit& instance = model.units[f];
     for (std::size_t p = 0; p < instance.params.size(); ++p) {
       const GenParam& param = instance.params[p];
       Numel sum = 0;
@@ -124,17 +137,17 @@ Status ValidateTensor(const std::string& pointer, Bytes bytes, std::string_view 
 // Tensor ids, instance references, regions and gathers of a program, in forward order.
 class ProgramChecker {
  public:
-  explicit ProgramChecker(const FsdpModel& model)
-      : model_(model), gathered_(model.instances.size(), 0), ended_(model.instances.size(), 0) {}
+  explicit ProgramChecker(const ModelProgram& model)
+      : model_(model), gathered_(model.units.size(), 0), ended_(model.units.size(), 0) {}
 
   Status Check() {
     BUCKETSIM_RETURN_IF_ERROR(ValidateSizes(model_));
     BUCKETSIM_RETURN_IF_ERROR(ValidateViews(model_));
-    for (std::size_t f = 0; f < model_.instances.size(); ++f) {
+    for (std::size_t f = 0; f < model_.units.size(); ++f) {
       for (std::size_t g = 0; g < f; ++g) {
-        if (model_.instances[g].name == model_.instances[f].name) {
+        if (model_.units[g].name == model_.units[f].name) {
           return InvalidArgument(fmt::format("/instances/{}/name: '{}' is already instance {}", f,
-                                             model_.instances[f].name, g));
+                                             model_.units[f].name, g));
         }
       }
     }
@@ -155,11 +168,11 @@ class ProgramChecker {
       return InvalidArgument(
           fmt::format("/forward/{}: checkpoint_begin has no checkpoint_end", *region_begin_));
     }
-    for (std::size_t f = 0; f < model_.instances.size(); ++f) {
-      if (!model_.instances[f].params.empty() && gathered_[f] == 0) {
+    for (std::size_t f = 0; f < model_.units.size(); ++f) {
+      if (!model_.units[f].params.empty() && gathered_[f] == 0) {
         return InvalidArgument(
             fmt::format("/instances/{}: '{}' has parameters but the forward never gathers it", f,
-                        model_.instances[f].name));
+                        model_.units[f].name));
       }
     }
     const auto loss = tensors_.find(model_.loss);
@@ -229,9 +242,9 @@ class ProgramChecker {
   }
 
   Status CheckInstance(const std::string& pointer, std::size_t f) const {
-    if (f >= model_.instances.size()) {
+    if (f >= model_.units.size()) {
       return InvalidArgument(fmt::format("{}: instance {} is out of range ({} instances)", pointer,
-                                         f, model_.instances.size()));
+                                         f, model_.units.size()));
     }
     return Status::Ok();
   }
@@ -244,7 +257,7 @@ class ProgramChecker {
         BUCKETSIM_RETURN_IF_ERROR(CheckInstance(pointer + "/instance", op.instance));
         if (gathered_[op.instance]++ != 0) {
           return InvalidArgument(fmt::format("{}: instance '{}' is gathered a second time", pointer,
-                                             model_.instances[op.instance].name));
+                                             model_.units[op.instance].name));
         }
         return Status::Ok();
       case OpKind::kEndForward:
@@ -252,7 +265,7 @@ class ProgramChecker {
         if (gathered_[op.instance] == 0 || ended_[op.instance]++ != 0) {
           return InvalidArgument(
               fmt::format("{}: end_forward of instance '{}' needs exactly one gather before it",
-                          pointer, model_.instances[op.instance].name));
+                          pointer, model_.units[op.instance].name));
         }
         return Status::Ok();
       case OpKind::kCheckpointBegin:
@@ -345,7 +358,7 @@ class ProgramChecker {
         return InvalidArgument(fmt::format(
             "{}: instance '{}' is not gathered here (uses must lie between its gather and its "
             "end_forward)",
-            at, model_.instances[op.uses[k]].name));
+            at, model_.units[op.uses[k]].name));
       }
     }
     for (std::size_t k = 0; k < op.inputs.size(); ++k) {
@@ -441,8 +454,7 @@ class ProgramChecker {
       }
       open.push_back(c);
     }
-    std::vector<std::size_t> gather(model_.instances.size(), ops),
-        end(model_.instances.size(), ops);
+    std::vector<std::size_t> gather(model_.units.size(), ops), end(model_.units.size(), ops);
     for (std::size_t i = 0; i < ops; ++i) {
       const ForwardOp& op = model_.forward[i];
       if (op.kind == OpKind::kGather) gather[op.instance] = i;
@@ -450,19 +462,19 @@ class ProgramChecker {
     }
     for (std::size_t c = 0; c < calls.size(); ++c) {
       const auto holds = [&](std::size_t i) { return calls[c].begin <= i && i < calls[c].end; };
-      for (std::size_t f = 0; f < model_.instances.size(); ++f) {
+      for (std::size_t f = 0; f < model_.units.size(); ++f) {
         if (gather[f] == ops || holds(gather[f]) == holds(end[f])) continue;
         return InvalidArgument(fmt::format(
             "/modules/{}/ops: the call of '{}' [{}, {}] holds one of instance '{}''s gather "
             "(/forward/{}) and end_forward (/forward/{}) but not the other",
-            c, calls[c].name, calls[c].begin, calls[c].end, model_.instances[f].name, gather[f],
+            c, calls[c].name, calls[c].begin, calls[c].end, model_.units[f].name, gather[f],
             end[f]));
       }
     }
     return Status::Ok();
   }
 
-  const FsdpModel& model_;
+  const ModelProgram& model_;
   std::vector<int> gathered_;
   std::vector<int> ended_;
   std::map<std::string, Defined, std::less<>> tensors_;
@@ -483,9 +495,9 @@ Bytes ProgramDTypeSize(std::string_view dtype) {
 
 bool IsFloatingDType(std::string_view dtype) { return ParseDType(dtype).has_value(); }
 
-Status ValidateProgram(const FsdpModel& model) { return ProgramChecker(model).Check(); }
+Status ValidateProgram(const ModelProgram& model) { return ProgramChecker(model).Check(); }
 
-std::vector<std::string> CallClasses(const FsdpModel& model) {
+std::vector<std::string> CallClasses(const ModelProgram& model) {
   std::vector<std::string> classes;
   for (const ModuleCall& call : model.module_calls) {
     if (std::find(classes.begin(), classes.end(), call.type) == classes.end()) {
@@ -495,7 +507,7 @@ std::vector<std::string> CallClasses(const FsdpModel& model) {
   return classes;
 }
 
-Status CheckCallClasses(const FsdpModel& model, const std::vector<std::string>& classes,
+Status CheckCallClasses(const ModelProgram& model, const std::vector<std::string>& classes,
                         std::string_view what) {
   if (model.module_calls.empty()) {
     return InvalidArgument(fmt::format(

@@ -17,7 +17,7 @@ namespace {
 
 // Takes the checkpoint_begin and checkpoint_end ops out; the module calls' ranges follow their
 // ops. Returns how many regions there were.
-std::size_t RemoveRegions(FsdpModel& model) {
+std::size_t RemoveRegions(ModelProgram& model) {
   std::vector<std::size_t> index(model.forward.size() + 1);
   std::vector<ForwardOp> kept;
   kept.reserve(model.forward.size());
@@ -41,7 +41,7 @@ std::size_t RemoveRegions(FsdpModel& model) {
 
 // The classes --checkpoint names: for `all`, those of the instances but the root that are
 // module calls.
-Result<std::vector<std::string>> ChosenClasses(const FsdpModel& model,
+Result<std::vector<std::string>> ChosenClasses(const ModelProgram& model,
                                                const CheckpointChoice& choice) {
   if (choice.kind == CheckpointChoice::Kind::kClasses) {
     BUCKETSIM_RETURN_IF_ERROR(CheckCallClasses(model, choice.classes, "checkpoint its modules"));
@@ -49,9 +49,9 @@ Result<std::vector<std::string>> ChosenClasses(const FsdpModel& model,
   }
   BUCKETSIM_RETURN_IF_ERROR(CheckCallClasses(model, {}, "checkpoint its modules"));
   std::vector<std::string> classes;
-  for (std::size_t f = 1; f < model.instances.size(); ++f) {
+  for (std::size_t f = 1; f < model.units.size(); ++f) {
     for (const ModuleCall& call : model.module_calls) {
-      if (call.name == model.instances[f].name &&
+      if (call.name == model.units[f].name &&
           std::find(classes.begin(), classes.end(), call.type) == classes.end()) {
         classes.push_back(call.type);
       }
@@ -66,7 +66,7 @@ Result<std::vector<std::string>> ChosenClasses(const FsdpModel& model,
   return classes;
 }
 
-bool HoldsRun(const FsdpModel& model, const ModuleCall& call) {
+bool HoldsRun(const ModelProgram& model, const ModuleCall& call) {
   for (std::size_t i = call.begin; i < call.end; ++i) {
     if (model.forward[i].kind == OpKind::kRun) return true;
   }
@@ -75,7 +75,7 @@ bool HoldsRun(const FsdpModel& model, const ModuleCall& call) {
 
 // The calls of `classes` that get a region, in forward order: the outermost ones (calls nest,
 // regions do not) that run something.
-std::vector<ModuleCall> ChosenCalls(const FsdpModel& model,
+std::vector<ModuleCall> ChosenCalls(const ModelProgram& model,
                                     const std::vector<std::string>& classes) {
   std::vector<ModuleCall> calls = model.module_calls;
   std::sort(calls.begin(), calls.end(), [](const ModuleCall& a, const ModuleCall& b) {
@@ -98,7 +98,7 @@ std::vector<ModuleCall> ChosenCalls(const FsdpModel& model,
 // The checkpoint_begin of a region on ops [begin, end): it keeps each tensor made before the
 // region that a run inside needs, in the order the runs first need them (program inputs too, as
 // the recorder writes a region's arguments: alive all run anyway).
-ForwardOp RegionBegin(const FsdpModel& model, std::size_t begin, std::size_t end) {
+ForwardOp RegionBegin(const ModelProgram& model, std::size_t begin, std::size_t end) {
   ForwardOp op;
   op.kind = OpKind::kCheckpointBegin;
   std::set<std::string, std::less<>> made, kept;
@@ -128,7 +128,7 @@ ForwardOp RegionBegin(const FsdpModel& model, std::size_t begin, std::size_t end
 // Drops each `releases` entry whose tensor was made in another region than the run (or in one,
 // the run in none, or the other way round): the program format allows a release only inside
 // the region its tensor was made in, where a recompute repeats it.
-void DropReleasesAcrossRegions(FsdpModel& model) {
+void DropReleasesAcrossRegions(ModelProgram& model) {
   std::map<std::string, std::optional<std::size_t>, std::less<>> made_in;
   std::optional<std::size_t> region;
   std::size_t regions = 0;
@@ -146,7 +146,7 @@ void DropReleasesAcrossRegions(FsdpModel& model) {
 
 // The bytes of each storage the regions keep, once each; the program's inputs, alive all run
 // whatever keeps them, are not counted.
-Bytes KeptBytes(const FsdpModel& model) {
+Bytes KeptBytes(const ModelProgram& model) {
   std::map<std::string, std::pair<std::string, Bytes>, std::less<>> storage;  // id -> root, size
   for (const ProgramTensor& t : model.inputs) storage[t.id] = {t.id, 0};
   for (const ForwardOp& op : model.forward) {
@@ -203,7 +203,7 @@ std::optional<std::string_view> NamedSavePolicy(std::string_view name) {
 }
 
 // Marks the runs `policy` saves in every region of `model`, counting per region forward.
-void MarkPolicySaves(FsdpModel& model, const SavePolicy& policy, CheckpointSummary& summary) {
+void MarkPolicySaves(ModelProgram& model, const SavePolicy& policy, CheckpointSummary& summary) {
   std::set<std::string, std::less<>> matched;
   std::vector<std::uint64_t> counts(policy.rules.size());
   bool in_region = false;
@@ -241,7 +241,7 @@ void MarkPolicySaves(FsdpModel& model, const SavePolicy& policy, CheckpointSumma
 }
 
 // The ops the regions' runs are, most frequent first (for a policy that saves none of them).
-std::string RegionOps(const FsdpModel& model) {
+std::string RegionOps(const ModelProgram& model) {
   std::map<std::string, std::size_t, std::less<>> count;
   bool in_region = false;
   for (const ForwardOp& op : model.forward) {
@@ -262,9 +262,9 @@ std::string RegionOps(const FsdpModel& model) {
 
 }  // namespace
 
-Result<std::vector<SaveCandidate>> SaveCandidates(const FsdpModel& model,
+Result<std::vector<SaveCandidate>> SaveCandidates(const ModelProgram& model,
                                                   const CheckpointChoice& choice) {
-  FsdpModel placed = model;
+  ModelProgram placed = model;
   CheckpointChoice full = choice;
   full.save.reset();
   BUCKETSIM_RETURN_IF_ERROR(CheckpointModules(placed, full).status());
@@ -455,7 +455,7 @@ Result<bool> ParseCheckpointReentrant(std::string_view text) {
       fmt::format("'{}': expected reentrant or no-reentrant (PyTorch's CheckpointImpl)", text));
 }
 
-Result<CheckpointSummary> CheckpointModules(FsdpModel& model, const CheckpointChoice& choice) {
+Result<CheckpointSummary> CheckpointModules(ModelProgram& model, const CheckpointChoice& choice) {
   const bool places = choice.kind != CheckpointChoice::Kind::kNone;
   std::vector<std::string> classes;
   if (places) {
@@ -472,7 +472,7 @@ Result<CheckpointSummary> CheckpointModules(FsdpModel& model, const CheckpointCh
                       "no-reentrant); a reentrant one reruns its whole forward");
   }
   CheckpointSummary summary;
-  FsdpModel checkpointed = model;
+  ModelProgram checkpointed = model;
   summary.removed = RemoveRegions(checkpointed);
   std::vector<ModuleCall> chosen = ChosenCalls(checkpointed, classes);
   summary.calls = chosen.size();

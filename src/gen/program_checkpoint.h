@@ -17,7 +17,7 @@
 
 #include "core/status.h"
 #include "core/units.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 namespace bucketsim {
 
@@ -62,7 +62,7 @@ struct CheckpointChoice {
   // The regions' checkpoint implementation (--checkpoint-impl): torch.utils.checkpoint's
   // use_reentrant=True (CheckpointImpl.REENTRANT), or False (NO_REENTRANT, the default of
   // apply_activation_checkpointing's checkpoint_wrapper in torch 2.x), run as the emitter runs a
-  // non-reentrant region (fsdp_program.cc: the recompute stops early).
+  // non-reentrant region (fsdp_emitter.cc: the recompute stops early).
   bool reentrant = true;
   // Layer-level selective checkpointing (--checkpoint-every N, torchtitan's selective_ac_option
   // "N"): of the calls that would get a region, in forward order, only the N-th, 2N-th, ... do
@@ -114,7 +114,7 @@ struct CheckpointSummary {
 // description says "checkpointed: CLASS, ..." or "not checkpointed" where anything changed.
 // Fails, changing nothing, when the program has no module calls, or a class is not among its
 // calls' (the message lists them), or with `all`, when no instance but the root is a call.
-Result<CheckpointSummary> CheckpointModules(FsdpModel& model, const CheckpointChoice& choice);
+Result<CheckpointSummary> CheckpointModules(ModelProgram& model, const CheckpointChoice& choice);
 
 // What saving an op would buy in the regions `choice` places on `model` (a copy; the model is
 // unchanged): per op the runs of it in the regions, the bytes their outputs and new saves hold
@@ -126,7 +126,7 @@ struct SaveCandidate {
   Bytes bytes = 0;
   double flops = 0;
 };
-Result<std::vector<SaveCandidate>> SaveCandidates(const FsdpModel& model,
+Result<std::vector<SaveCandidate>> SaveCandidates(const ModelProgram& model,
                                                   const CheckpointChoice& choice);
 
 // The policies `tune --vary checkpoint-save=auto` tries, in order: the ops that hold memory, by

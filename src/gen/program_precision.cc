@@ -17,7 +17,7 @@ bool IsFp32Storage(std::string_view dtype, Bytes bytes) {
 
 }  // namespace
 
-FloatActivations CountFloatActivations(const FsdpModel& model) {
+FloatActivations CountFloatActivations(const ModelProgram& model) {
   FloatActivations count;
   ForEachForwardTensor(model, [&](const auto& tensor) {
     if (IsFp32Storage(tensor.dtype, tensor.bytes)) {
@@ -31,7 +31,7 @@ FloatActivations CountFloatActivations(const FsdpModel& model) {
   return count;
 }
 
-Result<CastSummary> CastActivations(FsdpModel& model, DType to) {
+Result<CastSummary> CastActivations(ModelProgram& model, DType to) {
   if (model.autocast) {
     return InvalidArgument(fmt::format(
         "the program was recorded under autocast ({}): its activations already have the dtypes "
@@ -56,7 +56,7 @@ Result<CastSummary> CastActivations(FsdpModel& model, DType to) {
   return summary;
 }
 
-std::size_t RelabelActivations(FsdpModel& model, DType from, DType to) {
+std::size_t RelabelActivations(ModelProgram& model, DType from, DType to) {
   BUCKETSIM_CHECK(ElementSize(from) == ElementSize(to));
   const std::string_view old_name = DTypeName(from);
   std::size_t changed = 0;

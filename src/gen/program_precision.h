@@ -7,7 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 namespace bucketsim {
 
@@ -28,7 +28,7 @@ struct CastSummary {
 // an fp32 RMSNorm) is a no-op in an fp32 recording, so its fp32 copy is not there to keep.
 // Refused for a program recorded under autocast (its dtypes are autocast's already) and for
 // `to` other than bf16 or fp16.
-Result<CastSummary> CastActivations(FsdpModel& model, DType to);
+Result<CastSummary> CastActivations(ModelProgram& model, DType to);
 
 // The floating tensors the forward makes, by precision: the fp32 ones (those CastActivations
 // would cast) and those in a lower precision (bf16, fp16). A program with both was recorded
@@ -39,12 +39,12 @@ struct FloatActivations {
   Bytes fp32_bytes = 0;
   std::size_t low_precision = 0;
 };
-FloatActivations CountFloatActivations(const FsdpModel& model);
+FloatActivations CountFloatActivations(const ModelProgram& model);
 
 // Every tensor of `from` (the inputs and what the forward makes) gets `to`, of the same element
 // size: the bf16 recording of a model emitted for an fp16 run, which keeps the same tensors.
 // Returns how many changed.
-std::size_t RelabelActivations(FsdpModel& model, DType from, DType to);
+std::size_t RelabelActivations(ModelProgram& model, DType from, DType to);
 
 }  // namespace bucketsim
 

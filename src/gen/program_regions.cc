@@ -2,7 +2,7 @@
 
 namespace bucketsim {
 
-CheckpointRegions FindCheckpointRegions(const FsdpModel& model) {
+CheckpointRegions FindCheckpointRegions(const ModelProgram& model) {
   const std::size_t ops = model.forward.size();
   CheckpointRegions regions{std::vector<std::size_t>(ops, CheckpointRegions::kNone),
                             std::vector<std::size_t>(ops, CheckpointRegions::kNone),

@@ -16,7 +16,7 @@
 #include <limits>
 #include <vector>
 
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 namespace bucketsim {
 
@@ -42,7 +42,7 @@ struct CheckpointRegions {
 };
 
 // The regions of a program whose checkpoint_begin/_end pairs ValidateProgram has checked.
-CheckpointRegions FindCheckpointRegions(const FsdpModel& model);
+CheckpointRegions FindCheckpointRegions(const ModelProgram& model);
 
 }  // namespace bucketsim
 

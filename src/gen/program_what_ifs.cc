@@ -6,15 +6,15 @@
 
 namespace bucketsim {
 
-Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options,
+Result<WhatIfChanges> ApplyWhatIfs(ModelProgram& program, const GenOptions& options,
                                    const ProgramWhatIfs& what_ifs) {
   WhatIfChanges changes;
   const bool mixed = options.compute_dtype != DType::kFloat32 && !program.autocast;
   if (what_ifs.activation_dtype == "param-dtype" && mixed && program.low_precision) {
     // The model recorded as the bf16 run computes it, first, so that every what-if after
     // applies to it: its own fp32 casts and its attention kernel are that run's.
-    FsdpModel low = *program.low_precision;
-    low.instances = program.instances;  // with the units' settings the program was given
+    ModelProgram low = *program.low_precision;
+    low.units = program.units;  // with the units' settings the program was given
     low.description = program.description + "; emitted from its bf16 recording (low_precision)";
     if (options.compute_dtype != DType::kBFloat16) {
       RelabelActivations(low, DType::kBFloat16, options.compute_dtype);
@@ -27,9 +27,9 @@ Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options
     if (!classes.ok()) return InvalidArgument("--wrap " + classes.status().message());
     // The new units have PyTorch's settings from the options alone: a recorded unit's own
     // settings name units that no longer exist.
-    changes.unit_settings_dropped = std::any_of(
-        program.instances.begin(), program.instances.end(),
-        [](const GenInstance& instance) { return instance.settings != UnitSettings{}; });
+    changes.unit_settings_dropped =
+        std::any_of(program.units.begin(), program.units.end(),
+                    [](const FsdpUnit& instance) { return instance.settings != UnitSettings{}; });
     Result<WrapSummary> wrapped = RewrapModules(program, *classes);
     if (!wrapped.ok()) {
       return InvalidArgument(

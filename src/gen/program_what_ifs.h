@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
+#include "gen/model_program.h"
 #include "gen/program_batch.h"
 #include "gen/program_checkpoint.h"
 #include "gen/program_precision.h"
@@ -49,7 +49,7 @@ struct WhatIfChanges {
   // `recorded` activations that are fp32 where the run computes in a lower precision: how
   // many, and how many are in a low precision already (then the fp32 ones are the model's own).
   std::optional<FloatActivations> fp32_activations_kept;
-  // --wrap replaced units that had settings of their own (GenInstance::settings).
+  // --wrap replaced units that had settings of their own (FsdpUnit::settings).
   bool unit_settings_dropped = false;
   // --unit-setting: what each gave, by unit name, in order.
   std::vector<UnitSettingsFor> unit_settings;
@@ -57,7 +57,7 @@ struct WhatIfChanges {
 
 // Applies the what-ifs to `program` for a run with `options`. An error says which flag (and
 // value) could not be applied ("--batch-size 1: ...", "--checkpoint Blok: ...").
-Result<WhatIfChanges> ApplyWhatIfs(FsdpModel& program, const GenOptions& options,
+Result<WhatIfChanges> ApplyWhatIfs(ModelProgram& program, const GenOptions& options,
                                    const ProgramWhatIfs& what_ifs);
 
 }  // namespace bucketsim

@@ -26,7 +26,7 @@ struct Stripped {
   std::optional<std::size_t> root_gather, root_end;  // where the root's were, as `before`
 };
 
-Stripped Strip(const FsdpModel& model) {
+Stripped Strip(const ModelProgram& model) {
   Stripped out;
   out.before.resize(model.forward.size() + 1);
   for (std::size_t i = 0; i < model.forward.size(); ++i) {
@@ -67,7 +67,7 @@ Result<std::vector<std::string>> ParseWrapClasses(std::string_view text) {
   return classes;
 }
 
-Result<WrapSummary> RewrapModules(FsdpModel& model, const std::vector<std::string>& classes) {
+Result<WrapSummary> RewrapModules(ModelProgram& model, const std::vector<std::string>& classes) {
   const std::vector<ModuleCall>& calls = model.module_calls;
   BUCKETSIM_RETURN_IF_ERROR(CheckCallClasses(model, classes, "wrap it"));
   for (std::size_t i = 0; i < model.forward.size(); ++i) {
@@ -98,7 +98,7 @@ Result<WrapSummary> RewrapModules(FsdpModel& model, const std::vector<std::strin
   // first call of the innermost module around it; the root's own first).
   bool flat = false;
   std::vector<ParamView> params;  // every original parameter
-  for (const GenInstance& instance : model.instances) {
+  for (const FsdpUnit& instance : model.units) {
     for (const GenParam& param : instance.params) {
       flat = flat || !param.views.empty();
       if (param.views.empty()) params.push_back({param.name, param.numel, param.dim0});
@@ -130,11 +130,11 @@ Result<WrapSummary> RewrapModules(FsdpModel& model, const std::vector<std::strin
   std::stable_sort(order.begin(), order.end());
   // Each unit keeps the settings it was recorded with where it was one (the root's, a wrapper's
   // own group), else the defaults.
-  std::vector<GenInstance> instances(wrapped.size() + 1);
-  instances[0].name = model.instances.front().name;
+  std::vector<FsdpUnit> instances(wrapped.size() + 1);
+  instances[0].name = model.units.front().name;
   for (std::size_t w = 0; w < wrapped.size(); ++w) instances[w + 1].name = calls[wrapped[w]].name;
-  for (GenInstance& instance : instances) {
-    for (const GenInstance& recorded : model.instances) {
+  for (FsdpUnit& instance : instances) {
+    for (const FsdpUnit& recorded : model.units) {
       if (recorded.name != instance.name) continue;
       instance.mixed_precision = recorded.mixed_precision;
       instance.reshard_after_forward = recorded.reshard_after_forward;
@@ -142,7 +142,7 @@ Result<WrapSummary> RewrapModules(FsdpModel& model, const std::vector<std::strin
     }
   }
   for (const auto& [module, p] : order) {
-    GenInstance& instance = instances[owner.at(params[p].name)];
+    FsdpUnit& instance = instances[owner.at(params[p].name)];
     if (!flat) {
       instance.params.push_back({params[p].name, params[p].numel, {}, params[p].dim0});
       continue;
@@ -240,9 +240,9 @@ Result<WrapSummary> RewrapModules(FsdpModel& model, const std::vector<std::strin
     moved[c].end = hi ? *hi + 1 : empty_at;
   }
 
-  FsdpModel rewrapped = model;
-  WrapSummary summary{model.instances.size(), instances.size()};
-  rewrapped.instances = std::move(instances);
+  ModelProgram rewrapped = model;
+  WrapSummary summary{model.units.size(), instances.size()};
+  rewrapped.units = std::move(instances);
   rewrapped.forward = std::move(forward);
   rewrapped.module_calls = std::move(moved);
   rewrapped.description +=

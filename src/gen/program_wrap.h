@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 namespace bucketsim {
 
@@ -40,7 +40,7 @@ struct WrapSummary {
 // call has (the message lists those there are), a module of those classes called more than once
 // (FSDP gathers a unit once per forward), and a wrapping whose program the checks refuse (a run
 // that reads a parameter of a unit resharded before it, as a tied weight can).
-Result<WrapSummary> RewrapModules(FsdpModel& model, const std::vector<std::string>& classes);
+Result<WrapSummary> RewrapModules(ModelProgram& model, const std::vector<std::string>& classes);
 
 }  // namespace bucketsim
 

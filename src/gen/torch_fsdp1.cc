@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 #include "gen/optimizer_step.h"
 #include "policy/shard_size.h"
 
@@ -47,13 +47,13 @@ struct Unit {
 
 class TorchFsdp1 final : public FsdpImplementation {
  public:
-  TorchFsdp1(const FsdpModel& model, const GenOptions& options, TraceEmitter& trace)
+  TorchFsdp1(const ModelProgram& model, const GenOptions& options, TraceEmitter& trace)
       : model_(model),
         options_(options),
         trace_(trace),
         shard_ranks_(options.ShardGroupRanks()),
         strategy_(EffectiveStrategy(options, static_cast<int>(shard_ranks_.size()))),
-        units_(model.instances.size()) {
+        units_(model.units.size()) {
     for (std::size_t f = 0; f < units_.size(); ++f) {
       units_[f].flat_numel = FlatNumel(f);
       units_[f].shard_numel = Sharded() ? PaddedShardNumel(units_[f].flat_numel, ShardGroupSize())
@@ -83,9 +83,9 @@ class TorchFsdp1 final : public FsdpImplementation {
     // The all-gathers and NO_SHARD's all-reduce are events (trace format 5).
     header.schema_version = kCollectivesSchemaVersion;
     // One FlatParameter per unit; the reduce-scatter requests name it as param 0.
-    for (std::size_t f = 0; f < model_.instances.size(); ++f) {
-      FsdpInstance& fsdp = header.fsdp.emplace_back();
-      fsdp.name = model_.instances[f].name;
+    for (std::size_t f = 0; f < model_.units.size(); ++f) {
+      UnitInfo& fsdp = header.units.emplace_back();
+      fsdp.name = model_.units[f].name;
       if (units_[f].flat_numel > 0) {
         fsdp.params.push_back({"_flat_param", units_[f].flat_numel, DType::kFloat32});
       }
@@ -253,7 +253,7 @@ class TorchFsdp1 final : public FsdpImplementation {
   // fp _get_unflat_views_aligned: the views are split off the flat parameter with its padding
   // (_numels_with_padding), so the flat gradient autograd makes includes it (zeros).
   Numel GradPadding(std::size_t f, std::size_t /*p*/) const override {
-    const std::vector<GenParam>& params = model_.instances[f].params;
+    const std::vector<GenParam>& params = model_.units[f].params;
     if (params.size() != 1) return 0;  // several parameters: FlatGrad concatenates them
     return units_[f].flat_numel - params.front().numel;
   }
@@ -267,15 +267,14 @@ class TorchFsdp1 final : public FsdpImplementation {
   // rt _get_handle_to_prefetch: the backward_prefetch of the state whose hook runs, the unit's
   // own where a recorded model gave it one.
   BackwardPrefetch BackwardPrefetchOf(std::size_t f) const {
-    return model_.instances[f].settings.backward_prefetch.value_or(
-        options_.fsdp1.backward_prefetch);
+    return model_.units[f].settings.backward_prefetch.value_or(options_.fsdp1.backward_prefetch);
   }
   Numel ShardGroupSize() const { return static_cast<Numel>(shard_ranks_.size()); }
 
   // The unit's parameters in order as the views of one FlatParameter.
   std::vector<Numel> OrigNumels(std::size_t f) const {
     std::vector<Numel> numels;
-    for (const GenParam& param : model_.instances[f].params) {
+    for (const GenParam& param : model_.units[f].params) {
       if (param.views.empty()) {
         numels.push_back(param.numel);
       } else {
@@ -311,11 +310,11 @@ class TorchFsdp1 final : public FsdpImplementation {
   }
 
   DType ComputeDType(std::size_t f) const {
-    return model_.instances[f].mixed_precision ? options_.compute_dtype : DType::kFloat32;
+    return model_.units[f].mixed_precision ? options_.compute_dtype : DType::kFloat32;
   }
   // fp _init_param_reduce_dtypes: reduce_dtype, else the param dtype.
   DType ReduceDType(std::size_t f) const {
-    return model_.instances[f].mixed_precision ? options_.ReduceDType() : DType::kFloat32;
+    return model_.units[f].mixed_precision ? options_.ReduceDType() : DType::kFloat32;
   }
   bool ParamMixedPrecision(std::size_t f) const { return ComputeDType(f) != DType::kFloat32; }
 
@@ -323,7 +322,7 @@ class TorchFsdp1 final : public FsdpImplementation {
   // unpadded unsharded flat parameter, [:_unpadded_unsharded_size]).
   Numel GradNumel(std::size_t f) const { return units_[f].flat_numel; }
   Status FlatGrad(std::size_t f, std::uint64_t& grad) {
-    const std::size_t params = model_.instances[f].params.size();
+    const std::size_t params = model_.units[f].params.size();
     if (params == 1) return trace_.TakeParamGrad(f, 0, grad);
     // Several parameters of the program in one FlatParameter: their gradients reach the
     // split's backward, which concatenates them.
@@ -572,7 +571,7 @@ class TorchFsdp1 final : public FsdpImplementation {
     return parts;
   }
 
-  const FsdpModel& model_;
+  const ModelProgram& model_;
   const GenOptions& options_;
   TraceEmitter& trace_;
   const std::vector<int> shard_ranks_;
@@ -587,7 +586,7 @@ class TorchFsdp1 final : public FsdpImplementation {
 
 }  // namespace
 
-std::unique_ptr<FsdpImplementation> MakeTorchFsdp1(const FsdpModel& model,
+std::unique_ptr<FsdpImplementation> MakeTorchFsdp1(const ModelProgram& model,
                                                    const GenOptions& options, TraceEmitter& trace) {
   return std::make_unique<TorchFsdp1>(model, options, trace);
 }

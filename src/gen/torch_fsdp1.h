@@ -14,7 +14,7 @@
 
 namespace bucketsim {
 
-std::unique_ptr<FsdpImplementation> MakeTorchFsdp1(const FsdpModel& model,
+std::unique_ptr<FsdpImplementation> MakeTorchFsdp1(const ModelProgram& model,
                                                    const GenOptions& options, TraceEmitter& trace);
 
 }  // namespace bucketsim

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 #include "gen/optimizer_step.h"
 
 // Sources, all in torch 2.6's torch/distributed/fsdp/_fully_shard/: _fsdp_param.py (FSDPParam),
@@ -43,13 +43,13 @@ enum class Sharded { kSharded, kPostForward, kUnsharded };
 
 class TorchFsdp2 final : public FsdpImplementation {
  public:
-  TorchFsdp2(const FsdpModel& model, const GenOptions& options, TraceEmitter& trace)
-      : model_(model), options_(options), trace_(trace), units_(model.instances.size()) {
+  TorchFsdp2(const ModelProgram& model, const GenOptions& options, TraceEmitter& trace)
+      : model_(model), options_(options), trace_(trace), units_(model.units.size()) {
     const std::vector<int> ranks = options.ShardGroupRanks();
     ws_ = static_cast<Numel>(ranks.size());
     shard_rank_ = static_cast<Numel>(options.rank - ranks.front());
-    for (std::size_t f = 0; f < model.instances.size(); ++f) {
-      for (const GenParam& param : model.instances[f].params) {
+    for (std::size_t f = 0; f < model.units.size(); ++f) {
+      for (const GenParam& param : model.units[f].params) {
         if (param.views.empty()) {
           units_[f].params.push_back(MakeParam(param.numel, param.dim0));
         } else {
@@ -89,11 +89,11 @@ class TorchFsdp2 final : public FsdpImplementation {
     // The all-gathers are events (trace format 5); a parameter without a gradient is an rs
     // request with shard "no_grad" (6).
     header.schema_version = kNoGradSchemaVersion;
-    for (std::size_t f = 0; f < model_.instances.size(); ++f) {
-      FsdpInstance& fsdp = header.fsdp.emplace_back();
-      fsdp.name = model_.instances[f].name;
+    for (std::size_t f = 0; f < model_.units.size(); ++f) {
+      UnitInfo& fsdp = header.units.emplace_back();
+      fsdp.name = model_.units[f].name;
       std::size_t k = 0;
-      for (const GenParam& param : model_.instances[f].params) {
+      for (const GenParam& param : model_.units[f].params) {
         const std::size_t views = std::max<std::size_t>(param.views.size(), 1);
         for (std::size_t v = 0; v < views; ++v) {
           const std::string& name = param.views.empty() ? param.name : param.views[v].name;
@@ -187,10 +187,9 @@ class TorchFsdp2 final : public FsdpImplementation {
     std::vector<std::uint64_t> grads;
     std::vector<std::uint64_t> ids;
     std::size_t k = 0;
-    for (std::size_t p = 0; p < model_.instances[f].params.size(); ++p) {
+    for (std::size_t p = 0; p < model_.units[f].params.size(); ++p) {
       BUCKETSIM_RETURN_IF_ERROR(trace_.TakeViewGrads(f, p, ids));
-      const std::size_t views =
-          std::max<std::size_t>(model_.instances[f].params[p].views.size(), 1);
+      const std::size_t views = std::max<std::size_t>(model_.units[f].params[p].views.size(), 1);
       // Without param_reads one gradient stands for the parameter's views: all have one.
       for (std::size_t v = 0; v < views; ++v, ++k) {
         unit.has_grad[k] = ids.size() != views || ids[v] != 0;
@@ -299,7 +298,7 @@ class TorchFsdp2 final : public FsdpImplementation {
       }
     }
     for (std::size_t f = 0; f < units_.size(); ++f) {
-      const UnitSettings& own = model_.instances[f].settings;
+      const UnitSettings& own = model_.units[f].settings;
       for (const auto& [list, prefetch] :
            {std::pair{&own.modules_to_forward_prefetch, &forward_prefetch_[f]},
             std::pair{&own.modules_to_backward_prefetch, &backward_prefetch_[f]}}) {
@@ -307,14 +306,14 @@ class TorchFsdp2 final : public FsdpImplementation {
         prefetch->clear();
         for (const std::string& name : **list) {
           const auto target =
-              std::find_if(model_.instances.begin(), model_.instances.end(),
-                           [&](const GenInstance& instance) { return instance.name == name; });
-          if (target == model_.instances.end()) {
+              std::find_if(model_.units.begin(), model_.units.end(),
+                           [&](const FsdpUnit& instance) { return instance.name == name; });
+          if (target == model_.units.end()) {
             return InvalidArgument(
                 fmt::format("fsdp2: unit {} prefetches {}, which is not a unit of this model",
-                            model_.instances[f].name, name));
+                            model_.units[f].name, name));
           }
-          prefetch->push_back(static_cast<std::size_t>(target - model_.instances.begin()));
+          prefetch->push_back(static_cast<std::size_t>(target - model_.units.begin()));
         }
       }
     }
@@ -331,7 +330,7 @@ class TorchFsdp2 final : public FsdpImplementation {
         return InvalidArgument(fmt::format(
             "fsdp2: unit {} reshards after forward to {} ranks, which does not divide its shard "
             "group's {}",
-            model_.instances[f].name, n, ws_));
+            model_.units[f].name, n, ws_));
       }
       if (n == 0 || n >= ws_) continue;
       if (post_forward_mesh_ != 0 && post_forward_mesh_ != n) {
@@ -370,7 +369,7 @@ class TorchFsdp2 final : public FsdpImplementation {
   // MixedPrecisionPolicy.param_dtype, None (no cast) where it equals the fp32 parameters
   // (FSDPParam.init_dtype_attrs).
   bool MixedPrecision(std::size_t f) const {
-    return model_.instances[f].mixed_precision && options_.compute_dtype != DType::kFloat32;
+    return model_.units[f].mixed_precision && options_.compute_dtype != DType::kFloat32;
   }
   DType ParamDType(std::size_t f) const {
     return MixedPrecision(f) ? options_.compute_dtype : DType::kFloat32;
@@ -387,7 +386,7 @@ class TorchFsdp2 final : public FsdpImplementation {
   Numel PostForwardRanks(std::size_t f) const {
     if (f == root_) return 0;
     const UnitSettings::Reshard reshard =
-        model_.instances[f].settings.reshard_after_forward.value_or(UnitSettings::Reshard{
+        model_.units[f].settings.reshard_after_forward.value_or(UnitSettings::Reshard{
             options_.reshard_after_forward, options_.reshard_after_forward_ranks});
     const Numel n = reshard.ranks;
     if (n > 0) return n == 1 ? 0 : n;
@@ -580,7 +579,7 @@ class TorchFsdp2 final : public FsdpImplementation {
   // torch.optim's state is made lazily at the first step, zeros_like / clone of the sharded
   // parameter or gradient: a DTensor whose local tensor is this rank's chunk without padding
   // (sharded_size). On the CPU when offloaded.
-  const FsdpModel& model_;
+  const ModelProgram& model_;
   const GenOptions& options_;
   TraceEmitter& trace_;
   Numel ws_ = 1;
@@ -599,7 +598,7 @@ class TorchFsdp2 final : public FsdpImplementation {
 
 }  // namespace
 
-std::unique_ptr<FsdpImplementation> MakeTorchFsdp2(const FsdpModel& model,
+std::unique_ptr<FsdpImplementation> MakeTorchFsdp2(const ModelProgram& model,
                                                    const GenOptions& options, TraceEmitter& trace) {
   return std::make_unique<TorchFsdp2>(model, options, trace);
 }

@@ -20,7 +20,7 @@
 
 namespace bucketsim {
 
-std::unique_ptr<FsdpImplementation> MakeTorchFsdp2(const FsdpModel& model,
+std::unique_ptr<FsdpImplementation> MakeTorchFsdp2(const ModelProgram& model,
                                                    const GenOptions& options, TraceEmitter& trace);
 
 }  // namespace bucketsim

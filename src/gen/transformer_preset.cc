@@ -9,7 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "gen/fsdp_program.h"
+#include "gen/fsdp_emitter.h"
+#include "gen/model_program.h"
 #include "gen/program_builder.h"
 
 namespace bucketsim {
@@ -192,7 +193,7 @@ class TransformerBuilder {
         norm_(config.autocast ? DType::kFloat32 : config.compute_dtype),
         program_(Describe(config)) {}
 
-  FsdpModel Build() {
+  ModelProgram Build() {
     program_.SetAutocast(config_.autocast);
     const auto tokens = static_cast<double>(d_.tokens());
     // The batch: token ids and labels, int64, made once before the loop.
@@ -576,7 +577,7 @@ class TransformerPreset : public Preset {
     for (PresetParam& param : GenOptionParams(c)) params.push_back(std::move(param));
     return params;
   }
-  Result<FsdpModel> Program() const override { return TransformerProgram(config_); }
+  Result<ModelProgram> Program() const override { return TransformerProgram(config_); }
   const GenOptions& options() const override { return config_; }
 
  private:
@@ -585,13 +586,13 @@ class TransformerPreset : public Preset {
 
 }  // namespace
 
-Result<FsdpModel> TransformerProgram(const TransformerConfig& config) {
+Result<ModelProgram> TransformerProgram(const TransformerConfig& config) {
   BUCKETSIM_RETURN_IF_ERROR(ValidateConfig(config));
   return TransformerBuilder(config).Build();
 }
 
 Status GenerateTransformer(const TransformerConfig& config, EventSink& sink) {
-  Result<FsdpModel> program = TransformerProgram(config);
+  Result<ModelProgram> program = TransformerProgram(config);
   if (!program.ok()) return program.status();
   return EmitFsdpTrace(*program, config, sink);
 }

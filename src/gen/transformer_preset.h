@@ -26,8 +26,8 @@
 #include <optional>
 
 #include "core/event_sink.h"
-#include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
+#include "gen/model_program.h"
 #include "gen/preset.h"
 
 namespace bucketsim {
@@ -67,7 +67,7 @@ struct TransformerConfig : GenOptions {
 // not describe a model (non-positive sizes, heads not dividing hidden, rank outside the world).
 Status GenerateTransformer(const TransformerConfig& config, EventSink& sink);
 // The model program of `config` (the same validation).
-Result<FsdpModel> TransformerProgram(const TransformerConfig& config);
+Result<ModelProgram> TransformerProgram(const TransformerConfig& config);
 
 std::unique_ptr<Preset> MakeTransformerPreset();
 

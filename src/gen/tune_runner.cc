@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "gen/fsdp_emitter.h"
+
 namespace bucketsim {
 namespace {
 
@@ -27,7 +29,7 @@ Result<TunePoint> RunConfiguration(const TuneRun& run, const TuneSettings& setti
     BUCKETSIM_RETURN_IF_ERROR(SetVaried(options, what_ifs, flag, value));
   }
   BUCKETSIM_RETURN_IF_ERROR(ValidateGenOptions(options));
-  FsdpModel program = *run.program;
+  ModelProgram program = *run.program;
   Result<WhatIfChanges> changed = ApplyWhatIfs(program, options, what_ifs);
   if (!changed.ok()) return changed.status();
   if (request.policies.empty()) {

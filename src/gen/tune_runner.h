@@ -11,8 +11,8 @@
 #include "core/status.h"
 #include "engine/replay_policies.h"
 #include "engine/tune_grid.h"
-#include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
+#include "gen/model_program.h"
 #include "gen/program_what_ifs.h"
 
 namespace bucketsim {
@@ -28,9 +28,9 @@ Status SetVaried(GenOptions& options, ProgramWhatIfs& what_ifs, const std::strin
                  const std::string& value);
 
 struct TuneRun {
-  const FsdpModel* program = nullptr;  // as read, with its recorded settings in `options`
-  GenOptions options;                  // the fixed flags
-  ProgramWhatIfs what_ifs;             // the fixed what-ifs
+  const ModelProgram* program = nullptr;  // as read, with its recorded settings in `options`
+  GenOptions options;                     // the fixed flags
+  ProgramWhatIfs what_ifs;                // the fixed what-ifs
   // Its policies: the one to replay under; empty: each configuration's implementation's own
   // (DefaultPoliciesFor). Its jobs are ignored (each replay runs on one thread).
   ReplayRequest replay;

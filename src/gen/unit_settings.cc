@@ -17,7 +17,7 @@ namespace {
 constexpr std::size_t kNamesListed = 8;
 
 // The units in the order the forward gathers them (each once), the root first.
-std::vector<std::size_t> GatherOrder(const FsdpModel& program) {
+std::vector<std::size_t> GatherOrder(const ModelProgram& program) {
   std::vector<std::size_t> order;
   for (const ForwardOp& op : program.forward) {
     if (op.kind == OpKind::kGather &&
@@ -28,14 +28,14 @@ std::vector<std::size_t> GatherOrder(const FsdpModel& program) {
   return order;
 }
 
-std::vector<std::string> InstanceNames(const FsdpModel& program) {
+std::vector<std::string> InstanceNames(const ModelProgram& program) {
   std::vector<std::string> names;
-  for (const GenInstance& instance : program.instances) names.push_back(instance.name);
+  for (const FsdpUnit& instance : program.units) names.push_back(instance.name);
   return names;
 }
 
 // "root (embedding), blocks.0, ..., last (head)": what a selector may be.
-std::string DescribeUnits(const FsdpModel& program, std::optional<std::size_t> last) {
+std::string DescribeUnits(const ModelProgram& program, std::optional<std::size_t> last) {
   std::vector<std::string> names = InstanceNames(program);
   std::vector<std::string> listed;
   for (std::size_t f = 0; f < names.size() && listed.size() < kNamesListed; ++f) {
@@ -49,7 +49,7 @@ std::string DescribeUnits(const FsdpModel& program, std::optional<std::size_t> l
 }
 
 // The instance `selector` names.
-Result<std::size_t> ResolveUnit(std::string_view selector, const FsdpModel& program) {
+Result<std::size_t> ResolveUnit(std::string_view selector, const ModelProgram& program) {
   const std::vector<std::size_t> order = GatherOrder(program);
   std::optional<std::size_t> last;
   for (std::size_t f : order) {
@@ -74,19 +74,19 @@ Result<GenOptions> FlagValue(std::string_view flag, std::string_view value) {
   return scratch;
 }
 
-Result<std::vector<std::string>> UnitList(std::string_view value, const FsdpModel& program) {
+Result<std::vector<std::string>> UnitList(std::string_view value, const ModelProgram& program) {
   std::vector<std::string> units;
   if (value.empty()) return units;
   for (std::string_view name : SplitCommaList(value)) {
     Result<std::size_t> f = ResolveUnit(name, program);
     if (!f.ok()) return f.status();
-    units.push_back(program.instances[*f].name);
+    units.push_back(program.units[*f].name);
   }
   return units;
 }
 
 // KEY=VALUE into `out`.
-Status ParseKeyValue(std::string_view key, std::string_view value, const FsdpModel& program,
+Status ParseKeyValue(std::string_view key, std::string_view value, const ModelProgram& program,
                      FsdpImpl impl, UnitSettings& out) {
   // A key another implementation takes names it; one no implementation takes, the keys this one
   // does (each implementation's entry lists its keys, gen/fsdp_impl_options.h).
@@ -124,14 +124,14 @@ Status ParseKeyValue(std::string_view key, std::string_view value, const FsdpMod
 
 }  // namespace
 
-void OverlayUnitSettings(const std::vector<UnitSettingsFor>& units, FsdpModel& program) {
+void OverlayUnitSettings(const std::vector<UnitSettingsFor>& units, ModelProgram& program) {
   for (const UnitSettingsFor& entry : units) {
     const std::string& name = entry.first;
     const UnitSettings& unit = entry.second;
     const auto instance =
-        std::find_if(program.instances.begin(), program.instances.end(),
-                     [&](const GenInstance& candidate) { return candidate.name == name; });
-    BUCKETSIM_CHECK(instance != program.instances.end());
+        std::find_if(program.units.begin(), program.units.end(),
+                     [&](const FsdpUnit& candidate) { return candidate.name == name; });
+    BUCKETSIM_CHECK(instance != program.units.end());
     UnitSettings& s = instance->settings;
     if (unit.backward_prefetch) s.backward_prefetch = unit.backward_prefetch;
     if (unit.reshard_after_forward) s.reshard_after_forward = unit.reshard_after_forward;
@@ -153,7 +153,7 @@ std::string UnitSettingKeys(FsdpImpl impl) {
   return fmt::format("{}", fmt::join(OptionsOf(impl).unit_keys, ", "));
 }
 
-Result<UnitSettingsFor> ParseUnitSetting(std::string_view spec, const FsdpModel& program,
+Result<UnitSettingsFor> ParseUnitSetting(std::string_view spec, const ModelProgram& program,
                                          FsdpImpl impl) {
   const auto failed = [&](const Status& why) {
     return InvalidArgument(fmt::format("--unit-setting {}: {}", spec, why.message()));
@@ -167,20 +167,20 @@ Result<UnitSettingsFor> ParseUnitSetting(std::string_view spec, const FsdpModel&
   }
   Result<std::size_t> unit = ResolveUnit(spec.substr(0, colon), program);
   if (!unit.ok()) return failed(unit.status());
-  UnitSettingsFor parsed{program.instances[*unit].name, {}};
+  UnitSettingsFor parsed{program.units[*unit].name, {}};
   const Status set = ParseKeyValue(spec.substr(colon + 1, equals - colon - 1),
                                    spec.substr(equals + 1), program, impl, parsed.second);
   if (!set.ok()) return failed(set);
   return parsed;
 }
 
-std::vector<std::string> UnappliedInstanceKeys(const FsdpModel& program,
+std::vector<std::string> UnappliedInstanceKeys(const ModelProgram& program,
                                                const GenOptions& options) {
   std::vector<std::string> kept, own;  // instances with reshard_after_forward false, own_group
-  for (std::size_t f = 1; f < program.instances.size(); ++f) {
-    if (!program.instances[f].reshard_after_forward) kept.push_back(program.instances[f].name);
+  for (std::size_t f = 1; f < program.units.size(); ++f) {
+    if (!program.units[f].reshard_after_forward) kept.push_back(program.units[f].name);
   }
-  for (const GenInstance& instance : program.instances) {
+  for (const FsdpUnit& instance : program.units) {
     if (instance.own_group) own.push_back(instance.name);
   }
   std::vector<std::string> notes;

@@ -1,8 +1,8 @@
-// A unit's own PyTorch settings (UnitSettings, gen/fsdp_program.h) by unit: the one way they
+// A unit's own PyTorch settings (UnitSettings, gen/model_program.h) by unit: the one way they
 // reach a program's instances, whether a recorded model's "fsdp" key says them
-// (io/program_file.h SetUnitSettings) or the command line does (`--unit-setting
+// (io/model_program_file.h SetUnitSettings) or the command line does (`--unit-setting
 // SELECTOR:KEY=VALUE`, applied by ApplyWhatIfs after the wrapping, so the names are the emitted
-// units'). The emitter reads GenInstance::settings first, then the options.
+// units'). The emitter reads FsdpUnit::settings first, then the options.
 #pragma once
 
 #include <string>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "gen/fsdp_program.h"
 #include "gen/gen_options.h"
+#include "gen/model_program.h"
 
 namespace bucketsim {
 
@@ -22,7 +22,7 @@ using UnitSettingsFor = std::pair<std::string, UnitSettings>;
 // Each entry's settings on the instance it names, over what that instance has: a setting an
 // entry gives replaces the instance's, one it leaves unset keeps it; later entries win. An
 // entry naming no instance is a programming error (callers resolve names first).
-void OverlayUnitSettings(const std::vector<UnitSettingsFor>& units, FsdpModel& program);
+void OverlayUnitSettings(const std::vector<UnitSettingsFor>& units, ModelProgram& program);
 
 // Whether `impl` takes the unit setting `key` (its entry's unit_keys, gen/fsdp_impl_options.h).
 bool TakesUnitSetting(FsdpImpl impl, std::string_view key);
@@ -37,7 +37,7 @@ std::string UnitSettingKeys(FsdpImpl impl);
 // and modules_to_backward_prefetch (fsdp2; unit names, comma-separated, "" for none). An error
 // quotes the spec and says what is wrong: its shape, an unknown unit (some names listed), a key
 // not of `impl`, a malformed value.
-Result<UnitSettingsFor> ParseUnitSetting(std::string_view spec, const FsdpModel& program,
+Result<UnitSettingsFor> ParseUnitSetting(std::string_view spec, const ModelProgram& program,
                                          FsdpImpl impl);
 
 // The instance keys of `program` (traces/README.md, "Instance object") that a run with
@@ -47,6 +47,7 @@ Result<UnitSettingsFor> ParseUnitSetting(std::string_view spec, const FsdpModel&
 // take a unit's own reshard_after_forward from --unit-setting (fsdp2) or its sharding strategy
 // (fsdp1), and one process group for every unit; fairscale makes own groups with
 // --groups shared-bn-own only (per-instance gives every unit one anyway).
-std::vector<std::string> UnappliedInstanceKeys(const FsdpModel& program, const GenOptions& options);
+std::vector<std::string> UnappliedInstanceKeys(const ModelProgram& program,
+                                               const GenOptions& options);
 
 }  // namespace bucketsim

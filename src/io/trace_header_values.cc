@@ -80,7 +80,7 @@ Status ParseParam(const Json& j, ParamInfo& param) {
   return ToDType(ScalarOf(*field), "dtype", param.dtype);
 }
 
-Status ParseFsdpInstance(const Json& j, FsdpInstance& instance) {
+Status ParseFsdpInstance(const Json& j, UnitInfo& instance) {
   BUCKETSIM_RETURN_IF_ERROR(CheckObject(j, {"name", "params"}));
   const Json* field = nullptr;
   BUCKETSIM_RETURN_IF_ERROR(Require(j, "name", field));
@@ -117,7 +117,7 @@ Status ParseHeaderValue(std::string_view key, const Json& value, TraceHeader& he
   if (key == "bucket_cap_mb") return ToNumber(ScalarOf(value), key, header.bucket_cap_mb);
   if (key == "streams") return ParseStreams(value, header.streams);
   if (key == "groups") return ParseArray(value, key, header.groups, ParseGroup);
-  if (key == "fsdp") return ParseArray(value, key, header.fsdp, ParseFsdpInstance);
+  if (key == "fsdp") return ParseArray(value, key, header.units, ParseFsdpInstance);
   if (key == "alloc_conf") {
     if (header.schema_version < 3) {
       return InvalidTrace(fmt::format("key 'alloc_conf' needs schema_version 3 (this trace has {})",

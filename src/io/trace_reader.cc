@@ -414,12 +414,12 @@ Status ConvertGroupDTypeNumel(const EventFields& f, const TraceHeader& header, E
 Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Event& e) {
   std::uint64_t fsdp = 0;
   BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kFsdp, fsdp));
-  if (fsdp >= header.fsdp.size()) {
+  if (fsdp >= header.units.size()) {
     return InvalidTrace(
         fmt::format("fsdp {} is out of range: the header declares {} FSDP instances", fsdp,
-                    header.fsdp.size()));
+                    header.units.size()));
   }
-  const FsdpInstance& instance = header.fsdp[fsdp];
+  const UnitInfo& instance = header.units[fsdp];
   std::uint64_t param_index = 0;
   BUCKETSIM_RETURN_IF_ERROR(f.Unsigned(Field::kParam, param_index));
   if (param_index >= instance.params.size()) {
@@ -458,7 +458,7 @@ Status ConvertReduceScatter(const EventFields& f, const TraceHeader& header, Eve
     return InvalidTrace(
         fmt::format("field 'cast_dtype' is only allowed with shard 'cast', not '{}'", shard));
   }
-  e.fsdp = static_cast<std::uint32_t>(fsdp);
+  e.unit = static_cast<std::uint32_t>(fsdp);
   e.param = static_cast<std::uint32_t>(param_index);
   return Status::Ok();
 }

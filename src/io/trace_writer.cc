@@ -45,7 +45,7 @@ OrderedJson HeaderJson(const TraceHeader& header) {
     j["groups"].push_back(std::move(g));
   }
   j["fsdp"] = OrderedJson::array();
-  for (const FsdpInstance& instance : header.fsdp) {
+  for (const UnitInfo& instance : header.units) {
     OrderedJson params = OrderedJson::array();
     for (const ParamInfo& param : instance.params) {
       params.push_back(
@@ -160,7 +160,7 @@ Status TraceWriter::OnEvent(const Event& e) {
           out,
           FMT_COMPILE(R"({{"ev": "rs", "fsdp": {}, "param": {}, "group": {}, "dtype": "{}", )"
                       R"("numel": {}, "shard": "{}")"),
-          e.fsdp, e.param, e.group, DTypeName(e.dtype), e.numel, ShardModeName(e.shard_mode));
+          e.unit, e.param, e.group, DTypeName(e.dtype), e.numel, ShardModeName(e.shard_mode));
       if (e.shard_mode == ShardMode::kCast) {
         fmt::format_to(out, FMT_COMPILE(R"(, "cast_dtype": "{}")"), DTypeName(e.cast_dtype));
       }

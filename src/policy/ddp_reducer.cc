@@ -45,7 +45,7 @@ DdpReducer::DdpReducer(double bucket_cap_mb, double first_bucket_mb, bool gradie
 
 Status DdpReducer::Start(const TraceHeader& header) {
   header_ = &header;
-  for (const FsdpInstance& instance : header.fsdp) {
+  for (const UnitInfo& instance : header.units) {
     for (const ParamInfo& param : instance.params) params_.push_back(param);
   }
   locators_.assign(params_.size(), {});
@@ -117,7 +117,7 @@ Status DdpReducer::BeginPhase(Phase phase, PolicyHost& host) {
 
 Status DdpReducer::ReduceScatter(const ReduceScatterCall& call, PolicyHost& host) {
   const Event& e = call.event;
-  const std::uint32_t param = header_->ParamIndex(e.fsdp, e.param);
+  const std::uint32_t param = header_->ParamIndex(e.unit, e.param);
   if (backwards_ == 0 && !seen_[param]) {
     // The autograd hook order of the first backward: what _rebuild_buckets lays out.
     seen_[param] = true;

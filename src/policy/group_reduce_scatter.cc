@@ -15,9 +15,9 @@ Status GroupReduceScatter::Start(const TraceHeader& header) {
 }
 
 Status GroupReduceScatter::ReduceScatter(const ReduceScatterCall& call, PolicyHost& host) {
-  const std::uint32_t fsdp = call.event.fsdp;
+  const std::uint32_t fsdp = call.event.unit;
   Group& group = pending_[fsdp];
-  const std::size_t params = header_->fsdp[fsdp].params.size();
+  const std::size_t params = header_->units[fsdp].params.size();
   group.no_grad.resize(params);
   if (call.event.shard_mode == ShardMode::kNoGrad) {
     if (!group.calls.empty()) {
@@ -59,7 +59,7 @@ Numel GroupReduceScatter::ColumnOf(const ReduceScatterCall& call, const Group& g
   Numel column = 0;
   for (std::uint32_t p = 0; p < call.event.param; ++p) {
     if (group.no_grad[p]) continue;
-    column += PaddedShardNumel(header_->fsdp[call.event.fsdp].params[p].numel, call.group->size());
+    column += PaddedShardNumel(header_->units[call.event.unit].params[p].numel, call.group->size());
   }
   return column;
 }
@@ -80,7 +80,7 @@ Status GroupReduceScatter::BeginGroup(const ReduceScatterCall& call, Group& grou
   }
   const int ws = call.group->size();
   group.columns = 0;
-  const std::vector<ParamInfo>& params = header_->fsdp[call.event.fsdp].params;
+  const std::vector<ParamInfo>& params = header_->units[call.event.unit].params;
   for (std::size_t p = 0; p < params.size(); ++p) {
     if (!group.no_grad[p]) group.columns += PaddedShardNumel(params[p].numel, ws);
   }

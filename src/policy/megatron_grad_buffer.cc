@@ -59,7 +59,7 @@ MegatronLayout LayOutMegatronBuffer(const std::vector<Numel>& numels, int dp,
 Status MegatronGradBuffer::Start(const TraceHeader& header) {
   header_ = &header;
   std::vector<DType> dtype;  // by dense index: instances in order, their parameters in order
-  for (const FsdpInstance& instance : header.fsdp) {
+  for (const UnitInfo& instance : header.units) {
     for (const ParamInfo& param : instance.params) {
       numel_.push_back(param.numel);
       dtype.push_back(param.dtype);
@@ -91,8 +91,8 @@ void MegatronGradBuffer::LayOut(Buffer& buffer, const ProcessGroup& group) {
 
 Status MegatronGradBuffer::ReduceScatter(const ReduceScatterCall& call, PolicyHost& host) {
   const Event& e = call.event;
-  const ParamInfo& info = header_->fsdp[e.fsdp].params[e.param];
-  const std::uint32_t param = header_->ParamIndex(e.fsdp, e.param);
+  const ParamInfo& info = header_->units[e.unit].params[e.param];
+  const std::uint32_t param = header_->ParamIndex(e.unit, e.param);
   auto [it, created] = buffer_index_.try_emplace(info.dtype, buffers_.size());
   if (created) {
     buffers_.push_back({info.dtype, nullptr, std::nullopt, {}, 0});

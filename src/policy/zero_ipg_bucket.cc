@@ -15,7 +15,7 @@ ZeroIpgBucket::ZeroIpgBucket(Stage stage, Numel reduce_bucket_size, bool overlap
 
 Status ZeroIpgBucket::Start(const TraceHeader& header) {
   header_ = &header;
-  for (const FsdpInstance& instance : header.fsdp) {
+  for (const UnitInfo& instance : header.units) {
     for (const ParamInfo& param : instance.params) model_numel_[param.dtype] += param.numel;
   }
   return Status::Ok();
@@ -42,7 +42,7 @@ Status ZeroIpgBucket::BeginPhase(Phase phase, PolicyHost& host) {
 
 Status ZeroIpgBucket::ReduceScatter(const ReduceScatterCall& call, PolicyHost& host) {
   const Event& e = call.event;
-  const ParamInfo& param = header_->fsdp[e.fsdp].params[e.param];
+  const ParamInfo& param = header_->units[e.unit].params[e.param];
   std::vector<int> members = call.group->ranks;
   std::sort(members.begin(), members.end());
   auto [it, created] = index_.try_emplace(Key{param.dtype, std::move(members)}, ipgs_.size());

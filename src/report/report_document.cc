@@ -11,8 +11,8 @@ ReportTraceInfo TraceInfoOf(const TraceHeader& header, const TraceSummary& summa
   trace.bucket_cap_mb = header.bucket_cap_mb;
   trace.events = summary.events;
   trace.iterations = summary.iterations;
-  trace.fsdp_instances = header.fsdp.size();
-  for (const FsdpInstance& instance : header.fsdp) trace.params += instance.params.size();
+  trace.fsdp_instances = header.units.size();
+  for (const UnitInfo& instance : header.units) trace.params += instance.params.size();
   trace.process_groups = header.groups.size();
   trace.compute_us = summary.compute_us;
   return trace;

@@ -176,7 +176,7 @@ std::string ValidationTable(const ValidationReport& report) {
       "compute {:.3f} ms\n  events by kind:",
       report.path, problems == 0 ? "consistent trace" : "INCONSISTENT trace", header.schema_version,
       header.world_size, header.rank, header.bucket_cap_mb, header.streams.size(),
-      header.groups.size(), header.fsdp.size(), summary.events, summary.iterations,
+      header.groups.size(), header.units.size(), summary.events, summary.iterations,
       summary.compute_us / 1000.0);
   for (int k = 0; k < kNumEventKinds; ++k) {
     if (summary.events_by_kind[k] == 0) continue;

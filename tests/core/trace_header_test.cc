@@ -13,8 +13,8 @@ TraceHeader Valid() {
   h.rank = 1;
   h.streams = {{"default"}, {"all_gather"}, {"post_backward"}};
   h.groups = {{7, {0, 1, 2, 3}, "world"}, {8, {1, 0}, "pair"}};
-  h.fsdp = {{"a", {{"w", 10, DType::kFloat32}, {"b", 4, DType::kFloat32}}},
-            {"b", {{"w", 6, DType::kBFloat16}}}};
+  h.units = {{"a", {{"w", 10, DType::kFloat32}, {"b", 4, DType::kFloat32}}},
+             {"b", {{"w", 6, DType::kBFloat16}}}};
   return h;
 }
 
@@ -119,10 +119,10 @@ TEST(TraceHeader, RejectsInconsistentHeaders) {
   h.groups[1].id = 7;
   ExpectInvalid(h, "group id 7 is defined twice");
   h = Valid();
-  h.fsdp[1].params[0].numel = 0;
+  h.units[1].params[0].numel = 0;
   ExpectInvalid(h, "fsdp 1 ('b') param 0: numel 0 is out of range");
   h = Valid();
-  h.fsdp[0].params[0].numel = Numel{1} << 62;  // * 4 bytes would wrap a 64-bit product
+  h.units[0].params[0].numel = Numel{1} << 62;  // * 4 bytes would wrap a 64-bit product
   ExpectInvalid(h, "fsdp 0 ('a') param 0");
   h = Valid();
   h.bucket_cap_mb = std::numeric_limits<double>::infinity();

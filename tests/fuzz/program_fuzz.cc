@@ -29,19 +29,20 @@
 
 #include "engine/trace_checker.h"
 #include "fuzz_input.h"
-#include "gen/fsdp_program.h"
+#include "gen/fsdp_emitter.h"
 #include "gen/gen_options.h"
+#include "gen/model_program.h"
 #include "gen/program_batch.h"
 #include "gen/program_checkpoint.h"
 #include "gen/program_precision.h"
 #include "gen/program_wrap.h"
-#include "io/program_file.h"
+#include "io/model_program_file.h"
 
 namespace bucketsim {
 namespace {
 
 // Every tensor's bytes, the inputs then the forward's in ForEachForwardTensor's order.
-std::vector<Bytes> AllBytes(const FsdpModel& model) {
+std::vector<Bytes> AllBytes(const ModelProgram& model) {
   std::vector<Bytes> bytes;
   const auto add = [&](const auto& tensor) { bytes.push_back(tensor.bytes); };
   for (const ProgramTensor& input : model.inputs) add(input);
@@ -82,12 +83,12 @@ class CheckedSink final : public EventSink {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace bucketsim;
-  Result<FsdpModel> model = ParseProgram("fuzz.json", fuzz::AsText(data, size));
+  Result<ModelProgram> model = ParseProgram("fuzz.json", fuzz::AsText(data, size));
   if (!model.ok()) return 0;
 
   std::ostringstream written;
   WriteProgram(*model, written);
-  Result<FsdpModel> again = ParseProgram("rewritten.json", written.str());
+  Result<ModelProgram> again = ParseProgram("rewritten.json", written.str());
   if (!again.ok()) Finding("the writer's output does not read back: " + again.status().message());
   std::ostringstream rewritten;
   WriteProgram(*again, rewritten);
@@ -97,7 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // program's names refuse them, without).
   if (model->fsdp) {
     Result<ProgramFsdpFlags> flags = FsdpFlagsOf(*model->fsdp);
-    FsdpModel own = *model;
+    ModelProgram own = *model;
     if (flags.ok() && SetUnitSettings(*flags, UnitSettingFlags{}, own).ok()) *model = own;
   }
 
@@ -142,12 +143,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // The what-ifs of gen program, each under one of the runs: the cast under the bf16 one.
   struct WhatIf {
-    FsdpModel program;
+    ModelProgram program;
     std::string what;
     const GenOptions& options;
   };
   std::vector<WhatIf> what_ifs;
-  FsdpModel cast = *model;
+  ModelProgram cast = *model;
   if (CastActivations(cast, DType::kBFloat16).ok()) {
     what_ifs.push_back({std::move(cast), "its activations cast to bf16", runs[3]});
   }
@@ -159,7 +160,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       return smallest ? sizes->checked.front() : sizes->at + 3;
     };
     for (bool smallest : {true, false}) {
-      FsdpModel scaled = *model;
+      ModelProgram scaled = *model;
       if (ScaleBatch(scaled, {at(model->batch, smallest), at(model->seq, smallest)}).ok()) {
         what_ifs.push_back({scaled, "at another batch shape", runs[0]});
         const BatchShape back = {model->batch ? model->batch->at : 0,
@@ -175,7 +176,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::vector<std::string>> wrappings = {{}};
   if (!model->module_calls.empty()) wrappings.push_back({model->module_calls[0].type});
   for (const std::vector<std::string>& classes : wrappings) {
-    FsdpModel rewrapped = *model;
+    ModelProgram rewrapped = *model;
     if (RewrapModules(rewrapped, classes).ok()) {
       what_ifs.push_back({std::move(rewrapped), "re-wrapped", runs[2]});
     }
@@ -188,7 +189,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     checkpoints.back().reentrant = false;
   }
   for (const CheckpointChoice& choice : checkpoints) {
-    FsdpModel checkpointed = *model;
+    ModelProgram checkpointed = *model;
     Result<CheckpointSummary> placed = CheckpointModules(checkpointed, choice);
     if (!placed.ok()) {
       if (placed.status().message().find("a bucketsim bug") != std::string::npos) {

@@ -8,7 +8,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "gen/fsdp_program.h"
+#include "gen/fsdp_emitter.h"
+#include "gen/model_program.h"
 #include "gen/program_builder.h"
 #include "tiny_fsdp.h"
 
@@ -74,7 +75,7 @@ TEST(ComputeRates, GpuOptionsAreChecked) {
 
 // x (100 bytes) -> l1 (1 GFLOP, fp32) -> h (200 bytes) -> l2 (a bf16 output, 1 GFLOP) -> y
 // (200 bytes) -> loss; l1 and l2 units of 7 elements (tests/gen/torch_fsdp2_test.cc's shapes).
-FsdpModel TwoUnits() {
+ModelProgram TwoUnits() {
   ProgramBuilder program("rates");
   program.AddInstance({"root", {}, true, false});
   const std::size_t l1 = program.AddInstance({"l1", {{"w", 7}}, true, true});

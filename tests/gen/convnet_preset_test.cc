@@ -99,7 +99,7 @@ TEST(ConvnetPreset, HeaderOfConfigC) {
   EXPECT_EQ(h.groups[0].ranks, (std::vector<int>{0, 1}));
   std::vector<std::string> names;
   std::vector<std::vector<Numel>> numels;
-  for (const FsdpInstance& instance : h.fsdp) {
+  for (const UnitInfo& instance : h.units) {
     names.push_back(instance.name);
     numels.emplace_back();
     for (const ParamInfo& param : instance.params) numels.back().push_back(param.numel);
@@ -108,8 +108,8 @@ TEST(ConvnetPreset, HeaderOfConfigC) {
                                              "blocks.4", "blocks.7", "head"}));
   EXPECT_EQ(numels, (std::vector<std::vector<Numel>>{
                         {}, {1792}, {64, 64}, {5259}, {3, 3}, {3, 3}, {3, 3}, {40}}));
-  EXPECT_EQ(h.fsdp[2].params[0].name, "weight");
-  EXPECT_EQ(h.fsdp[2].params[1].name, "bias");
+  EXPECT_EQ(h.units[2].params[0].name, "weight");
+  EXPECT_EQ(h.units[2].params[1].name, "bias");
 }
 
 // Configuration D: hidden_dim 5, two 6x6 images, 4 ranks (this is rank 2), bf16 mixed
@@ -153,7 +153,7 @@ TEST(ConvnetPreset, ConfigDGroupsAndReduceScatters) {
   for (std::size_t f = 0; f < 8; ++f) {
     EXPECT_EQ(trace.header.groups[f].id, f + 1);
     EXPECT_EQ(trace.header.groups[f].ranks, (std::vector<int>{0, 1, 2, 3}));
-    EXPECT_EQ(trace.header.groups[f].name, trace.header.fsdp[f].name + ".process_group");
+    EXPECT_EQ(trace.header.groups[f].name, trace.header.units[f].name + ".process_group");
   }
   std::vector<std::string> rs;
   for (const std::string& line : SummarizeAll(trace)) {
@@ -180,7 +180,7 @@ TEST(ConvnetPreset, ReferenceParameterCounts) {
     config.iterations = 1;
     RecordingSink trace = Generate(config);
     Numel numel = 0;
-    for (const FsdpInstance& instance : trace.header.fsdp) {
+    for (const UnitInfo& instance : trace.header.units) {
       for (const ParamInfo& param : instance.params) numel += param.numel;
     }
     EXPECT_EQ(numel, total) << hidden_dim;
@@ -200,11 +200,10 @@ TEST(ConvnetPreset, UnflattenedInstancesOwnEachWeightAndBias) {
   ConvnetConfig config = ConfigC();
   using Params = std::vector<std::pair<std::string, Numel>>;
   const auto params = [&](std::size_t instance) {
-    Result<FsdpModel> program = ConvnetProgram(config);
+    Result<ModelProgram> program = ConvnetProgram(config);
     EXPECT_TRUE(program.ok());
     Params out;
-    for (const GenParam& p : program->instances.at(instance).params)
-      out.emplace_back(p.name, p.numel);
+    for (const GenParam& p : program->units.at(instance).params) out.emplace_back(p.name, p.numel);
     return out;
   };
   EXPECT_EQ(params(1), (Params{{"flat_param_0", 1792}}));
@@ -276,7 +275,7 @@ TEST(ConvnetPreset, ProgramOfConfigC) {
   for (bool checkpointing : {false, true}) {
     ConvnetConfig config = ConfigC();
     config.activation_checkpointing = checkpointing;
-    Result<FsdpModel> program = ConvnetProgram(config);
+    Result<ModelProgram> program = ConvnetProgram(config);
     ASSERT_TRUE(program.ok());
     EXPECT_EQ(RenderProgram(*program), ProgramC(checkpointing)) << checkpointing;
   }
@@ -327,7 +326,7 @@ TEST(ConvnetPreset, BackwardMakesTheGradientsOfEveryOp) {
 TEST(ConvnetPreset, AutocastSavesCastCopies) {
   ConvnetConfig config = ConfigC();
   config.autocast = DType::kFloat16;
-  Result<FsdpModel> program = ConvnetProgram(config);
+  Result<ModelProgram> program = ConvnetProgram(config);
   ASSERT_TRUE(program.ok());
   const std::vector<std::string> lines = RenderProgram(*program);
   EXPECT_EQ(lines[2],

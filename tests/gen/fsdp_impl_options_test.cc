@@ -92,9 +92,9 @@ TEST(FsdpImplOptions, AUnitSettingOfAnotherImplementationNamesItsOwner) {
     for (std::string_view key : owner.unit_keys) {
       for (const FsdpImplOptions& other : FsdpImplOptionsTable()) {
         if (other.impl == owner.impl) continue;
-        FsdpModel program;
-        program.instances.resize(1);
-        program.instances[0].name = "root";
+        ModelProgram program;
+        program.units.resize(1);
+        program.units[0].name = "root";
         const std::string spec = fmt::format("root:{}=x", key);
         Result<UnitSettingsFor> parsed = ParseUnitSetting(spec, program, other.impl);
         ASSERT_FALSE(parsed.ok()) << spec;

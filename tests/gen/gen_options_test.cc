@@ -285,7 +285,7 @@ TEST(Presets, ParametersDriveGeneration) {
    public:
     Status OnHeader(const TraceHeader& header) override {
       world_size = header.world_size;
-      instances = header.fsdp.size();
+      instances = header.units.size();
       return Status::Ok();
     }
     Status OnEvent(const Event&) override { return Status::Ok(); }

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "engine/trace_checker.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 #include "gen/program_builder.h"
-#include "io/program_file.h"
+#include "io/model_program_file.h"
 #include "testing/recording_sink.h"
 #include "tiny_fsdp.h"
 
@@ -22,7 +22,7 @@ namespace {
 
 GenOptions Options(int world_size) { return testing::TinyFsdpOptions(world_size); }
 
-std::vector<std::string> Emit(const FsdpModel& model, const GenOptions& options) {
+std::vector<std::string> Emit(const ModelProgram& model, const GenOptions& options) {
   return testing::EmitSummary(model, options);
 }
 
@@ -30,7 +30,7 @@ std::vector<std::string> Emit(const FsdpModel& model, const GenOptions& options)
 // f(x, w), saves x, reads w; mm2: y = g(h, w, b), saves h, reads w and b (w is read twice, as
 // a tied weight is); loss: a mean of y. With `checkpoint`, mm2 is a checkpointed region that
 // keeps h.
-FsdpModel TwoReaders(std::vector<GenParam> params, bool checkpoint = false) {
+ModelProgram TwoReaders(std::vector<GenParam> params, bool checkpoint = false) {
   ProgramBuilder program("param reads");
   program.AddInstance({"root", {}, true, false});
   const std::size_t lin = program.AddInstance({"lin", std::move(params), true, true});
@@ -313,7 +313,7 @@ TEST(ParamReads, CheckpointedRunMakesItsGradientsAfterTheRecompute) {
 // gradient; a parameter no run reads gets a zero stand-in at the hook, as before param_reads,
 // so that every parameter is reduced once.
 TEST(ParamReads, UnreadParameterGetsAStandInAtTheHook) {
-  FsdpModel model = TwoReaders({{"w", 4}, {"b", 2}});
+  ModelProgram model = TwoReaders({{"w", 4}, {"b", 2}});
   model.forward[2].param_reads = std::vector<std::string>{"w"};  // mm2 no longer reads b
   std::vector<std::string> tail;
   bool in_hook = false;
@@ -386,11 +386,11 @@ TEST(ParamReads, ACastCopysNodeMakesTheGradientAfterTheRunReturns) {
 }
 
 TEST(ParamReads, ValidationNamesTheJsonPointer) {
-  const auto error = [](const FsdpModel& model) { return ValidateProgram(model).message(); };
+  const auto error = [](const ModelProgram& model) { return ValidateProgram(model).message(); };
   GenParam flat{"flat_param_0", 8};
   flat.views = {{"w", 4}, {"b", 2}, {"u", 2}};
 
-  FsdpModel model = TwoReaders({{"w", 4}, {"b", 2}});
+  ModelProgram model = TwoReaders({{"w", 4}, {"b", 2}});
   model.forward[2].param_reads = std::vector<std::string>{"w", "q"};
   EXPECT_EQ(error(model),
             "/forward/2/param_reads/1: 'q' is no parameter (a view's name, or a parameter without "
@@ -413,17 +413,17 @@ TEST(ParamReads, ValidationNamesTheJsonPointer) {
             "/forward/1/param_reads/0: 'flat_param_0' is no parameter (a view's name, or a "
             "parameter without views) of the instances the run uses ('lin')");
   model = TwoReaders({flat});
-  model.instances[1].params[0].views[2].numel = 3;
+  model.units[1].params[0].views[2].numel = 3;
   EXPECT_EQ(error(model),
             "/instances/1/params/0/views: the views of 'flat_param_0' have 9 elements in all, the "
             "parameter 8 (a flat parameter is its views concatenated, no padding)");
   model = TwoReaders({flat});
-  model.instances[1].params[0].views[2].name = "w";
+  model.units[1].params[0].views[2].name = "w";
   EXPECT_EQ(error(model),
             "/instances/1/params/0/views/2/name: 'w' names two parameters of "
             "instance 'lin'");
   model = TwoReaders({flat});
-  model.instances[1].params[0].views[2].numel = 0;
+  model.units[1].params[0].views[2].numel = 0;
   EXPECT_EQ(error(model),
             "/instances/1/params/0/views/2/numel: view 'u' has 0 elements (at "
             "least 1, at most the parameter's 8)");
@@ -434,13 +434,13 @@ TEST(ParamReads, ValidationNamesTheJsonPointer) {
 TEST(ParamReads, ProgramFileRoundTripsViewsAndParamReads) {
   GenParam flat{"flat_param_0", 8};
   flat.views = {{"w", 4}, {"b", 2}, {"u", 2}};
-  const FsdpModel model = TwoReaders({flat});
+  const ModelProgram model = TwoReaders({flat});
   std::ostringstream out;
   WriteProgram(model, out);
   EXPECT_NE(out.str().find(R"("views":[{"name":"w","numel":4},{"name":"b","numel":2})"),
             std::string::npos);
   EXPECT_NE(out.str().find(R"("param_reads":["w","b"])"), std::string::npos);
-  Result<FsdpModel> read = ParseProgram("m.json", out.str());
+  Result<ModelProgram> read = ParseProgram("m.json", out.str());
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   std::ostringstream again;
   WriteProgram(*read, again);
@@ -449,7 +449,7 @@ TEST(ParamReads, ProgramFileRoundTripsViewsAndParamReads) {
 
   std::string bad = out.str();
   bad.replace(bad.find(R"("param_reads":["w","b"])"), 23, R"("param_reads":["w","z"])");
-  Result<FsdpModel> wrong = ParseProgram("m.json", bad);
+  Result<ModelProgram> wrong = ParseProgram("m.json", bad);
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().message(),
             "m.json: /forward/2/param_reads/1: 'z' is no parameter (a view's name, or a parameter "

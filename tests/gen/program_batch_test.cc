@@ -18,7 +18,7 @@ namespace {
 // lin (4 parameters), at batch size 2 of 2, 3, 4: x (32 B, 16 per sample) -> h (64 B + 32 per
 // sample; 100 FLOPs + 50 per sample, backward 300 + 100) -> loss (4 B, a scalar); lin saves a
 // mask of 8 B + 4 per sample and its backward makes a 2 B + 1 workspace.
-FsdpModel Recorded() {
+ModelProgram Recorded() {
   ProgramBuilder program("batched");
   program.AddInstance({"root", {}, true, false});
   const std::size_t lin = program.AddInstance({"lin", {{"flat_param_0", 4}}, true, true});
@@ -42,13 +42,13 @@ FsdpModel Recorded() {
   program.EndForward(lin);
   program.Run("loss", 0, {}, {In("h")}, {Tensor("loss", 4, "fp32")});
   program.SetLoss("loss");
-  FsdpModel model = program.Take();
+  ModelProgram model = program.Take();
   model.batch = RecordedSizes{2, {2, 3, 4}};
   return model;
 }
 
 TEST(ScaleBatch, PutsEveryTensorAndRunAtTheSize) {
-  FsdpModel model = Recorded();
+  ModelProgram model = Recorded();
   Result<BatchSummary> scaled = ScaleBatch(model, {.size = 6});
   ASSERT_TRUE(scaled.ok()) << scaled.status().ToString();
   ASSERT_TRUE(scaled->size);
@@ -76,7 +76,7 @@ TEST(ScaleBatch, PutsEveryTensorAndRunAtTheSize) {
 }
 
 TEST(ScaleBatch, WithoutBackwardFlopsTheBackwardIsTwiceTheForward) {
-  FsdpModel model = Recorded();
+  ModelProgram model = Recorded();
   model.forward[1].backward_flops.reset();
   model.forward[1].backward_flops_growth.reset();
   ASSERT_TRUE(ScaleBatch(model, {.size = 3}).ok());
@@ -85,7 +85,7 @@ TEST(ScaleBatch, WithoutBackwardFlopsTheBackwardIsTwiceTheForward) {
 }
 
 TEST(ScaleBatch, RefusesWhatItCannotScale) {
-  FsdpModel model = Recorded();
+  ModelProgram model = Recorded();
   const auto error = [&](std::uint64_t size) {
     return ScaleBatch(model, {.size = size}).status().message();
   };
@@ -111,7 +111,7 @@ TEST(ScaleBatch, RefusesWhatItCannotScale) {
 // The example GPT's kinds of growth with the sequence length s (recorded at batch size 2 and
 // s = 16 of 16, 24, 32, 40): tokens (int64) 8 B x b x s; the causal mask (bool) s x s, no batch;
 // the scores (fp32, 4 heads) 16 B x b x s x s; a run of 10 FLOPs x b x s x s.
-FsdpModel RecordedBySeq() {
+ModelProgram RecordedBySeq() {
   ProgramBuilder program("shaped");
   program.AddInstance({"root", {}, true, false});
   const std::size_t lin = program.AddInstance({"lin", {{"flat_param_0", 4}}, true, true});
@@ -130,14 +130,14 @@ FsdpModel RecordedBySeq() {
   program.EndForward(lin);
   program.Run("loss", 0, {}, {In("scores")}, {Tensor("loss", 4, "fp32")});
   program.SetLoss("loss");
-  FsdpModel model = program.Take();
+  ModelProgram model = program.Take();
   model.batch = RecordedSizes{2, {2, 3, 4}};
   model.seq = RecordedSizes{16, {16, 24, 32, 40}};
   return model;
 }
 
 TEST(ScaleBatch, PutsTheProgramAtAnotherSequenceLengthAndBatchSize) {
-  FsdpModel model = RecordedBySeq();
+  ModelProgram model = RecordedBySeq();
   Result<BatchSummary> scaled = ScaleBatch(model, {.size = 6, .seq_len = 64});
   ASSERT_TRUE(scaled.ok()) << scaled.status().ToString();
   ASSERT_TRUE(scaled->size && scaled->seq_len);
@@ -153,7 +153,7 @@ TEST(ScaleBatch, PutsTheProgramAtAnotherSequenceLengthAndBatchSize) {
   // The growth is re-centred at the new shape: from there to another gives what the recorded
   // program gives there directly, the length alone moving too.
   ASSERT_TRUE(ScaleBatch(model, {.size = 3, .seq_len = 24}).ok());
-  FsdpModel direct = RecordedBySeq();
+  ModelProgram direct = RecordedBySeq();
   ASSERT_TRUE(ScaleBatch(direct, {.size = 3, .seq_len = 24}).ok());
   EXPECT_EQ(model.forward[1].outputs[1].bytes, 16u * 3 * 24 * 24);
   EXPECT_EQ(model.forward[1].outputs[1].bytes_growth, direct.forward[1].outputs[1].bytes_growth);
@@ -167,7 +167,7 @@ TEST(ScaleBatch, PutsTheProgramAtAnotherSequenceLengthAndBatchSize) {
 }
 
 TEST(ScaleBatch, RefusesALengthItCannotReach) {
-  FsdpModel model = RecordedBySeq();
+  ModelProgram model = RecordedBySeq();
   const auto error = [&](BatchShape to) { return ScaleBatch(model, to).status().message(); };
   EXPECT_EQ(error({.seq_len = 8}),
             "8 is below the smallest sequence length the recording checked (16): the model may "

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 #include "gen/program_builder.h"
 #include "program_render.h"
 #include "tiny_fsdp.h"
@@ -19,7 +19,7 @@ namespace {
 // A bf16 model with an fp32 input (an image): root (stem, head) -> b1 -> b2 -> head; the loss
 // outside the root's forward. With `fp32_a` the stem's output `a`, b1's input, is fp32; with
 // `checkpoint_b1` b1's call is a checkpointed region.
-FsdpModel ImageModel(bool fp32_a = false, bool checkpoint_b1 = false) {
+ModelProgram ImageModel(bool fp32_a = false, bool checkpoint_b1 = false) {
   ProgramBuilder program("boundary casts");
   const std::size_t root = program.AddInstance({"root", {{"flat_param_0", 8}}, true, true});
   const std::size_t b1 = program.AddInstance({"b1", {{"flat_param_0", 4}}, true, true});
@@ -61,11 +61,11 @@ TEST(BoundaryCasts, ARootWithoutEndForwardCastsItsInputsAndRefusesOutputDtype) {
     program.SetLoss("loss");
     return program.Take();
   };
-  FsdpModel inputs = model_of();
+  ModelProgram inputs = model_of();
   Result<BoundaryCastSummary> added = InsertBoundaryCasts(inputs, {.inputs = DType::kBFloat16});
   ASSERT_TRUE(added.ok()) << added.status().ToString();
   EXPECT_EQ(added->casts, 1u);  // the image
-  FsdpModel outputs = model_of();
+  ModelProgram outputs = model_of();
   Result<BoundaryCastSummary> refused =
       InsertBoundaryCasts(outputs, {.root_outputs = DType::kFloat32});
   ASSERT_FALSE(refused.ok());
@@ -78,7 +78,7 @@ TEST(BoundaryCasts, ARootWithoutEndForwardCastsItsInputsAndRefusesOutputDtype) {
 // fp32 image before its all-gather (b1's and b2's bf16 inputs pass), and the bf16 logits after
 // its end_forward; what read the originals now reads the copies.
 TEST(BoundaryCasts, TheRootCastsTheImageInAndTheLogitsOut) {
-  FsdpModel model = ImageModel();
+  ModelProgram model = ImageModel();
   Result<BoundaryCastSummary> added =
       InsertBoundaryCasts(model, {.inputs = DType::kBFloat16, .root_outputs = DType::kFloat32});
   ASSERT_TRUE(added.ok()) << added.status().ToString();
@@ -112,7 +112,7 @@ TEST(BoundaryCasts, TheRootCastsTheImageInAndTheLogitsOut) {
 // FSDP2 casts every unit's inputs: b1's fp32 `a` too, before b1's gather. FSDP1
 // (cast_root_forward_inputs) casts the root's alone.
 TEST(BoundaryCasts, Fsdp2CastsEveryUnitsInputsFsdp1TheRootsAlone) {
-  FsdpModel model = ImageModel(/*fp32_a=*/true);
+  ModelProgram model = ImageModel(/*fp32_a=*/true);
   Result<BoundaryCastSummary> added = InsertBoundaryCasts(model, {.inputs = DType::kBFloat16});
   ASSERT_TRUE(added.ok()) << added.status().ToString();
   EXPECT_EQ(added->casts, 2u);
@@ -126,7 +126,7 @@ TEST(BoundaryCasts, Fsdp2CastsEveryUnitsInputsFsdp1TheRootsAlone) {
   EXPECT_EQ(model.forward[5].saves[0].tensor, "a.to_bf16");
   // b1's call holds its input cast, made by its pre-forward hook.
   EXPECT_EQ(model.module_calls[0].begin, 3u);
-  FsdpModel fsdp1 = ImageModel(/*fp32_a=*/true);
+  ModelProgram fsdp1 = ImageModel(/*fp32_a=*/true);
   added = InsertBoundaryCasts(fsdp1, {.inputs = DType::kBFloat16, .inputs_root_only = true});
   ASSERT_TRUE(added.ok());
   EXPECT_EQ(added->casts, 1u);
@@ -149,7 +149,7 @@ TEST(BoundaryCasts, ARegionThatReadsTheInputKeepsItsCopy) {
   program.EndForward(root);
   program.Run("mean", 0, {}, {In("y")}, {Tensor("loss", 4, "fp32")});
   program.SetLoss("loss");
-  FsdpModel model = program.Take();
+  ModelProgram model = program.Take();
   Result<BoundaryCastSummary> added =
       InsertBoundaryCasts(model, {.inputs = DType::kBFloat16, .inputs_root_only = true});
   ASSERT_TRUE(added.ok()) << added.status().ToString();
@@ -161,7 +161,7 @@ TEST(BoundaryCasts, ARegionThatReadsTheInputKeepsItsCopy) {
 }
 
 TEST(BoundaryCasts, NothingToCastChangesNothing) {
-  FsdpModel model = ImageModel();
+  ModelProgram model = ImageModel();
   const std::vector<std::string> before = testing::RenderShape(model);
   Result<BoundaryCastSummary> added =
       InsertBoundaryCasts(model, {.root_outputs = DType::kBFloat16});
@@ -172,7 +172,7 @@ TEST(BoundaryCasts, NothingToCastChangesNothing) {
 
 TEST(BoundaryCasts, RefusesWhatItCannotPlace) {
   // A cast b1 would need inside a checkpointed region (FSDP2 skips it in the recompute).
-  FsdpModel model = ImageModel(/*fp32_a=*/true, /*checkpoint_b1=*/true);
+  ModelProgram model = ImageModel(/*fp32_a=*/true, /*checkpoint_b1=*/true);
   Result<BoundaryCastSummary> added = InsertBoundaryCasts(model, {.inputs = DType::kBFloat16});
   ASSERT_FALSE(added.ok());
   EXPECT_NE(added.status().message().find("unit 'b1' is inside a checkpointed region and its "
@@ -188,7 +188,7 @@ TEST(BoundaryCasts, RefusesWhatItCannotPlace) {
   program.Run("l1", 0, {l1}, {In("x")}, {Tensor("y", 100, "fp32")}, {Keep("x")});
   program.EndForward(l1);
   program.SetLoss("y");
-  FsdpModel rootless = program.Take();
+  ModelProgram rootless = program.Take();
   added = InsertBoundaryCasts(rootless, {.root_outputs = DType::kBFloat16});
   ASSERT_FALSE(added.ok());
   EXPECT_EQ(added.status().message(),

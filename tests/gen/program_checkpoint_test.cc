@@ -16,7 +16,7 @@
 namespace bucketsim {
 namespace {
 
-std::vector<std::string> Emit(const FsdpModel& model) {
+std::vector<std::string> Emit(const ModelProgram& model) {
   return testing::EmitSummary(model, testing::TinyFsdpOptions(2));
 }
 
@@ -28,7 +28,7 @@ std::vector<std::string> Emit(const FsdpModel& model) {
 // runs inside a checkpoint region that keeps its input, inside the FSDP hooks, as the recorder
 // writes a block checkpointed by apply_activation_checkpointing; the crossing release is then
 // not there (the region keeps y0).
-FsdpModel TwoBlocks(bool regions) {
+ModelProgram TwoBlocks(bool regions) {
   ProgramBuilder program("two blocks");
   program.AddInstance({"root", {}, true, false});
   const std::size_t b0 = program.AddInstance({"blocks.0", {{"flat_param_0", 8}}, true, true});
@@ -55,7 +55,7 @@ FsdpModel TwoBlocks(bool regions) {
   }
   program.Run("root:sum", 0, {}, {In(in)}, {Tensor("loss", 4, "fp32")});
   program.SetLoss("loss");
-  FsdpModel model = program.Take();
+  ModelProgram model = program.Take();
   // Without regions: block k's gather at 5k, its runs 5k+1 .. 5k+3, its end_forward at 5k+4.
   if (!regions) {
     model.module_calls = {{"blocks.0", "Block", 1, 4},
@@ -71,14 +71,14 @@ CheckpointChoice Classes(std::vector<std::string> classes) {
 }
 
 TEST(CheckpointModules, ARegionPerCallIsTheRegionOfAModelCheckpointedByHand) {
-  FsdpModel model = TwoBlocks(/*regions=*/false);
+  ModelProgram model = TwoBlocks(/*regions=*/false);
   Result<CheckpointSummary> placed = CheckpointModules(model, Classes({"Block"}));
   ASSERT_TRUE(placed.ok()) << placed.status().ToString();
   EXPECT_EQ(placed->regions, 2u);
   EXPECT_EQ(placed->removed, 0u);
   EXPECT_EQ(placed->classes, std::vector<std::string>{"Block"});
   EXPECT_EQ(placed->kept_bytes, 64u);  // y0; x is an input, alive all run
-  const FsdpModel by_hand = TwoBlocks(/*regions=*/true);
+  const ModelProgram by_hand = TwoBlocks(/*regions=*/true);
   EXPECT_EQ(Emit(model), Emit(by_hand));
   ASSERT_EQ(model.forward.size(), by_hand.forward.size());
   for (std::size_t i = 0; i < model.forward.size(); ++i) {
@@ -95,11 +95,11 @@ TEST(CheckpointModules, ARegionPerCallIsTheRegionOfAModelCheckpointedByHand) {
 // --checkpoint-impl no-reentrant: the same regions, non-reentrant (apply_activation_
 // checkpointing's NO_REENTRANT): the model checkpointed by hand with use_reentrant=False.
 TEST(CheckpointModules, NoReentrantRegionsAreTheModelsCheckpointedSo) {
-  FsdpModel model = TwoBlocks(/*regions=*/false);
+  ModelProgram model = TwoBlocks(/*regions=*/false);
   CheckpointChoice choice = Classes({"Block"});
   choice.reentrant = false;
   ASSERT_TRUE(CheckpointModules(model, choice).ok());
-  FsdpModel by_hand = TwoBlocks(/*regions=*/true);
+  ModelProgram by_hand = TwoBlocks(/*regions=*/true);
   std::size_t regions = 0;
   for (ForwardOp& op : by_hand.forward) {
     if (op.kind != OpKind::kCheckpointBegin) continue;
@@ -121,7 +121,7 @@ TEST(CheckpointModules, NoReentrantRegionsAreTheModelsCheckpointedSo) {
 }
 
 TEST(CheckpointModules, NoneTakesTheProgramsOwnRegionsOut) {
-  FsdpModel model = TwoBlocks(/*regions=*/true);
+  ModelProgram model = TwoBlocks(/*regions=*/true);
   Result<CheckpointSummary> placed = CheckpointModules(model, CheckpointChoice{});
   ASSERT_TRUE(placed.ok()) << placed.status().ToString();
   EXPECT_EQ(placed->removed, 2u);
@@ -132,7 +132,7 @@ TEST(CheckpointModules, NoneTakesTheProgramsOwnRegionsOut) {
 }
 
 TEST(CheckpointModules, RegionsReplaceTheProgramsOwn) {
-  FsdpModel model = TwoBlocks(/*regions=*/true);
+  ModelProgram model = TwoBlocks(/*regions=*/true);
   model.module_calls = TwoBlocks(/*regions=*/false).module_calls;
   for (ModuleCall& call : model.module_calls) {  // each block's ops moved by its region's begin
     const std::size_t shift = call.name.starts_with("blocks.1") ? 3 : 1;
@@ -158,7 +158,7 @@ TEST(CheckpointModules, RegionsReplaceTheProgramsOwn) {
 }
 
 TEST(CheckpointModules, ACallInsideAChosenOneIsLeftToIt) {
-  FsdpModel model = TwoBlocks(/*regions=*/false);
+  ModelProgram model = TwoBlocks(/*regions=*/false);
   Result<CheckpointSummary> placed = CheckpointModules(model, Classes({"Linear", "Block"}));
   ASSERT_TRUE(placed.ok()) << placed.status().ToString();
   EXPECT_EQ(placed->regions, 2u);
@@ -167,7 +167,7 @@ TEST(CheckpointModules, ACallInsideAChosenOneIsLeftToIt) {
 }
 
 TEST(CheckpointModules, AllIsEveryModuleFsdpWrapsButTheRoot) {
-  FsdpModel model = TwoBlocks(/*regions=*/false);
+  ModelProgram model = TwoBlocks(/*regions=*/false);
   Result<CheckpointSummary> placed =
       CheckpointModules(model, CheckpointChoice{CheckpointChoice::Kind::kAll, {}});
   ASSERT_TRUE(placed.ok()) << placed.status().ToString();
@@ -178,7 +178,7 @@ TEST(CheckpointModules, AllIsEveryModuleFsdpWrapsButTheRoot) {
 // A module that holds FSDP units (both blocks' gathers and end_forwards inside its call): the
 // region re-gathers them in its recompute.
 TEST(CheckpointModules, ARegionMayHoldFsdpUnits) {
-  FsdpModel model = TwoBlocks(/*regions=*/false);
+  ModelProgram model = TwoBlocks(/*regions=*/false);
   model.module_calls.push_back({"stage", "Stage", 0, 10});
   Result<CheckpointSummary> placed = CheckpointModules(model, Classes({"Stage"}));
   ASSERT_TRUE(placed.ok()) << placed.status().ToString();
@@ -189,7 +189,7 @@ TEST(CheckpointModules, ARegionMayHoldFsdpUnits) {
 }
 
 TEST(CheckpointModules, RefusesWhatItCannotDo) {
-  FsdpModel model = TwoBlocks(/*regions=*/false);
+  ModelProgram model = TwoBlocks(/*regions=*/false);
   EXPECT_EQ(CheckpointModules(model, Classes({"Blok"})).status().message(),
             "no module of class 'Blok' runs in the program's forward; did you mean 'Block'? (its "
             "classes: Block, Linear)");
@@ -201,7 +201,7 @@ TEST(CheckpointModules, RefusesWhatItCannotDo) {
       "'all' checkpoints the modules FSDP wraps, and no instance but the root is a module of the "
       "program's forward: name the classes to checkpoint (its classes: Block, Linear)");
   model.module_calls.clear();
-  const FsdpModel before = model;
+  const ModelProgram before = model;
   EXPECT_EQ(CheckpointModules(model, Classes({"Block"})).status().message(),
             "the program has no module calls (its \"modules\" key, which "
             "tools/record_program.py writes): record the model again to checkpoint its modules "

@@ -10,7 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "core/event.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 namespace bucketsim::testing {
 
@@ -60,7 +60,7 @@ inline std::string RenderOp(const ForwardOp& op) {
   return line;
 }
 
-inline std::vector<std::string> RenderProgram(const FsdpModel& model) {
+inline std::vector<std::string> RenderProgram(const ModelProgram& model) {
   std::vector<std::string> lines;
   std::vector<std::string> inputs;
   for (const ProgramTensor& t : model.inputs) inputs.push_back(fmt::format("{}:{}", t.id, t.bytes));
@@ -71,10 +71,10 @@ inline std::vector<std::string> RenderProgram(const FsdpModel& model) {
 }
 
 // The program's ops by name: "gather NAME", "end NAME", "RUN uses A B", "region".
-inline std::vector<std::string> RenderShape(const FsdpModel& model) {
+inline std::vector<std::string> RenderShape(const ModelProgram& model) {
   std::vector<std::string> ops;
   for (const ForwardOp& op : model.forward) {
-    const std::string& instance = model.instances[op.instance].name;
+    const std::string& instance = model.units[op.instance].name;
     switch (op.kind) {
       case OpKind::kGather:
         ops.push_back("gather " + instance);
@@ -84,7 +84,7 @@ inline std::vector<std::string> RenderShape(const FsdpModel& model) {
         break;
       case OpKind::kRun: {
         std::string uses;
-        for (std::size_t f : op.uses) uses += " " + model.instances[f].name;
+        for (std::size_t f : op.uses) uses += " " + model.units[f].name;
         ops.push_back(op.name + (uses.empty() ? "" : " uses" + uses));
         break;
       }

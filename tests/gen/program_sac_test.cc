@@ -1,4 +1,4 @@
-// Selective activation checkpointing (gen/program_checkpoint.h's SavePolicy, fsdp_program.h's
+// Selective activation checkpointing (gen/program_checkpoint.h's SavePolicy, model_program.h's
 // ForwardOp::policy_saved) as torch 2.6 runs it (reference/cuda_from_cpu.md 1.3, 1.4): what the
 // policy saves is cached in forward and not recomputed; a cached tensor autograd saves goes at
 // its last user's backward, one it does not at the end of the recompute, and the one an early
@@ -19,7 +19,7 @@
 namespace bucketsim {
 namespace {
 
-std::vector<std::string> Emit(const FsdpModel& model) {
+std::vector<std::string> Emit(const ModelProgram& model) {
   return testing::EmitSummary(model, testing::TinyFsdpOptions(2));
 }
 
@@ -29,7 +29,7 @@ std::vector<std::string> Emit(const FsdpModel& model) {
 //   down:mm   q = mm(a)   saves a
 //   add       s = q + h   (AddBackward0: saves nothing)
 // and loss = sum(s). Every tensor 200 B but the batch (100) and the loss (4).
-FsdpModel Block() {
+ModelProgram Block() {
   ProgramBuilder program("sac");
   program.AddInstance({"root", {}, true, false});
   const std::size_t lin = program.AddInstance({"lin", {{"flat_param_0", 4}}, true, true});
@@ -44,13 +44,13 @@ FsdpModel Block() {
               {Tensor("s", 200, "fp32")});
   program.Run("loss", 0, {}, {In("s")}, {Tensor("loss", 4, "fp32")});
   program.SetLoss("loss");
-  FsdpModel model = program.Take();
+  ModelProgram model = program.Take();
   model.module_calls = {{"block", "Block", 3, 7}};
   return model;
 }
 
-FsdpModel Checkpointed(const std::string& save, bool early_stop = true) {
-  FsdpModel model = Block();
+ModelProgram Checkpointed(const std::string& save, bool early_stop = true) {
+  ModelProgram model = Block();
   CheckpointChoice choice{CheckpointChoice::Kind::kClasses, {"Block"}};
   choice.reentrant = false;
   choice.early_stop = early_stop;
@@ -165,9 +165,9 @@ TEST(SelectiveCheckpointing, AnEarlyStopEndsBeforeTheLastSavingRunsKernel) {
 // saves up alone (the 2nd mm of each region forward is recomputed); a policy of an op no run is
 // saves nothing and is refused.
 TEST(SelectiveCheckpointing, CountedRulesAndWhatTheySave) {
-  FsdpModel full = Checkpointed("");
+  ModelProgram full = Checkpointed("");
   for (const ForwardOp& op : full.forward) EXPECT_FALSE(op.policy_saved) << op.name;
-  FsdpModel model = Block();
+  ModelProgram model = Block();
   CheckpointChoice choice{CheckpointChoice::Kind::kClasses, {"Block"}};
   choice.reentrant = false;
   choice.save = *ParseSavePolicy("aten.mm.default/2");
@@ -212,9 +212,9 @@ TEST(SelectiveCheckpointing, CountedRulesAndWhatTheySave) {
 
 // Layer-level: of the calls, the N-th, 2N-th, ... get a region (torchtitan's count).
 TEST(SelectiveCheckpointing, EveryNthCallGetsARegion) {
-  FsdpModel model = Block();
+  ModelProgram model = Block();
   // A second call of the class: four more runs after the first.
-  FsdpModel two = Block();
+  ModelProgram two = Block();
   two.module_calls = {{"block", "Block", 3, 5}, {"block2", "Block", 5, 7}};
   CheckpointChoice choice{CheckpointChoice::Kind::kClasses, {"Block"}};
   choice.every = 2;

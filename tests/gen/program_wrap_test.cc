@@ -16,7 +16,7 @@ namespace {
 // root owns emb.weight; instance blocks.0 (a Block) owns its Linear fc's weight and bias:
 //   0 gather root, 1 emb (reads emb.weight), 2 gather blocks.0, 3 blocks.0.fc (reads both),
 //   4 end_forward blocks.0, 5 end_forward root, 6 loss.
-FsdpModel Recorded() {
+ModelProgram Recorded() {
   ProgramBuilder program("wrapped");
   program.AddInstance({"root", {{"flat_param_0", 4, {{"emb.weight", 4}}}}, true, false});
   const std::size_t block = program.AddInstance(
@@ -35,24 +35,24 @@ FsdpModel Recorded() {
   program.EndForward(0);
   program.Run("root:mean", 0, {}, {In("h")}, {Tensor("loss", 4, "fp32")});
   program.SetLoss("loss");
-  FsdpModel model = program.Take();
+  ModelProgram model = program.Take();
   model.module_calls = {
       {"emb", "Embedding", 1, 2}, {"blocks.0", "Block", 3, 4}, {"blocks.0.fc", "Linear", 3, 4}};
   return model;
 }
 
 TEST(RewrapModules, EachModuleOfTheClassesItsOwnUnit) {
-  FsdpModel model = Recorded();
+  ModelProgram model = Recorded();
   Result<WrapSummary> wrapped = RewrapModules(model, {"Linear", "Embedding"});
   ASSERT_TRUE(wrapped.ok()) << wrapped.status().ToString();
   EXPECT_EQ(wrapped->instances_before, 2u);
   EXPECT_EQ(wrapped->instances_after, 3u);
-  ASSERT_EQ(model.instances.size(), 3u);
-  EXPECT_EQ(model.instances[1].name, "emb");
-  EXPECT_EQ(model.instances[2].name, "blocks.0.fc");
-  EXPECT_TRUE(model.instances[0].params.empty());  // the root owns nothing now
-  EXPECT_EQ(model.instances[2].params[0].numel, 10u);
-  EXPECT_EQ(model.instances[2].params[0].views[1].name, "blocks.0.fc.bias");
+  ASSERT_EQ(model.units.size(), 3u);
+  EXPECT_EQ(model.units[1].name, "emb");
+  EXPECT_EQ(model.units[2].name, "blocks.0.fc");
+  EXPECT_TRUE(model.units[0].params.empty());  // the root owns nothing now
+  EXPECT_EQ(model.units[2].params[0].numel, 10u);
+  EXPECT_EQ(model.units[2].params[0].views[1].name, "blocks.0.fc.bias");
   EXPECT_EQ(
       testing::RenderShape(model),
       (std::vector<std::string>{"gather root", "gather emb", "emb:embedding uses emb", "end emb",
@@ -74,34 +74,34 @@ TEST(RewrapModules, EachModuleOfTheClassesItsOwnUnit) {
 }
 
 TEST(RewrapModules, NoClassIsTheRootAlone) {
-  FsdpModel model = Recorded();
+  ModelProgram model = Recorded();
   ASSERT_TRUE(RewrapModules(model, {}).ok());
-  ASSERT_EQ(model.instances.size(), 1u);
-  EXPECT_EQ(model.instances[0].params[0].numel, 14u);
-  EXPECT_EQ(model.instances[0].params[0].views[0].name, "emb.weight");
+  ASSERT_EQ(model.units.size(), 1u);
+  EXPECT_EQ(model.units[0].params[0].numel, 14u);
+  EXPECT_EQ(model.units[0].params[0].views[0].name, "emb.weight");
   EXPECT_EQ(testing::RenderShape(model),
             (std::vector<std::string>{"gather root", "emb:embedding uses root",
                                       "blocks.0.fc:addmm uses root", "end root", "root:mean"}));
 }
 
 TEST(RewrapModules, RefusesWhatFsdpCouldNotWrap) {
-  const auto error = [](FsdpModel model, std::vector<std::string> classes) {
+  const auto error = [](ModelProgram model, std::vector<std::string> classes) {
     return RewrapModules(model, classes).status().message();
   };
   EXPECT_EQ(error(Recorded(), {"Blok"}),
             "no module of class 'Blok' runs in the program's forward; did you mean 'Block'? (its "
             "classes: Embedding, Block, Linear)");
-  FsdpModel twice = Recorded();
+  ModelProgram twice = Recorded();
   twice.module_calls.push_back({"blocks.0.fc", "Linear", 3, 4});
   EXPECT_EQ(error(twice, {"Linear"}),
             "module 'blocks.0.fc' (Linear) is called more than once in the forward: FSDP gathers "
             "a unit once per forward, so it cannot be one here");
-  FsdpModel old = Recorded();
+  ModelProgram old = Recorded();
   old.forward[3].param_reads.reset();
   EXPECT_EQ(error(old, {"Block"}),
             "/forward/3: run 'blocks.0.fc:addmm' has no param_reads (a program recorded before "
             "them): which parameters a run reads is what re-wrapping places");
-  FsdpModel no_calls = Recorded();
+  ModelProgram no_calls = Recorded();
   no_calls.module_calls.clear();
   EXPECT_EQ(error(no_calls, {"Block"}),
             "the program has no module calls (its \"modules\" key, which tools/record_program.py "

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "engine/trace_checker.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 #include "gen/program_builder.h"
 #include "gen/program_regions.h"
-#include "io/program_file.h"
+#include "io/model_program_file.h"
 #include "testing/recording_sink.h"
 #include "tiny_fsdp.h"
 
@@ -23,14 +23,14 @@ namespace {
 // Two ranks (testing::TinyFsdpOptions: fp32, SGD, one shared group, one iteration).
 GenOptions TinyOptions() { return testing::TinyFsdpOptions(2); }
 
-std::vector<std::string> Emit(const FsdpModel& model) {
+std::vector<std::string> Emit(const ModelProgram& model) {
   return testing::EmitSummary(model, TinyOptions());
 }
 
 // lin (4 parameters): h = lin(x); a checkpointed region that keeps h: a = f(h) (saves a),
 // b = g(a), c = k(b), which releases a (a local variable alive until k has run); loss: a mean
 // of c.
-FsdpModel RegionWithALocal() {
+ModelProgram RegionWithALocal() {
   ProgramBuilder program("releases");
   program.AddInstance({"root", {}, true, false});
   const std::size_t lin = program.AddInstance({"lin", {{"flat_param_0", 4}}, true, true});
@@ -118,7 +118,7 @@ TEST(Releases, ALocalOutlivesItsLastReaderInTheRegionAndItsRecompute) {
 // stops after it: b and c are not recomputed, and nothing holds their outputs or the gradient
 // of c past their own use.
 TEST(Releases, ANonReentrantRegionRecomputesUpToItsLastSaveWhenItIsUnpacked) {
-  FsdpModel model = RegionWithALocal();
+  ModelProgram model = RegionWithALocal();
   model.forward[3].reentrant = false;
   const std::vector<std::string> events = Emit(model);
   const std::vector<std::string> backward = {
@@ -152,7 +152,7 @@ TEST(Releases, ANonReentrantRegionRecomputesUpToItsLastSaveWhenItIsUnpacked) {
       out.str().find(R"({"op":"checkpoint_begin","saves":[{"tensor":"h"}],"reentrant":false})"),
       std::string::npos)
       << out.str();
-  Result<FsdpModel> back = ParseProgram("m.json", out.str());
+  Result<ModelProgram> back = ParseProgram("m.json", out.str());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_FALSE(back->forward[3].reentrant);
   EXPECT_EQ(Emit(*back), events);
@@ -164,7 +164,7 @@ TEST(Releases, ANonReentrantRegionRecomputesUpToItsLastSaveWhenItIsUnpacked) {
 // lets go of the region's own (the frame's).
 TEST(Releases, TheRegionsPlanSaysWhereEachRecomputeStartsAndStops) {
   constexpr std::size_t kNone = CheckpointRegions::kNone;
-  FsdpModel model = RegionWithALocal();
+  ModelProgram model = RegionWithALocal();
   CheckpointRegions regions = FindCheckpointRegions(model);
   EXPECT_EQ(regions.region, (std::vector<std::size_t>{kNone, kNone, kNone, 3, 3, 3, 3, 3, kNone}));
   EXPECT_EQ(regions.stop[3], 6u);
@@ -189,7 +189,7 @@ TEST(Releases, TheRegionsPlanSaysWhereEachRecomputeStartsAndStops) {
 // for a run that saves a tensor it does not read (`gen program --checkpoint` places such begins:
 // a block that saves by reference what an earlier block made). The emitter used to free t after
 // b and then abort at the begin (a program the checks accept, found by the program fuzzer).
-FsdpModel BeginKeepsATensorPastItsLastReader() {
+ModelProgram BeginKeepsATensorPastItsLastReader() {
   ProgramBuilder program("begin keeps");
   program.AddInstance({"root", {}, true, false});
   const std::size_t lin = program.AddInstance({"lin", {{"flat_param_0", 4}}, true, true});
@@ -230,8 +230,8 @@ TEST(Releases, ARegionsBeginKeepsATensorPastItsLastReader) {
 }
 
 TEST(Releases, ValidationNamesTheJsonPointer) {
-  const auto error = [](const FsdpModel& model) { return ValidateProgram(model).message(); };
-  FsdpModel model = RegionWithALocal();
+  const auto error = [](const ModelProgram& model) { return ValidateProgram(model).message(); };
+  ModelProgram model = RegionWithALocal();
   model.forward[6].releases = {"h"};  // made before the region
   EXPECT_EQ(error(model),
             "/forward/6/releases/0: tensor 'h' is made outside checkpointed regions and released "
@@ -250,7 +250,7 @@ TEST(Releases, ValidationNamesTheJsonPointer) {
 // run after the region. The forward holds b until the loss has run; the recompute holds it until
 // the recompute ends (its own autocast exits), not until its backward returns.
 TEST(Releases, ACacheHoldsATensorPastItsRegion) {
-  FsdpModel model = RegionWithALocal();
+  ModelProgram model = RegionWithALocal();
   model.forward[8].releases = {"b"};  // the loss run, after the region
   ASSERT_TRUE(ValidateProgram(model).ok()) << ValidateProgram(model).message();
   const std::vector<std::string> events = Emit(model);
@@ -278,11 +278,11 @@ TEST(Releases, ACacheHoldsATensorPastItsRegion) {
 }
 
 TEST(Releases, ProgramFileRoundTripsThem) {
-  const FsdpModel model = RegionWithALocal();
+  const ModelProgram model = RegionWithALocal();
   std::ostringstream out;
   WriteProgram(model, out);
   EXPECT_NE(out.str().find(R"("releases":["a"])"), std::string::npos);
-  Result<FsdpModel> read = ParseProgram("m.json", out.str());
+  Result<ModelProgram> read = ParseProgram("m.json", out.str());
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(read->forward[6].releases, (std::vector<std::string>{"a"}));
   EXPECT_EQ(Emit(*read), Emit(model));

@@ -13,15 +13,15 @@
 
 #include "gen/program_checkpoint.h"
 #include "gen/tune_runner.h"
-#include "io/program_file.h"
+#include "io/model_program_file.h"
 #include "memory/make_memory_model.h"
 
 namespace bucketsim {
 namespace {
 
 TEST(SaveSearch, TheGreedyPoliciesAgainstEveryPolicyOfTheCostliestOps) {
-  Result<FsdpModel> program = ReadProgramFile(std::string(BUCKETSIM_SOURCE_DIR) +
-                                              "/tests/fuzz/seeds/program/llama1l-bf16-flash.json");
+  Result<ModelProgram> program = ReadProgramFile(
+      std::string(BUCKETSIM_SOURCE_DIR) + "/tests/fuzz/seeds/program/llama1l-bf16-flash.json");
   ASSERT_TRUE(program.ok()) << program.status().ToString();
   CheckpointChoice choice{CheckpointChoice::Kind::kClasses, {"TransformerBlock"}};
   choice.reentrant = false;

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "engine/trace_checker.h"
-#include "gen/fsdp_program.h"
+#include "gen/fsdp_emitter.h"
 #include "gen/gen_options.h"
+#include "gen/model_program.h"
 #include "testing/recording_sink.h"
 
 namespace bucketsim::testing {
@@ -27,7 +28,7 @@ inline GenOptions TinyFsdpOptions(int world_size) {
 
 // Every event of `model`'s trace under `options`, through the checker; the framework's
 // all_gather and all_reduce events only with `collectives`.
-inline std::vector<std::string> EmitSummary(const FsdpModel& model, const GenOptions& options,
+inline std::vector<std::string> EmitSummary(const ModelProgram& model, const GenOptions& options,
                                             bool collectives = false) {
   RecordingSink recorder;
   TraceChecker checker(&recorder);
@@ -37,7 +38,7 @@ inline std::vector<std::string> EmitSummary(const FsdpModel& model, const GenOpt
 }
 
 // The header `model`'s trace under `options` has.
-inline TraceHeader EmitHeader(const FsdpModel& model, const GenOptions& options) {
+inline TraceHeader EmitHeader(const ModelProgram& model, const GenOptions& options) {
   RecordingSink recorder;
   Status status = EmitFsdpTrace(model, options, recorder);
   EXPECT_TRUE(status.ok()) << status.ToString();

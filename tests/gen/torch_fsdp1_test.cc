@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "gen/fsdp_program.h"
+#include "gen/fsdp_emitter.h"
+#include "gen/model_program.h"
 #include "gen/program_builder.h"
 #include "testing/recording_sink.h"
 #include "tiny_fsdp.h"
@@ -26,7 +27,7 @@ GenOptions Fsdp1Options(int world_size) {
   return options;
 }
 
-std::vector<std::string> Emit(const FsdpModel& model, const GenOptions& options) {
+std::vector<std::string> Emit(const ModelProgram& model, const GenOptions& options) {
   return testing::EmitSummary(model, options);
 }
 
@@ -37,7 +38,7 @@ std::vector<std::string> Emit(const FsdpModel& model, const GenOptions& options)
 // flat parameters 24 and 40 bytes, and so the flat gradients. Forward order root, a, b;
 // post-forward order a, b, root. With `checkpoint`, b runs in a checkpointed region (around its
 // unit, as checkpoint(block, x, use_reentrant=False) over an FSDP-wrapped block) that keeps ha.
-FsdpModel Chain(bool checkpoint = false, Numel unit_numel = 10) {
+ModelProgram Chain(bool checkpoint = false, Numel unit_numel = 10) {
   ProgramBuilder program("chain");
   const std::size_t root = program.AddInstance({"root", {{"flat_param_0", 6}}, true, false});
   const std::size_t a = program.AddInstance({"a", {{"flat_param_0", unit_numel}}, true, true});
@@ -626,8 +627,8 @@ namespace {
 // a, which gathers in its own pre-backward, as with --backward-prefetch none; the rest is
 // BACKWARD_PRE's.
 TEST(TorchFsdp1, EachUnitsOwnBackwardPrefetchDecidesInItsHooks) {
-  FsdpModel model = Chain();
-  model.instances[2].settings.backward_prefetch = BackwardPrefetch::kNone;
+  ModelProgram model = Chain();
+  model.units[2].settings.backward_prefetch = BackwardPrefetch::kNone;
   const std::vector<std::string> events = Emit(model, Fsdp1Options(2));
   const auto at = std::find(events.begin(), events.end(), "compute backward b");
   ASSERT_NE(at, events.end());
@@ -635,7 +636,7 @@ TEST(TorchFsdp1, EachUnitsOwnBackwardPrefetchDecidesInItsHooks) {
   const auto a = std::find(events.begin(), events.end(), "compute backward a");
   ASSERT_NE(a, events.end());
   EXPECT_EQ(*(a - 1), "alloc 20 40 s1 all_gather") << ::testing::PrintToString(events);
-  model.instances[2].settings.backward_prefetch = BackwardPrefetch::kPre;
+  model.units[2].settings.backward_prefetch = BackwardPrefetch::kPre;
   EXPECT_EQ(Emit(model, Fsdp1Options(2)), Emit(Chain(), Fsdp1Options(2)));
 }
 

@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "gen/fsdp_program.h"
+#include "gen/fsdp_emitter.h"
+#include "gen/model_program.h"
 #include "gen/program_builder.h"
 #include "tiny_fsdp.h"
 
@@ -28,7 +29,7 @@ GenOptions Fsdp2Options(int world_size) {
   return options;
 }
 
-std::vector<std::string> Emit(const FsdpModel& model, const GenOptions& options) {
+std::vector<std::string> Emit(const ModelProgram& model, const GenOptions& options) {
   return testing::EmitSummary(model, options);
 }
 
@@ -38,7 +39,7 @@ GenParam Flat(const std::string& unit) {
 
 // x (100 bytes, no grad) -> l1: h = x W1 + b1 (saves x) -> l2: y = h W2 + b2 (saves h) ->
 // loss = mean(y). With `checkpoint`, l2's whole forward is a checkpointed region.
-FsdpModel TwoUnits(bool checkpoint = false) {
+ModelProgram TwoUnits(bool checkpoint = false) {
   ProgramBuilder program("fsdp2 tiny");
   program.AddInstance({"root", {}, true, false});
   const std::size_t l1 = program.AddInstance({"l1", {Flat("l1")}, true, true});
@@ -642,7 +643,7 @@ TEST(TorchFsdp2, CheckpointedUnitGathersInItsPreBackwardBeforeTheRecompute) {
 // returns, after them.
 TEST(TorchFsdp2, ANonReentrantRegionsKeptInputsGoWithItsLastSavingNode) {
   const GenOptions options = Fsdp2Options(2);
-  FsdpModel model = TwoUnits(/*checkpoint=*/true);
+  ModelProgram model = TwoUnits(/*checkpoint=*/true);
   const auto at = [](const std::vector<std::string>& events, const std::string& event) {
     return std::find(events.begin(), events.end(), event) - events.begin();
   };
@@ -709,27 +710,27 @@ TEST(TorchFsdp2, ExplicitPrefetchGathersTheListedUnitsAfterTheCopyOut) {
       << TorchFsdpSetting(options);
 }
 
-// A recorded model's units with settings of their own (GenInstance::settings, by instance
+// A recorded model's units with settings of their own (FsdpUnit::settings, by instance
 // name) are emitted as the same settings given for every unit would be: explicit lists as
 // --modules-to-forward-prefetch 1 makes them, reshard_after_forward=False on each unit as the
 // option. A unit that keeps its own (l2) while the other follows the option gathers only once.
 TEST(TorchFsdp2, AUnitsOwnSettingsAreItsOwn) {
   GenOptions n_ahead = Fsdp2Options(2);
   n_ahead.fsdp2.forward_prefetch_modules = 1;
-  FsdpModel listed = TwoUnits();
-  listed.instances[1].settings.modules_to_forward_prefetch = std::vector<std::string>{"l2"};
+  ModelProgram listed = TwoUnits();
+  listed.units[1].settings.modules_to_forward_prefetch = std::vector<std::string>{"l2"};
   EXPECT_EQ(Emit(listed, Fsdp2Options(2)), Emit(TwoUnits(), n_ahead));
 
   GenOptions kept = Fsdp2Options(2);
   kept.reshard_after_forward = false;
-  FsdpModel own = TwoUnits();
+  ModelProgram own = TwoUnits();
   for (std::size_t f : {1, 2}) {
-    own.instances[f].settings.reshard_after_forward = UnitSettings::Reshard{false, 0};
+    own.units[f].settings.reshard_after_forward = UnitSettings::Reshard{false, 0};
   }
   EXPECT_EQ(Emit(own, Fsdp2Options(2)), Emit(TwoUnits(), kept));
 
-  FsdpModel last_kept = TwoUnits();
-  last_kept.instances[2].settings.reshard_after_forward = UnitSettings::Reshard{false, 0};
+  ModelProgram last_kept = TwoUnits();
+  last_kept.units[2].settings.reshard_after_forward = UnitSettings::Reshard{false, 0};
   const auto gathers = [](const std::vector<std::string>& events) {
     return std::count_if(events.begin(), events.end(),
                          [](const std::string& e) { return e.starts_with("all_gather"); });
@@ -740,16 +741,16 @@ TEST(TorchFsdp2, AUnitsOwnSettingsAreItsOwn) {
 
 TEST(TorchFsdp2, UnitSettingsThatCannotBeEmittedAreErrors) {
   testing::RecordingSink sink;
-  FsdpModel unknown = TwoUnits();
-  unknown.instances[1].settings.modules_to_backward_prefetch = std::vector<std::string>{"l3"};
+  ModelProgram unknown = TwoUnits();
+  unknown.units[1].settings.modules_to_backward_prefetch = std::vector<std::string>{"l3"};
   EXPECT_EQ(EmitFsdpTrace(unknown, Fsdp2Options(2), sink).message(),
             "fsdp2: unit l1 prefetches l3, which is not a unit of this model");
-  FsdpModel meshes = TwoUnits();
-  meshes.instances[1].settings.reshard_after_forward = UnitSettings::Reshard{true, 2};
-  meshes.instances[2].settings.reshard_after_forward = UnitSettings::Reshard{true, 4};
+  ModelProgram meshes = TwoUnits();
+  meshes.units[1].settings.reshard_after_forward = UnitSettings::Reshard{true, 2};
+  meshes.units[2].settings.reshard_after_forward = UnitSettings::Reshard{true, 4};
   EXPECT_EQ(EmitFsdpTrace(meshes, Fsdp2Options(8), sink).message(),
             "fsdp2: units reshard after forward to meshes of 2 and 4 ranks; one size is modelled");
-  meshes.instances[2].settings.reshard_after_forward = UnitSettings::Reshard{true, 3};
+  meshes.units[2].settings.reshard_after_forward = UnitSettings::Reshard{true, 3};
   EXPECT_EQ(EmitFsdpTrace(meshes, Fsdp2Options(8), sink).message(),
             "fsdp2: unit l2 reshards after forward to 3 ranks, which does not divide its shard "
             "group's 8");
@@ -760,7 +761,7 @@ TEST(TorchFsdp2, UnitSettingsThatCannotBeEmittedAreErrors) {
 // sizes the input without it), its .grad stays None and Adam makes no state for it
 // (`if p.grad is not None`): three parameters' exp_avg and exp_avg_sq, not four.
 TEST(TorchFsdp2, AParameterWithoutAGradientIsLeftOutOfTheReductionAndTheStep) {
-  FsdpModel model = TwoUnits();
+  ModelProgram model = TwoUnits();
   model.forward[4].param_reads = std::vector<std::string>{"l2.w"};
   GenOptions options = Fsdp2Options(2);
   options.optimizer = OptimizerKind::kAdam;
@@ -844,8 +845,8 @@ TEST(TorchFsdp2, OffloadedShardsAreCopiedToTheDeviceForEachAllGather) {
 // padded shard of chunk 0's 6 (24 bytes), and the all-gather output is 2 x (6 + 1) x 4 = 56
 // bytes. Taken as 1-D it would be chunks of 3 (12 bytes, a 32-byte output).
 TEST(TorchFsdp2, ShardsEachParameterAlongDimZero) {
-  FsdpModel model = TwoUnits();
-  model.instances[1].params = {{"flat_param_0", 8, {{"l1.w", 6, 1}, {"l1.b", 2}}}};
+  ModelProgram model = TwoUnits();
+  model.units[1].params = {{"flat_param_0", 8, {{"l1.w", 6, 1}, {"l1.b", 2}}}};
   for (int rank : {0, 1}) {
     GenOptions options = Fsdp2Options(2);
     options.rank = rank;
@@ -859,8 +860,8 @@ TEST(TorchFsdp2, ShardsEachParameterAlongDimZero) {
               events.end())
         << ::testing::PrintToString(events);
   }
-  FsdpModel flat = model;
-  flat.instances[1].params[0].views[0].dim0 = 0;  // not recorded: 1-D
+  ModelProgram flat = model;
+  flat.units[1].params[0].views[0].dim0 = 0;  // not recorded: 1-D
   const std::vector<std::string> events = Emit(flat, Fsdp2Options(2));
   EXPECT_EQ(events[0], "alloc 1 12 s0 param");
 }

@@ -186,7 +186,7 @@ std::string Render(const Event& e, const TraceHeader& header) {
       e.index, EventKindName(e.kind), static_cast<int>(e.kind), PhaseName(e.phase),
       CategoryName(e.category), DTypeName(e.dtype), DTypeName(e.cast_dtype),
       ShardModeName(e.shard_mode), e.set_to_none, e.stream, named ? header.names.at(e.name) : "",
-      e.fsdp, e.param, e.id, e.bytes, e.group, e.numel, e.dur_us);
+      e.unit, e.param, e.id, e.bytes, e.group, e.numel, e.dur_us);
 }
 
 std::vector<std::string> RenderAll(const RecordingSink& trace) {
@@ -235,14 +235,14 @@ TEST(TransformerPreset, MixedPrecisionHeader) {
   EXPECT_EQ(header.streams[2].name, "post_backward");
   EXPECT_EQ(header.post_backward_stream(), 2u);
 
-  ASSERT_EQ(header.fsdp.size(), 4u);
+  ASSERT_EQ(header.units.size(), 4u);
   const std::vector<std::pair<std::string, Numel>> expected = {
       {"embedding", 10240}, {"block0", 49984}, {"block1", 49984}, {"head", 8320}};
   for (std::size_t f = 0; f < expected.size(); ++f) {
-    EXPECT_EQ(header.fsdp[f].name, expected[f].first);
-    ASSERT_EQ(header.fsdp[f].params.size(), 1u);
-    EXPECT_EQ(header.fsdp[f].params[0].numel, expected[f].second);
-    EXPECT_EQ(header.fsdp[f].params[0].dtype, DType::kFloat32);
+    EXPECT_EQ(header.units[f].name, expected[f].first);
+    ASSERT_EQ(header.units[f].params.size(), 1u);
+    EXPECT_EQ(header.units[f].params[0].numel, expected[f].second);
+    EXPECT_EQ(header.units[f].params[0].dtype, DType::kFloat32);
   }
 
   // Per-instance layout: one group object per instance, ids 1..4, identical members.
@@ -268,7 +268,7 @@ TEST(TransformerPreset, Fsdp2ShardsEachParameterAlongItsDim0) {
   config.group_layout = GroupLayout::kShared;
   const TraceHeader header = Generate(config).header;
   std::map<std::string, Numel> declared;
-  for (const FsdpInstance& instance : header.fsdp) {
+  for (const UnitInfo& instance : header.units) {
     for (const ParamInfo& param : instance.params) declared[param.name] = param.numel;
   }
   EXPECT_EQ(declared.at("attn.proj.weight"), 1056u);
@@ -310,7 +310,7 @@ TEST(TransformerPreset, MixedPrecisionReduceScatterRequests) {
     EXPECT_EQ(event.dtype, DType::kBFloat16);
     EXPECT_EQ(event.shard_mode, ShardMode::kCast);
     EXPECT_EQ(event.cast_dtype, DType::kFloat32);
-    requests.emplace_back(event.fsdp, event.group, event.numel);
+    requests.emplace_back(event.unit, event.group, event.numel);
   });
   // Reverse order of forward; group per instance; numel = ceil(numel / 4).
   const std::vector<Request> one_backward = {
@@ -411,7 +411,7 @@ TEST(TransformerPreset, ProgramIsThePerOpTable) {
   for (bool checkpointing : {false, true}) {
     TransformerConfig config = ConfigT();
     config.activation_checkpointing = checkpointing;
-    Result<FsdpModel> program = TransformerProgram(config);
+    Result<ModelProgram> program = TransformerProgram(config);
     ASSERT_TRUE(program.ok());
     EXPECT_EQ(RenderProgram(*program), ProgramT(checkpointing)) << checkpointing;
   }
@@ -468,7 +468,7 @@ TEST(TransformerPreset, RunsReadTheirModulesViews) {
       TransformerConfig config = ConfigT();
       config.attention = attention;
       config.tied_embeddings = tied;
-      Result<FsdpModel> program = TransformerProgram(config);
+      Result<ModelProgram> program = TransformerProgram(config);
       ASSERT_TRUE(program.ok());
       std::map<std::string, std::vector<std::string>> reads;
       for (const ForwardOp& op : program->forward) {
@@ -481,7 +481,7 @@ TEST(TransformerPreset, RunsReadTheirModulesViews) {
       EXPECT_EQ(reads["block0.mlp.fc2"],
                 (std::vector<std::string>{"mlp.fc2.weight", "mlp.fc2.bias"}));
       EXPECT_EQ(reads["head"], (std::vector<std::string>{tied ? "tok.weight" : "head.weight"}));
-      const GenParam& block = program->instances[1].params.at(0);
+      const GenParam& block = program->units[1].params.at(0);
       std::vector<std::string> names;
       Numel total = 0;
       for (const ParamView& view : block.views) {
@@ -575,7 +575,7 @@ std::vector<std::string> AutocastProgramT() {
 TEST(TransformerPreset, AutocastRunsEachOpInItsAutocastDtype) {
   TransformerConfig config = ConfigT();
   config.autocast = DType::kFloat16;
-  Result<FsdpModel> program = TransformerProgram(config);
+  Result<ModelProgram> program = TransformerProgram(config);
   ASSERT_TRUE(program.ok());
   EXPECT_EQ(RenderProgram(*program), AutocastProgramT());
   EXPECT_EQ(program->autocast, DType::kFloat16);
@@ -633,7 +633,7 @@ TEST(TransformerPreset, AutocastBackwardMakesEachGradientInItsDtype) {
 TEST(TransformerPreset, Bf16AutocastCastsSoftmaxInputs) {
   TransformerConfig config = ConfigT();
   config.autocast = DType::kBFloat16;
-  Result<FsdpModel> program = TransformerProgram(config);
+  Result<ModelProgram> program = TransformerProgram(config);
   ASSERT_TRUE(program.ok());
   const std::vector<std::string> lines = RenderProgram(*program);
   const auto has = [&](const std::string& line) {
@@ -653,7 +653,7 @@ TEST(TransformerPreset, Bf16AutocastCastsSoftmaxInputs) {
 // The block's runs of configuration T from ln1 to ln2 under another attention (lines 5 to 20
 // of the program, or fewer).
 std::vector<std::string> AttentionLines(const TransformerConfig& config) {
-  Result<FsdpModel> program = TransformerProgram(config);
+  Result<ModelProgram> program = TransformerProgram(config);
   EXPECT_TRUE(program.ok());
   std::vector<std::string> lines = RenderProgram(*program);
   std::vector<std::string> block;
@@ -721,7 +721,7 @@ TEST(TransformerPreset, FlashAttentionKeepsNoScores) {
             "block0.attn.flash in=[block0.q, block0.k, block0.v] out=[block0.attn.flash.out:32] "
             "saves=[block0.q, block0.k, block0.v, block0.attn.flash.out, 16 fp32 softmax_lse, "
             "16 int64 rng_state] ws=[32 fp32, 16 fp32]");
-  Result<FsdpModel> program = TransformerProgram(config);
+  Result<ModelProgram> program = TransformerProgram(config);
   ASSERT_TRUE(program.ok());
   for (const ForwardOp& op : program->forward) {
     if (op.name == "block0.attn.flash") {
@@ -860,10 +860,10 @@ TEST(TransformerPreset, RoundTripThroughTraceWriterAndReader) {
     EXPECT_EQ(read.header.description, generated.header.description);
     EXPECT_EQ(read.header.bucket_cap_mb, generated.header.bucket_cap_mb);
     ASSERT_EQ(read.header.groups.size(), generated.header.groups.size());
-    ASSERT_EQ(read.header.fsdp.size(), generated.header.fsdp.size());
-    for (std::size_t f = 0; f < read.header.fsdp.size(); ++f) {
-      EXPECT_EQ(read.header.fsdp[f].name, generated.header.fsdp[f].name);
-      EXPECT_EQ(read.header.fsdp[f].params[0].numel, generated.header.fsdp[f].params[0].numel);
+    ASSERT_EQ(read.header.units.size(), generated.header.units.size());
+    for (std::size_t f = 0; f < read.header.units.size(); ++f) {
+      EXPECT_EQ(read.header.units[f].name, generated.header.units[f].name);
+      EXPECT_EQ(read.header.units[f].params[0].numel, generated.header.units[f].params[0].numel);
     }
   }
 #else
@@ -937,11 +937,11 @@ TEST(TransformerPresetArithmetic, ConfigAHeader) {
   ASSERT_EQ(h.groups.size(), 1u);
   EXPECT_EQ(h.groups[0].ranks, (std::vector<int>{3, 4, 5}));
   EXPECT_EQ(h.groups[0].name, "shard_group");
-  ASSERT_EQ(h.fsdp.size(), 4u);
-  EXPECT_EQ(h.fsdp[0].params[0].numel, 6912u);
-  EXPECT_EQ(h.fsdp[1].params[0].numel, 25184u);
-  EXPECT_EQ(h.fsdp[2].params[0].numel, 25184u);
-  EXPECT_EQ(h.fsdp[3].params[0].numel, 6528u);
+  ASSERT_EQ(h.units.size(), 4u);
+  EXPECT_EQ(h.units[0].params[0].numel, 6912u);
+  EXPECT_EQ(h.units[1].params[0].numel, 25184u);
+  EXPECT_EQ(h.units[2].params[0].numel, 25184u);
+  EXPECT_EQ(h.units[3].params[0].numel, 6528u);
 }
 
 TEST(TransformerPresetArithmetic, NewFieldsAreValidated) {

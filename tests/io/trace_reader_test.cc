@@ -89,12 +89,12 @@ TEST(ReadTrace, ParsesHeader) {
   EXPECT_EQ(h.groups[1].name, "pair");
   ASSERT_NE(h.FindGroup(3), nullptr);
   EXPECT_EQ(h.FindGroup(3)->ranks, (std::vector<int>{0, 1}));
-  ASSERT_EQ(h.fsdp.size(), 1u);
-  EXPECT_EQ(h.fsdp[0].name, "block0");
-  ASSERT_EQ(h.fsdp[0].params.size(), 2u);
-  EXPECT_EQ(h.fsdp[0].params[1].name, "b");
-  EXPECT_EQ(h.fsdp[0].params[1].numel, 7u);
-  EXPECT_EQ(h.fsdp[0].params[1].dtype, DType::kBFloat16);
+  ASSERT_EQ(h.units.size(), 1u);
+  EXPECT_EQ(h.units[0].name, "block0");
+  ASSERT_EQ(h.units[0].params.size(), 2u);
+  EXPECT_EQ(h.units[0].params[1].name, "b");
+  EXPECT_EQ(h.units[0].params[1].numel, 7u);
+  EXPECT_EQ(h.units[0].params[1].dtype, DType::kBFloat16);
   EXPECT_EQ(h.num_params(), 2u);
   EXPECT_EQ(r.sink.headers, 1);
   EXPECT_EQ(r.sink.header_seen, &r.header);
@@ -108,7 +108,7 @@ TEST(ReadTrace, AppliesHeaderDefaults) {
   ASSERT_EQ(r.header.streams.size(), 1u);
   EXPECT_EQ(r.header.streams[0].name, "default");
   EXPECT_TRUE(r.header.groups.empty());
-  EXPECT_TRUE(r.header.fsdp.empty());
+  EXPECT_TRUE(r.header.units.empty());
   EXPECT_EQ(r.sink.ends, 1);
 }
 
@@ -154,7 +154,7 @@ TEST(ReadTrace, ParsesEveryEventKind) {
   EXPECT_EQ(e[5].kind, EventKind::kMark);
   EXPECT_EQ(r.header.names[e[5].name], "after fwd");
   EXPECT_EQ(e[6].kind, EventKind::kReduceScatter);
-  EXPECT_EQ(e[6].fsdp, 0u);
+  EXPECT_EQ(e[6].unit, 0u);
   EXPECT_EQ(e[6].param, 0u);
   EXPECT_EQ(e[6].group, 3u);
   EXPECT_EQ(e[6].dtype, DType::kBFloat16);

@@ -76,7 +76,7 @@ std::string Write(Trace& trace) {
 
 auto Fields(const Event& e) {
   return std::tie(e.kind, e.phase, e.category, e.dtype, e.cast_dtype, e.shard_mode, e.set_to_none,
-                  e.stream, e.name, e.fsdp, e.param, e.slot, e.id, e.bytes, e.group, e.numel,
+                  e.stream, e.name, e.unit, e.param, e.slot, e.id, e.bytes, e.group, e.numel,
                   e.dur_us, e.time_us, e.has_totals, e.index);
 }
 
@@ -95,14 +95,14 @@ void ExpectSameHeader(const TraceHeader& a, const TraceHeader& b) {
     EXPECT_EQ(a.groups[g].ranks, b.groups[g].ranks);
     EXPECT_EQ(a.groups[g].name, b.groups[g].name);
   }
-  ASSERT_EQ(a.fsdp.size(), b.fsdp.size());
-  for (std::size_t f = 0; f < a.fsdp.size(); ++f) {
-    EXPECT_EQ(a.fsdp[f].name, b.fsdp[f].name);
-    ASSERT_EQ(a.fsdp[f].params.size(), b.fsdp[f].params.size());
-    for (std::size_t p = 0; p < a.fsdp[f].params.size(); ++p) {
-      EXPECT_EQ(a.fsdp[f].params[p].name, b.fsdp[f].params[p].name);
-      EXPECT_EQ(a.fsdp[f].params[p].numel, b.fsdp[f].params[p].numel);
-      EXPECT_EQ(a.fsdp[f].params[p].dtype, b.fsdp[f].params[p].dtype);
+  ASSERT_EQ(a.units.size(), b.units.size());
+  for (std::size_t f = 0; f < a.units.size(); ++f) {
+    EXPECT_EQ(a.units[f].name, b.units[f].name);
+    ASSERT_EQ(a.units[f].params.size(), b.units[f].params.size());
+    for (std::size_t p = 0; p < a.units[f].params.size(); ++p) {
+      EXPECT_EQ(a.units[f].params[p].name, b.units[f].params[p].name);
+      EXPECT_EQ(a.units[f].params[p].numel, b.units[f].params[p].numel);
+      EXPECT_EQ(a.units[f].params[p].dtype, b.units[f].params[p].dtype);
     }
   }
   EXPECT_EQ(a.names, b.names);

@@ -20,12 +20,12 @@ inline TraceHeader ModelHeader(const std::vector<std::vector<Numel>>& instances,
   header.world_size = 2;
   header.groups.push_back(MakeGroup(1, {0, 1}));
   for (std::size_t f = 0; f < instances.size(); ++f) {
-    FsdpInstance instance;
+    UnitInfo instance;
     instance.name = fmt::format("fsdp{}", f);
     for (std::size_t p = 0; p < instances[f].size(); ++p) {
       instance.params.push_back({fmt::format("f{}.p{}", f, p), instances[f][p], dtype});
     }
-    header.fsdp.push_back(std::move(instance));
+    header.units.push_back(std::move(instance));
   }
   EXPECT_TRUE(header.Finalize().ok());
   return header;

@@ -47,7 +47,7 @@ inline std::string Summarize(const Event& e, const TraceHeader& header) {
     case EventKind::kFree:
       return fmt::format("free {}", e.id);
     case EventKind::kReduceScatter:
-      return fmt::format("rs {}.{} g{} {} {} {}", e.fsdp, e.param, e.group, DTypeName(e.dtype),
+      return fmt::format("rs {}.{} g{} {} {} {}", e.unit, e.param, e.group, DTypeName(e.dtype),
                          e.numel, ShardModeName(e.shard_mode));
     case EventKind::kCompute:
       return fmt::format("compute {}", header.names[e.name]);

@@ -15,7 +15,7 @@ TraceBuilder& TraceBuilder::Group(GroupId id, std::vector<int> ranks) {
 }
 
 TraceBuilder& TraceBuilder::Fsdp(std::string name, std::vector<ParamInfo> params) {
-  header_.fsdp.push_back({std::move(name), std::move(params)});
+  header_.units.push_back({std::move(name), std::move(params)});
   return *this;
 }
 

@@ -142,7 +142,7 @@ class RecordTarget(unittest.TestCase):
         model recorded in bf16 (its low_precision key): its own x.float() copies, flash
         attention, event for event what a --dtype bf16 recording is
         (tools/device/program_diff.py: no difference), which gen program --activation-dtype
-        param-dtype then emits (tests/gen/program_file_test.cc); --mixed-precision off leaves
+        param-dtype then emits (tests/gen/model_program_file_test.cc); --mixed-precision off leaves
         it out, and a bf16 recording has none."""
         sys.path.insert(0, os.path.join(TOOLS, "device"))
         import program_diff

@@ -25,7 +25,7 @@ from .errors import UsageError
 SIZES = ("bytes", "shape", "flops", "backward_flops")
 
 # The growth terms: (key suffix, power of b - b0, power of s - s0), as the program's reader
-# names them (src/gen/fsdp_program.h, kGrowthTerms).
+# names them (src/gen/model_program.h, kGrowthTerms).
 TERMS = (("per_sample", 1, 0), ("per_token", 0, 1), ("per_token2", 0, 2),
          ("per_sample_token", 1, 1), ("per_sample_token2", 1, 2))
 

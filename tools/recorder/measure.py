@@ -3,7 +3,7 @@
 One step is: build the model and its batch and optimizer ("start"), forward and the loss
 ("after fwd"), loss.backward() ("after bwd"), optimizer.step() ("after step"),
 zero_grad(set_to_none=True) and dropping the loss ("done") (step.run_step). bucketsim's emitter
-puts its marks at the same places (src/gen/fsdp_program.cc), so a replay at world size 1 can be
+puts its marks at the same places (src/gen/fsdp_emitter.cc), so a replay at world size 1 can be
 compared mark by mark and phase by phase (forward = after "start" up to "after fwd", backward up
 to "after bwd", step up to "after step", zero_grad up to "done").
 

@@ -1,4 +1,4 @@
-#include "gen/fsdp_program.h"
+#include "gen/fsdp_emitter.h"
 
 #include <algorithm>
 #include <array>
@@ -20,20 +20,10 @@
 
 namespace bucketsim {
 
-std::unique_ptr<FsdpImplementation> MakeFsdpImplementation(const FsdpModel& model,
+std::unique_ptr<FsdpImplementation> MakeFsdpImplementation(const ModelProgram& model,
                                                            const GenOptions& options,
                                                            TraceEmitter& trace) {
   return OptionsOf(options.fsdp_impl).make(model, options, trace);
-}
-
-std::uint64_t SaturatingProduct(std::initializer_list<std::uint64_t> factors) {
-  std::uint64_t product = 1;
-  for (std::uint64_t factor : factors) {
-    if (__builtin_mul_overflow(product, factor, &product)) {
-      return std::numeric_limits<std::uint64_t>::max();
-    }
-  }
-  return product;
 }
 
 namespace {
@@ -54,14 +44,15 @@ namespace {
 // is summed into a new tensor (`InputBuffer::accumulate`: `old_var + var`).
 class FsdpTrace final : public TraceEmitter {
  public:
-  FsdpTrace(const FsdpModel& model, const GenOptions& options, TraceHeader& header, EventSink& sink)
+  FsdpTrace(const ModelProgram& model, const GenOptions& options, TraceHeader& header,
+            EventSink& sink)
       : model_(model),
         options_(options),
         rates_(options),
         header_(header),
         sink_(sink),
         impl_(MakeFsdpImplementation(model, options, *this)),
-        grad_ids_(model.instances.size()),
+        grad_ids_(model.units.size()),
         saved_(model.forward.size()),
         op_tensors_(model.forward.size()),
         span_names_(model.forward.size(), {kUninterned, kUninterned, kUninterned}),
@@ -239,9 +230,9 @@ class FsdpTrace final : public TraceEmitter {
       per_param_ = per_param_ || model_.forward[i].param_reads.has_value();
     }
     if (!per_param_) return;
-    target_tensor_.resize(model_.instances.size());
-    for (std::size_t f = 0; f < model_.instances.size(); ++f) {
-      const GenInstance& instance = model_.instances[f];
+    target_tensor_.resize(model_.units.size());
+    for (std::size_t f = 0; f < model_.units.size(); ++f) {
+      const FsdpUnit& instance = model_.units[f];
       target_tensor_[f].resize(instance.params.size());
       ForEachTarget(instance, f, [&](const std::string&, ParamTarget at) {
         const GenParam& param = instance.params[at.param];
@@ -695,14 +686,14 @@ class FsdpTrace final : public TraceEmitter {
   // backward order, that uses them.
   Status AllocFullGrads(std::size_t f) {
     if (!grad_ids_[f].empty()) return Status::Ok();
-    for (std::size_t p = 0; p < model_.instances[f].params.size(); ++p) {
+    for (std::size_t p = 0; p < model_.units[f].params.size(); ++p) {
       BUCKETSIM_RETURN_IF_ERROR(AllocFullGrad(f, p));
     }
     return Status::Ok();
   }
   Status AllocFullGrad(std::size_t f, std::size_t p) {
     std::uint64_t id = 0;
-    const Numel numel = model_.instances[f].params[p].numel + impl_->GradPadding(f, p);
+    const Numel numel = model_.units[f].params[p].numel + impl_->GradPadding(f, p);
     BUCKETSIM_RETURN_IF_ERROR(
         Alloc(numel * impl_->ComputeSize(f), kDefaultStream, Category::kGrad, id));
     grad_ids_[f].push_back(id);
@@ -711,7 +702,7 @@ class FsdpTrace final : public TraceEmitter {
 
   // TraceEmitter: the gradient of parameter p of unit f, handed to the implementation.
   Status TakeParamGrad(std::size_t f, std::size_t p, std::uint64_t& id) override {
-    const std::size_t params = model_.instances[f].params.size();
+    const std::size_t params = model_.units[f].params.size();
     BUCKETSIM_CHECK(p < params);
     if (per_param_) {
       BUCKETSIM_CHECK(grad_ids_[f].size() == p);
@@ -729,7 +720,7 @@ class FsdpTrace final : public TraceEmitter {
 
   // TraceEmitter: the gradients of parameter p's views, each handed over as autograd made it.
   Status TakeViewGrads(std::size_t f, std::size_t p, std::vector<std::uint64_t>& ids) override {
-    const std::size_t params = model_.instances[f].params.size();
+    const std::size_t params = model_.units[f].params.size();
     BUCKETSIM_CHECK(p < params);
     ids.clear();
     if (!per_param_) {
@@ -757,7 +748,7 @@ class FsdpTrace final : public TraceEmitter {
   // view gradients are alive (the ~2x of reference/fsdp_semantics.md §6.2, PyTorch PR
   // #117323); the zeros go when it returns, the view gradients when the engine drops its inputs.
   Status CompleteParamGrad(std::size_t f, std::size_t p) {
-    const GenParam& param = model_.instances[f].params[p];
+    const GenParam& param = model_.units[f].params[p];
     const std::vector<std::size_t>& targets = target_tensor_[f][p];
     const bool reached = std::any_of(targets.begin(), targets.end(),
                                      [&](std::size_t t) { return grad_of_[t] != kNone; });
@@ -893,7 +884,7 @@ class FsdpTrace final : public TraceEmitter {
 
   Status Mark(std::string_view name) { return Emit(MarkEvent(header_.Intern(name))); }
 
-  const FsdpModel& model_;
+  const ModelProgram& model_;
   const GenOptions& options_;
   const ComputeRates rates_;
   TraceHeader& header_;
@@ -933,7 +924,7 @@ class FsdpTrace final : public TraceEmitter {
 };
 
 // The trace of a valid program (with FSDP2's boundary casts already in it).
-Status EmitValidTrace(const FsdpModel& model, const GenOptions& options, EventSink& sink) {
+Status EmitValidTrace(const ModelProgram& model, const GenOptions& options, EventSink& sink) {
   // Sinks keep a pointer to the header and names are interned while events stream, so it
   // lives here until OnEnd has returned.
   TraceHeader header;
@@ -946,7 +937,7 @@ Status EmitValidTrace(const FsdpModel& model, const GenOptions& options, EventSi
 
 }  // namespace
 
-Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSink& sink) {
+Status EmitFsdpTrace(const ModelProgram& model, const GenOptions& options, EventSink& sink) {
   BUCKETSIM_RETURN_IF_ERROR(ValidateGenOptions(options));
   BUCKETSIM_RETURN_IF_ERROR(ValidateProgram(model));
   // FSDP's hooks cast at the units' boundaries: runs of their own, in a copy of the program
@@ -955,7 +946,7 @@ Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSin
   if (const FsdpImplOptions& entry = OptionsOf(options.fsdp_impl); entry.boundary_casts) {
     const BoundaryCasts casts = entry.boundary_casts(options);
     if (casts.inputs || casts.root_outputs) {
-      FsdpModel cast = model;
+      ModelProgram cast = model;
       Result<BoundaryCastSummary> added = InsertBoundaryCasts(cast, casts);
       if (!added.ok()) {
         return InvalidArgument(fmt::format(

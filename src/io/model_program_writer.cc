@@ -1,6 +1,6 @@
-// The writer of model program files (io/program_file.h): the header keys pretty-printed, then
+// The writer of model program files (io/model_program_file.h): the header keys pretty-printed, then
 // one op per line, in a form the reader gives back unchanged.
-#include "io/program_file.h"
+#include "io/model_program_file.h"
 
 #include <iostream>
 #include <memory>
@@ -23,15 +23,15 @@ Json ShapeJson(const std::vector<std::uint64_t>& shape) {
 }
 
 // Whether a growth term's dimensions are those the program was recorded over.
-bool Applies(const GrowthTerm& term, const FsdpModel& model) {
+bool Applies(const GrowthTerm& term, const ModelProgram& model) {
   return (term.sample_power == 0 || model.batch) && (term.token_power == 0 || model.seq);
 }
 
 // Writes `growth`'s terms as <what>_per_... keys: those that are not 0, or (`every`) every one
 // that applies to the program, so that a growth given explicitly reads back as given.
 template <typename T>
-void PutGrowth(Json& json, std::string_view what, const Growth<T>& growth, const FsdpModel& model,
-               bool every = false) {
+void PutGrowth(Json& json, std::string_view what, const Growth<T>& growth,
+               const ModelProgram& model, bool every = false) {
   for (std::size_t t = 0; t < kGrowthTerms.size(); ++t) {
     if (growth[t] != T{} || (every && Applies(kGrowthTerms[t], model))) {
       json[fmt::format("{}_{}", what, kGrowthTerms[t].suffix)] = growth[t];
@@ -39,7 +39,7 @@ void PutGrowth(Json& json, std::string_view what, const Growth<T>& growth, const
   }
 }
 
-Json TensorJson(const ProgramTensor& t, const FsdpModel& model) {
+Json TensorJson(const ProgramTensor& t, const ModelProgram& model) {
   Json json = {{"id", t.id}, {"bytes", t.bytes}, {"dtype", t.dtype}};
   PutGrowth(json, "bytes", t.bytes_growth, model);
   if (t.shape) json["shape"] = ShapeJson(*t.shape);
@@ -49,7 +49,7 @@ Json TensorJson(const ProgramTensor& t, const FsdpModel& model) {
   return json;
 }
 
-Json NewTensorJson(const NewTensor& t, const FsdpModel& model) {
+Json NewTensorJson(const NewTensor& t, const ModelProgram& model) {
   Json json = {{"bytes", t.bytes}, {"dtype", t.dtype}};
   PutGrowth(json, "bytes", t.bytes_growth, model);
   if (t.shape) json["shape"] = ShapeJson(*t.shape);
@@ -57,7 +57,7 @@ Json NewTensorJson(const NewTensor& t, const FsdpModel& model) {
   return json;
 }
 
-Json SavesJson(const std::vector<SavedTensor>& saves, const FsdpModel& model) {
+Json SavesJson(const std::vector<SavedTensor>& saves, const ModelProgram& model) {
   Json array = Json::array();
   for (const SavedTensor& save : saves) {
     array.push_back(save.tensor.empty() ? NewTensorJson(save.fresh, model)
@@ -78,7 +78,7 @@ Json InputJson(const RunInput& input) {
   return input.tensor;
 }
 
-Json OpJson(const ForwardOp& op, const FsdpModel& model) {
+Json OpJson(const ForwardOp& op, const ModelProgram& model) {
   switch (op.kind) {
     case OpKind::kGather:
       return {{"op", "gather"}, {"instance", op.instance}};
@@ -162,8 +162,8 @@ Json ModuleCallJson(const ModuleCall& call) {
   return {{"name", call.name}, {"class", call.type}, {"ops", Json::array({call.begin, call.end})}};
 }
 
-// A low-precision recording's own keys (program_file.cc ReadRecording), with its dtype.
-Json LowPrecisionJson(const FsdpModel& low) {
+// A low-precision recording's own keys (model_program_reader.cc ReadRecording), with its dtype.
+Json LowPrecisionJson(const ModelProgram& low) {
   Json json = {{"dtype", "bf16"}, {"loss", low.loss}};
   json["inputs"] = Json::array();
   for (const ProgramTensor& t : low.inputs) json["inputs"].push_back(TensorJson(t, low));
@@ -182,13 +182,13 @@ Json LowPrecisionJson(const FsdpModel& low) {
 
 }  // namespace
 
-void WriteProgram(const FsdpModel& model, std::ostream& out) {
+void WriteProgram(const ModelProgram& model, std::ostream& out) {
   Json head = {{"format", kProgramFormat},
                {"schema_version", kProgramSchemaVersion},
                {"description", model.description}};
   if (model.autocast) head["autocast"] = std::string(DTypeName(*model.autocast));
   Json instances = Json::array();
-  for (const GenInstance& instance : model.instances) {
+  for (const FsdpUnit& instance : model.units) {
     Json params = Json::array();
     for (const GenParam& param : instance.params) {
       Json entry = {{"name", param.name}, {"numel", param.numel}};
@@ -247,7 +247,7 @@ void WriteProgram(const FsdpModel& model, std::ostream& out) {
   out << "\n}\n";
 }
 
-Status WriteProgramFile(const FsdpModel& model, const std::string& path) {
+Status WriteProgramFile(const ModelProgram& model, const std::string& path) {
   if (path == "-") {
     WriteProgram(model, std::cout);
     return std::cout ? Status::Ok() : IoError("cannot write the program to stdout");

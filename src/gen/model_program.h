@@ -1,13 +1,7 @@
-// A model under FSDP as the trace generator sees it: its FSDP instances (units, each with its
-// parameters, flat or not) and the forward pass as a program of ops over them. The emitter runs
-// the program as autograd does: the forward's activations and saves, the backward as the
-// forward program run in reverse (backward spans, each parameter's gradient at the backward of
-// the ops that read it (param_reads; without them, an instance's full gradients at the first
-// op that uses it), a flat parameter's view gradients concatenated), checkpoint recomputation.
-// Everything about the parameters (shards, gathers, reshards, prefetch, the reduction of a
-// unit's gradients, the optimizer state) is the FSDP implementation's (fsdp_implementation.h:
-// fairscale's, PyTorch's FSDP1 or FSDP2). Presets only describe their model; the emitter and
-// the implementations are the one place the FSDP allocation pattern lives.
+// A model program: a model under FSDP as the trace generator sees it, its FSDP units (each
+// with its parameters, flat or not) and the forward pass as a program of ops over them
+// (traces/README.md, "Model programs"). The emitter (fsdp_emitter.h) turns it into a trace;
+// the reader and writer of its file are io/model_program_file.h.
 #pragma once
 
 #include <array>
@@ -67,7 +61,7 @@ struct UnitSettings {
   bool operator==(const UnitSettings&) const = default;
 };
 
-struct GenInstance {
+struct FsdpUnit {
   std::string name;
   std::vector<GenParam> params;  // one flat parameter, or the module's own (flatten=False)
   // False for instances wrapped with mixed_precision=False (auto_wrap_bn): gathered, computed
@@ -253,11 +247,11 @@ struct RecordedTarget {
 };
 
 // A model program (traces/README.md, "Model programs"; traces/program-v1.schema.json).
-struct FsdpModel {
+struct ModelProgram {
   std::string description;
   std::optional<DType> autocast;  // informational: the runs' activations are in this dtype
   std::optional<RecordedTarget> target;
-  std::vector<GenInstance> instances;
+  std::vector<FsdpUnit> units;
   // Made once at init and alive all run (the input batch); category activation; no grad.
   std::vector<ProgramTensor> inputs;
   std::vector<ForwardOp> forward;
@@ -283,7 +277,7 @@ struct FsdpModel {
   // "low_precision" key: tools/record_program.py --mixed-precision): its own inputs, forward,
   // loss, held tensors, module calls, fits and target; the instances, wrapping and optimizer
   // are this model's. `--activation-dtype param-dtype` emits it in place of a cast of this one.
-  std::shared_ptr<const FsdpModel> low_precision;
+  std::shared_ptr<const ModelProgram> low_precision;
 };
 
 // The element size of a program dtype name ("fp32", "bool", "int64", ...); 0 if unknown.
@@ -295,7 +289,7 @@ bool IsFloatingDType(std::string_view dtype);
 // indexes in range, checkpoint regions well formed, the loss an output, gather/end_forward in
 // pairs, module calls nested and holding both or neither op of each gather/end_forward pair. The
 // error message starts with the JSON pointer of the culprit ("/forward/3/inputs/0: ").
-Status ValidateProgram(const FsdpModel& model);
+Status ValidateProgram(const ModelProgram& model);
 
 // Calls fn(tensor) on every tensor object the forward makes (a ProgramTensor or a NewTensor,
 // const with a const model): runs' outputs, the fresh tensors runs save for backward, and their
@@ -312,15 +306,12 @@ void ForEachForwardTensor(Model& model, Fn&& fn) {
 }
 
 // The classes of the program's module calls, in the order the forward first calls them.
-std::vector<std::string> CallClasses(const FsdpModel& model);
+std::vector<std::string> CallClasses(const ModelProgram& model);
 // What a what-if on module classes (--checkpoint, --wrap) needs of the program: module calls
 // ("record the model again to WHAT here" when it has none), and a call of each class in
 // `classes` (the message names the classes there are, and the nearest to a typo).
-Status CheckCallClasses(const FsdpModel& model, const std::vector<std::string>& classes,
+Status CheckCallClasses(const ModelProgram& model, const std::vector<std::string>& classes,
                         std::string_view what);
-
-// Emits the header and every event of `options.iterations` iterations into `sink`.
-Status EmitFsdpTrace(const FsdpModel& model, const GenOptions& options, EventSink& sink);
 
 // The bytes of one fp32 element: the gradients' fp32 copies, optimizer state, fp32 activations.
 inline constexpr Bytes kFp32Size = 4;

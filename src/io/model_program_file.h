@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "gen/fsdp_program.h"
+#include "gen/model_program.h"
 
 namespace bucketsim {
 
@@ -21,9 +21,9 @@ inline constexpr std::string_view kProgramFormat = "bucketsim-program";  // its 
 
 // Reads and checks a program (structure, types, references: ValidateProgram). An unreadable
 // file is an IoError, anything wrong in it an InvalidArgument.
-Result<FsdpModel> ReadProgramFile(const std::string& path);
+Result<ModelProgram> ReadProgramFile(const std::string& path);
 // The same from text; `path` names it in messages.
-Result<FsdpModel> ParseProgram(const std::string& path, std::string_view text);
+Result<ModelProgram> ParseProgram(const std::string& path, std::string_view text);
 
 // What a recorded model's "fsdp" key (the FSDP wrapping it already had) says, as `gen` flags
 // in bucketsim's spelling: {"fsdp-impl", "fsdp1"}, {"sharding-strategy", "FULL_SHARD"},
@@ -46,20 +46,20 @@ struct UnitSettingFlags {
   bool modules_to_forward_prefetch = false;
   bool modules_to_backward_prefetch = false;
 };
-// Sets each instance's GenInstance::settings from `recorded`: the first unit's, then what the
+// Sets each instance's FsdpUnit::settings from `recorded`: the first unit's, then what the
 // unit has of its own (the program reader checked that "instances" names instances), but for
 // the settings `given` leaves to the options. An error names a prefetch list's unit that is not
 // one of the program's instances.
 Status SetUnitSettings(const ProgramFsdpFlags& recorded, const UnitSettingFlags& given,
-                       FsdpModel& program);
+                       ModelProgram& program);
 // What a recorded model's "optimizer" key says, as `gen` flags: {"optimizer", "adam"},
 // {"optimizer-impl", "foreach"}, {"weight-decay", "0.1"}; only the fields it has.
 std::vector<std::pair<std::string, std::string>> OptimizerFlagsOf(
     const std::string& optimizer_json);
 
 // Writes `model` as JSON: the header keys pretty-printed, then one op per line.
-void WriteProgram(const FsdpModel& model, std::ostream& out);
+void WriteProgram(const ModelProgram& model, std::ostream& out);
 // Writes to `path` ("-" for stdout); an IoError if it cannot.
-Status WriteProgramFile(const FsdpModel& model, const std::string& path);
+Status WriteProgramFile(const ModelProgram& model, const std::string& path);
 
 }  // namespace bucketsim

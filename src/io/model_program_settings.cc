@@ -1,6 +1,6 @@
 // The settings a recorded program carries (its "fsdp" and "optimizer" keys: PyTorch's names and
-// values) said as `gen` flags in bucketsim's spelling (io/program_file.h).
-#include "io/program_file.h"
+// values) said as `gen` flags in bucketsim's spelling (io/model_program_file.h).
+#include "io/model_program_file.h"
 
 #include <algorithm>
 #include <optional>
@@ -127,7 +127,7 @@ Status ReadUnitSettings(const Json& s, FsdpImpl impl, std::string_view where, Un
 }  // namespace
 
 Status SetUnitSettings(const ProgramFsdpFlags& recorded, const UnitSettingFlags& given,
-                       FsdpModel& program) {
+                       ModelProgram& program) {
   // What a flag gives every unit is the options' (the emitter reads them where a unit has none).
   const auto without_given = [&](UnitSettings s) {
     if (given.backward_prefetch) s.backward_prefetch.reset();
@@ -137,10 +137,10 @@ Status SetUnitSettings(const ProgramFsdpFlags& recorded, const UnitSettingFlags&
     return s;
   };
   const auto is_unit = [&](const std::string& name) {
-    return std::any_of(program.instances.begin(), program.instances.end(),
-                       [&](const GenInstance& instance) { return instance.name == name; });
+    return std::any_of(program.units.begin(), program.units.end(),
+                       [&](const FsdpUnit& instance) { return instance.name == name; });
   };
-  for (GenInstance& instance : program.instances) {
+  for (FsdpUnit& instance : program.units) {
     instance.settings = without_given(recorded.every_unit);
   }
   std::vector<UnitSettingsFor> units;
@@ -148,7 +148,7 @@ Status SetUnitSettings(const ProgramFsdpFlags& recorded, const UnitSettingFlags&
     if (is_unit(name)) units.emplace_back(name, without_given(unit));
   }
   OverlayUnitSettings(units, program);
-  for (const GenInstance& instance : program.instances) {
+  for (const FsdpUnit& instance : program.units) {
     const UnitSettings& s = instance.settings;
     for (const auto* list : {&s.modules_to_forward_prefetch, &s.modules_to_backward_prefetch}) {
       for (const std::string& name : list->value_or(std::vector<std::string>{})) {

@@ -1,6 +1,6 @@
-// The reader of model program files (io/program_file.h); the writer is program_writer.cc, the
-// recorded settings as flags program_settings.cc.
-#include "io/program_file.h"
+// The reader of model program files (io/model_program_file.h); the writer is
+// model_program_writer.cc, the recorded settings as flags model_program_settings.cc.
+#include "io/model_program_file.h"
 
 #include <algorithm>
 #include <map>
@@ -43,7 +43,7 @@ class ProgramReader {
  public:
   explicit ProgramReader(const JsonDocument& doc) : doc_(doc) {}
 
-  Result<FsdpModel> Read() {
+  Result<ModelProgram> Read() {
     const Pointer top;
     BUCKETSIM_RETURN_IF_ERROR(doc_.Object(top).status());
     std::string format;
@@ -88,7 +88,7 @@ class ProgramReader {
   // What a recording has of its own, under base_ (the top, or /low_precision): the inputs,
   // the forward, the loss, the held tensors, the batch and sequence fits, the module calls and
   // the target. The rest of a program (instances, wrapping, optimizer) both recordings share.
-  Status ReadRecording(FsdpModel& into) {
+  Status ReadRecording(ModelProgram& into) {
     if (doc_.Has(At("target"))) {
       PROGRAM_ASSIGN(into.target, Target(At("target")));
     }
@@ -134,9 +134,9 @@ class ProgramReader {
                         "a program recorded under autocast has no low-precision recording: "
                         "its activations are autocast's already");
     }
-    FsdpModel low;
+    ModelProgram low;
     low.description = model_.description;
-    low.instances = model_.instances;
+    low.units = model_.units;
     low.fsdp = model_.fsdp;
     low.optimizer = model_.optimizer;
     base_ = at;
@@ -147,7 +147,7 @@ class ProgramReader {
     if (!valid.ok()) {
       return InvalidArgument(fmt::format("{}: /low_precision{}", doc_.path(), valid.message()));
     }
-    model_.low_precision = std::make_shared<const FsdpModel>(std::move(low));
+    model_.low_precision = std::make_shared<const ModelProgram>(std::move(low));
     return Status::Ok();
   }
 
@@ -244,7 +244,7 @@ class ProgramReader {
       PROGRAM_ASSIGN(instances, doc_.Object(at / "instances"));
       for (const auto& [name, settings] : instances->items()) {
         bool known = false;
-        for (const GenInstance& instance : model_.instances) known = known || instance.name == name;
+        for (const FsdpUnit& instance : model_.units) known = known || instance.name == name;
         if (!known) return doc_.Error(at / "instances" / name, "no instance has this name");
         BUCKETSIM_RETURN_IF_ERROR(doc_.Object(at / "instances" / name).status());
       }
@@ -289,7 +289,7 @@ class ProgramReader {
       BUCKETSIM_RETURN_IF_ERROR(doc_.Object(here).status());
       BUCKETSIM_RETURN_IF_ERROR(
           Keys(here, {"name", "params", "mixed_precision", "reshard_after_forward", "own_group"}));
-      GenInstance instance;
+      FsdpUnit instance;
       PROGRAM_ASSIGN(instance.name, doc_.String(here / "name"));
       std::size_t params = 0;
       PROGRAM_ASSIGN(params, Length(here / "params"));
@@ -319,7 +319,7 @@ class ProgramReader {
           OptionalBool(here / "reshard_after_forward", instance.reshard_after_forward));
       BUCKETSIM_RETURN_IF_ERROR(OptionalBool(here / "own_group", instance.own_group));
       instance_index_.emplace(instance.name, f);
-      model_.instances.push_back(std::move(instance));
+      model_.units.push_back(std::move(instance));
     }
     return Status::Ok();
   }
@@ -359,9 +359,9 @@ class ProgramReader {
     const Json& value = doc_.root().at(at);
     if (value.is_number_unsigned()) {
       const auto index = value.get<std::uint64_t>();
-      if (index >= model_.instances.size()) {
+      if (index >= model_.units.size()) {
         return doc_.Error(at, fmt::format("instance {} is out of range ({} instances)", index,
-                                          model_.instances.size()));
+                                          model_.units.size()));
       }
       return static_cast<std::size_t>(index);
     }
@@ -702,7 +702,7 @@ class ProgramReader {
 
   const JsonDocument& doc_;
   Pointer base_;  // the recording being read: the top, or /low_precision
-  FsdpModel model_;
+  ModelProgram model_;
   std::map<std::string, std::size_t, std::less<>> instance_index_;
 };
 
@@ -710,13 +710,13 @@ class ProgramReader {
 
 }  // namespace
 
-Result<FsdpModel> ParseProgram(const std::string& path, std::string_view text) {
+Result<ModelProgram> ParseProgram(const std::string& path, std::string_view text) {
   Result<JsonDocument> doc = JsonDocument::Parse(path, kKind, text);
   if (!doc.ok()) return doc.status();
   return ProgramReader(*doc).Read();
 }
 
-Result<FsdpModel> ReadProgramFile(const std::string& path) {
+Result<ModelProgram> ReadProgramFile(const std::string& path) {
   Result<JsonDocument> doc = JsonDocument::Read(path, kKind);
   if (!doc.ok()) return doc.status();
   return ProgramReader(*doc).Read();

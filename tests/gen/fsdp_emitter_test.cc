@@ -1,7 +1,8 @@
 // The emitter's backward working set on tiny programs, every event written out by hand: the
 // activation gradients autograd makes (new, passed on, summed), their lifetimes, saved tensors
 // released at their op's backward, checkpointed regions recomputed and held, autocast copies.
-#include "gen/fsdp_program.h"
+#include "gen/fsdp_emitter.h"
+#include "gen/model_program.h"
 
 #include <gtest/gtest.h>
 
@@ -22,7 +23,7 @@ using testing::SummarizeAll;
 // Two ranks (testing::TinyFsdpOptions: fp32, SGD, one shared group, one iteration).
 GenOptions TinyOptions() { return testing::TinyFsdpOptions(2); }
 
-std::vector<std::string> Emit(const FsdpModel& model, const GenOptions& options) {
+std::vector<std::string> Emit(const ModelProgram& model, const GenOptions& options) {
   return testing::EmitSummary(model, options);
 }
 
@@ -31,7 +32,7 @@ std::vector<std::string> Emit(const FsdpModel& model, const GenOptions& options)
 // saves a (its result); add: s = h + a (AddBackward0 passes its gradient to both); loss: a
 // mean of s (its backward makes a gradient of s's size). With `checkpoint`, act and add are a
 // checkpointed region that keeps h.
-FsdpModel TinyModel(bool checkpoint) {
+ModelProgram TinyModel(bool checkpoint) {
   ProgramBuilder program("tiny");
   program.AddInstance({"root", {}, true, false});
   const std::size_t lin = program.AddInstance({"lin", {{"flat_param_0", 4}}, true, true});
@@ -245,8 +246,8 @@ TEST(FsdpProgram, SharedBnOwnGivesOwnGroupInstancesTheirOwnGroup) {
 }
 
 TEST(FsdpProgram, ValidationNamesTheJsonPointer) {
-  const auto error = [](FsdpModel model) { return ValidateProgram(model).message(); };
-  FsdpModel model = TinyModel(false);
+  const auto error = [](ModelProgram model) { return ValidateProgram(model).message(); };
+  ModelProgram model = TinyModel(false);
   model.forward[1].inputs[0].tensor = "nope";
   EXPECT_EQ(error(model),
             "/forward/1/inputs/0: tensor 'nope' is not defined by an earlier run or input");

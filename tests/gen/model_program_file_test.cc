@@ -1,7 +1,7 @@
 // Model program files: the writer's output read back gives the same trace, byte for byte, for
 // both presets in every configuration the presets have; the reader's errors name the file and
 // the JSON pointer.
-#include "io/program_file.h"
+#include "io/model_program_file.h"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gen/convnet_preset.h"
+#include "gen/fsdp_emitter.h"
 #include "gen/program_what_ifs.h"
 #include "gen/transformer_preset.h"
 #include "io/trace_writer.h"
@@ -18,7 +19,7 @@
 namespace bucketsim {
 namespace {
 
-std::string TraceText(const FsdpModel& model, const GenOptions& options) {
+std::string TraceText(const ModelProgram& model, const GenOptions& options) {
   std::ostringstream out;
   TraceWriter writer(out, "test");
   Status status = EmitFsdpTrace(model, options, writer);
@@ -26,16 +27,16 @@ std::string TraceText(const FsdpModel& model, const GenOptions& options) {
   return out.str();
 }
 
-std::string ProgramText(const FsdpModel& model) {
+std::string ProgramText(const ModelProgram& model) {
   std::ostringstream out;
   WriteProgram(model, out);
   return out.str();
 }
 
 // Write, read back, write again: the same text and the same trace.
-void ExpectRoundTrip(const FsdpModel& model, const GenOptions& options) {
+void ExpectRoundTrip(const ModelProgram& model, const GenOptions& options) {
   const std::string text = ProgramText(model);
-  Result<FsdpModel> read = ParseProgram("m.json", text);
+  Result<ModelProgram> read = ParseProgram("m.json", text);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(ProgramText(*read), text);
   EXPECT_EQ(TraceText(*read, options), TraceText(model, options));
@@ -58,7 +59,7 @@ TEST(ProgramFile, TransformerProgramsRoundTrip) {
         config.tied_embeddings = tied;
         config.autocast = autocast;
         config.compute_dtype = autocast ? DType::kFloat32 : DType::kBFloat16;
-        Result<FsdpModel> program = TransformerProgram(config);
+        Result<ModelProgram> program = TransformerProgram(config);
         ASSERT_TRUE(program.ok());
         ExpectRoundTrip(*program, config);
       }
@@ -75,7 +76,7 @@ TEST(ProgramFile, ConvnetProgramsRoundTrip) {
       config.activation_checkpointing = checkpointing;
       config.autocast = autocast;
       config.group_layout = GroupLayout::kSharedBnOwn;
-      Result<FsdpModel> program = ConvnetProgram(config);
+      Result<ModelProgram> program = ConvnetProgram(config);
       ASSERT_TRUE(program.ok());
       ExpectRoundTrip(*program, config);
     }
@@ -101,7 +102,7 @@ TEST(ProgramFile, MeasuredAndOptionalFieldsRoundTrip) {
                "note": "n", "marks": [{"name": "after fwd", "iteration": 0, "allocated_bytes": 5}],
                "phase_peaks": [{"phase": "backward", "peak_allocated_bytes": 9}]}
 })";
-  Result<FsdpModel> model = ParseProgram("m.json", text);
+  Result<ModelProgram> model = ParseProgram("m.json", text);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ(model->forward[1].uses, std::vector<std::size_t>{0});
   EXPECT_EQ(model->forward[1].inputs[0].grad, InputGrad::kNone);
@@ -110,7 +111,7 @@ TEST(ProgramFile, MeasuredAndOptionalFieldsRoundTrip) {
   EXPECT_EQ(model->measured->marks[0].allocated_bytes, 5u);
   EXPECT_EQ(model->measured->phase_peaks[0].peak_allocated_bytes, 9u);
   const std::string written = ProgramText(*model);
-  Result<FsdpModel> again = ParseProgram("m.json", written);
+  Result<ModelProgram> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ProgramText(*again), written);
   EXPECT_NE(written.find("\"phase_peaks\":[{\"phase\":\"backward\",\"peak_allocated_bytes\":9}]"),
@@ -130,7 +131,7 @@ TEST(ProgramFile, FsdpSettingsRoundTrip) {
                         "mp_policy": {"param_dtype": "bfloat16", "reduce_dtype": null}},
            "instances": {"blocks.0": {"reshard_after_forward": 2}}}
 })";
-  Result<FsdpModel> model = ParseProgram("m.json", text);
+  Result<ModelProgram> model = ParseProgram("m.json", text);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_TRUE(model->fsdp);
   const std::string written = ProgramText(*model);
@@ -140,7 +141,7 @@ TEST(ProgramFile, FsdpSettingsRoundTrip) {
                          "\"reshard_after_forward\":2}}}"),
             std::string::npos)
       << written;
-  Result<FsdpModel> again = ParseProgram("m.json", written);
+  Result<ModelProgram> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ProgramText(*again), written);
 }
@@ -228,7 +229,7 @@ TEST(ProgramFile, RecordedUnitSettings) {
 }
 
 std::string ErrorOf(const std::string& text) {
-  Result<FsdpModel> model = ParseProgram("m.json", text);
+  Result<ModelProgram> model = ParseProgram("m.json", text);
   EXPECT_FALSE(model.ok());
   return model.ok() ? "" : model.status().message();
 }
@@ -248,16 +249,16 @@ TEST(ProgramFile, LowPrecisionRecordingIsReadWrittenAndChecked) {
       R"("low_precision": {"dtype": "bf16", "inputs": [{"id": "x", "bytes": 32, "dtype":
       "bf16"}], "forward": [{"op": "run", "name": "f", "inputs": ["x"], "outputs": [{"id": "c",
       "bytes": 64, "dtype": "fp32"}, {"id": "l", "bytes": 64, "dtype": "fp32"}]}], "loss": "l"})";
-  Result<FsdpModel> read =
+  Result<ModelProgram> read =
       ParseProgram("m.json", std::string("{") + kHead + ", " + fp32 + ", " + low + "}");
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   ASSERT_NE(read->low_precision, nullptr);
   EXPECT_EQ(read->forward.front().outputs.size(), 1u);
   EXPECT_EQ(read->low_precision->forward.front().outputs.size(), 2u);
   EXPECT_EQ(read->low_precision->inputs.front().dtype, "bf16");
-  EXPECT_EQ(read->low_precision->instances.size(), read->instances.size());
+  EXPECT_EQ(read->low_precision->units.size(), read->units.size());
   const std::string written = ProgramText(*read);
-  Result<FsdpModel> again = ParseProgram("m.json", written);
+  Result<ModelProgram> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ProgramText(*again), written);
   ASSERT_NE(again->low_precision, nullptr);
@@ -286,7 +287,7 @@ TEST(ProgramFile, ParamDtypeActivationsEmitTheLowPrecisionRecording) {
       [{"id": "c", "bytes": 64, "dtype": "fp32"}, {"id": "l", "bytes": 32, "dtype": "bf16"}]}],
       "loss": "l"}})";
   const auto emitted = [&](DType compute, const std::string& activations) {
-    Result<FsdpModel> program = ParseProgram("m.json", text);
+    Result<ModelProgram> program = ParseProgram("m.json", text);
     EXPECT_TRUE(program.ok()) << program.status().ToString();
     GenOptions options;
     options.compute_dtype = compute;
@@ -393,14 +394,14 @@ TEST(ProgramFile, SelectiveCheckpointingKeysRoundTripAndAreChecked) {
   const std::string begin =
       R"({"op": "checkpoint_begin", "saves": [{"tensor": "x"}], "reentrant": false,
       "early_stop": false})";
-  Result<FsdpModel> model = ParseProgram("m.json", program(begin, R"(, "policy": "save")"));
+  Result<ModelProgram> model = ParseProgram("m.json", program(begin, R"(, "policy": "save")"));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_FALSE(model->forward[0].early_stop);
   EXPECT_TRUE(model->forward[1].policy_saved);
   const std::string written = ProgramText(*model);
   EXPECT_NE(written.find("\"policy\":\"save\""), std::string::npos) << written;
   EXPECT_NE(written.find("\"early_stop\":false"), std::string::npos) << written;
-  Result<FsdpModel> again = ParseProgram("m.json", written);
+  Result<ModelProgram> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ProgramText(*again), written);
   EXPECT_TRUE(ParseProgram("m.json", program(begin, R"(, "policy": "recompute")")).ok());
@@ -418,7 +419,7 @@ TEST(ProgramFile, SelectiveCheckpointingKeysRoundTripAndAreChecked) {
 }
 
 TEST(ProgramFile, ModuleCallsRoundTrip) {
-  Result<FsdpModel> model =
+  Result<ModelProgram> model =
       ParseProgram("m.json", WithCalls(R"({"name": "b", "class": "Block", "ops": [1, 3]},
                              {"name": "b.lin", "class": "Linear", "ops": [1, 2]})"));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -431,7 +432,7 @@ TEST(ProgramFile, ModuleCallsRoundTrip) {
   EXPECT_NE(written.find("\"modules\": [\n    {\"name\":\"b\",\"class\":\"Block\",\"ops\":[1,3]},"),
             std::string::npos)
       << written;
-  Result<FsdpModel> again = ParseProgram("m.json", written);
+  Result<ModelProgram> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ProgramText(*again), written);
 }
@@ -481,7 +482,7 @@ std::string WithBatch(const std::string& batch) {
 }
 
 TEST(ProgramFile, BatchSizesRoundTrip) {
-  Result<FsdpModel> model =
+  Result<ModelProgram> model =
       ParseProgram("m.json", WithBatch(R"(, "batch": {"size": 2, "checked": [2, 3, 4]})"));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_TRUE(model->batch);
@@ -497,7 +498,7 @@ TEST(ProgramFile, BatchSizesRoundTrip) {
   const std::string written = ProgramText(*model);
   EXPECT_NE(written.find("\"batch\": {\"size\":2,\"checked\":[2,3,4]}"), std::string::npos)
       << written;
-  Result<FsdpModel> again = ParseProgram("m.json", written);
+  Result<ModelProgram> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ProgramText(*again), written);
 }
@@ -531,7 +532,7 @@ TEST(ProgramFile, SequenceLengthsRoundTrip) {
                   "bytes_per_sample_token": 2, "bytes_per_sample_token2": 3,)");
   const std::string fifty = R"("flops_per_sample": 50,)";
   text.replace(text.find(fifty), fifty.size(), R"("flops_per_sample": 50, "flops_per_token2": 7,)");
-  Result<FsdpModel> model = ParseProgram("m.json", text);
+  Result<ModelProgram> model = ParseProgram("m.json", text);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_TRUE(model->seq);
   EXPECT_EQ(model->seq->at, 16u);
@@ -543,7 +544,7 @@ TEST(ProgramFile, SequenceLengthsRoundTrip) {
       << written;
   // The explicit backward growth keeps every term the program's dimensions have, zeros too.
   EXPECT_NE(written.find("\"backward_flops_per_sample_token2\":0.0"), std::string::npos) << written;
-  Result<FsdpModel> again = ParseProgram("m.json", written);
+  Result<ModelProgram> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ProgramText(*again), written);
 
@@ -581,17 +582,17 @@ TEST(ProgramFile, Dim0RoundTripsAndIsChecked) {
               {"op": "run", "name": "r", "uses": ["root"], "outputs": [{"id": "y",
               "bytes": 4, "dtype": "fp32"}]}], "loss": "y"})";
   };
-  Result<FsdpModel> model =
+  Result<ModelProgram> model =
       ParseProgram("m.json", with_params(R"([{"name": "pos", "numel": 6, "dim0": 1},
                                 {"name": "flat_param_0", "numel": 10, "views": [
                                   {"name": "w", "numel": 8, "dim0": 4}, {"name": "b", "numel": 2}]}])"));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  EXPECT_EQ(model->instances[0].params[0].dim0, 1u);
-  EXPECT_EQ(model->instances[0].params[1].views[0].dim0, 4u);
-  EXPECT_EQ(model->instances[0].params[1].views[1].dim0, 0u);
+  EXPECT_EQ(model->units[0].params[0].dim0, 1u);
+  EXPECT_EQ(model->units[0].params[1].views[0].dim0, 4u);
+  EXPECT_EQ(model->units[0].params[1].views[1].dim0, 0u);
   const std::string written = ProgramText(*model);
   EXPECT_NE(written.find(R"({"name":"pos","numel":6,"dim0":1})"), std::string::npos) << written;
-  Result<FsdpModel> again = ParseProgram("m.json", written);
+  Result<ModelProgram> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(ProgramText(*again), written);
   EXPECT_EQ(ErrorOf(with_params(R"([{"name": "w", "numel": 6, "dim0": 4}])")),
@@ -621,14 +622,14 @@ TEST(ProgramFile, OptimizerKeyRoundTripsAndIsSaidAsFlags) {
                               "bytes": 4, "dtype": "fp32"}]}], "loss": "y",
                               "optimizer": {"name": "adamw", "impl": "fused",
                                             "weight_decay": 0.1}})";
-  Result<FsdpModel> model = ParseProgram("m.json", text);
+  Result<ModelProgram> model = ParseProgram("m.json", text);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_TRUE(model->optimizer);
   const std::string written = ProgramText(*model);
   EXPECT_NE(written.find(R"("optimizer": {"name":"adamw","impl":"fused","weight_decay":0.1})"),
             std::string::npos)
       << written;
-  Result<FsdpModel> again = ParseProgram("m.json", written);
+  Result<ModelProgram> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ProgramText(*again), written);
   using Flags = std::vector<std::pair<std::string, std::string>>;
@@ -658,7 +659,7 @@ TEST(ProgramFile, TargetKeyRoundTripsAndIsChecked) {
   const std::string head = std::string("{") + kHead +
                            R"(, "forward": [{"op": "run", "name": "r", "outputs": [{"id": "y",
                               "bytes": 4, "dtype": "fp32"}]}], "loss": "y", )";
-  Result<FsdpModel> model = ParseProgram(
+  Result<ModelProgram> model = ParseProgram(
       "m.json", head + R"("target": {"device": "cuda", "gpu": "sm90", "attention": {"flash": 32},
                          "unmodelled": ["x: y"]}})");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -674,7 +675,7 @@ TEST(ProgramFile, TargetKeyRoundTripsAndIsChecked) {
           R"("target": {"device":"cuda","gpu":"sm90","attention":{"flash":32},"unmodelled":["x: y"]})"),
       std::string::npos)
       << written;
-  Result<FsdpModel> again = ParseProgram("m.json", written);
+  Result<ModelProgram> again = ParseProgram("m.json", written);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ProgramText(*again), written);
   EXPECT_EQ(ErrorOf(head + R"("target": {"device": "tpu"}})"),
@@ -685,7 +686,7 @@ TEST(ProgramFile, TargetKeyRoundTripsAndIsChecked) {
   EXPECT_EQ(ErrorOf(head + R"("target": {"device": "cuda", "attention": {"flash": -1}}})"),
             "m.json: /target/attention/flash: expected an integer >= 0, got -1");
   // The model's own casts to fp32 that an fp32 recording makes no-ops.
-  Result<FsdpModel> upcasts =
+  Result<ModelProgram> upcasts =
       ParseProgram("m.json", head + R"("target": {"device": "cuda", "fp32_upcasts": {"calls": 130,
                            "modules": ["RMSNorm", "Transformer"]}}})");
   ASSERT_TRUE(upcasts.ok()) << upcasts.status().ToString();
@@ -709,7 +710,7 @@ TEST(ProgramFile, ComplexTensorsAreReadByElementSize) {
                                              "shape": [8]},
                                             {"id": "h", "bytes": 32, "dtype": "complex32",
                                              "shape": [8]}]}], "loss": "y"})";
-  Result<FsdpModel> model = ParseProgram("m.json", text);
+  Result<ModelProgram> model = ParseProgram("m.json", text);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ(ProgramDTypeSize("complex64"), 8u);
   EXPECT_EQ(ProgramDTypeSize("torch.complex128"), 16u);
@@ -736,12 +737,12 @@ TEST(ProgramFile, AnAliasOfATensorTheRunDoesNotReadIsRefused) {
       {"op": "run", "name": "v", "inputs": ["a"], "outputs": [{"id": "v", "bytes": 4, "dtype": "fp32", "alias": "a"}]},
       {"op": "run", "name": "c", "inputs": ["v"],
        "outputs": [{"id": "c", "bytes": 4, "dtype": "fp32", "alias": "a"}]}], "loss": "c"})";
-  Result<FsdpModel> accepted = ParseProgram("m.json", std::string("{") + kHead + through_view);
+  Result<ModelProgram> accepted = ParseProgram("m.json", std::string("{") + kHead + through_view);
   EXPECT_TRUE(accepted.ok()) << accepted.status().ToString();
 }
 
 TEST(ProgramFile, MissingFileIsAnIoError) {
-  Result<FsdpModel> model = ReadProgramFile("/nonexistent/m.json");
+  Result<ModelProgram> model = ReadProgramFile("/nonexistent/m.json");
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), StatusCode::kIoError);
 }
